@@ -1,0 +1,79 @@
+// The checkpoint's Hugging Face tokenizer (tokenizer.json + tokenizer_config.json),
+// run by @huggingface/tokenizers, plus the special-token facts generation needs.
+import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Tokenizer } from '@huggingface/tokenizers';
+
+type TokenLike = string | { content: string } | null | undefined;
+
+function tokenText(t: TokenLike): string | undefined {
+  if (t == null) return undefined;
+  return typeof t === 'string' ? t : t.content;
+}
+
+export interface TokenizerConfig {
+  bos_token?: TokenLike;
+  eos_token?: TokenLike;
+  add_bos_token?: boolean;
+  chat_template?: string | Array<{ name: string; template: string }>;
+  [key: string]: unknown;
+}
+
+export class TextTokenizer {
+  readonly vocabSize: number;
+  readonly bosToken: string | undefined;
+  readonly eosToken: string | undefined;
+  readonly bosId: number | undefined;
+  readonly eosId: number | undefined;
+  private readonly specialIds: Set<number>;
+
+  constructor(
+    private readonly tok: Tokenizer,
+    readonly config: TokenizerConfig,
+    /** The default chat template and any named variants ('default' key for the main one). */
+    readonly chatTemplates: Map<string, string>,
+  ) {
+    const vocab = tok.get_vocab(true);
+    let maxId = -1;
+    for (const id of vocab.values()) maxId = Math.max(maxId, id);
+    this.vocabSize = maxId + 1;
+    this.bosToken = tokenText(config.bos_token);
+    this.eosToken = tokenText(config.eos_token);
+    this.bosId = this.bosToken === undefined ? undefined : tok.token_to_id(this.bosToken);
+    this.eosId = this.eosToken === undefined ? undefined : tok.token_to_id(this.eosToken);
+    this.specialIds = new Set([...tok.get_added_tokens_decoder()].filter(([, t]) => t.special).map(([id]) => id));
+  }
+
+  static async load(dir: string): Promise<TextTokenizer> {
+    const json = JSON.parse(await readFile(join(dir, 'tokenizer.json'), 'utf8'));
+    const configPath = join(dir, 'tokenizer_config.json');
+    const config: TokenizerConfig = existsSync(configPath) ? JSON.parse(await readFile(configPath, 'utf8')) : {};
+    const templates = new Map<string, string>();
+    const ct = config.chat_template;
+    if (typeof ct === 'string') templates.set('default', ct);
+    else if (Array.isArray(ct)) for (const { name, template } of ct) templates.set(name, template);
+    // Newer checkpoints ship the template as its own file; it wins over the config copy.
+    const jinjaPath = join(dir, 'chat_template.jinja');
+    if (existsSync(jinjaPath)) templates.set('default', await readFile(jinjaPath, 'utf8'));
+    return new TextTokenizer(new Tokenizer(json, config), config, templates);
+  }
+
+  /** `addSpecial` runs the tokenizer's post-processor (e.g. prepends BOS). */
+  encode(text: string, addSpecial: boolean): number[] {
+    return this.tok.encode(text, { add_special_tokens: addSpecial }).ids;
+  }
+
+  decode(ids: number[], skipSpecial = true): string {
+    return this.tok.decode(ids, { skip_special_tokens: skipSpecial });
+  }
+
+  /** The vocabulary piece of one id, as stored (e.g. "▁the", "Ġthe", "<0x0A>"). */
+  idToToken(id: number): string | undefined {
+    return this.tok.id_to_token(id);
+  }
+
+  isSpecial(id: number): boolean {
+    return this.specialIds.has(id);
+  }
+}
