@@ -1,0 +1,135 @@
+// The one place where engine tokens become response text: detokenizing, stop strings,
+// usage and timings. Every API family consumes this and only reshapes its events.
+import type { Engine } from '../engine/engine.js';
+import type { FinishReason, SamplingParams, Timings } from '../engine/types.js';
+import { IncrementalDetokenizer } from './detokenizer.js';
+import { StopMatcher } from './stop-matcher.js';
+
+export interface TextGenerationParams {
+  promptTokens: number[];
+  /** Already fitted to the context; 0 answers at once with no tokens. */
+  maxTokens: number;
+  sampling: SamplingParams;
+  stop: readonly string[];
+  /** The client's lifetime: aborting ends generation and the iteration without a 'done'. */
+  signal?: AbortSignal;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface TextGenerationResult {
+  finishReason: FinishReason;
+  /** The stop string that ended generation, when one did. */
+  stopString?: string;
+  usage: Usage;
+  timings: Timings;
+  /** The whole completion: the concatenation of every 'text' event. */
+  text: string;
+}
+
+export type TextGenerationEvent = { type: 'text'; text: string } | { type: 'done'; result: TextGenerationResult };
+
+export async function* generateText(
+  engine: Engine,
+  params: TextGenerationParams,
+): AsyncGenerator<TextGenerationEvent> {
+  const { promptTokens, maxTokens, sampling, signal } = params;
+  const clock = new Clock();
+  const detokenizer = new IncrementalDetokenizer((ids) => engine.tokenizer.decode(ids, true), promptTokens);
+  const stops = new StopMatcher(params.stop);
+  let text = '';
+  let completionTokens = 0;
+  const done = (
+    finishReason: FinishReason,
+    stopString: string | undefined,
+    timings: Timings,
+    promptN = promptTokens.length,
+  ): TextGenerationEvent => ({
+    type: 'done',
+    result: {
+      finishReason,
+      ...(stopString === undefined ? {} : { stopString }),
+      usage: { prompt_tokens: promptN, completion_tokens: completionTokens, total_tokens: promptN + completionTokens },
+      timings,
+      text,
+    },
+  });
+
+  if (maxTokens <= 0) {
+    yield done('length', undefined, clock.timings(promptTokens.length, 0));
+    return;
+  }
+
+  // Leaving this loop early (stop string, consumer gone) returns the engine's iterator,
+  // which frees the sequence.
+  for await (const event of engine.generate({ promptTokens, maxTokens, sampling, signal })) {
+    if (event.type === 'token') {
+      clock.token();
+      completionTokens++;
+      const match = stops.push(detokenizer.push(event.id));
+      if (match.text) {
+        text += match.text;
+        yield { type: 'text', text: match.text };
+      }
+      if (match.stop !== undefined) {
+        yield done('stop', match.stop, clock.timings(promptTokens.length, completionTokens));
+        return;
+      }
+      continue;
+    }
+    // The detokenizer may still hold an unfinished character, and the matcher a partial stop.
+    const match = stops.push(detokenizer.flush());
+    const rest = match.text + (match.stop === undefined ? stops.flush() : '');
+    if (rest) {
+      text += rest;
+      yield { type: 'text', text: rest };
+    }
+    completionTokens = event.completionTokens;
+    const reason = match.stop === undefined ? event.reason : 'stop';
+    yield done(reason, match.stop, event.timings, event.promptTokens);
+    return;
+  }
+  if (!signal?.aborted) throw new Error('engine ended a generation without a done event');
+}
+
+/** Drives a generation to its end; undefined when the client went away first. */
+export async function generateTextToEnd(
+  engine: Engine,
+  params: TextGenerationParams,
+): Promise<TextGenerationResult | undefined> {
+  for await (const event of generateText(engine, params)) {
+    if (event.type === 'done') return event.result;
+  }
+  return undefined;
+}
+
+/** llama-server-style timings measured here, for generations this layer ends itself. */
+class Clock {
+  private readonly start = performance.now();
+  private firstToken: number | undefined;
+  private lastToken: number | undefined;
+
+  token(): void {
+    this.lastToken = performance.now();
+    this.firstToken ??= this.lastToken;
+  }
+
+  timings(promptN: number, predictedN: number): Timings {
+    const promptMs = (this.firstToken ?? performance.now()) - this.start;
+    const predictedMs = this.lastToken === undefined || this.firstToken === undefined ? 0 : this.lastToken - this.firstToken;
+    return {
+      prompt_n: promptN,
+      prompt_ms: promptMs,
+      prompt_per_token_ms: promptN > 0 ? promptMs / promptN : 0,
+      prompt_per_second: promptMs > 0 ? (promptN * 1000) / promptMs : 0,
+      predicted_n: predictedN,
+      predicted_ms: predictedMs,
+      predicted_per_token_ms: predictedN > 0 ? predictedMs / predictedN : 0,
+      predicted_per_second: predictedMs > 0 ? (predictedN * 1000) / predictedMs : 0,
+    };
+  }
+}

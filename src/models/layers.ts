@@ -1,0 +1,77 @@
+// The layers every decoder family here shares, each recording its dispatches. Families
+// compose them (see llama.ts); the math is in src/kernels.
+import type { Dispatch } from '../runtime/program.js';
+import type { BuildContext } from './model.js';
+
+export interface AttentionOptions {
+  /** q/k/v projections carry a bias (Qwen2). */
+  qkvBias?: boolean;
+  /** Per-head RMSNorm of q and k before RoPE (Qwen3). */
+  qkNorm?: boolean;
+}
+
+/** Token embedding into the residual stream h. */
+export function embed(ctx: BuildContext): Dispatch[] {
+  return ctx.ops.embedding(ctx.matrix('model.embed_tokens'), ctx.meta.tokens, ctx.act.h);
+}
+
+/** h += o_proj(attention(rope(q), rope(k), v)) over the normed input xn. */
+export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOptions = {}): Dispatch[] {
+  const { ops, cfg, act, kv, meta } = ctx;
+  const p = `model.layers.${layer}.self_attn`;
+  const bias = (name: string) => (o.qkvBias ? ctx.vector(`${p}.${name}.bias`) : undefined);
+  const qOut = o.qkNorm ? act.qRaw : act.q;
+  const kOut = o.qkNorm ? act.kRaw : act.k;
+  const d: Dispatch[] = [
+    ...ops.linear(`${p}.q_proj`, ctx.matrix(`${p}.q_proj`), act.xn, qOut, { bias: bias('q_proj') }),
+    ...ops.linear(`${p}.k_proj`, ctx.matrix(`${p}.k_proj`), act.xn, kOut, { bias: bias('k_proj') }),
+    ...ops.linear(`${p}.v_proj`, ctx.matrix(`${p}.v_proj`), act.xn, act.v, { bias: bias('v_proj') }),
+  ];
+  if (o.qkNorm) {
+    const norm = (name: string, x: GPUBuffer, y: GPUBuffer, heads: number) =>
+      ops.rmsnorm(`${p}.${name}`, x, ctx.vector(`${p}.${name}.weight`), y, { width: cfg.headDim, eps: cfg.rmsEps, rowsPerToken: heads });
+    d.push(norm('q_norm', act.qRaw, act.q, cfg.heads), norm('k_norm', act.kRaw, act.k, cfg.kvHeads));
+  }
+  d.push(
+    ops.rope(`${p}.rope_q`, act.q, cfg.heads, cfg.headDim, meta.tokenPos, ctx.invFreq),
+    ops.rope(`${p}.rope_k`, act.k, cfg.kvHeads, cfg.headDim, meta.tokenPos, ctx.invFreq),
+    ops.kvWrite(act.k, act.v, kv.k[layer], kv.v[layer], cfg.kvHeads * cfg.headDim, kv.blockSize, meta),
+    ops.attention(act.q, kv.k[layer], kv.v[layer], act.attn, {
+      heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, blockSize: kv.blockSize, scale: 1 / Math.sqrt(cfg.headDim),
+    }, meta),
+    ...ops.linear(`${p}.o_proj`, ctx.matrix(`${p}.o_proj`), act.attn, act.h, { accumulate: true }),
+  );
+  return d;
+}
+
+/** h += down(silu(gate(xn)) * up(xn)). */
+export function swigluMlp(ctx: BuildContext, layer: number): Dispatch[] {
+  const { ops, cfg, act } = ctx;
+  const p = `model.layers.${layer}.mlp`;
+  return [
+    ...ops.linear(`${p}.gate_proj`, ctx.matrix(`${p}.gate_proj`), act.xn, act.gate),
+    ...ops.linear(`${p}.up_proj`, ctx.matrix(`${p}.up_proj`), act.xn, act.up),
+    ops.swiglu(act.gate, act.up, act.act, cfg.intermediate),
+    ...ops.linear(`${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.act, act.h, { accumulate: true }),
+  ];
+}
+
+/** RMSNorm of the residual stream into xn, before a block. */
+export function norm(ctx: BuildContext, name: string): Dispatch {
+  const { ops, cfg, act } = ctx;
+  return ops.rmsnorm(name, act.h, ctx.vector(`${name}.weight`), act.xn, { width: cfg.hidden, eps: cfg.rmsEps });
+}
+
+/**
+ * Final norm, LM head and sampling, for each sequence's last token only: prefill never
+ * computes logits it would throw away.
+ */
+export function headAndSample(ctx: BuildContext): Dispatch[] {
+  const { ops, cfg, act, meta } = ctx;
+  const lmHead = ctx.has('lm_head.weight') ? ctx.matrix('lm_head') : ctx.matrix('model.embed_tokens');
+  return [
+    ops.rmsnorm('model.norm', act.h, ctx.vector('model.norm.weight'), act.headIn, { width: cfg.hidden, eps: cfg.rmsEps, seqLast: meta.seqLast }),
+    ...ops.linear('lm_head', lmHead, act.headIn, act.logits, { perSeq: true }),
+    ops.sample(act.logits, cfg.vocab, meta.seqParams, meta.sampled),
+  ];
+}

@@ -1,0 +1,154 @@
+// A loaded decoder model on the GPU: its weights, activation and KV buffers, and the
+// forward pass recorded once. The engine fills the batch metadata and replays it.
+import type { Gpu } from '../runtime/gpu.js';
+import { Ops, type BatchMeta } from '../runtime/ops.js';
+import type { Program } from '../runtime/program.js';
+import { storageBuffer, type GpuWeight } from '../runtime/tensors.js';
+import { Checkpoint, loadMatrix, loadVector } from './checkpoint.js';
+import { readModelConfig, type ModelConfig } from './config.js';
+import { familyFor } from './registry.js';
+import { ropeInvFreq } from './rope.js';
+
+/** Buffers for one pass of up to maxTokens tokens, reused by every layer. */
+export interface Activations {
+  h: GPUBuffer;
+  xn: GPUBuffer;
+  q: GPUBuffer;
+  k: GPUBuffer;
+  v: GPUBuffer;
+  /** Pre-norm q/k for families with per-head q/k norm. */
+  qRaw: GPUBuffer;
+  kRaw: GPUBuffer;
+  attn: GPUBuffer;
+  gate: GPUBuffer;
+  up: GPUBuffer;
+  act: GPUBuffer;
+  headIn: GPUBuffer;
+  logits: GPUBuffer;
+}
+
+export interface KvCache {
+  blockSize: number;
+  blocks: number;
+  k: GPUBuffer[];
+  v: GPUBuffer[];
+}
+
+/** What a family's forward pass is built from. */
+export interface BuildContext {
+  ops: Ops;
+  cfg: ModelConfig;
+  /** Loads `<prefix>.weight` in its stored format. */
+  matrix(prefix: string): GpuWeight;
+  /** Loads an f32 vector tensor. */
+  vector(name: string): GPUBuffer;
+  has(name: string): boolean;
+  act: Activations;
+  kv: KvCache;
+  meta: BatchMeta;
+  invFreq: GPUBuffer;
+}
+
+export interface Family {
+  name: string;
+  build(ctx: BuildContext): Program;
+}
+
+export interface LoadedModel {
+  cfg: ModelConfig;
+  ops: Ops;
+  program: Program;
+  meta: BatchMeta;
+  kv: KvCache;
+  maxTokens: number;
+  maxSeqs: number;
+  /** Block-table capacity in entries. */
+  maxTableEntries: number;
+}
+
+export interface LoadOptions {
+  /** Tokens per forward pass (the prefill chunk). */
+  maxTokens: number;
+  /** Sequences per forward pass. */
+  maxSeqs: number;
+  /** KV capacity in tokens across all sequences. */
+  kvTokens: number;
+  /** Longest sequence in tokens (sizes the block table). */
+  maxContext: number;
+  blockSize: number;
+}
+
+export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<LoadedModel> {
+  const cfg = readModelConfig(dir);
+  const family = familyFor(cfg.modelType);
+  const device = gpu.device;
+  const ckpt = new Checkpoint(dir);
+  const ops = new Ops(gpu);
+  const f32 = (n: number, label: string) => storageBuffer(device, n * 4, label);
+  const u32 = f32;
+  const T = o.maxTokens;
+  const S = o.maxSeqs;
+  const qDim = cfg.heads * cfg.headDim;
+  const kvDim = cfg.kvHeads * cfg.headDim;
+  const act: Activations = {
+    h: f32(T * cfg.hidden, 'h'),
+    xn: f32(T * cfg.hidden, 'xn'),
+    q: f32(T * qDim, 'q'),
+    k: f32(T * kvDim, 'k'),
+    v: f32(T * kvDim, 'v'),
+    qRaw: f32(T * qDim, 'q_raw'),
+    kRaw: f32(T * kvDim, 'k_raw'),
+    attn: f32(T * qDim, 'attn'),
+    gate: f32(T * cfg.intermediate, 'gate'),
+    up: f32(T * cfg.intermediate, 'up'),
+    act: f32(T * cfg.intermediate, 'act'),
+    headIn: f32(S * cfg.hidden, 'head_in'),
+    logits: f32(S * cfg.vocab, 'logits'),
+  };
+  const blocks = Math.ceil(o.kvTokens / o.blockSize);
+  const kvBytes = blocks * o.blockSize * kvDim * 4;
+  if (kvBytes > gpu.maxBinding) throw new Error(`KV cache of ${kvBytes} bytes per layer exceeds one binding (${gpu.maxBinding}); lower --ctx-size`);
+  const kv: KvCache = {
+    blockSize: o.blockSize,
+    blocks,
+    k: Array.from({ length: cfg.layers }, (_, i) => storageBuffer(device, kvBytes, `k_cache.${i}`)),
+    v: Array.from({ length: cfg.layers }, (_, i) => storageBuffer(device, kvBytes, `v_cache.${i}`)),
+  };
+  const maxTableEntries = S * Math.ceil(o.maxContext / o.blockSize);
+  const meta: BatchMeta = {
+    tokens: u32(T, 'tokens'),
+    tokenPos: u32(T, 'token_pos'),
+    tokenTable: u32(T, 'token_table'),
+    blockTable: u32(maxTableEntries, 'block_table'),
+    seqLast: u32(S, 'seq_last'),
+    seqParams: f32(S * 4, 'seq_params'),
+    sampled: u32(S, 'sampled'),
+  };
+  const invFreqData = ropeInvFreq(cfg);
+  const invFreq = f32(invFreqData.length, 'inv_freq');
+  device.queue.writeBuffer(invFreq, 0, invFreqData);
+  // Tied embeddings are both the embedding table and the LM head: upload once.
+  const matrices = new Map<string, GpuWeight>();
+  const ctx: BuildContext = {
+    ops,
+    cfg,
+    matrix: (prefix) => {
+      let w = matrices.get(prefix);
+      if (!w) matrices.set(prefix, (w = loadMatrix(device, gpu.maxBinding, ckpt, prefix, cfg.quantization)));
+      return w;
+    },
+    vector: (name) => loadVector(device, ckpt, name),
+    has: (name) => ckpt.has(name),
+    act,
+    kv,
+    meta,
+    invFreq,
+  };
+  // Shader and binding mistakes surface here, at load, rather than as silent garbage.
+  device.pushErrorScope('validation');
+  const program = family.build(ctx);
+  ckpt.close();
+  const error = await device.popErrorScope();
+  if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
+  return { cfg, ops, program, meta, kv, maxTokens: T, maxSeqs: S, maxTableEntries };
+}

@@ -1,0 +1,195 @@
+// MLX affine quantization, bit-compatible with mlx.core.quantize (CPU path) and laid out
+// the way mlx-lm's `convert --quantize` saves a checkpoint.
+//
+// Per group of `groupSize` consecutive elements along the last axis K, MLX stores a scale
+// and a bias so that w ≈ scale * q + bias, q in [0, 2^bits - 1]. MLX does NOT simply use
+// scale = (max - min) / n_bins, bias = min: it anchors the group at the endpoint with the
+// larger magnitude ("edge") and adjusts the scale so that edge / scale is an integer q0,
+// which makes 0.0 exactly representable. Consequences worth knowing:
+//  * when |max| >= |min| the scale is NEGATIVE and q = 0 decodes to max;
+//  * because the scale shrinks a little, the far endpoint can fall just outside the grid and
+//    is clipped: its error can reach ~|scale| (not |scale|/2). Every other element is within
+//    |scale|/2.
+// Packing: element k of a row sits in word k / (32/bits), at bit (k % (32/bits)) * bits.
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { f32ToBf16, f32ToF16 } from './half.js';
+import {
+  listCheckpointTensors, readSafetensorsBytes, readTensorF32, writeSafetensors,
+  type SafetensorsWriteTensor,
+} from './safetensors.js';
+
+export type QuantBits = 4 | 8;
+
+export interface AffineQuantized {
+  /** [N, K * bits / 32] */
+  packed: Uint32Array;
+  /** [N, K / groupSize] */
+  scales: Float32Array;
+  /** [N, K / groupSize] */
+  biases: Float32Array;
+}
+
+const fr = Math.fround;
+
+/** Round half to even, like C's rint() under the default rounding mode. */
+function rint(x: number): number {
+  const f = Math.floor(x);
+  const d = x - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+function checkShape(N: number, K: number, bits: number, groupSize: number): void {
+  if (bits !== 4 && bits !== 8) throw new Error(`quantize: bits must be 4 or 8, not ${bits}`);
+  if (groupSize !== 32 && groupSize !== 64 && groupSize !== 128) throw new Error(`quantize: group size must be 32, 64 or 128, not ${groupSize}`);
+  if (K % groupSize !== 0) throw new Error(`quantize: last dimension ${K} is not a multiple of the group size ${groupSize}`);
+  if (!Number.isInteger(N) || N <= 0) throw new Error(`quantize: bad row count ${N}`);
+}
+
+/**
+ * Quantizes a row-major [N, K] float32 matrix. Arithmetic is done in float32 (Math.fround at
+ * every step) in MLX's order of operations, so q, scales and biases match mlx.core.quantize.
+ */
+export function quantizeAffine(w: Float32Array, N: number, K: number, bits: QuantBits, groupSize: number): AffineQuantized {
+  checkShape(N, K, bits, groupSize);
+  if (w.length !== N * K) throw new Error(`quantize: ${w.length} values for [${N}, ${K}]`);
+  const nBins = (1 << bits) - 1;
+  const perWord = 32 / bits;
+  const eps = fr(1e-7);
+  const nGroups = (N * K) / groupSize;
+  const packed = new Uint32Array((N * K) / perWord);
+  const scales = new Float32Array(nGroups);
+  const biases = new Float32Array(nGroups);
+  for (let g = 0; g < nGroups; g++) {
+    const base = g * groupSize;
+    let wMin = Infinity;
+    let wMax = -Infinity;
+    for (let j = 0; j < groupSize; j++) {
+      const v = w[base + j]!;
+      if (v > wMax) wMax = v;
+      if (v < wMin) wMin = v;
+    }
+    const minDominates = Math.abs(wMin) > Math.abs(wMax);
+    let scale = Math.max(fr(fr(wMax - wMin) / nBins), eps);
+    if (!minDominates) scale = -scale;
+    const edge = minDominates ? wMin : wMax;
+    const q0 = rint(fr(edge / scale));
+    let bias = 0;
+    if (q0 !== 0) {
+      scale = fr(edge / q0);
+      bias = edge;
+    }
+    for (let j = 0; j < groupSize; j++) {
+      const q = Math.min(Math.max(rint(fr(fr(w[base + j]! - bias) / scale)), 0), nBins);
+      const k = base + j;
+      packed[(k / perWord) | 0]! |= q << ((k % perWord) * bits);
+    }
+    scales[g] = scale;
+    biases[g] = bias;
+  }
+  return { packed, scales, biases };
+}
+
+/** CPU reference: w[n, k] = scales[n, g] * q[n, k] + biases[n, g], g = k / groupSize. */
+export function dequantizeAffine(
+  packed: Uint32Array, scales: ArrayLike<number>, biases: ArrayLike<number>,
+  N: number, K: number, bits: QuantBits, groupSize: number,
+): Float32Array {
+  checkShape(N, K, bits, groupSize);
+  const perWord = 32 / bits;
+  const mask = (1 << bits) - 1;
+  const out = new Float32Array(N * K);
+  for (let k = 0; k < N * K; k++) {
+    const q = (packed[(k / perWord) | 0]! >>> ((k % perWord) * bits)) & mask;
+    const g = (k / groupSize) | 0;
+    out[k] = scales[g]! * q + biases[g]!;
+  }
+  return out;
+}
+
+export interface QuantizeOptions {
+  bits: QuantBits;
+  groupSize: number;
+}
+
+/**
+ * Which tensors mlx-lm quantizes: the weights of every nn.Linear and nn.Embedding whose last
+ * dimension is divisible by the group size. In Llama/Qwen checkpoints those are exactly the
+ * 2-D `.weight` tensors; norms are 1-D and projection biases stay in float.
+ */
+export function isQuantizable(name: string, shape: number[], groupSize: number): boolean {
+  return name.endsWith('.weight') && shape.length === 2 && !name.includes('norm') && shape[1]! % groupSize === 0;
+}
+
+// Files besides the weights and config.json that belong in the output (tokenizer, templates,
+// generation config). Other files (original/, *.gguf, pytorch bins) are not copied.
+const COPIED_EXTENSIONS = ['.json', '.jinja', '.txt', '.model', '.tiktoken'];
+
+/**
+ * Reads an HF checkpoint (config.json + model.safetensors or an index of shards; F32/F16/BF16)
+ * and writes an mlx-lm style quantized checkpoint to `outDir`:
+ *  * quantized `<layer>.weight` as U32 [N, K*bits/32] plus `<layer>.scales` / `<layer>.biases`
+ *    [N, K/groupSize] in the weight's own float dtype (what mlx-lm does: it converts the model
+ *    to config.torch_dtype first and MLX keeps scales in the input dtype);
+ *  * every other tensor copied unchanged; `lm_head.weight` dropped when embeddings are tied
+ *    and `rotary_emb.inv_freq` dropped, as mlx-lm's sanitize() does;
+ *  * config.json gains `quantization` and `quantization_config` = {group_size, bits, mode};
+ *  * one `model.safetensors` (metadata {"format": "mlx"}) and a `model.safetensors.index.json`,
+ *    which mlx-lm writes even for a single shard.
+ * Holds the whole output in memory: fine for test models and small real ones.
+ */
+export function quantizeCheckpoint(inDir: string, outDir: string, opts: QuantizeOptions): { quantized: string[]; kept: string[] } {
+  const { bits, groupSize } = opts;
+  checkShape(1, groupSize, bits, groupSize);
+  const config = JSON.parse(readFileSync(join(inDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  if (config.quantization) throw new Error(`${inDir}: checkpoint is already quantized`);
+  const tied = Boolean(config.tie_word_embeddings);
+  const tensors = listCheckpointTensors(inDir);
+
+  const out: SafetensorsWriteTensor[] = [];
+  const quantized: string[] = [];
+  const kept: string[] = [];
+  for (const name of [...tensors.keys()].sort()) {
+    const t = tensors.get(name)!;
+    if (name.includes('rotary_emb.inv_freq') || (tied && name === 'lm_head.weight')) continue;
+    const { dtype, shape } = t.info;
+    const isFloat = dtype === 'F32' || dtype === 'F16' || dtype === 'BF16';
+    if (isFloat && isQuantizable(name, shape, groupSize)) {
+      const [N, K] = shape as [number, number];
+      const q = quantizeAffine(readTensorF32(t), N, K, bits, groupSize);
+      const prefix = name.slice(0, -'.weight'.length);
+      const asDtype = (a: Float32Array) => (dtype === 'F16' ? f32ToF16(a) : dtype === 'BF16' ? f32ToBf16(a) : a);
+      out.push({ name, dtype: 'U32', shape: [N, (K * bits) / 32], data: q.packed });
+      out.push({ name: `${prefix}.scales`, dtype, shape: [N, K / groupSize], data: asDtype(q.scales) });
+      out.push({ name: `${prefix}.biases`, dtype, shape: [N, K / groupSize], data: asDtype(q.biases) });
+      quantized.push(name);
+    } else {
+      if (dtype !== 'F32' && dtype !== 'F16' && dtype !== 'BF16' && dtype !== 'U32') throw new Error(`${name}: cannot copy dtype ${dtype}`);
+      out.push({ name, dtype, shape, data: readSafetensorsBytes(t.path, t.header, name) });
+      kept.push(name);
+    }
+  }
+  out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+  mkdirSync(outDir, { recursive: true });
+  writeSafetensors(join(outDir, 'model.safetensors'), out, { format: 'mlx' });
+  const index = {
+    metadata: { total_size: out.reduce((s, t) => s + t.data.byteLength, 0) },
+    weight_map: Object.fromEntries(out.map((t) => [t.name, 'model.safetensors'])),
+  };
+  writeFileSync(join(outDir, 'model.safetensors.index.json'), JSON.stringify(index, null, 4));
+
+  const quantization = { group_size: groupSize, bits, mode: 'affine' };
+  const newConfig: Record<string, unknown> = { ...config, quantization, quantization_config: quantization };
+  const sorted = Object.fromEntries(Object.keys(newConfig).sort().map((k) => [k, newConfig[k]]));
+  writeFileSync(join(outDir, 'config.json'), JSON.stringify(sorted, null, 4));
+
+  for (const file of readdirSync(inDir)) {
+    if (file === 'config.json' || file === 'model.safetensors.index.json') continue;
+    if (!COPIED_EXTENSIONS.some((ext) => file.endsWith(ext))) continue;
+    if (statSync(join(inDir, file)).isFile()) copyFileSync(join(inDir, file), join(outDir, file));
+  }
+  return { quantized, kept };
+}

@@ -1,0 +1,110 @@
+// The Dawn device: adapter choice, optional features, limits, and readback that keeps
+// Node's event loop alive while Dawn works.
+import { create, globals } from 'webgpu';
+
+Object.assign(globalThis, globals);
+
+export type Backend = 'auto' | 'metal' | 'vulkan' | 'd3d12' | 'd3d11' | 'opengl' | 'opengles' | 'swiftshader';
+export const BACKENDS: Backend[] = ['auto', 'metal', 'vulkan', 'd3d12', 'd3d11', 'opengl', 'opengles', 'swiftshader'];
+
+export interface Gpu {
+  device: GPUDevice;
+  /** e.g. "llvmpipe (LLVM 15, 256 bits) via opengles (compatibility)". */
+  description: string;
+  hasF16: boolean;
+  hasSubgroups: boolean;
+  /** The software rasteriser: kernels pick the layouts measured fastest on it. */
+  isCpu: boolean;
+  maxBinding: number;
+}
+
+// dawn.node crashes if the GPU object is collected while the process lives: keep it here.
+const instances: GPU[] = [];
+
+function nativeBackendFor(platform: NodeJS.Platform): Backend {
+  if (platform === 'darwin') return 'metal';
+  if (platform === 'win32') return 'd3d12';
+  return 'vulkan';
+}
+
+async function tryAdapter(backend: Backend): Promise<{ adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
+  const options: string[] = [];
+  let compat = false;
+  if (backend === 'opengles' || backend === 'opengl') {
+    // Without a display, Mesa's EGL needs the surfaceless platform to give llvmpipe.
+    process.env.EGL_PLATFORM ??= 'surfaceless';
+    compat = true;
+    options.push(`backend=${backend}`);
+  } else if (backend === 'swiftshader') {
+    options.push('backend=vulkan', 'adapter=SwiftShader');
+  } else {
+    options.push(`backend=${backend}`);
+  }
+  const gpu = create(options);
+  instances.push(gpu);
+  const adapter = await gpu.requestAdapter(compat ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
+  return adapter ? { adapter, backend, compat } : undefined;
+}
+
+export const MISSING_ADAPTER_HELP =
+  'No WebGPU adapter could be created. On a machine without a GPU install Mesa\'s EGL/GLES drivers ' +
+  '(Debian/Ubuntu: apt-get install libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri); with a GPU install its ' +
+  'Vulkan driver (Linux), or use macOS 13+ (Metal) / Windows 10+ (D3D12).';
+
+export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
+  const order: Backend[] = requested === 'auto' ? [nativeBackendFor(process.platform), 'opengles'] : [requested];
+  let found: Awaited<ReturnType<typeof tryAdapter>>;
+  for (const backend of order) {
+    found = await tryAdapter(backend).catch(() => undefined);
+    if (found) break;
+  }
+  if (!found) throw new Error(MISSING_ADAPTER_HELP + (requested === 'auto' ? '' : ` (requested backend: ${requested})`));
+  const { adapter, backend, compat } = found;
+  const hasF16 = adapter.features.has('shader-f16');
+  const hasSubgroups = adapter.features.has('subgroups');
+  const requiredFeatures: GPUFeatureName[] = [];
+  if (hasF16) requiredFeatures.push('shader-f16');
+  if (hasSubgroups) requiredFeatures.push('subgroups' as GPUFeatureName);
+  const l = adapter.limits;
+  const device = await adapter.requestDevice({
+    requiredFeatures,
+    requiredLimits: {
+      maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+      maxBufferSize: l.maxBufferSize,
+      maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
+      maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
+    },
+  });
+  device.addEventListener('uncapturederror', (e) => {
+    console.error('WebGPU error:', (e as GPUUncapturedErrorEvent).error.message);
+  });
+  const info = adapter.info;
+  const name = [info.device, info.description].filter((s) => s && s.length > 0).join(', ') || 'unknown adapter';
+  const isCpu = /llvmpipe|swiftshader|lavapipe/i.test(`${info.description} ${info.device} ${info.architecture}`);
+  return {
+    device,
+    description: `${name} via ${backend}${compat ? ' (compatibility)' : ''}`,
+    hasF16,
+    hasSubgroups,
+    isCpu,
+    maxBinding: Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize),
+  };
+}
+
+/**
+ * Maps a MAP_READ buffer. Dawn delivers the callback only while the event loop has
+ * something pending, so a timer holds it open until the map settles.
+ */
+export async function mapRead(buffer: GPUBuffer): Promise<ArrayBuffer> {
+  const keepAlive = setInterval(() => {}, 1000);
+  try {
+    await buffer.mapAsync(GPUMapMode.READ);
+  } finally {
+    clearInterval(keepAlive);
+  }
+  const copy = buffer.getMappedRange().slice(0);
+  buffer.unmap();
+  return copy;
+}

@@ -1,0 +1,27 @@
+// Assembles a kernel's WGSL: the shared prelude, the weight-format functions the kernel
+// reads weights through (if any), then the kernel file itself.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+// Resolves to src/kernels from both src/runtime (tsx, vitest) and dist/runtime (built).
+const KERNEL_DIR = fileURLToPath(new URL('../../src/kernels/', import.meta.url));
+
+export type WeightFormat = 'f32' | 'f16' | 'bf16' | 'q4' | 'q8';
+
+const cache = new Map<string, string>();
+
+function read(path: string): string {
+  let text = cache.get(path);
+  if (text === undefined) {
+    text = readFileSync(KERNEL_DIR + path, 'utf8');
+    cache.set(path, text);
+  }
+  return text;
+}
+
+export function kernelSource(kernel: string, format?: WeightFormat): string {
+  const parts = [read('common.wgsl')];
+  if (format) parts.push(read(`formats/${format}.wgsl`));
+  parts.push(read(`${kernel}.wgsl`));
+  return parts.join('\n');
+}

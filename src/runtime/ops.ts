@@ -1,0 +1,159 @@
+// One function per kernel: binds buffers and static parameters once and returns the
+// recorded dispatches. Shapes that change per step come from the step uniform.
+import type { Gpu } from './gpu.js';
+import { PipelineCache } from './pipelines.js';
+import type { Dispatch, StepShape } from './program.js';
+import { storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+
+const ceil = (a: number, b: number) => Math.ceil(a / b);
+
+export class Ops {
+  readonly pipelines: PipelineCache;
+  /** Written once per step: [n_tokens, n_seqs]. */
+  readonly step: GPUBuffer;
+  private readonly dummy: GPUBuffer;
+
+  constructor(readonly gpu: Gpu) {
+    this.pipelines = new PipelineCache(gpu.device);
+    this.step = gpu.device.createBuffer({ label: 'step', size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.dummy = storageBuffer(gpu.device, 16, 'dummy');
+  }
+
+  writeStep(shape: StepShape): void {
+    this.gpu.device.queue.writeBuffer(this.step, 0, new Uint32Array([shape.tokens, shape.seqs, 0, 0]));
+  }
+
+  private bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, buffers: Record<number, GPUBuffer>): GPUBindGroup {
+    const entries: GPUBindGroupEntry[] = [
+      { binding: 0, resource: { buffer: params } },
+      { binding: 1, resource: { buffer: this.step } },
+    ];
+    for (const [binding, buffer] of Object.entries(buffers)) entries.push({ binding: Number(binding), resource: { buffer } });
+    return this.gpu.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries });
+  }
+
+  private weightBindings(part: WeightPart): Record<number, GPUBuffer> {
+    const b: Record<number, GPUBuffer> = { 2: part.data };
+    if (part.scales && part.biases) Object.assign(b, { 3: part.scales, 4: part.biases });
+    return b;
+  }
+
+  private weightConstants(w: GpuWeight): Record<string, number> {
+    return w.format === 'q4' || w.format === 'q8' ? { GROUP_SIZE: w.groupSize } : {};
+  }
+
+  /** Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq. */
+  linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
+    if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
+    const constants = { ...this.weightConstants(w), ACCUMULATE: !!opts.accumulate, HAS_BIAS: !!opts.bias };
+    const pipeline = this.pipelines.get('matmul', w.format, constants);
+    const perSeq = opts.perSeq ? 1 : 0;
+    return w.parts.map((part) => {
+      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, perSeq]);
+      return {
+        label,
+        pipeline,
+        bindGroup: this.bind(label, pipeline, params, { ...this.weightBindings(part), 5: x, 6: y, 7: opts.bias ?? this.dummy }),
+        workgroups: (s: StepShape) => [ceil(part.rows, 64), ceil(perSeq ? s.seqs : s.tokens, 4)],
+      };
+    });
+  }
+
+  embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer): Dispatch[] {
+    const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w));
+    return w.parts.map((part) => {
+      const params = uniformBuffer(this.gpu.device, [w.cols, part.rowStart, part.rows]);
+      return {
+        label: 'embedding',
+        pipeline,
+        bindGroup: this.bind('embedding', pipeline, params, { ...this.weightBindings(part), 5: tokens, 6: out }),
+        workgroups: (s: StepShape) => [ceil(w.cols / 4, 64), s.tokens],
+      };
+    });
+  }
+
+  rmsnorm(label: string, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, o: { width: number; eps: number; rowsPerToken?: number; seqLast?: GPUBuffer }): Dispatch {
+    const pipeline = this.pipelines.get('rmsnorm');
+    const rowsPerToken = o.rowsPerToken ?? 1;
+    const perSeq = o.seqLast ? 1 : 0;
+    const params = uniformBuffer(this.gpu.device, [o.width, rowsPerToken, perSeq, o.eps], [3]);
+    return {
+      label,
+      pipeline,
+      bindGroup: this.bind(label, pipeline, params, { 2: x, 3: weight, 4: y, 5: o.seqLast ?? this.dummy }),
+      workgroups: (s) => [ceil((perSeq ? s.seqs : s.tokens) * rowsPerToken, 64)],
+    };
+  }
+
+  rope(label: string, x: GPUBuffer, heads: number, headDim: number, tokenPos: GPUBuffer, invFreq: GPUBuffer): Dispatch {
+    const pipeline = this.pipelines.get('rope');
+    const params = uniformBuffer(this.gpu.device, [heads, headDim, headDim / 2]);
+    return {
+      label,
+      pipeline,
+      bindGroup: this.bind(label, pipeline, params, { 2: x, 3: tokenPos, 4: invFreq }),
+      workgroups: (s) => [ceil((s.tokens * heads * headDim) / 2, 64)],
+    };
+  }
+
+  kvWrite(k: GPUBuffer, v: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, kvDim: number, blockSize: number, meta: BatchMeta): Dispatch {
+    const pipeline = this.pipelines.get('kv_write');
+    const params = uniformBuffer(this.gpu.device, [kvDim, blockSize]);
+    return {
+      label: 'kv_write',
+      pipeline,
+      bindGroup: this.bind('kv_write', pipeline, params, {
+        2: k, 3: v, 4: meta.tokenPos, 5: meta.tokenTable, 6: meta.blockTable, 7: kCache, 8: vCache,
+      }),
+      workgroups: (s) => [ceil((s.tokens * kvDim) / 4, 64)],
+    };
+  }
+
+  attention(q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, out: GPUBuffer, o: { heads: number; kvHeads: number; headDim: number; blockSize: number; scale: number }, meta: BatchMeta): Dispatch {
+    if (o.headDim % 4 !== 0 || o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 4, at most 256)`);
+    const pipeline = this.pipelines.get('attention');
+    const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.headDim, o.blockSize, o.scale], [4]);
+    return {
+      label: 'attention',
+      pipeline,
+      bindGroup: this.bind('attention', pipeline, params, {
+        2: q, 3: kCache, 4: vCache, 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
+      }),
+      workgroups: (s) => [ceil(s.tokens * o.heads, 16)],
+    };
+  }
+
+  swiglu(gate: GPUBuffer, up: GPUBuffer, out: GPUBuffer, width: number): Dispatch {
+    if (width % 4 !== 0) throw new Error(`intermediate size ${width} is not a multiple of 4`);
+    const pipeline = this.pipelines.get('swiglu');
+    const params = uniformBuffer(this.gpu.device, [width / 4]);
+    return {
+      label: 'swiglu',
+      pipeline,
+      bindGroup: this.bind('swiglu', pipeline, params, { 2: gate, 3: up, 4: out }),
+      workgroups: (s) => [ceil((s.tokens * width) / 4, 64)],
+    };
+  }
+
+  sample(logits: GPUBuffer, vocab: number, seqParams: GPUBuffer, out: GPUBuffer): Dispatch {
+    const pipeline = this.pipelines.get('sample');
+    const params = uniformBuffer(this.gpu.device, [vocab]);
+    return {
+      label: 'sample',
+      pipeline,
+      bindGroup: this.bind('sample', pipeline, params, { 2: logits, 3: seqParams, 4: out }),
+      workgroups: (s) => [s.seqs],
+    };
+  }
+}
+
+/** Per-token and per-sequence metadata of one forward pass, shared by every layer. */
+export interface BatchMeta {
+  tokens: GPUBuffer;
+  tokenPos: GPUBuffer;
+  tokenTable: GPUBuffer;
+  blockTable: GPUBuffer;
+  seqLast: GPUBuffer;
+  seqParams: GPUBuffer;
+  sampled: GPUBuffer;
+}

@@ -1,0 +1,29 @@
+// Compiled compute pipelines, keyed by kernel, weight format and override constants, so
+// each variant compiles once per process.
+import { kernelSource, type WeightFormat } from './kernel-source.js';
+
+export type Constants = Record<string, number | boolean>;
+
+export class PipelineCache {
+  private readonly pipelines = new Map<string, GPUComputePipeline>();
+
+  constructor(private readonly device: GPUDevice) {}
+
+  get(kernel: string, format?: WeightFormat, constants: Constants = {}): GPUComputePipeline {
+    const key = `${kernel}/${format ?? ''}/${JSON.stringify(constants)}`;
+    let pipeline = this.pipelines.get(key);
+    if (!pipeline) {
+      const module = this.device.createShaderModule({ label: kernel, code: kernelSource(kernel, format) });
+      const numeric: Record<string, number> = {};
+      for (const [k, v] of Object.entries(constants)) numeric[k] = Number(v);
+      // The synchronous form: createComputePipelineAsync aborted on long llvmpipe compiles.
+      pipeline = this.device.createComputePipeline({
+        label: key,
+        layout: 'auto',
+        compute: { module, entryPoint: 'main', constants: numeric },
+      });
+      this.pipelines.set(key, pipeline);
+    }
+    return pipeline;
+  }
+}

@@ -1,0 +1,66 @@
+// Request fields -> engine-level generation parameters, with the defaults and the
+// context check every API family shares.
+import type { TextGenerationParams } from '../chat/text-generation.js';
+import type { Engine } from '../engine/engine.js';
+import type { SamplingParams } from '../engine/types.js';
+import { badRequest } from './errors.js';
+import type { SamplingFields } from './schemas.js';
+
+/** llama-server's defaults, since the OpenAI ones (temperature 1, no top-k) suit local models worse. */
+export const DEFAULT_SAMPLING: Readonly<SamplingParams> = { temperature: 0.8, topK: 40, topP: 0.95 };
+
+export function samplingFrom(body: SamplingFields): SamplingParams {
+  const sampling: SamplingParams = {
+    temperature: body.temperature ?? DEFAULT_SAMPLING.temperature,
+    // llama.cpp clients send top_k <= 0 for "disabled".
+    topK: Math.max(0, body.top_k ?? DEFAULT_SAMPLING.topK),
+    topP: body.top_p ?? DEFAULT_SAMPLING.topP,
+  };
+  // A negative seed is llama.cpp's "random", like an absent one.
+  if (body.seed != null && body.seed >= 0) sampling.seed = body.seed;
+  return sampling;
+}
+
+export function stopList(stop: SamplingFields['stop']): string[] {
+  if (stop == null) return [];
+  return typeof stop === 'string' ? [stop] : stop;
+}
+
+/** Checks ids a client sent as a prompt; the engine indexes embeddings with them. */
+export function checkPromptIds(engine: Engine, ids: readonly number[]): void {
+  const vocabSize = engine.info.vocabSize;
+  const bad = ids.find((id) => id < 0 || id >= vocabSize);
+  if (bad !== undefined) throw badRequest(`prompt token id ${bad} is out of vocabulary range (vocab_size ${vocabSize})`);
+}
+
+/**
+ * Everything the shared generator needs, after rejecting a prompt that leaves no room in
+ * the context (before any work is queued). `maxTokens` absent means "until the context
+ * is full", as in llama-server; a larger request is capped there and ends with 'length'.
+ */
+export function generationParams(
+  engine: Engine,
+  promptTokens: number[],
+  body: SamplingFields,
+  maxTokens: number | null | undefined,
+  signal: AbortSignal,
+): TextGenerationParams {
+  const contextSize = engine.info.contextSize;
+  if (promptTokens.length === 0) throw badRequest('the prompt is empty');
+  if (promptTokens.length >= contextSize) {
+    throw badRequest(
+      `the prompt has ${promptTokens.length} tokens but the context size is ${contextSize} tokens, ` +
+        'which leaves no room for a completion',
+      'context_length_exceeded',
+      { n_prompt_tokens: promptTokens.length, n_ctx: contextSize },
+    );
+  }
+  const room = contextSize - promptTokens.length;
+  return {
+    promptTokens,
+    maxTokens: Math.min(maxTokens ?? room, room),
+    sampling: samplingFrom(body),
+    stop: stopList(body.stop),
+    signal,
+  };
+}

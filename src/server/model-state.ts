@@ -1,0 +1,43 @@
+// The server listens before the model has loaded, so routes ask this holder for the
+// model on every request and answer 503 until it is there.
+import { ChatTemplate } from '../chat/template.js';
+import type { Engine } from '../engine/engine.js';
+import { ApiError } from './errors.js';
+
+/** The loaded engine plus what the routes derive from it once. */
+export interface ServedModel {
+  engine: Engine;
+  chatTemplate: ChatTemplate;
+}
+
+type State = { kind: 'loading' } | { kind: 'ready'; model: ServedModel } | { kind: 'failed'; error: Error };
+
+export class ModelState {
+  private state: State = { kind: 'loading' };
+
+  constructor(engine: Engine | Promise<Engine>) {
+    Promise.resolve(engine)
+      .then((e) => ({ engine: e, chatTemplate: new ChatTemplate(e.tokenizer.chatTemplates.get('default'), e.tokenizer) }))
+      .then(
+      (model) => {
+        this.state = { kind: 'ready', model };
+      },
+      (error: unknown) => {
+        this.state = { kind: 'failed', error: error instanceof Error ? error : new Error(String(error)) };
+      },
+    );
+  }
+
+  /** The model, or undefined while it is still loading. Throws if loading failed. */
+  get current(): ServedModel | undefined {
+    if (this.state.kind === 'failed') throw new ApiError(500, 'server_error', `model failed to load: ${this.state.error.message}`);
+    return this.state.kind === 'ready' ? this.state.model : undefined;
+  }
+
+  /** The model for a route that needs it; 503 while loading, as the reference specifies. */
+  require(): ServedModel {
+    const model = this.current;
+    if (!model) throw new ApiError(503, 'server_busy', 'Loading model');
+    return model;
+  }
+}
