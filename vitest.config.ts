@@ -1,12 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
-// GPU tests share one Dawn device per worker; llvmpipe already uses both cores, so
-// running test files in parallel only makes them contend. One fork, files in sequence.
+// llvmpipe already spreads each dispatch over both cores: test files run one at a time.
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     pool: 'forks',
-    poolOptions: { forks: { singleFork: true } },
+    maxWorkers: 1,
     fileParallelism: false,
     testTimeout: 120_000,
     hookTimeout: 300_000,

@@ -90,4 +90,20 @@ export class ForwardRunner {
     const ids = new Uint32Array(await mapRead(this.staging), 0, nSeqs);
     return Array.from(ids);
   }
+
+  /**
+   * The full logits rows of the last pass's sampling sequences. For tests and oracle
+   * comparisons only: generation never reads logits back.
+   */
+  async readLogits(seqs: number): Promise<Float32Array> {
+    const device = this.model.ops.gpu.device;
+    const bytes = seqs * this.model.cfg.vocab * 4;
+    const staging = device.createBuffer({ label: 'logits_readback', size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(this.model.logits, 0, staging, 0, bytes);
+    device.queue.submit([encoder.finish()]);
+    const data = new Float32Array(await mapRead(staging));
+    staging.destroy();
+    return data;
+  }
 }

@@ -60,6 +60,8 @@ export interface LoadedModel {
   program: Program;
   meta: BatchMeta;
   kv: KvCache;
+  /** [maxSeqs, vocab] logits of the last pass; read only by diagnostics and tests. */
+  logits: GPUBuffer;
   maxTokens: number;
   maxSeqs: number;
   /** Block-table capacity in entries. */
@@ -150,5 +152,5 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, maxTokens: T, maxSeqs: S, maxTableEntries };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries };
 }

@@ -8,6 +8,8 @@ import { ApiError } from './errors.js';
 export interface ServedModel {
   engine: Engine;
   chatTemplate: ChatTemplate;
+  /** Unix seconds when loading finished: the model's `created` in /v1/models. */
+  created: number;
 }
 
 type State = { kind: 'loading' } | { kind: 'ready'; model: ServedModel } | { kind: 'failed'; error: Error };
@@ -16,9 +18,11 @@ export class ModelState {
   private state: State = { kind: 'loading' };
 
   constructor(engine: Engine | Promise<Engine>) {
-    Promise.resolve(engine)
-      .then((e) => ({ engine: e, chatTemplate: new ChatTemplate(e.tokenizer.chatTemplates.get('default'), e.tokenizer) }))
-      .then(
+    if (!(engine instanceof Promise)) {
+      this.state = { kind: 'ready', model: serve(engine) };
+      return;
+    }
+    engine.then(serve).then(
       (model) => {
         this.state = { kind: 'ready', model };
       },
@@ -40,4 +44,13 @@ export class ModelState {
     if (!model) throw new ApiError(503, 'server_busy', 'Loading model');
     return model;
   }
+}
+
+function serve(engine: Engine): ServedModel {
+  const { tokenizer } = engine;
+  return {
+    engine,
+    chatTemplate: new ChatTemplate(tokenizer.chatTemplates.get('default'), tokenizer),
+    created: Math.floor(Date.now() / 1000),
+  };
 }

@@ -1,0 +1,53 @@
+// POST /v1/completions (and /completions): OpenAI legacy text completions, JSON or SSE.
+import { Router } from 'express';
+import { generateText, generateTextToEnd } from '../chat/text-generation.js';
+import type { Engine } from '../engine/engine.js';
+import { clientSignal } from './client-signal.js';
+import { badRequest } from './errors.js';
+import { checkPromptIds, generationParams } from './generation-params.js';
+import type { ModelState } from './model-state.js';
+import { responseHead, streamOpenAI, type StreamShape } from './openai-shared.js';
+import { type CompletionBody, validateBody, validateCompletion } from './schemas.js';
+
+const completionStream: StreamShape = {
+  object: 'text_completion',
+  choice: (text, finishReason) => ({ index: 0, text, finish_reason: finishReason, logprobs: null }),
+};
+
+export function openAICompletionRoutes(models: ModelState): Router {
+  const router = Router();
+  router.post(['/v1/completions', '/completions'], async (req, res) => {
+    const body = validateBody(validateCompletion, req.body);
+    const { engine } = models.require();
+    const promptTokens = promptTokensOf(engine, body.prompt);
+    const maxTokens = body.max_completion_tokens ?? body.max_tokens;
+    const params = generationParams(engine, promptTokens, body, maxTokens, clientSignal(req, res));
+    const head = responseHead(engine, 'cmpl');
+
+    if (body.stream) {
+      const includeUsage = body.stream_options?.include_usage === true;
+      await streamOpenAI(res, generateText(engine, params), head, completionStream, includeUsage);
+      return;
+    }
+    const result = await generateTextToEnd(engine, params);
+    if (!result) return;
+    res.json({
+      ...head,
+      object: 'text_completion',
+      choices: [{ index: 0, text: result.text, finish_reason: result.finishReason, logprobs: null }],
+      usage: result.usage,
+    });
+  });
+  return router;
+}
+
+/** A text prompt gets the tokenizer's special tokens (BOS), as llama-server and vLLM do. */
+function promptTokensOf(engine: Engine, prompt: CompletionBody['prompt']): number[] {
+  if (typeof prompt === 'string') return engine.tokenizer.encode(prompt, true);
+  if (prompt.every((p): p is number => typeof p === 'number')) {
+    checkPromptIds(engine, prompt);
+    return prompt;
+  }
+  if (prompt.length === 1 && typeof prompt[0] === 'string') return engine.tokenizer.encode(prompt[0], true);
+  throw badRequest('prompt must be a string, an array of one string, or an array of token ids; batched prompts are not supported');
+}

@@ -1,0 +1,39 @@
+// Direct access to a loaded model's forward pass for tests that compare logits or
+// greedy tokens with an oracle, below the engine's request queue.
+import { ForwardRunner } from '../../src/engine/forward.js';
+import { loadModel } from '../../src/models/model.js';
+import { openGpu, type Gpu } from '../../src/runtime/gpu.js';
+
+let gpu: Promise<Gpu> | undefined;
+
+/** One device per test process, shared by every model a test file loads. */
+export function testGpu(): Promise<Gpu> {
+  gpu ??= openGpu('opengles');
+  return gpu;
+}
+
+export async function openRunner(dir: string, context = 256): Promise<ForwardRunner> {
+  const model = await loadModel(await testGpu(), dir, { maxTokens: 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16 });
+  return new ForwardRunner(model);
+}
+
+const GREEDY = { temperature: 0, topK: 0, topP: 1, u: 0 };
+
+/** Greedy continuation of `prompt` and the logits at the prompt's last position. */
+export async function greedy(runner: ForwardRunner, prompt: number[], steps: number): Promise<{ tokens: number[]; promptLogits: Float32Array }> {
+  const table = Array.from({ length: runner.model.kv.blocks }, (_, i) => i);
+  const chunk = runner.model.maxTokens;
+  let next = -1;
+  for (let start = 0; start < prompt.length; start += chunk) {
+    const tokens = prompt.slice(start, start + chunk);
+    const last = start + tokens.length === prompt.length;
+    [next] = await runner.run([{ tokens, startPos: start, table, sample: last ? GREEDY : undefined }]);
+  }
+  const promptLogits = (await runner.readLogits(1)).slice(0, runner.model.cfg.vocab);
+  const tokens: number[] = [];
+  for (let pos = prompt.length; tokens.length < steps; pos++) {
+    tokens.push(next);
+    if (tokens.length < steps) [next] = await runner.run([{ tokens: [next], startPos: pos, table, sample: GREEDY }]);
+  }
+  return { tokens, promptLogits };
+}

@@ -1,0 +1,39 @@
+// The real trained stories260k model reproduces llama2.c's greedy outputs token for token
+// (expected.json was cross-checked by run.c, a numpy reference and llama.cpp).
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { loadEngine } from '../src/engine/load.js';
+import { greedy, openRunner } from './helpers/model-harness.js';
+
+const MODEL = 'models/stories260k';
+const expected = JSON.parse(readFileSync('../shared/models/stories260k/expected.json', 'utf8')) as {
+  cases: Array<{ prompt: string; max_tokens: number; prompt_token_ids: number[]; expected_token_ids: number[] }>;
+  reference_logits: { prompt: string; prompt_token_ids?: number[]; logits: number[] } | number[];
+};
+
+describe('stories260k', () => {
+  it('engine reproduces every expected.json case token for token', async () => {
+    const engine = await loadEngine({ modelDir: MODEL, backend: 'opengles' });
+    for (const c of expected.cases) {
+      expect(engine.tokenizer.encode(c.prompt, true)).toEqual(c.prompt_token_ids);
+      const out: number[] = [];
+      for await (const ev of engine.generate({ promptTokens: c.prompt_token_ids, maxTokens: c.max_tokens, sampling: { temperature: 0, topK: 0, topP: 1 } })) {
+        if (ev.type === 'token') out.push(ev.id);
+        else expect(ev).toMatchObject({ reason: 'length', completionTokens: c.max_tokens, promptTokens: c.prompt_token_ids.length });
+      }
+      expect(out).toEqual(c.expected_token_ids);
+    }
+    await engine.close();
+  });
+
+  it('final-position logits match the reference within 1e-4', async () => {
+    const runner = await openRunner(MODEL);
+    const ref = expected.reference_logits;
+    const refLogits = Array.isArray(ref) ? ref : ref.logits;
+    const { promptLogits } = await greedy(runner, [1, 403, 407, 261, 378], 1);
+    let maxDiff = 0;
+    for (let i = 0; i < refLogits.length; i++) maxDiff = Math.max(maxDiff, Math.abs(promptLogits[i] - refLogits[i]));
+    // f32 throughout; only the summation order differs from the numpy reference.
+    expect(maxDiff).toBeLessThan(1e-4);
+  });
+});
