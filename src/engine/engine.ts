@@ -1,7 +1,7 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
-// a stream of sampled tokens. Implemented by ./generator.ts.
+// a stream of sampled tokens. Implemented by ./scheduler.ts.
 import type { TextTokenizer } from '../models/tokenizer.js';
-import type { GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
+import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
 
 export interface Engine {
   readonly info: ModelInfo;
@@ -10,10 +10,13 @@ export interface Engine {
   readonly adapterDescription: string;
   /**
    * Queues a request and streams its tokens. The prompt must fit the context
-   * (callers check `info.contextSize` first and answer 400). Breaking out of the
-   * iteration or aborting `req.signal` frees the sequence within one step.
+   * (callers check `info.contextSize` first and answer 400). Throws QueueFullError
+   * synchronously when the queue is full, so callers can answer 503 before any
+   * header. Breaking out of the iteration or aborting `req.signal` frees the sequence
+   * within one step.
    */
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent>;
+  stats(): EngineStats;
   close(): Promise<void>;
 }
 
@@ -21,7 +24,14 @@ export interface EngineOptions {
   modelDir: string;
   /** Model id shown in responses; defaults to the directory name. */
   alias?: string;
-  /** Tokens per sequence; defaults to the model's max_position_embeddings capped at 4096. */
+  /** Total KV tokens, divided among the slots; default: each slot gets the model's
+   *  max_position_embeddings, capped so the total stays at most 8192. */
   contextSize?: number;
+  /** Decode slots (--parallel); default 4. */
+  parallel?: number;
+  /** Tokens per forward pass: the prefill chunk (--batch-size); default 512. */
+  batchSize?: number;
+  /** Requests that may wait for a slot (--max-queue); default 64. */
+  maxQueue?: number;
   backend?: string;
 }

@@ -1,6 +1,6 @@
 // One forward pass over a batch of sequence chunks: fill the batch metadata, replay the
 // recorded program in one submission, and read back only the sampled token ids.
-import { mapRead } from '../runtime/gpu.js';
+import { mapRead, workDone } from '../runtime/gpu.js';
 import type { LoadedModel } from '../models/model.js';
 
 export interface SampleInput {
@@ -84,9 +84,12 @@ export class ForwardRunner {
     model.program.encode(encoder, shape);
     if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
     queue.submit([encoder.finish()]);
-    // Queue order keeps a later pass behind this one, so a pass that samples nothing
-    // need not be waited for.
-    if (nSeqs === 0) return [];
+    // Waiting even when nothing is read back lets HTTP events (a client hanging up)
+    // run between the chunks of a long prompt.
+    if (nSeqs === 0) {
+      await workDone(queue);
+      return [];
+    }
     const ids = new Uint32Array(await mapRead(this.staging), 0, nSeqs);
     return Array.from(ids);
   }

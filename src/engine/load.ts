@@ -6,37 +6,41 @@ import { loadModel } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
-import { Generator } from './generator.js';
+import { Scheduler } from './scheduler.js';
 
-/** Prefill chunk: tokens per forward pass. */
-const MAX_PASS_TOKENS = 512;
 const BLOCK_SIZE = 16;
-const DEFAULT_CONTEXT_CAP = 4096;
+/** Default KV budget across all slots when --ctx-size is not given. */
+const DEFAULT_TOTAL_CONTEXT = 8192;
 
 export async function loadEngine(o: EngineOptions): Promise<Engine> {
   const dir = resolve(o.modelDir);
+  const slots = o.parallel ?? 4;
+  const batchSize = o.batchSize ?? 512;
+  const maxPositions = readModelConfig(dir).maxPositions;
+  // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
+  // slot gets the model's trained length within a total budget.
+  const perSlot = o.contextSize && o.contextSize > 0
+    ? Math.floor(o.contextSize / slots)
+    : Math.min(maxPositions, Math.floor(DEFAULT_TOTAL_CONTEXT / slots));
+  if (perSlot < 2) throw new Error(`--ctx-size ${o.contextSize} leaves ${perSlot} tokens per slot for ${slots} slots`);
   const gpu = await openGpu((o.backend ?? 'auto') as Backend);
   const tokenizer = await TextTokenizer.load(dir);
-  const contextSize = o.contextSize && o.contextSize > 0 ? o.contextSize : Math.min(readModelConfig(dir).maxPositions, DEFAULT_CONTEXT_CAP);
   const model = await loadModel(gpu, dir, {
-    maxTokens: MAX_PASS_TOKENS,
-    maxSeqs: 1,
-    kvTokens: contextSize,
-    maxContext: contextSize,
+    maxTokens: batchSize,
+    maxSeqs: slots,
+    // Every slot can hold a full context at once, so admission never waits on KV space.
+    kvTokens: slots * Math.ceil(perSlot / BLOCK_SIZE) * BLOCK_SIZE,
+    maxContext: perSlot,
     blockSize: BLOCK_SIZE,
   });
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
-  return new Generator(
-    {
-      id: o.alias ?? basename(dir),
-      architecture: model.cfg.modelType,
-      vocabSize: model.cfg.vocab,
-      contextSize,
-      eosTokenIds: [...eos],
-    },
-    tokenizer,
-    gpu.description,
-    new ForwardRunner(model),
-  );
+  const info = {
+    id: o.alias ?? basename(dir),
+    architecture: model.cfg.modelType,
+    vocabSize: model.cfg.vocab,
+    contextSize: perSlot,
+    eosTokenIds: [...eos],
+  };
+  return new Scheduler(info, tokenizer, gpu.description, new ForwardRunner(model), { slots, maxQueue: o.maxQueue ?? 64 });
 }

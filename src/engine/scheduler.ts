@@ -1,0 +1,249 @@
+// Continuous batching. Requests wait in a priority queue for one of `slots` sequences.
+// Each engine step is ONE forward pass holding every decoding sequence's next token plus
+// up to the rest of the token budget of prompt chunks, so a long prompt delays running
+// streams by at most one chunk. Every row's math is independent of the others in the
+// pass, so a request's tokens do not depend on what it is batched with.
+import type { TextTokenizer } from '../models/tokenizer.js';
+import type { Engine } from './engine.js';
+import { Channel } from './channel.js';
+import { ForwardRunner, type SeqChunk } from './forward.js';
+import { BlockAllocator } from './kv-cache.js';
+import { PriorityQueue } from './priority-queue.js';
+import { randomSeed, Rng } from './rng.js';
+import {
+  QueueFullError,
+  type EngineCounters,
+  type EngineStats,
+  type FinishReason,
+  type GenerationEvent,
+  type GenerationRequest,
+  type ModelInfo,
+  type Timings,
+} from './types.js';
+
+interface Sequence {
+  req: GenerationRequest;
+  events: Channel<GenerationEvent>;
+  cancelled: boolean;
+  rng: Rng;
+  /** KV blocks, in position order. */
+  table: number[];
+  /** Prompt tokens already in the KV cache. */
+  prefilled: number;
+  /** The last sampled token, fed at the next step; -1 while prefilling. */
+  next: number;
+  generated: number;
+  tStart: number;
+  tFirst: number;
+}
+
+export interface SchedulerOptions {
+  slots: number;
+  maxQueue: number;
+}
+
+export class Scheduler implements Engine {
+  private readonly waiting = new PriorityQueue<Sequence>();
+  private readonly active: Sequence[] = [];
+  private readonly blocks: BlockAllocator;
+  private readonly eos: Set<number>;
+  private loop: Promise<void> | undefined;
+  private closed = false;
+  private readonly counters: EngineCounters = {
+    sequences_started: 0,
+    sequences_completed: 0,
+    total_prefill_tokens: 0,
+    total_decode_tokens: 0,
+    decode_steps_processed: 0,
+    prefill_chunks_processed: 0,
+  };
+
+  constructor(
+    readonly info: ModelInfo,
+    readonly tokenizer: TextTokenizer,
+    readonly adapterDescription: string,
+    private readonly runner: ForwardRunner,
+    private readonly o: SchedulerOptions,
+  ) {
+    const kv = runner.model.kv;
+    this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
+    this.eos = new Set(info.eosTokenIds);
+  }
+
+  generate(req: GenerationRequest): AsyncIterable<GenerationEvent> {
+    if (this.closed) throw new Error('engine is closed');
+    const free = this.o.slots - this.active.length;
+    if (this.waiting.size - free >= this.o.maxQueue) throw new QueueFullError(this.waiting.size);
+    if (req.promptTokens.length === 0) throw new Error('empty prompt');
+    if (req.promptTokens.length >= this.info.contextSize) {
+      throw new Error(`prompt of ${req.promptTokens.length} tokens does not fit the context of ${this.info.contextSize}`);
+    }
+    const seq: Sequence = {
+      req,
+      events: undefined as unknown as Channel<GenerationEvent>,
+      cancelled: false,
+      rng: new Rng(req.sampling.seed ?? randomSeed()),
+      table: [],
+      prefilled: 0,
+      next: -1,
+      generated: 0,
+      tStart: performance.now(),
+      tFirst: 0,
+    };
+    seq.events = new Channel(() => this.cancel(seq));
+    req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
+    this.waiting.push(seq, req.priority ?? 'normal');
+    this.loop ??= this.run().finally(() => (this.loop = undefined));
+    return seq.events;
+  }
+
+  stats(): EngineStats {
+    const queued = this.waiting.size;
+    return {
+      slots: this.o.slots,
+      activeSequences: this.active.length,
+      queueDepth: queued,
+      slotStates: [
+        ...Array.from({ length: this.o.slots }, (_, i) => (i < this.active.length ? 'decoding' as const : 'idle' as const)),
+        ...Array.from({ length: queued }, () => 'queued' as const),
+      ],
+      counters: { ...this.counters },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
+    await this.loop;
+  }
+
+  private cancel(seq: Sequence): void {
+    if (seq.cancelled) return;
+    seq.cancelled = true;
+    seq.events.close();
+    // A waiting sequence holds nothing; an active one is dropped at the next step.
+    this.waiting.remove(seq);
+  }
+
+  private async run(): Promise<void> {
+    try {
+      while (this.admit()) await this.step();
+    } catch (e) {
+      // A failed pass poisons every sequence in it; fail them all rather than hang.
+      console.error('engine step failed:', e);
+      for (const seq of [...this.active]) this.finish(seq, e);
+    }
+  }
+
+  /** Drops cancelled sequences, fills free slots; false when there is nothing to run. */
+  private admit(): boolean {
+    for (let i = this.active.length - 1; i >= 0; i--) {
+      if (this.active[i].cancelled) this.release(this.active.splice(i, 1)[0]);
+    }
+    while (this.active.length < this.o.slots && this.waiting.size > 0) {
+      const seq = this.waiting.shift()!;
+      this.active.push(seq);
+      this.counters.sequences_started++;
+    }
+    return this.active.length > 0;
+  }
+
+  private async step(): Promise<void> {
+    const budget = this.runner.model.maxTokens;
+    const chunks: SeqChunk[] = [];
+    const sampling: Sequence[] = [];
+    const decoding = this.active.filter((s) => s.next >= 0);
+    let tokens = 0;
+    for (const seq of decoding) {
+      const pos = seq.req.promptTokens.length + seq.generated - 1;
+      this.reserve(seq, pos + 1);
+      chunks.push({ tokens: [seq.next], startPos: pos, table: seq.table, sample: this.draw(seq) });
+      sampling.push(seq);
+      tokens++;
+    }
+    let prefillChunks = 0;
+    for (const seq of this.active) {
+      if (seq.next >= 0 || tokens >= budget) continue;
+      const prompt = seq.req.promptTokens;
+      const n = Math.min(budget - tokens, prompt.length - seq.prefilled);
+      const end = seq.prefilled + n;
+      this.reserve(seq, end);
+      const last = end === prompt.length;
+      chunks.push({ tokens: prompt.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, sample: last ? this.draw(seq) : undefined });
+      if (last) sampling.push(seq);
+      seq.prefilled = end;
+      tokens += n;
+      prefillChunks++;
+      this.counters.total_prefill_tokens += n;
+    }
+    const sampled = await this.runner.run(chunks);
+    if (decoding.length > 0) this.counters.decode_steps_processed++;
+    this.counters.prefill_chunks_processed += prefillChunks;
+    const now = performance.now();
+    sampling.forEach((seq, i) => {
+      if (seq.cancelled) return;
+      if (seq.next < 0) seq.tFirst = now;
+      this.accept(seq, sampled[i]);
+    });
+  }
+
+  /** Handles one sampled token: emit it, or finish the sequence. */
+  private accept(seq: Sequence, token: number): void {
+    if (this.eos.has(token)) return this.complete(seq, 'stop');
+    seq.events.push({ type: 'token', id: token });
+    seq.generated++;
+    seq.next = token;
+    this.counters.total_decode_tokens++;
+    const length = seq.req.promptTokens.length + seq.generated;
+    if (seq.generated >= seq.req.maxTokens || length >= this.info.contextSize) this.complete(seq, 'length');
+  }
+
+  private complete(seq: Sequence, reason: FinishReason): void {
+    const promptN = seq.req.promptTokens.length;
+    const end = performance.now();
+    seq.events.push({
+      type: 'done',
+      reason,
+      promptTokens: promptN,
+      completionTokens: seq.generated,
+      timings: timings(promptN, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
+    });
+    this.counters.sequences_completed++;
+    this.finish(seq);
+  }
+
+  private finish(seq: Sequence, error?: unknown): void {
+    const i = this.active.indexOf(seq);
+    if (i >= 0) this.active.splice(i, 1);
+    this.release(seq);
+    seq.events.close(error);
+    seq.cancelled = true;
+  }
+
+  private release(seq: Sequence): void {
+    this.blocks.release(seq.table);
+  }
+
+  private draw(seq: Sequence) {
+    const { temperature, topK, topP } = seq.req.sampling;
+    return { temperature, topK, topP, u: seq.rng.next() };
+  }
+
+  private reserve(seq: Sequence, tokens: number): void {
+    // Blocks are sized for every slot's full context, so this only fails on a bug.
+    if (!this.blocks.ensure(seq.table, tokens)) throw new Error('KV cache exhausted');
+  }
+}
+
+function timings(promptN: number, promptMs: number, predictedN: number, predictedMs: number): Timings {
+  return {
+    prompt_n: promptN,
+    prompt_ms: promptMs,
+    prompt_per_token_ms: promptN ? promptMs / promptN : 0,
+    prompt_per_second: promptMs ? (promptN * 1000) / promptMs : 0,
+    predicted_n: predictedN,
+    predicted_ms: predictedMs,
+    predicted_per_token_ms: predictedN ? predictedMs / predictedN : 0,
+    predicted_per_second: predictedMs ? (predictedN * 1000) / predictedMs : 0,
+  };
+}
