@@ -18,14 +18,15 @@ export class IncrementalDetokenizer {
    * `decode` must skip special tokens (or not) consistently. `context` is the prompt:
    * deltas are what its continuation adds, i.e. decode(context + ids) minus decode(context).
    */
-  constructor(
-    private readonly decode: (ids: number[]) => string,
-    context: readonly number[] = [],
-  ) {
+  private readonly decode: (ids: number[]) => string;
+
+  constructor(decode: (ids: number[]) => string, context: readonly number[] = []) {
+    // tokenizers.js rejects an empty id list.
+    this.decode = (ids) => (ids.length === 0 ? '' : decode(ids));
     let start = Math.max(0, context.length - CONTEXT_TOKENS);
     // A window that decodes to nothing (only special tokens) would make the decoder treat
     // the first generated token as the start of the text and strip its leading space.
-    while (start > 0 && decode(context.slice(start)) === '') start--;
+    while (start > 0 && this.decode(context.slice(start)) === '') start--;
     this.tokens = context.slice(start);
     this.readOffset = this.tokens.length;
   }

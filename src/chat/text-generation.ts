@@ -1,7 +1,7 @@
 // The one place where engine tokens become response text: detokenizing, stop strings,
 // usage and timings. Every API family consumes this and only reshapes its events.
 import type { Engine } from '../engine/engine.js';
-import type { FinishReason, SamplingParams, Timings } from '../engine/types.js';
+import type { FinishReason, GenerationEvent, Priority, SamplingParams, Timings } from '../engine/types.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import { StopMatcher } from './stop-matcher.js';
 
@@ -13,6 +13,7 @@ export interface TextGenerationParams {
   stop: readonly string[];
   /** The client's lifetime: aborting ends generation and the iteration without a 'done'. */
   signal?: AbortSignal;
+  priority?: Priority;
 }
 
 export interface Usage {
@@ -33,11 +34,24 @@ export interface TextGenerationResult {
 
 export type TextGenerationEvent = { type: 'text'; text: string } | { type: 'done'; result: TextGenerationResult };
 
-export async function* generateText(
+/**
+ * Queues the request right away, so that the engine's synchronous refusal (a full queue)
+ * reaches the caller before it commits to a response; iterating yields the text.
+ */
+export function generateText(engine: Engine, params: TextGenerationParams): AsyncGenerator<TextGenerationEvent> {
+  const { promptTokens, maxTokens, sampling, signal, priority } = params;
+  // No room for tokens, or nobody left to read them: the engine is not involved.
+  const events =
+    maxTokens > 0 && !signal?.aborted ? engine.generate({ promptTokens, maxTokens, sampling, signal, priority }) : undefined;
+  return textEvents(engine, params, events);
+}
+
+async function* textEvents(
   engine: Engine,
   params: TextGenerationParams,
+  events: AsyncIterable<GenerationEvent> | undefined,
 ): AsyncGenerator<TextGenerationEvent> {
-  const { promptTokens, maxTokens, sampling, signal } = params;
+  const { promptTokens, signal } = params;
   const clock = new Clock();
   const detokenizer = new IncrementalDetokenizer((ids) => engine.tokenizer.decode(ids, true), promptTokens);
   const stops = new StopMatcher(params.stop);
@@ -59,14 +73,15 @@ export async function* generateText(
     },
   });
 
-  if (maxTokens <= 0) {
+  if (signal?.aborted) return;
+  if (!events) {
     yield done('length', undefined, clock.timings(promptTokens.length, 0));
     return;
   }
 
   // Leaving this loop early (stop string, consumer gone) returns the engine's iterator,
   // which frees the sequence.
-  for await (const event of engine.generate({ promptTokens, maxTokens, sampling, signal })) {
+  for await (const event of events) {
     if (event.type === 'token') {
       clock.token();
       completionTokens++;
@@ -97,11 +112,8 @@ export async function* generateText(
 }
 
 /** Drives a generation to its end; undefined when the client went away first. */
-export async function generateTextToEnd(
-  engine: Engine,
-  params: TextGenerationParams,
-): Promise<TextGenerationResult | undefined> {
-  for await (const event of generateText(engine, params)) {
+export async function collectText(events: AsyncIterable<TextGenerationEvent>): Promise<TextGenerationResult | undefined> {
+  for await (const event of events) {
     if (event.type === 'done') return event.result;
   }
   return undefined;

@@ -1,8 +1,7 @@
 // The Dawn device: adapter choice, optional features, limits, and readback that keeps
 // Node's event loop alive while Dawn works.
-import { create, globals } from 'webgpu';
-
-Object.assign(globalThis, globals);
+import { create } from 'webgpu';
+import './webgpu-globals.js';
 
 export type Backend = 'auto' | 'metal' | 'vulkan' | 'd3d12' | 'd3d11' | 'opengl' | 'opengles' | 'swiftshader';
 export const BACKENDS: Backend[] = ['auto', 'metal', 'vulkan', 'd3d12', 'd3d11', 'opengl', 'opengles', 'swiftshader'];
@@ -91,6 +90,16 @@ export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
     isCpu,
     maxBinding: Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize),
   };
+}
+
+/** Waits for submitted work, holding the event loop open as mapRead does. */
+export async function workDone(queue: GPUQueue): Promise<void> {
+  const keepAlive = setInterval(() => {}, 1000);
+  try {
+    await queue.onSubmittedWorkDone();
+  } finally {
+    clearInterval(keepAlive);
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 // GPU buffers for activations and weights. A weight whose bytes exceed one storage
 // binding is split by rows into parts, each its own buffer; ops dispatch once per part.
 import type { WeightFormat } from './kernel-source.js';
+import './webgpu-globals.js';
 
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
 

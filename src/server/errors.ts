@@ -1,5 +1,6 @@
 // The OpenAI error envelope every route answers with: {"error":{"message","type","code"}}.
 import type { ErrorRequestHandler, Response } from 'express';
+import { QueueFullError } from '../engine/types.js';
 
 export class ApiError extends Error {
   constructor(
@@ -30,6 +31,7 @@ export function sendError(res: Response, err: ApiError): void {
 /** Maps anything thrown in a route, body-parser's errors included, onto the envelope. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (err instanceof QueueFullError) return new ApiError(503, 'server_busy', err.message);
   const e = err as { type?: string; status?: number; expose?: boolean; message?: string };
   if (e.type === 'entity.parse.failed') return badRequest(`malformed JSON in request body: ${e.message}`);
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
@@ -38,9 +40,14 @@ export function toApiError(err: unknown): ApiError {
   return serverError(e.message ?? String(err));
 }
 
+/** A failure no route chose to report: worth a log line. */
+export function isUnexpected(err: unknown): boolean {
+  return !(err instanceof ApiError) && toApiError(err).status >= 500;
+}
+
 export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
   const apiError = toApiError(err);
-  if (apiError.status >= 500) console.error(err);
+  if (isUnexpected(err)) console.error(err);
   // A streaming route reports its own failures inside the stream.
   if (res.headersSent) {
     res.end();

@@ -4,6 +4,7 @@ import type { TextGenerationParams } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import type { SamplingParams } from '../engine/types.js';
 import { badRequest } from './errors.js';
+import type { RequestContext } from './request-context.js';
 import type { SamplingFields } from './schemas.js';
 
 /** llama-server's defaults, since the OpenAI ones (temperature 1, no top-k) suit local models worse. */
@@ -43,7 +44,7 @@ export function generationParams(
   promptTokens: number[],
   body: SamplingFields,
   maxTokens: number | null | undefined,
-  signal: AbortSignal,
+  context: RequestContext,
 ): TextGenerationParams {
   const contextSize = engine.info.contextSize;
   if (promptTokens.length === 0) throw badRequest('the prompt is empty');
@@ -61,6 +62,6 @@ export function generationParams(
     maxTokens: Math.min(maxTokens ?? room, room),
     sampling: samplingFrom(body),
     stop: stopList(body.stop),
-    signal,
+    ...context,
   };
 }

@@ -1,10 +1,10 @@
 // POST /v1/chat/completions (and /chat/completions): OpenAI chat, JSON or SSE.
 import { Router } from 'express';
 import { ChatTemplateError } from '../chat/template.js';
-import { generateText, generateTextToEnd } from '../chat/text-generation.js';
-import { clientSignal } from './client-signal.js';
+import { generateText, collectText } from '../chat/text-generation.js';
 import { badRequest } from './errors.js';
 import { generationParams } from './generation-params.js';
+import { requestContext } from './request-context.js';
 import type { ModelState, ServedModel } from './model-state.js';
 import { responseHead, streamOpenAI, type StreamShape } from './openai-shared.js';
 import { type ChatCompletionBody, validateBody, validateChatCompletion } from './schemas.js';
@@ -28,7 +28,7 @@ export function openAIChatRoutes(models: ModelState): Router {
     const { engine } = model;
     const promptTokens = engine.tokenizer.encode(renderPrompt(model, body), false);
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const params = generationParams(engine, promptTokens, body, maxTokens, clientSignal(req, res));
+    const params = generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res));
     const head = responseHead(engine, 'chatcmpl');
 
     if (body.stream) {
@@ -36,7 +36,7 @@ export function openAIChatRoutes(models: ModelState): Router {
       await streamOpenAI(res, generateText(engine, params), head, chatStream, includeUsage);
       return;
     }
-    const result = await generateTextToEnd(engine, params);
+    const result = await collectText(engine, params);
     if (!result) return;
     res.json({
       ...head,

@@ -1,10 +1,10 @@
 // POST /v1/completions (and /completions): OpenAI legacy text completions, JSON or SSE.
 import { Router } from 'express';
-import { generateText, generateTextToEnd } from '../chat/text-generation.js';
+import { generateText, collectText } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
-import { clientSignal } from './client-signal.js';
 import { badRequest } from './errors.js';
 import { checkPromptIds, generationParams } from './generation-params.js';
+import { requestContext } from './request-context.js';
 import type { ModelState } from './model-state.js';
 import { responseHead, streamOpenAI, type StreamShape } from './openai-shared.js';
 import { type CompletionBody, validateBody, validateCompletion } from './schemas.js';
@@ -21,7 +21,7 @@ export function openAICompletionRoutes(models: ModelState): Router {
     const { engine } = models.require();
     const promptTokens = promptTokensOf(engine, body.prompt);
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const params = generationParams(engine, promptTokens, body, maxTokens, clientSignal(req, res));
+    const params = generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res));
     const head = responseHead(engine, 'cmpl');
 
     if (body.stream) {
@@ -29,7 +29,7 @@ export function openAICompletionRoutes(models: ModelState): Router {
       await streamOpenAI(res, generateText(engine, params), head, completionStream, includeUsage);
       return;
     }
-    const result = await generateTextToEnd(engine, params);
+    const result = await collectText(engine, params);
     if (!result) return;
     res.json({
       ...head,

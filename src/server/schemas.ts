@@ -69,8 +69,11 @@ const openAIProperties = {
 
 const textPart = {
   type: 'object',
-  required: ['type', 'text'],
+  required: ['type'],
   properties: { type: { enum: ['text'] }, text: { type: 'string' } },
+  // Conditional so that an image part is reported for its type, not for a missing text.
+  if: { properties: { type: { const: 'text' } } },
+  then: { required: ['text'] },
 };
 
 const ajv = new Ajv({ allowUnionTypes: true });

@@ -1,7 +1,7 @@
 // Server-Sent Events framing shared by the streaming routes: `data: <json>\n\n` per event,
 // errors reported in-band once the 200 headers are out.
 import type { Response } from 'express';
-import { toApiError } from './errors.js';
+import { isUnexpected, toApiError } from './errors.js';
 
 export function startSse(res: Response): void {
   res.status(200);
@@ -33,9 +33,9 @@ export async function runSse(res: Response, body: () => Promise<void>): Promise<
   try {
     await body();
   } catch (err) {
-    const apiError = toApiError(err);
-    if (apiError.status >= 500 && !res.destroyed) console.error(err);
-    sendSse(res, apiError.toJSON());
+    // A client that left makes the engine stop; that is not worth a log line.
+    if (isUnexpected(err) && !res.destroyed) console.error(err);
+    sendSse(res, toApiError(err).toJSON());
     res.end();
   }
 }

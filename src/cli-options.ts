@@ -1,0 +1,99 @@
+// Command-line options in llama-server's spelling, each also settable through its
+// environment variable (the flag wins when both are given). Pure, so it is unit-tested.
+import { parseArgs } from 'node:util';
+
+export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const;
+export type Backend = (typeof BACKENDS)[number];
+
+export interface ServeOptions {
+  modelDir: string;
+  host: string;
+  port: number;
+  /** Undefined: the model's own context length (capped by the engine). */
+  ctxSize?: number;
+  apiKey?: string;
+  alias?: string;
+  backend: Backend;
+}
+
+export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
+
+export class CliError extends Error {}
+
+interface Flag {
+  name: string;
+  short?: string;
+  /** Environment variables read when the flag is absent, first match wins. */
+  env: string[];
+  value: string;
+  help: string;
+}
+
+const FLAGS: Flag[] = [
+  { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR', help: 'model directory in Hugging Face layout (default: the bundled stories260k)' },
+  { name: 'host', env: ['LLAMA_ARG_HOST'], value: 'HOST', help: 'address to listen on (default: 127.0.0.1)' },
+  { name: 'port', env: ['LLAMA_ARG_PORT'], value: 'PORT', help: 'port to listen on, 0 for any free port (default: 8080)' },
+  { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context size in tokens, 0 for the model default (default: 0)' },
+  // LLAMA_API_KEY is llama-server's own name for this one.
+  { name: 'api-key', env: ['LLAMA_ARG_API_KEY', 'LLAMA_API_KEY'], value: 'KEY', help: 'require this key in "Authorization: Bearer KEY" (default: none)' },
+  { name: 'alias', env: ['LLAMA_ARG_ALIAS'], value: 'NAME', help: 'model id shown in responses (default: the model directory name)' },
+  { name: 'backend', env: ['LLAMA_ARG_BACKEND'], value: 'NAME', help: `GPU backend: ${BACKENDS.join('|')} (default: auto)` },
+];
+
+export const HELP_TEXT = [
+  'Usage: mlxcel-server [options]',
+  '',
+  'Serves an LLM over the OpenAI and llama-server HTTP APIs.',
+  '',
+  'Options:',
+  ...FLAGS.map((f) => {
+    const names = `${f.short ? `-${f.short}, ` : '    '}--${f.name} ${f.value}`;
+    return `  ${names.padEnd(26)}${f.help}\n  ${''.padEnd(26)}(env: ${f.env.join(', ')})`;
+  }),
+  `  ${'-h, --help'.padEnd(26)}show this help`,
+  '',
+].join('\n');
+
+export function parseCli(argv: string[], env: Readonly<Record<string, string | undefined>>, defaultModelDir: string): CliCommand {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    const options = Object.fromEntries(
+      FLAGS.map((f) => [f.name, { type: 'string' as const, ...(f.short ? { short: f.short } : {}) }]),
+    );
+    ({ values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true }));
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
+  if (values.help) return { kind: 'help' };
+
+  const get = (name: string): string | undefined => {
+    const flag = FLAGS.find((f) => f.name === name)!;
+    const fromArgs = values[name];
+    if (typeof fromArgs === 'string') return fromArgs;
+    return flag.env.map((e) => env[e]).find((v) => v !== undefined && v !== '');
+  };
+
+  const ctxSize = integer('ctx-size', get('ctx-size') ?? '0', 0);
+  const backend = get('backend') ?? 'auto';
+  if (!(BACKENDS as readonly string[]).includes(backend)) {
+    throw new CliError(`--backend must be one of ${BACKENDS.join(', ')}, got "${backend}"`);
+  }
+  return {
+    kind: 'serve',
+    options: {
+      modelDir: get('model') ?? defaultModelDir,
+      host: get('host') ?? '127.0.0.1',
+      port: integer('port', get('port') ?? '8080', 0, 65535),
+      ctxSize: ctxSize === 0 ? undefined : ctxSize,
+      apiKey: get('api-key'),
+      alias: get('alias'),
+      backend: backend as Backend,
+    },
+  };
+}
+
+function integer(name: string, text: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const value = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!(value >= min && value <= max)) throw new CliError(`--${name} must be an integer from ${min} to ${max}, got "${text}"`);
+  return value;
+}

@@ -1,0 +1,83 @@
+// llama-server's native routes: POST /completion, /tokenize and /detokenize.
+import { Router } from 'express';
+import { generateText, collectText, type TextGenerationResult } from '../chat/text-generation.js';
+import type { Engine } from '../engine/engine.js';
+import { serverError } from './errors.js';
+import { checkPromptIds, generationParams } from './generation-params.js';
+import { requestContext } from './request-context.js';
+import type { ModelState } from './model-state.js';
+import {
+  validateBody,
+  validateDetokenize,
+  validateNativeCompletion,
+  validateTokenize,
+} from './schemas.js';
+import { endSse, runSse, sendSse } from './sse.js';
+
+export function nativeRoutes(models: ModelState): Router {
+  const router = Router();
+
+  router.post('/completion', async (req, res) => {
+    const body = validateBody(validateNativeCompletion, req.body);
+    const { engine } = models.require();
+    const promptTokens = typeof body.prompt === 'string' ? engine.tokenizer.encode(body.prompt, true) : body.prompt;
+    if (typeof body.prompt !== 'string') checkPromptIds(engine, promptTokens);
+    // n_predict -1 (the default) runs until the context is full.
+    const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
+    const params = generationParams(engine, promptTokens, body, nPredict, requestContext(req, res));
+
+    if (body.stream) {
+      await runSse(res, async () => {
+        for await (const event of generateText(engine, params)) {
+          if (event.type === 'text') {
+            sendSse(res, { index: 0, content: event.text, stop: false });
+            continue;
+          }
+          sendSse(res, finalResponse(engine, event.result, ''));
+          endSse(res, false);
+        }
+      });
+      return;
+    }
+    const result = await collectText(engine, params);
+    if (result) res.json(finalResponse(engine, result, result.text));
+  });
+
+  router.post('/tokenize', (req, res) => {
+    const body = validateBody(validateTokenize, req.body);
+    const { engine } = models.require();
+    res.json({ tokens: engine.tokenizer.encode(body.content, body.add_special ?? false) });
+  });
+
+  router.post('/detokenize', (req, res) => {
+    const body = validateBody(validateDetokenize, req.body);
+    const { tokenizer } = models.require().engine;
+    // Checked before decoding so no partial text comes back; 500 is llama-server's status.
+    const bad = body.tokens.find((id) => id < 0 || id >= tokenizer.vocabSize);
+    if (bad !== undefined) {
+      throw serverError(`token id ${bad} is out of vocabulary range (vocab_size ${tokenizer.vocabSize})`);
+    }
+    // Special tokens are shown, as llama-server's detokenize shows them; tokenizers.js
+    // rejects an empty list.
+    res.json({ content: body.tokens.length === 0 ? '' : tokenizer.decode(body.tokens, false) });
+  });
+
+  return router;
+}
+
+/** The non-streaming body, and (with empty content) the last event of a stream. */
+function finalResponse(engine: Engine, result: TextGenerationResult, content: string) {
+  const stopType = result.stopString !== undefined ? 'word' : result.finishReason === 'stop' ? 'eos' : 'limit';
+  return {
+    index: 0,
+    content,
+    stop: true,
+    model: engine.info.id,
+    tokens_predicted: result.usage.completion_tokens,
+    tokens_evaluated: result.usage.prompt_tokens,
+    stop_type: stopType,
+    stopping_word: result.stopString ?? '',
+    truncated: false,
+    timings: result.timings,
+  };
+}
