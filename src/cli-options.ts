@@ -1,9 +1,9 @@
 // Command-line options in llama-server's spelling, each also settable through its
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
+import type { Backend } from './runtime/gpu.js';
 
-export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const;
-export type Backend = (typeof BACKENDS)[number];
+export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const satisfies readonly Backend[];
 
 export interface ServeOptions {
   modelDir: string;
@@ -13,7 +13,7 @@ export interface ServeOptions {
   ctxSize?: number;
   apiKey?: string;
   alias?: string;
-  backend: Backend;
+  backend: (typeof BACKENDS)[number];
 }
 
 export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
@@ -87,7 +87,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       ctxSize: ctxSize === 0 ? undefined : ctxSize,
       apiKey: get('api-key'),
       alias: get('alias'),
-      backend: backend as Backend,
+      backend: backend as ServeOptions['backend'],
     },
   };
 }

@@ -73,9 +73,9 @@ async function* textEvents(
     },
   });
 
-  if (signal?.aborted) return;
   if (!events) {
-    yield done('length', undefined, clock.timings(promptTokens.length, 0));
+    // No room for tokens, or the client is already gone.
+    if (!signal?.aborted) yield done('length', undefined, clock.timings(promptTokens.length, 0));
     return;
   }
 

@@ -45,8 +45,14 @@ export class Ops {
   /** Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq. */
   linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
-    const constants = { ...this.weightConstants(w), ACCUMULATE: !!opts.accumulate, HAS_BIAS: !!opts.bias };
-    const pipeline = this.pipelines.get('matmul', w.format, constants);
+    const quantized = w.format === 'q4' || w.format === 'q8';
+    const common = { ACCUMULATE: !!opts.accumulate, HAS_BIAS: !!opts.bias };
+    // Quantized weights have their own kernel (eight rows per invocation); float weights
+    // go through the generic one with the format's w_load4.
+    const pipeline = quantized
+      ? this.pipelines.get('matvec_q', undefined, { ...common, BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize })
+      : this.pipelines.get('matmul', w.format, common);
+    const rowsPerInvocation = quantized ? 8 : 1;
     const perSeq = opts.perSeq ? 1 : 0;
     return w.parts.map((part) => {
       const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, perSeq]);
@@ -54,7 +60,7 @@ export class Ops {
         label,
         pipeline,
         bindGroup: this.bind(label, pipeline, params, { ...this.weightBindings(part), 5: x, 6: y, 7: opts.bias ?? this.dummy }),
-        workgroups: (s: StepShape) => [ceil(part.rows, 64), ceil(perSeq ? s.seqs : s.tokens, 4)],
+        workgroups: (s: StepShape) => [ceil(part.rows, 64 * rowsPerInvocation), quantized ? (perSeq ? s.seqs : s.tokens) : ceil(perSeq ? s.seqs : s.tokens, 4)],
       };
     });
   }

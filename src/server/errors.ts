@@ -40,9 +40,9 @@ export function toApiError(err: unknown): ApiError {
   return serverError(e.message ?? String(err));
 }
 
-/** A failure no route chose to report: worth a log line. */
+/** A failure no route chose to report (a bug, an engine fault): worth a log line. */
 export function isUnexpected(err: unknown): boolean {
-  return !(err instanceof ApiError) && toApiError(err).status >= 500;
+  return !(err instanceof ApiError) && toApiError(err).type === 'server_error';
 }
 
 export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {

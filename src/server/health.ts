@@ -1,4 +1,5 @@
-// GET /health and GET /: liveness and loading status, open even when an API key is set.
+// GET /health and GET /: liveness, loading status and the engine's load, open even when
+// an API key is set. 503 while loading or while every slot is busy, as the reference has it.
 import { Router } from 'express';
 import type { ModelState } from './model-state.js';
 
@@ -11,7 +12,22 @@ export function healthRoutes(models: ModelState): Router {
       return;
     }
     const { info } = model.engine;
-    res.json({ status: 'ok', model: info.id, context_size: info.contextSize });
+    const stats = model.engine.stats();
+    const busy = stats.activeSequences >= stats.slots;
+    res.status(busy ? 503 : 200).json({
+      status: busy ? 'no slot available' : 'ok',
+      model: info.id,
+      batch: { active_sequences: stats.activeSequences, queue_depth: stats.queueDepth, max_batch_size: stats.slots },
+      observability: {
+        ...stats.counters,
+        current_batch_size: stats.activeSequences,
+        // Each active sequence holds one KV-cache allocation.
+        cache_pool_active: stats.activeSequences,
+      },
+      context_size: info.contextSize,
+      // No tool-call parser exists yet, so none is advertised.
+      tool_call_parser: null,
+    });
   });
   return router;
 }

@@ -1,6 +1,6 @@
 // llama-server's native routes: POST /completion, /tokenize and /detokenize.
 import { Router } from 'express';
-import { generateText, collectText, type TextGenerationResult } from '../chat/text-generation.js';
+import { collectText, generateText, type TextGenerationResult } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import { serverError } from './errors.js';
 import { checkPromptIds, generationParams } from './generation-params.js';
@@ -25,10 +25,11 @@ export function nativeRoutes(models: ModelState): Router {
     // n_predict -1 (the default) runs until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     const params = generationParams(engine, promptTokens, body, nPredict, requestContext(req, res));
+    const events = generateText(engine, params);
 
     if (body.stream) {
       await runSse(res, async () => {
-        for await (const event of generateText(engine, params)) {
+        for await (const event of events) {
           if (event.type === 'text') {
             sendSse(res, { index: 0, content: event.text, stop: false });
             continue;
@@ -39,7 +40,7 @@ export function nativeRoutes(models: ModelState): Router {
       });
       return;
     }
-    const result = await collectText(engine, params);
+    const result = await collectText(events);
     if (result) res.json(finalResponse(engine, result, result.text));
   });
 

@@ -1,7 +1,7 @@
 // POST /v1/chat/completions (and /chat/completions): OpenAI chat, JSON or SSE.
 import { Router } from 'express';
 import { ChatTemplateError } from '../chat/template.js';
-import { generateText, collectText } from '../chat/text-generation.js';
+import { collectText, generateText } from '../chat/text-generation.js';
 import { badRequest } from './errors.js';
 import { generationParams } from './generation-params.js';
 import { requestContext } from './request-context.js';
@@ -30,13 +30,13 @@ export function openAIChatRoutes(models: ModelState): Router {
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
     const params = generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res));
     const head = responseHead(engine, 'chatcmpl');
+    const events = generateText(engine, params);
 
     if (body.stream) {
-      const includeUsage = body.stream_options?.include_usage === true;
-      await streamOpenAI(res, generateText(engine, params), head, chatStream, includeUsage);
+      await streamOpenAI(res, events, head, chatStream, body.stream_options?.include_usage === true);
       return;
     }
-    const result = await collectText(engine, params);
+    const result = await collectText(events);
     if (!result) return;
     res.json({
       ...head,

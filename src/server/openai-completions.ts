@@ -1,6 +1,6 @@
 // POST /v1/completions (and /completions): OpenAI legacy text completions, JSON or SSE.
 import { Router } from 'express';
-import { generateText, collectText } from '../chat/text-generation.js';
+import { collectText, generateText } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import { badRequest } from './errors.js';
 import { checkPromptIds, generationParams } from './generation-params.js';
@@ -23,13 +23,13 @@ export function openAICompletionRoutes(models: ModelState): Router {
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
     const params = generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res));
     const head = responseHead(engine, 'cmpl');
+    const events = generateText(engine, params);
 
     if (body.stream) {
-      const includeUsage = body.stream_options?.include_usage === true;
-      await streamOpenAI(res, generateText(engine, params), head, completionStream, includeUsage);
+      await streamOpenAI(res, events, head, completionStream, body.stream_options?.include_usage === true);
       return;
     }
-    const result = await collectText(engine, params);
+    const result = await collectText(events);
     if (!result) return;
     res.json({
       ...head,
