@@ -9,8 +9,11 @@ export interface ServeOptions {
   modelDir: string;
   host: string;
   port: number;
-  /** Undefined: the model's own context length (capped by the engine). */
+  /** Total KV tokens shared by the slots; undefined: the engine's default. */
   ctxSize?: number;
+  parallel?: number;
+  batchSize?: number;
+  maxQueue?: number;
   apiKey?: string;
   alias?: string;
   backend: (typeof BACKENDS)[number];
@@ -33,7 +36,10 @@ const FLAGS: Flag[] = [
   { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR', help: 'model directory in Hugging Face layout (default: the bundled stories260k)' },
   { name: 'host', env: ['LLAMA_ARG_HOST'], value: 'HOST', help: 'address to listen on (default: 127.0.0.1)' },
   { name: 'port', env: ['LLAMA_ARG_PORT'], value: 'PORT', help: 'port to listen on, 0 for any free port (default: 8080)' },
-  { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context size in tokens, 0 for the model default (default: 0)' },
+  { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
+  { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: 'sequences decoded together (slots) (default: 4)' },
+  { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: 'tokens per forward pass, the prefill chunk (default: 512)' },
+  { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: 'requests that may wait for a slot before 503 (default: 64)' },
   // LLAMA_API_KEY is llama-server's own name for this one.
   { name: 'api-key', env: ['LLAMA_ARG_API_KEY', 'LLAMA_API_KEY'], value: 'KEY', help: 'require this key in "Authorization: Bearer KEY" (default: none)' },
   { name: 'alias', env: ['LLAMA_ARG_ALIAS'], value: 'NAME', help: 'model id shown in responses (default: the model directory name)' },
@@ -57,10 +63,13 @@ export const HELP_TEXT = [
 export function parseCli(argv: string[], env: Readonly<Record<string, string | undefined>>, defaultModelDir: string): CliCommand {
   let values: Record<string, string | boolean | undefined>;
   try {
+    // parseArgs takes one-letter short options only; llama-server has "-np".
+    const longShorts = new Map(FLAGS.filter((f) => f.short && f.short.length > 1).map((f) => [`-${f.short}`, `--${f.name}`]));
+    const args = argv.map((a) => longShorts.get(a) ?? a);
     const options = Object.fromEntries(
-      FLAGS.map((f) => [f.name, { type: 'string' as const, ...(f.short ? { short: f.short } : {}) }]),
+      FLAGS.map((f) => [f.name, { type: 'string' as const, ...(f.short?.length === 1 ? { short: f.short } : {}) }]),
     );
-    ({ values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true }));
+    ({ values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true }));
   } catch (err) {
     throw new CliError((err as Error).message);
   }
@@ -74,6 +83,10 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
   };
 
   const ctxSize = integer('ctx-size', get('ctx-size') ?? '0', 0);
+  const optionalInteger = (name: string, min: number) => {
+    const text = get(name);
+    return text === undefined ? undefined : integer(name, text, min);
+  };
   const backend = get('backend') ?? 'auto';
   if (!(BACKENDS as readonly string[]).includes(backend)) {
     throw new CliError(`--backend must be one of ${BACKENDS.join(', ')}, got "${backend}"`);
@@ -85,6 +98,9 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       host: get('host') ?? '127.0.0.1',
       port: integer('port', get('port') ?? '8080', 0, 65535),
       ctxSize: ctxSize === 0 ? undefined : ctxSize,
+      parallel: optionalInteger('parallel', 1),
+      batchSize: optionalInteger('batch-size', 1),
+      maxQueue: optionalInteger('max-queue', 0),
       apiKey: get('api-key'),
       alias: get('alias'),
       backend: backend as ServeOptions['backend'],

@@ -25,14 +25,23 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
 
   const { options } = command;
-  const loading = loadEngine({
-    modelDir: options.modelDir,
-    alias: options.alias,
-    contextSize: options.ctxSize,
-    backend: options.backend,
-  });
+  // Listen first: opening the GPU blocks the event loop for a while, and clients
+  // should meanwhile get 503 "loading model" rather than a refused connection.
+  let startLoading!: (engine: Promise<Engine>) => void;
+  const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
   const server = await startServer(loading, options);
   console.log(`mlxcel-server: listening on ${server.url}`);
+  startLoading(
+    loadEngine({
+      modelDir: options.modelDir,
+      alias: options.alias,
+      contextSize: options.ctxSize,
+      parallel: options.parallel,
+      batchSize: options.batchSize,
+      maxQueue: options.maxQueue,
+      backend: options.backend,
+    }),
+  );
 
   let engine: Engine;
   try {

@@ -14,12 +14,12 @@ export class IncrementalDetokenizer {
   /** Tokens before this index have been emitted as text. */
   private readOffset: number;
 
+  private readonly decode: (ids: number[]) => string;
+
   /**
    * `decode` must skip special tokens (or not) consistently. `context` is the prompt:
    * deltas are what its continuation adds, i.e. decode(context + ids) minus decode(context).
    */
-  private readonly decode: (ids: number[]) => string;
-
   constructor(decode: (ids: number[]) => string, context: readonly number[] = []) {
     // tokenizers.js rejects an empty id list.
     this.decode = (ids) => (ids.length === 0 ? '' : decode(ids));

@@ -7,6 +7,9 @@ import { storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from '.
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
+/** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
+const MATVEC_MAX_ROWS = 2;
+
 export class Ops {
   readonly pipelines: PipelineCache;
   /** Written once per step: [n_tokens, n_seqs]. */
@@ -42,26 +45,46 @@ export class Ops {
     return w.format === 'q4' || w.format === 'q8' ? { GROUP_SIZE: w.groupSize } : {};
   }
 
-  /** Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq. */
+  /**
+   * Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq.
+   * Quantized weights get two recorded kernels, and each step runs the one its row count
+   * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), matmul_q's 4x4 register
+   * tiles beyond (prefill). Float weights use the generic matmul with the format's loader.
+   */
   linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
-    const quantized = w.format === 'q4' || w.format === 'q8';
     const common = { ACCUMULATE: !!opts.accumulate, HAS_BIAS: !!opts.bias };
-    // Quantized weights have their own kernel (eight rows per invocation); float weights
-    // go through the generic one with the format's w_load4.
-    const pipeline = quantized
-      ? this.pipelines.get('matvec_q', undefined, { ...common, BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize })
-      : this.pipelines.get('matmul', w.format, common);
-    const rowsPerInvocation = quantized ? 8 : 1;
+    const rows = (s: StepShape) => (opts.perSeq ? s.seqs : s.tokens);
+    const variants: Array<{ pipeline: GPUComputePipeline; workgroups: (part: WeightPart, s: StepShape) => [number, number] }> = [];
+    if (w.format === 'q4' || w.format === 'q8') {
+      if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
+      const q = { ...common, BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize };
+      variants.push(
+        {
+          pipeline: this.pipelines.get('matvec_q', undefined, q),
+          workgroups: (part, s) => (rows(s) <= MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 8), rows(s)] : [0, 0]),
+        },
+        {
+          pipeline: this.pipelines.get('matmul_q', undefined, q),
+          workgroups: (part, s) => (rows(s) > MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 4), ceil(rows(s), 4)] : [0, 0]),
+        },
+      );
+    } else {
+      variants.push({
+        pipeline: this.pipelines.get('matmul', w.format, common),
+        workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
+      });
+    }
     const perSeq = opts.perSeq ? 1 : 0;
-    return w.parts.map((part) => {
+    return w.parts.flatMap((part) => {
       const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, perSeq]);
-      return {
+      const buffers = { ...this.weightBindings(part), 5: x, 6: y, 7: opts.bias ?? this.dummy };
+      return variants.map((v) => ({
         label,
-        pipeline,
-        bindGroup: this.bind(label, pipeline, params, { ...this.weightBindings(part), 5: x, 6: y, 7: opts.bias ?? this.dummy }),
-        workgroups: (s: StepShape) => [ceil(part.rows, 64 * rowsPerInvocation), quantized ? (perSeq ? s.seqs : s.tokens) : ceil(perSeq ? s.seqs : s.tokens, 4)],
-      };
+        pipeline: v.pipeline,
+        bindGroup: this.bind(label, v.pipeline, params, buffers),
+        workgroups: (s: StepShape) => v.workgroups(part, s),
+      }));
     });
   }
 

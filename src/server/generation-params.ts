@@ -8,9 +8,9 @@ import type { RequestContext } from './request-context.js';
 import type { SamplingFields } from './schemas.js';
 
 /** llama-server's defaults, since the OpenAI ones (temperature 1, no top-k) suit local models worse. */
-export const DEFAULT_SAMPLING: Readonly<SamplingParams> = { temperature: 0.8, topK: 40, topP: 0.95 };
+const DEFAULT_SAMPLING: Readonly<SamplingParams> = { temperature: 0.8, topK: 40, topP: 0.95 };
 
-export function samplingFrom(body: SamplingFields): SamplingParams {
+function samplingFrom(body: SamplingFields): SamplingParams {
   const sampling: SamplingParams = {
     temperature: body.temperature ?? DEFAULT_SAMPLING.temperature,
     // llama.cpp clients send top_k <= 0 for "disabled".
@@ -22,16 +22,22 @@ export function samplingFrom(body: SamplingFields): SamplingParams {
   return sampling;
 }
 
-export function stopList(stop: SamplingFields['stop']): string[] {
+function stopList(stop: SamplingFields['stop']): string[] {
   if (stop == null) return [];
   return typeof stop === 'string' ? [stop] : stop;
 }
 
-/** Checks ids a client sent as a prompt; the engine indexes embeddings with them. */
-export function checkPromptIds(engine: Engine, ids: readonly number[]): void {
+/**
+ * A completion prompt as token ids. Text gets the tokenizer's special tokens (BOS), as
+ * llama-server and vLLM do; ids a client sent are checked, since the engine indexes
+ * embeddings with them.
+ */
+export function tokenizePrompt(engine: Engine, prompt: string | number[]): number[] {
+  if (typeof prompt === 'string') return engine.tokenizer.encode(prompt, true);
   const vocabSize = engine.info.vocabSize;
-  const bad = ids.find((id) => id < 0 || id >= vocabSize);
+  const bad = prompt.find((id) => id < 0 || id >= vocabSize);
   if (bad !== undefined) throw badRequest(`prompt token id ${bad} is out of vocabulary range (vocab_size ${vocabSize})`);
+  return prompt;
 }
 
 /**

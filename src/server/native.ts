@@ -3,15 +3,10 @@ import { Router } from 'express';
 import { collectText, generateText, type TextGenerationResult } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import { serverError } from './errors.js';
-import { checkPromptIds, generationParams } from './generation-params.js';
-import { requestContext } from './request-context.js';
+import { generationParams, tokenizePrompt } from './generation-params.js';
 import type { ModelState } from './model-state.js';
-import {
-  validateBody,
-  validateDetokenize,
-  validateNativeCompletion,
-  validateTokenize,
-} from './schemas.js';
+import { requestContext } from './request-context.js';
+import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from './schemas.js';
 import { endSse, runSse, sendSse } from './sse.js';
 
 export function nativeRoutes(models: ModelState): Router {
@@ -20,8 +15,7 @@ export function nativeRoutes(models: ModelState): Router {
   router.post('/completion', async (req, res) => {
     const body = validateBody(validateNativeCompletion, req.body);
     const { engine } = models.require();
-    const promptTokens = typeof body.prompt === 'string' ? engine.tokenizer.encode(body.prompt, true) : body.prompt;
-    if (typeof body.prompt !== 'string') checkPromptIds(engine, promptTokens);
+    const promptTokens = tokenizePrompt(engine, body.prompt);
     // n_predict -1 (the default) runs until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     const params = generationParams(engine, promptTokens, body, nPredict, requestContext(req, res));

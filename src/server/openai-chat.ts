@@ -4,8 +4,8 @@ import { ChatTemplateError } from '../chat/template.js';
 import { collectText, generateText } from '../chat/text-generation.js';
 import { badRequest } from './errors.js';
 import { generationParams } from './generation-params.js';
-import { requestContext } from './request-context.js';
 import type { ModelState, ServedModel } from './model-state.js';
+import { requestContext } from './request-context.js';
 import { responseHead, streamOpenAI, type StreamShape } from './openai-shared.js';
 import { type ChatCompletionBody, validateBody, validateChatCompletion } from './schemas.js';
 

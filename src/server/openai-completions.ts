@@ -1,11 +1,10 @@
 // POST /v1/completions (and /completions): OpenAI legacy text completions, JSON or SSE.
 import { Router } from 'express';
 import { collectText, generateText } from '../chat/text-generation.js';
-import type { Engine } from '../engine/engine.js';
 import { badRequest } from './errors.js';
-import { checkPromptIds, generationParams } from './generation-params.js';
-import { requestContext } from './request-context.js';
+import { generationParams, tokenizePrompt } from './generation-params.js';
 import type { ModelState } from './model-state.js';
+import { requestContext } from './request-context.js';
 import { responseHead, streamOpenAI, type StreamShape } from './openai-shared.js';
 import { type CompletionBody, validateBody, validateCompletion } from './schemas.js';
 
@@ -19,7 +18,7 @@ export function openAICompletionRoutes(models: ModelState): Router {
   router.post(['/v1/completions', '/completions'], async (req, res) => {
     const body = validateBody(validateCompletion, req.body);
     const { engine } = models.require();
-    const promptTokens = promptTokensOf(engine, body.prompt);
+    const promptTokens = tokenizePrompt(engine, singlePrompt(body.prompt));
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
     const params = generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res));
     const head = responseHead(engine, 'cmpl');
@@ -41,13 +40,10 @@ export function openAICompletionRoutes(models: ModelState): Router {
   return router;
 }
 
-/** A text prompt gets the tokenizer's special tokens (BOS), as llama-server and vLLM do. */
-function promptTokensOf(engine: Engine, prompt: CompletionBody['prompt']): number[] {
-  if (typeof prompt === 'string') return engine.tokenizer.encode(prompt, true);
-  if (prompt.every((p): p is number => typeof p === 'number')) {
-    checkPromptIds(engine, prompt);
-    return prompt;
-  }
-  if (prompt.length === 1 && typeof prompt[0] === 'string') return engine.tokenizer.encode(prompt[0], true);
+/** The one prompt of the request: batches (several prompts) are not served. */
+function singlePrompt(prompt: CompletionBody['prompt']): string | number[] {
+  if (typeof prompt === 'string') return prompt;
+  if (prompt.every((p): p is number => typeof p === 'number')) return prompt;
+  if (prompt.length === 1 && typeof prompt[0] === 'string') return prompt[0];
   throw badRequest('prompt must be a string, an array of one string, or an array of token ids; batched prompts are not supported');
 }

@@ -1,0 +1,77 @@
+// llama-server's native routes over raw HTTP, against a live server on the real engine
+// and the trained stories260k model (greedy outputs from expected.json).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { readSse } from './helpers/sse.js';
+import { storiesCase } from './helpers/stories-expected.js';
+
+const onceUponATime = storiesCase('Once upon a time');
+
+let engine: Engine;
+let server: RunningServer;
+
+beforeAll(async () => {
+  engine = await loadEngine({ modelDir: 'models/stories260k' });
+  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await engine?.close();
+});
+
+async function post(path: string, body: unknown) {
+  const res = await fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe('native API on stories260k', () => {
+  it('GET /health reports the model and its context', async () => {
+    const res = await fetch(`${server.url}/health`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: 'ok', model: 'stories260k', context_size: 512 });
+  });
+
+  it('POST /completion reproduces the greedy expected text', async () => {
+    const res = await post('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      content: onceUponATime.expected_text,
+      stop: true,
+      stop_type: 'limit',
+      tokens_predicted: 64,
+      tokens_evaluated: 5,
+      timings: { prompt_n: 5, predicted_n: 64 },
+    });
+  });
+
+  it('POST /completion streams the same text and ends with the summary', async () => {
+    const res = await fetch(`${server.url}/completion`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: onceUponATime.prompt_token_ids, n_predict: 64, temperature: 0, stream: true }),
+    });
+    const events = (await readSse(res)) as any[];
+    expect(events.slice(0, -1).map((e) => e.content).join('')).toBe(onceUponATime.expected_text);
+    expect(events.at(-1)).toMatchObject({ stop: true, content: '', tokens_predicted: 64, tokens_evaluated: 5 });
+  });
+
+  it('POST /completion stops at a stop word', async () => {
+    const res = await post('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0, stop: ['park'] });
+    expect(res.body).toMatchObject({
+      content: ', there was a little girl named Lily. She loved to play outside in the ',
+      stop_type: 'word',
+      stopping_word: 'park',
+    });
+  });
+
+  it('POST /tokenize and /detokenize round-trip', async () => {
+    const tokens = (await post('/tokenize', { content: 'Once upon a time', add_special: true })).body.tokens;
+    expect(tokens).toEqual(onceUponATime.prompt_token_ids);
+    expect((await post('/detokenize', { tokens: tokens.slice(1) })).body).toEqual({ content: 'Once upon a time' });
+    const bad = await post('/detokenize', { tokens: [403, 512] });
+    expect(bad.status).toBe(500);
+    expect(bad.body.error).toMatchObject({ type: 'server_error', message: 'token id 512 is out of vocabulary range (vocab_size 512)' });
+  });
+});

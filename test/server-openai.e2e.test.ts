@@ -1,0 +1,161 @@
+// The OpenAI routes through the official client, against a live server on the real
+// engine and the trained stories260k model (greedy outputs from expected.json).
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { storiesCase } from './helpers/stories-expected.js';
+
+const onceUponATime = storiesCase('Once upon a time');
+const lilyWantedTo = storiesCase('Lily wanted to');
+
+let engine: Engine;
+let server: RunningServer;
+let client: OpenAI;
+
+beforeAll(async () => {
+  engine = await loadEngine({ modelDir: 'models/stories260k' });
+  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await engine?.close();
+});
+
+describe('OpenAI API on stories260k', () => {
+  it('lists the model', async () => {
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual(['stories260k']);
+  });
+
+  it('completions reproduce the greedy expected text, leading space included', async () => {
+    for (const c of [onceUponATime, lilyWantedTo]) {
+      const res = await client.completions.create({ model: 'stories260k', prompt: c.prompt, max_tokens: 64, temperature: 0 });
+      expect(res.choices[0]!.text).toBe(c.expected_text);
+      expect(res.choices[0]!.finish_reason).toBe('length');
+      expect(res.usage).toEqual({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69 });
+    }
+  });
+
+  it('chat renders "<s>Once upon a time" and continues it greedily', async () => {
+    const res = await client.chat.completions.create({
+      model: 'stories260k',
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+      max_tokens: 64,
+      temperature: 0,
+    });
+    expect(res.id).toMatch(/^chatcmpl-/);
+    expect(res.choices[0]!.message).toMatchObject({ role: 'assistant', content: onceUponATime.expected_text });
+    expect(res.choices[0]!.finish_reason).toBe('length');
+    expect(res.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69 });
+  });
+
+  it('streams chat with include_usage', async () => {
+    const stream = await client.chat.completions.create({
+      model: 'stories260k',
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+      max_tokens: 64,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let content = '';
+    const finishReasons: Array<string | null> = [];
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    let role: string | undefined;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      role ??= choice.delta.role;
+      content += choice.delta.content ?? '';
+      finishReasons.push(choice.finish_reason);
+    }
+    expect(role).toBe('assistant');
+    expect(content).toBe(onceUponATime.expected_text);
+    expect(finishReasons.at(-1)).toBe('length');
+    expect(finishReasons.slice(0, -1).every((r) => r === null)).toBe(true);
+    expect(usage).toEqual({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69 });
+  });
+
+  it('streams completions', async () => {
+    const stream = await client.completions.create({
+      model: 'stories260k',
+      prompt: lilyWantedTo.prompt,
+      max_tokens: 64,
+      temperature: 0,
+      stream: true,
+    });
+    let text = '';
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.text ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(text).toBe(lilyWantedTo.expected_text);
+    expect(finish).toBe('length');
+  });
+
+  it('ends at stop strings, streaming or not', async () => {
+    const res = await client.completions.create({
+      model: 'stories260k',
+      prompt: 'Once upon a time',
+      max_tokens: 64,
+      temperature: 0,
+      stop: ['Lily', 'park'],
+    });
+    expect(res.choices[0]!.text).toBe(', there was a little girl named ');
+    expect(res.choices[0]!.finish_reason).toBe('stop');
+
+    const stream = await client.chat.completions.create({
+      model: 'stories260k',
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+      max_tokens: 64,
+      temperature: 0,
+      stop: 'red ball',
+      stream: true,
+    });
+    let content = '';
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      content += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    const expectedPrefix = onceUponATime.expected_text.slice(0, onceUponATime.expected_text.indexOf('red ball'));
+    expect(content).toBe(expectedPrefix);
+    expect(finish).toBe('stop');
+  });
+
+  it('rejects a prompt longer than the context with 400 and the token counts', async () => {
+    const prompt = 'Once upon a time '.repeat(200);
+    const err = await client.completions.create({ model: 'stories260k', prompt, max_tokens: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded');
+    expect((err as Error).message).toMatch(/the prompt has \d+ tokens but the context size is 512 tokens/);
+  });
+
+  it('a client that disconnects mid-stream does not disturb the next request', async () => {
+    const controller = new AbortController();
+    const stream = await client.chat.completions.create(
+      { model: 'stories260k', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 400, stream: true },
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    // The client ends the iteration quietly once aborted.
+    for await (const _chunk of stream) {
+      if (++chunks === 3) controller.abort();
+    }
+    expect(chunks).toBe(3);
+    // The server notices the closed connection and frees the sequence.
+    for (let i = 0; i < 100 && engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(engine.stats()).toMatchObject({ activeSequences: 0, queueDepth: 0 });
+
+    const res = await client.completions.create({ model: 'stories260k', prompt: 'Once upon a time', max_tokens: 64, temperature: 0 });
+    expect(res.choices[0]!.text).toBe(onceUponATime.expected_text);
+    for (let i = 0; i < 100 && engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(engine.stats()).toMatchObject({ activeSequences: 0, queueDepth: 0 });
+  });
+});

@@ -1,0 +1,422 @@
+// The HTTP layer over a fake engine: shapes, validation, errors, auth, loading and
+// disconnects. The same routes over the real engine are in the *.e2e tests.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { FakeEngine, ONCE_UPON_A_TIME_TEXT } from './helpers/fake-engine.js';
+import { readSse } from './helpers/sse.js';
+
+let running: RunningServer | undefined;
+afterEach(async () => {
+  await running?.close();
+  running = undefined;
+});
+
+async function serve(engine: Engine | Promise<Engine>, apiKey?: string): Promise<string> {
+  running = await startServer(engine, { host: '127.0.0.1', port: 0, apiKey });
+  return running.url;
+}
+
+async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(condition()).toBe(true);
+}
+
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({
+  model: 'x',
+  messages: [{ role: 'user', content }],
+  temperature: 0,
+  ...extra,
+});
+
+describe('health and models', () => {
+  it('reports the model on GET /health and GET /', async () => {
+    const url = await serve(await FakeEngine.create());
+    for (const path of ['/health', '/']) {
+      const res = await fetch(url + path);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({
+        status: 'ok',
+        model: 'stories260k',
+        context_size: 512,
+        batch: { active_sequences: 0, queue_depth: 0, max_batch_size: 1 },
+        observability: { sequences_completed: 0, current_batch_size: 0 },
+        tool_call_parser: null,
+      });
+    }
+  });
+
+  it('reports "no slot available" with 503 while every slot is busy', async () => {
+    const engine = await FakeEngine.create({ tokenDelayMs: 20 });
+    const url = await serve(engine);
+    const pending = post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 5 });
+    await waitFor(() => engine.running === 1);
+    const res = await fetch(`${url}/health`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'no slot available', batch: { active_sequences: 1 } });
+    await pending;
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+  });
+
+  it('answers 503 while the model loads, then serves', async () => {
+    let resolve!: (e: Engine) => void;
+    const url = await serve(new Promise<Engine>((r) => (resolve = r)));
+    const health = await fetch(`${url}/health`);
+    expect(health.status).toBe(503);
+    expect(await health.json()).toEqual({ status: 'loading model' });
+    const busy = await post(`${url}/v1/chat/completions`, chat('Once upon a time'));
+    expect(busy.status).toBe(503);
+    expect(busy.body.error).toMatchObject({ type: 'server_busy' });
+
+    resolve(await FakeEngine.create());
+    await new Promise((r) => setTimeout(r, 0));
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+    expect((await post(`${url}/v1/chat/completions`, chat('Once upon a time'))).status).toBe(200);
+  });
+
+  it('lists the model on GET /v1/models', async () => {
+    const url = await serve(await FakeEngine.create());
+    const body = (await (await fetch(`${url}/v1/models`)).json()) as any;
+    expect(body).toMatchObject({ object: 'list', data: [{ id: 'stories260k', object: 'model', owned_by: 'user' }] });
+    expect(typeof body.data[0].created).toBe('number');
+  });
+});
+
+describe('request errors', () => {
+  it('answers malformed JSON with 400 invalid_request_error', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await post(`${url}/v1/chat/completions`, '{"messages": [');
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: null });
+    expect(res.body.error.message).toMatch(/malformed JSON/);
+  });
+
+  it.each([
+    ['/v1/chat/completions', { model: 'x' }, 'messages is required'],
+    ['/v1/chat/completions', chat('hi', { temperature: 'hot' }), 'temperature must be number'],
+    ['/v1/chat/completions', { messages: [{ content: 'hi' }] }, 'messages[0].role is required'],
+    ['/v1/chat/completions', { messages: [] }, 'messages must NOT have fewer than 1 items'],
+    ['/v1/chat/completions', chat('hi', { max_tokens: 1.5 }), 'max_tokens must be integer'],
+    ['/v1/chat/completions', chat('hi', { stop: 5 }), 'stop must be string or array'],
+    ['/v1/chat/completions', chat('hi', { n: 2 }), 'n must be <= 1'],
+    [
+      '/v1/chat/completions',
+      { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] },
+      'messages[0].content[0].type must be one of: text',
+    ],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 'text' }] }] }, 'messages[0].content[0].text is required'],
+    ['/v1/chat/completions', [1, 2], 'request body must be object'],
+    ['/v1/completions', { max_tokens: 3 }, 'prompt is required'],
+    ['/v1/completions', { prompt: ['a', 'b'] }, 'prompt must be a string, an array of one string, or an array of token ids'],
+    ['/v1/completions', { prompt: [1, 9999] }, 'prompt token id 9999 is out of vocabulary range (vocab_size 512)'],
+    ['/completion', { n_predict: 3 }, 'prompt is required'],
+    ['/completion', { prompt: 'x', n_predict: 'many' }, 'n_predict must be integer'],
+    ['/tokenize', {}, 'content is required'],
+    ['/detokenize', { tokens: ['a'] }, 'tokens[0] must be integer'],
+  ])('POST %s %j -> 400 "%s"', async (path, body, message) => {
+    const url = await serve(await FakeEngine.create());
+    const res = await post(url + path, body);
+    expect(res.status).toBe(400);
+    expect(res.body.error.type).toBe('invalid_request_error');
+    expect(res.body.error.message).toContain(message);
+  });
+
+  it('answers unknown routes with a 404 envelope', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await fetch(`${url}/v1/nothing`);
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: { message: 'no route for GET /v1/nothing', type: 'not_found_error', code: null } });
+  });
+
+  it('rejects a prompt that does not fit the context before any work', async () => {
+    const engine = await FakeEngine.create({ contextSize: 8 });
+    const url = await serve(engine);
+    const res = await post(`${url}/v1/completions`, { prompt: 'Once upon a time, there was a little girl' });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'context_length_exceeded', n_prompt_tokens: 13, n_ctx: 8 });
+    expect(res.body.error.message).toContain('13 tokens');
+    expect(engine.requests).toHaveLength(0);
+  });
+
+  it('caps max_tokens at the room left in the context', async () => {
+    const engine = await FakeEngine.create({ contextSize: 8 });
+    const url = await serve(engine);
+    const res = await post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 100 });
+    expect(res.body.choices[0].finish_reason).toBe('length');
+    expect(engine.requests[0]!.maxTokens).toBe(3);
+  });
+});
+
+describe('--api-key', () => {
+  it('requires the key everywhere but GET /health and GET /', async () => {
+    const url = await serve(await FakeEngine.create(), 'sesame');
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+    expect((await fetch(`${url}/`)).status).toBe(200);
+
+    const missing = await post(`${url}/v1/chat/completions`, chat('hi'));
+    expect(missing.status).toBe(401);
+    expect(missing.body.error).toMatchObject({ type: 'missing_api_key', code: 'missing_api_key' });
+
+    const wrong = await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'Bearer nope' });
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.error).toMatchObject({ type: 'invalid_api_key', code: 'invalid_api_key' });
+
+    expect((await fetch(`${url}/v1/models`)).status).toBe(401);
+    expect((await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'Bearer sesame' })).status).toBe(200);
+    expect((await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'sesame' })).status).toBe(200);
+  });
+});
+
+describe('chat completions', () => {
+  it('renders the template, generates and reports usage', async () => {
+    const engine = await FakeEngine.create();
+    const url = await serve(engine);
+    const res = await post(`${url}/v1/chat/completions`, chat('Once upon a time'));
+    expect(res.status).toBe(200);
+    expect(engine.requests[0]!.promptTokens).toEqual([1, 403, 407, 261, 378]);
+    expect(res.body).toMatchObject({
+      object: 'chat.completion',
+      model: 'stories260k',
+      system_fingerprint: null,
+      choices: [{ index: 0, message: { role: 'assistant', content: ONCE_UPON_A_TIME_TEXT }, finish_reason: 'stop', logprobs: null }],
+      usage: { prompt_tokens: 5, completion_tokens: 64, total_tokens: 69 },
+    });
+    expect(res.body.id).toMatch(/^chatcmpl-/);
+  });
+
+  it('passes sampling parameters, with llama-server defaults when absent', async () => {
+    const engine = await FakeEngine.create();
+    const url = await serve(engine);
+    await post(`${url}/chat/completions`, { messages: [{ role: 'user', content: 'x' }], temperature: 0.5, top_k: 10, top_p: 0.9, seed: 42, max_completion_tokens: 2 });
+    await post(`${url}/chat/completions`, { messages: [{ role: 'user', content: 'x' }] });
+    expect(engine.requests[0]).toMatchObject({ maxTokens: 2, sampling: { temperature: 0.5, topK: 10, topP: 0.9, seed: 42 } });
+    expect(engine.requests[1]!.sampling).toEqual({ temperature: 0.8, topK: 40, topP: 0.95 });
+    expect(engine.requests[1]!.maxTokens).toBe(512 - engine.requests[1]!.promptTokens.length);
+  });
+
+  it('streams role, content deltas, finish reason, usage and [DONE]', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify(chat('Once upon a time', { stream: true, stream_options: { include_usage: true }, max_tokens: 10 })),
+    });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const events = (await readSse(res)) as any[];
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1);
+    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+    expect(chunks.every((c) => c.object === 'chat.completion.chunk')).toBe(true);
+    expect(chunks[0].choices[0]).toEqual({ index: 0, delta: { role: 'assistant' }, finish_reason: null, logprobs: null });
+    const usage = chunks.at(-1);
+    expect(usage.choices).toEqual([]);
+    expect(usage.usage).toEqual({ prompt_tokens: 5, completion_tokens: 10, total_tokens: 15 });
+    const finish = chunks.at(-2);
+    expect(finish.choices[0]).toEqual({ index: 0, delta: {}, finish_reason: 'length', logprobs: null });
+    const content = chunks.slice(1, -2).map((c) => c.choices[0].delta.content).join('');
+    expect(content).toBe(', there was a little girl named Lily');
+  });
+
+  it('applies stop strings, streaming or not', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await post(`${url}/v1/chat/completions`, chat('Once upon a time', { stop: 'Lily' }));
+    expect(res.body.choices[0]).toMatchObject({ message: { content: ', there was a little girl named ' }, finish_reason: 'stop' });
+
+    const stream = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify(chat('Once upon a time', { stream: true, stop: ['girl', 'xyz'] })),
+    });
+    const chunks = ((await readSse(stream)) as any[]).slice(0, -1);
+    expect(chunks.map((c) => c.choices[0].delta.content ?? '').join('')).toBe(', there was a little ');
+    expect(chunks.at(-1).choices[0].finish_reason).toBe('stop');
+  });
+});
+
+describe('text completions', () => {
+  it('accepts a string, a one-string array or token ids, and adds BOS to text', async () => {
+    const engine = await FakeEngine.create();
+    const url = await serve(engine);
+    for (const prompt of ['Once upon a time', ['Once upon a time'], [1, 403, 407, 261, 378]]) {
+      const res = await post(`${url}/v1/completions`, { prompt, max_tokens: 3, temperature: 0 });
+      expect(res.body).toMatchObject({
+        object: 'text_completion',
+        choices: [{ index: 0, text: ', there was', finish_reason: 'length', logprobs: null }],
+        usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 },
+      });
+      expect(res.body.id).toMatch(/^cmpl-/);
+    }
+    expect(engine.requests.map((r) => r.promptTokens)).toEqual(Array(3).fill([1, 403, 407, 261, 378]));
+  });
+
+  it('streams text deltas', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await fetch(`${url}/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'Once upon a time', stream: true, max_tokens: 4 }),
+    });
+    const events = (await readSse(res)) as any[];
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1);
+    expect(chunks.every((c) => c.object === 'text_completion')).toBe(true);
+    expect(chunks.map((c) => c.choices[0].text).join('')).toBe(', there was a');
+    expect(chunks.at(-1).choices[0]).toEqual({ index: 0, text: '', finish_reason: 'length', logprobs: null });
+  });
+});
+
+describe('native routes', () => {
+  it('POST /completion answers in llama-server shape', async () => {
+    const url = await serve(await FakeEngine.create());
+    const full = await post(`${url}/completion`, { prompt: 'Once upon a time', temperature: 0 });
+    expect(full.body).toMatchObject({
+      content: ONCE_UPON_A_TIME_TEXT,
+      stop: true,
+      model: 'stories260k',
+      tokens_predicted: 64,
+      tokens_evaluated: 5,
+      stop_type: 'eos',
+      stopping_word: '',
+      timings: { predicted_n: 64, prompt_n: 5 },
+    });
+    const limited = await post(`${url}/completion`, { prompt: 'Once upon a time', n_predict: 3 });
+    expect(limited.body).toMatchObject({ content: ', there was', stop_type: 'limit', tokens_predicted: 3 });
+    const worded = await post(`${url}/completion`, { prompt: [1, 403, 407, 261, 378], stop: ['Lily'] });
+    expect(worded.body).toMatchObject({ content: ', there was a little girl named ', stop_type: 'word', stopping_word: 'Lily' });
+  });
+
+  it('POST /completion streams content chunks and ends with the summary, without [DONE]', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await fetch(`${url}/completion`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'Once upon a time', n_predict: 5, stream: true }),
+    });
+    const events = (await readSse(res)) as any[];
+    expect(events).not.toContain('[DONE]');
+    const last = events.at(-1);
+    expect(last).toMatchObject({ content: '', stop: true, stop_type: 'limit', tokens_predicted: 5, tokens_evaluated: 5 });
+    const parts = events.slice(0, -1);
+    expect(parts.every((e) => e.stop === false)).toBe(true);
+    expect(parts.map((e) => e.content).join('')).toBe(', there was a little');
+  });
+
+  it('POST /tokenize and /detokenize', async () => {
+    const url = await serve(await FakeEngine.create());
+    expect((await post(`${url}/tokenize`, { content: 'Once upon a time' })).body).toEqual({ tokens: [403, 407, 261, 378] });
+    expect((await post(`${url}/tokenize`, { content: 'Once upon a time', add_special: true })).body).toEqual({
+      tokens: [1, 403, 407, 261, 378],
+    });
+    expect((await post(`${url}/detokenize`, { tokens: [403, 407, 261, 378] })).body).toEqual({ content: 'Once upon a time' });
+    expect((await post(`${url}/detokenize`, { tokens: [] })).body).toEqual({ content: '' });
+  });
+
+  it('POST /detokenize names the first out-of-vocabulary id with a 500', async () => {
+    const url = await serve(await FakeEngine.create());
+    for (const [tokens, bad] of [
+      [[403, 512, -1], 512],
+      [[403, -1, 512], -1],
+      [[2 ** 40], 2 ** 40],
+    ] as const) {
+      const res = await post(`${url}/detokenize`, { tokens });
+      expect(res.status).toBe(500);
+      expect(res.body.error).toEqual({
+        message: `token id ${bad} is out of vocabulary range (vocab_size 512)`,
+        type: 'server_error',
+        code: null,
+      });
+    }
+  });
+});
+
+describe('request lifecycle', () => {
+  it('aborts the generation of a client that disconnects mid-stream, then serves the next', async () => {
+    const engine = await FakeEngine.create({ tokenDelayMs: 20 });
+    const url = await serve(engine);
+    const controller = new AbortController();
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify(chat('Once upon a time', { stream: true })),
+      signal: controller.signal,
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    controller.abort();
+    await waitFor(() => engine.cancelled === 1);
+
+    const next = await post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 3 });
+    expect(next.body.choices[0].text).toBe(', there was');
+    expect(engine.completed).toBe(1);
+  });
+
+  it('aborts a non-streaming generation whose client disconnects', async () => {
+    const engine = await FakeEngine.create({ tokenDelayMs: 20 });
+    const url = await serve(engine);
+    const controller = new AbortController();
+    const pending = fetch(`${url}/completion`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'Once upon a time' }),
+      signal: controller.signal,
+    }).catch((e: Error) => e);
+    await waitFor(() => engine.running === 1);
+    controller.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    await waitFor(() => engine.cancelled === 1);
+    expect(engine.completed).toBe(0);
+  });
+
+  it('answers 503 server_busy before any stream header when the queue is full', async () => {
+    const engine = await FakeEngine.create({ tokenDelayMs: 20, maxQueue: 0 });
+    const url = await serve(engine);
+    const first = post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 3 });
+    await waitFor(() => engine.running === 1);
+    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat('x', { stream: true })) });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(((await res.json()) as any).error).toMatchObject({ type: 'server_busy', code: null });
+    expect((await first).body.choices[0].text).toBe(', there was');
+  });
+
+  it('reports an engine failure as a 500, or as an error event once streaming', async () => {
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const url = await serve(await FakeEngine.create({ failAfter: 2 }));
+    const plain = await post(`${url}/v1/chat/completions`, chat('Once upon a time'));
+    expect(plain.status).toBe(500);
+    expect(plain.body.error).toEqual({ message: 'engine step failed', type: 'server_error', code: null });
+
+    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat('Once upon a time', { stream: true })) });
+    expect(res.status).toBe(200);
+    const events = (await readSse(res)) as any[];
+    expect(events).not.toContain('[DONE]');
+    expect(events.at(-1)).toEqual({ error: { message: 'engine step failed', type: 'server_error', code: null } });
+    expect(events.slice(1, -1).map((e) => e.choices[0].delta.content).join('')).toBe(', there');
+    expect(logged).toHaveBeenCalledTimes(2);
+    logged.mockRestore();
+  });
+
+  it('passes X-Priority to the engine and rejects unknown values', async () => {
+    const engine = await FakeEngine.create();
+    const url = await serve(engine);
+    await post(`${url}/completion`, { prompt: 'x', n_predict: 1 }, { 'X-Priority': 'high' });
+    await post(`${url}/completion`, { prompt: 'x', n_predict: 1 });
+    expect(engine.requests.map((r) => r.priority)).toEqual(['high', undefined]);
+    const bad = await post(`${url}/completion`, { prompt: 'x' }, { 'X-Priority': 'urgent' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toBe('X-Priority must be one of: high, normal, low');
+  });
+
+  it('serves concurrent requests one at a time and answers them all', async () => {
+    const engine = await FakeEngine.create({ tokenDelayMs: 1 });
+    const url = await serve(engine);
+    const results = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 2 + i })),
+    );
+    expect(results.map((r) => r.body.usage.completion_tokens)).toEqual([2, 3, 4, 5]);
+    expect(engine.maxRunning).toBe(1);
+  });
+});
