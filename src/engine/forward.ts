@@ -1,14 +1,44 @@
 // One forward pass over a batch of sequence chunks: fill the batch metadata, replay the
-// recorded program in one submission, and read back only the sampled token ids.
+// recorded program in one submission, and read back only the sampled token ids (and the
+// few logprobs a request asked for).
 import { mapRead, workDone } from '../runtime/gpu.js';
+import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAM_WORDS } from '../runtime/ops.js';
 import type { LoadedModel } from '../models/model.js';
 
+/** A penalty on one token: logit -> (repeat-penalised logit) - subtract. */
+export interface TokenPenalty {
+  repeat: number;
+  subtract: number;
+}
+
 export interface SampleInput {
+  /** 0 = greedy. */
   temperature: number;
   topK: number;
   topP: number;
+  minP: number;
+  pLess: boolean;
+  /** XTC probability threshold when XTC fires this step (the host draws its chance), else 0. */
+  xtcThreshold: number;
   /** Uniform draw in [0, 1) from the request's own RNG. */
   u: number;
+  /** Allowed tokens this step (bit t % 32 of word t / 32), or undefined for all. */
+  mask?: Uint32Array;
+  /** Penalties (repetition, frequency, presence, DRY) per token id. */
+  penalties?: Map<number, TokenPenalty>;
+  /** Top logprobs wanted besides the chosen token's; undefined = no logprobs. */
+  topLogprobs?: number;
+}
+
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
+}
+
+export interface Sampled {
+  token: number;
+  /** The chosen token's logprob first, then the top ones, when asked for. */
+  logprobs?: TokenLogprob[];
 }
 
 export interface SeqChunk {
@@ -21,19 +51,23 @@ export interface SeqChunk {
   sample?: SampleInput;
 }
 
+const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
+
 export class ForwardRunner {
   private readonly staging: GPUBuffer;
+  private readonly maskWords: number;
 
   constructor(readonly model: LoadedModel) {
+    this.maskWords = maskWords(model.cfg.vocab);
     this.staging = model.ops.gpu.device.createBuffer({
       label: 'sampled_readback',
-      size: Math.max(16, model.maxSeqs * 4),
+      size: model.maxSeqs * 4 * (1 + LOGPROB_WORDS),
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
   }
 
-  /** Runs the chunks; returns the sampled id of each chunk that asked to sample, in order. */
-  async run(chunks: SeqChunk[]): Promise<number[]> {
+  /** Runs the chunks; returns what each chunk that asked to sample got, in order. */
+  async run(chunks: SeqChunk[]): Promise<Sampled[]> {
     const { model } = this;
     const { meta } = model;
     const queue = model.ops.gpu.device.queue;
@@ -44,7 +78,7 @@ export class ForwardRunner {
     const tableOf = new Uint32Array(nTokens);
     const tables: number[] = [];
     const seqLast: number[] = [];
-    const params: number[] = [];
+    const samples: SampleInput[] = [];
     let t = 0;
     for (const c of chunks) {
       const tableOffset = tables.length;
@@ -56,33 +90,23 @@ export class ForwardRunner {
       }
       if (c.sample) {
         seqLast.push(t - 1);
-        params.push(c.sample.temperature, c.sample.topK, c.sample.topP, c.sample.u);
+        samples.push(c.sample);
       }
     }
     if (tables.length > model.maxTableEntries) throw new Error('block table overflow');
-    const nSeqs = seqLast.length;
     queue.writeBuffer(meta.tokens, 0, tokens);
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
     queue.writeBuffer(meta.blockTable, 0, Uint32Array.from(tables));
-    if (nSeqs > 0) {
-      queue.writeBuffer(meta.seqLast, 0, Uint32Array.from(seqLast));
-      const sp = new ArrayBuffer(nSeqs * 16);
-      const f = new Float32Array(sp);
-      const u = new Uint32Array(sp);
-      for (let s = 0; s < nSeqs; s++) {
-        f[s * 4] = params[s * 4];
-        u[s * 4 + 1] = params[s * 4 + 1];
-        f[s * 4 + 2] = params[s * 4 + 2];
-        f[s * 4 + 3] = params[s * 4 + 3];
-      }
-      queue.writeBuffer(meta.seqParams, 0, sp);
-    }
-    const shape = { tokens: nTokens, seqs: nSeqs };
+    const nSeqs = samples.length;
+    const nBias = nSeqs > 0 ? this.writeSampling(seqLast, samples) : 0;
+    const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias };
     model.ops.writeStep(shape);
     const encoder = model.ops.gpu.device.createCommandEncoder();
     model.program.encode(encoder, shape);
+    const wantLogprobs = samples.some((s) => s.topLogprobs !== undefined);
     if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
+    if (wantLogprobs) encoder.copyBufferToBuffer(meta.logprobs, 0, this.staging, model.maxSeqs * 4, nSeqs * LOGPROB_WORDS * 4);
     queue.submit([encoder.finish()]);
     // Waiting even when nothing is read back lets HTTP events (a client hanging up)
     // run between the chunks of a long prompt.
@@ -90,13 +114,66 @@ export class ForwardRunner {
       await workDone(queue);
       return [];
     }
-    const ids = new Uint32Array(await mapRead(this.staging), 0, nSeqs);
-    return Array.from(ids);
+    const data = await mapRead(this.staging);
+    const ids = new Uint32Array(data, 0, nSeqs);
+    const lp = new DataView(data, model.maxSeqs * 4);
+    return samples.map((s, i) => {
+      const out: Sampled = { token: ids[i] };
+      if (s.topLogprobs !== undefined) {
+        out.logprobs = [];
+        for (let k = 0; k <= Math.min(s.topLogprobs, MAX_TOP_LOGPROBS); k++) {
+          const o = (i * LOGPROB_WORDS + 2 * k) * 4;
+          out.logprobs.push({ token: lp.getUint32(o, true), logprob: lp.getFloat32(o + 4, true) });
+        }
+      }
+      return out;
+    });
+  }
+
+  /** Writes per-sequence sampler params, masks and penalties; returns the entry count. */
+  private writeSampling(seqLast: number[], samples: SampleInput[]): number {
+    const { meta } = this.model;
+    const queue = this.model.ops.gpu.device.queue;
+    queue.writeBuffer(meta.seqLast, 0, Uint32Array.from(seqLast));
+    const params = new ArrayBuffer(samples.length * SEQ_PARAM_WORDS * 4);
+    const f = new Float32Array(params);
+    const u = new Uint32Array(params);
+    const entries: number[] = [];
+    samples.forEach((s, i) => {
+      const o = i * SEQ_PARAM_WORDS;
+      f[o] = s.temperature;
+      u[o + 1] = s.topK;
+      f[o + 2] = s.topP;
+      f[o + 3] = s.u;
+      f[o + 4] = s.minP;
+      u[o + 5] = s.pLess ? 1 : 0;
+      f[o + 6] = s.xtcThreshold;
+      u[o + 7] = s.mask ? 1 : 0;
+      u[o + 8] = s.topLogprobs === undefined ? 0 : 1 + Math.min(s.topLogprobs, MAX_TOP_LOGPROBS);
+      if (s.mask) queue.writeBuffer(meta.masks, i * this.maskWords * 4, s.mask);
+      for (const [token, pen] of s.penalties ?? []) entries.push(i, token, pen.repeat, pen.subtract);
+    });
+    queue.writeBuffer(meta.seqParams, 0, params);
+    const n = entries.length / BIAS_ENTRY_WORDS;
+    if (n > meta.biasCapacity) throw new Error(`${n} penalty entries exceed ${meta.biasCapacity}`);
+    if (n > 0) {
+      const buf = new ArrayBuffer(entries.length * 4);
+      const eu = new Uint32Array(buf);
+      const ef = new Float32Array(buf);
+      for (let e = 0; e < n; e++) {
+        eu[e * 4] = entries[e * 4];
+        eu[e * 4 + 1] = entries[e * 4 + 1];
+        ef[e * 4 + 2] = entries[e * 4 + 2];
+        ef[e * 4 + 3] = entries[e * 4 + 3];
+      }
+      queue.writeBuffer(meta.biasEntries, 0, buf);
+    }
+    return n;
   }
 
   /**
-   * The full logits rows of the last pass's sampling sequences. For tests and oracle
-   * comparisons only: generation never reads logits back.
+   * The full logits rows of the last pass's sampling sequences, after penalties. For
+   * tests and oracle comparisons only: generation never reads logits back.
    */
   async readLogits(seqs: number): Promise<Float32Array> {
     const device = this.model.ops.gpu.device;

@@ -6,7 +6,9 @@
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine } from './engine.js';
 import { Channel } from './channel.js';
-import { ForwardRunner, type SeqChunk } from './forward.js';
+import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
+import { isLooping } from './loop-detection.js';
+import { penalties } from './penalties.js';
 import { BlockAllocator } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { randomSeed, Rng } from './rng.js';
@@ -32,6 +34,8 @@ interface Sequence {
   prefilled: number;
   /** The last sampled token, fed at the next step; -1 while prefilling. */
   next: number;
+  /** Tokens emitted so far. */
+  output: number[];
   generated: number;
   tStart: number;
   tFirst: number;
@@ -86,13 +90,15 @@ export class Scheduler implements Engine {
       table: [],
       prefilled: 0,
       next: -1,
+      output: [],
       generated: 0,
       tStart: performance.now(),
       tFirst: 0,
     };
     seq.events = new Channel(() => this.cancel(seq));
-    req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
     this.waiting.push(seq, req.priority ?? 'normal');
+    if (req.signal?.aborted) this.cancel(seq);
+    else req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
     this.loop ??= this.run().finally(() => (this.loop = undefined));
     return seq.events;
   }
@@ -188,14 +194,17 @@ export class Scheduler implements Engine {
   }
 
   /** Handles one sampled token: emit it, or finish the sequence. */
-  private accept(seq: Sequence, token: number): void {
+  private accept(seq: Sequence, { token, logprobs }: Sampled): void {
     if (this.eos.has(token)) return this.complete(seq, 'stop');
-    seq.events.push({ type: 'token', id: token });
+    seq.req.constraint?.accept(token);
+    seq.events.push(logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token });
     seq.generated++;
+    seq.output.push(token);
     seq.next = token;
     this.counters.total_decode_tokens++;
     const length = seq.req.promptTokens.length + seq.generated;
-    if (seq.generated >= seq.req.maxTokens || length >= this.info.contextSize) this.complete(seq, 'length');
+    if (seq.req.loopDetection && isLooping(seq.output, seq.req.loopDetection)) this.complete(seq, 'stop');
+    else if (seq.generated >= seq.req.maxTokens || length >= this.info.contextSize) this.complete(seq, 'length');
   }
 
   private complete(seq: Sequence, reason: FinishReason): void {
@@ -224,9 +233,26 @@ export class Scheduler implements Engine {
     this.blocks.release(seq.table);
   }
 
-  private draw(seq: Sequence) {
-    const { temperature, topK, topP } = seq.req.sampling;
-    return { temperature, topK, topP, u: seq.rng.next() };
+  /**
+   * This step's sampler input. Every random draw comes from the request's own stream, in
+   * a fixed order per step, so a seed reproduces the same tokens in any batch.
+   */
+  private draw(seq: Sequence): SampleInput {
+    const s = seq.req.sampling;
+    const u = seq.rng.next();
+    const xtcFires = (s.xtcProbability ?? 0) > 0 && seq.rng.next() < s.xtcProbability!;
+    return {
+      temperature: s.temperature,
+      topK: s.topK,
+      topP: s.topP,
+      minP: s.minP ?? 0,
+      pLess: s.pLess ?? false,
+      xtcThreshold: xtcFires ? s.xtcThreshold ?? 0.1 : 0,
+      u,
+      mask: seq.req.constraint?.allowed(),
+      penalties: penalties([...seq.req.promptTokens, ...seq.output], s),
+      topLogprobs: seq.req.logprobs,
+    };
   }
 
   private reserve(seq: Sequence, tokens: number): void {

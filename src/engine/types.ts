@@ -1,6 +1,16 @@
 // The engine's contract with the layers above it. The engine speaks token ids; text,
 // stop strings and wire formats live above (src/chat, src/server).
 
+export interface DryParams {
+  multiplier: number;
+  base: number;
+  allowedLength: number;
+  /** Tokens of history scanned; 0 = the whole context. */
+  penaltyLastN: number;
+  /** Token ids that no repeated sequence may cross. */
+  sequenceBreakers: number[];
+}
+
 export interface SamplingParams {
   /** 0 = greedy argmax. */
   temperature: number;
@@ -8,8 +18,46 @@ export interface SamplingParams {
   topK: number;
   /** 1 keeps every token. */
   topP: number;
+  /** 0 = off. */
+  minP?: number;
+  /** Keep tokens with p >= sum(p^2) (temperature-scaled); skipped when greedy. */
+  pLess?: boolean;
+  /** 1 = off. */
+  repetitionPenalty?: number;
+  /** History window for the repetition, frequency and presence penalties; -1 = whole context. */
+  repetitionContextSize?: number;
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  dry?: DryParams;
+  xtcProbability?: number;
+  xtcThreshold?: number;
   /** Seeds this request's own RNG stream; absent = a random seed. */
   seed?: number;
+}
+
+/** Stops generation when the tail repeats a pattern (vLLM's field names). */
+export interface LoopDetection {
+  minPatternSize: number;
+  maxPatternSize: number;
+  /** Consecutive repeats that trigger; below 2 disables detection. */
+  minCount: number;
+}
+
+/** Restricts which tokens may be sampled: a grammar (structured output, forced tool calls). */
+export interface TokenConstraint {
+  /**
+   * Tokens allowed next, as a bitmask over the vocabulary (bit t % 32 of word t >> 5),
+   * or undefined when anything goes. End-of-generation ids are allowed only when the
+   * document is complete. Must allow at least one token.
+   */
+  allowed(): Uint32Array | undefined;
+  /** Advances past a sampled token (always one that was allowed). */
+  accept(token: number): void;
+}
+
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
 }
 
 export interface GenerationRequest {
@@ -22,6 +70,10 @@ export interface GenerationRequest {
   signal?: AbortSignal;
   /** Prefill queue class (X-Priority); FIFO within a class. Default 'normal'. */
   priority?: Priority;
+  constraint?: TokenConstraint;
+  /** Top logprobs per token besides the chosen one's (0-20); undefined = no logprobs. */
+  logprobs?: number;
+  loopDetection?: LoopDetection;
 }
 
 export type Priority = 'high' | 'normal' | 'low';
@@ -41,7 +93,8 @@ export interface Timings {
 }
 
 export type GenerationEvent =
-  | { type: 'token'; id: number }
+  /** `logprobs`: the chosen token's first, then the top ones, when the request asked. */
+  | { type: 'token'; id: number; logprobs?: TokenLogprob[] }
   /** `reason` is 'stop' when an end-of-generation token was sampled (it is not emitted as a token). */
   | { type: 'done'; reason: FinishReason; promptTokens: number; completionTokens: number; timings: Timings };
 

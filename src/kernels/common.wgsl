@@ -3,6 +3,7 @@
 struct Step {
   n_tokens: u32,  // tokens in this forward pass (all sequences, prefill and decode)
   n_seqs: u32,    // sequences that sample a token this pass
+  n_bias: u32,    // logit penalty entries this pass (logit_bias.wgsl)
 }
 @group(0) @binding(1) var<uniform> step: Step;
 

@@ -1,86 +1,99 @@
-// Picks one token per sequence from its logits row, on the GPU, so only the id is read
-// back. temperature <= 0: argmax (lowest id on ties). Otherwise softmax(logits / T)
-// truncated by top-k then top-p, and an inverse-CDF draw with the host's uniform u (each
-// request owns a seeded RNG stream on the host, so results do not depend on batching).
-// Bindings: 0 params, 1 step, 2 logits [S, vocab], 3 per-sequence params [S], 4 out ids [S].
-// Plan: one workgroup per sequence. Top-k and top-p thresholds are found by bisection
-// on the logit value (each probe is one pass counting/summing the tokens above it), which
-// avoids sorting 150k logits; ties at a threshold are all kept.
+// Picks one token per sequence from its logits row on the GPU, so only the id (and any
+// requested logprobs) is read back. Penalties and DRY were already applied to the row by
+// logit_bias.wgsl. The chain, in llama.cpp's order:
+//   grammar mask -> top-k -> top-p -> min-p -> p-less -> temperature -> XTC -> draw
+// temperature <= 0 is greedy: the argmax of the masked row (lowest id on ties).
+// Every truncation keeps the tokens whose logit is at least some threshold (probabilities
+// are monotonic in the logit at any temperature), so the kept set is [lo, hi] on the logit
+// axis: top-k and top-p thresholds are found by bisection on the logit value (one pass per
+// probe) instead of sorting 150k logits; ties at a threshold are all kept. XTC lowers `hi`.
+// Logprobs are of the masked, penalised distribution at temperature 1 before truncation
+// (what OpenAI reports): the chosen token's, then the top ones'.
+// Bindings: 0 params, 1 step, 2 logits [S, vocab], 3 per-sequence params [S],
+// 4 out ids [S], 5 grammar masks [S, mask_words] (bit i%32 of word i/32 = token i allowed),
+// 6 logprobs out [S, 2 * (1 + MAX_TOP)] as (id, logprob) pairs.
+// Plan: one workgroup of 256 per sequence; reductions through workgroup memory.
 const WG: u32 = 256u;
 const BISECT_STEPS: u32 = 32u;
-struct Params { vocab: u32 }
-struct SeqParams { temperature: f32, top_k: u32, top_p: f32, u: f32 }
+const MAX_TOP: u32 = 20u;
+const NEG: f32 = -3.0e38;
+struct Params { vocab: u32, mask_words: u32 }
+struct SeqParams {
+  temperature: f32,
+  top_k: u32,
+  top_p: f32,
+  u: f32,              // uniform draw for the final pick
+  min_p: f32,
+  p_less: u32,
+  xtc_threshold: f32,  // 0: XTC not applied at this step (the host draws its probability)
+  masked: u32,
+  logprobs: u32,       // 0: none; else 1 + number of top logprobs
+  _pad0: u32, _pad1: u32, _pad2: u32,
+}
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> logits: array<f32>;
 @group(0) @binding(3) var<storage, read> seqs: array<SeqParams>;
 @group(0) @binding(4) var<storage, read_write> out: array<u32>;
+@group(0) @binding(5) var<storage, read> masks: array<u32>;
+@group(0) @binding(6) var<storage, read_write> logprobs: array<u32>;
 
 var<workgroup> red_f: array<f32, WG>;
 var<workgroup> red_u: array<u32, WG>;
 var<workgroup> pick: u32;
 
-fn sum_all(v: f32, lid: u32) -> f32 {
+var<private> base: u32;
+var<private> mask_base: u32;
+var<private> masked: bool;
+
+fn logit(i: u32) -> f32 {
+  if (masked && (masks[mask_base + i / 32u] & (1u << (i % 32u))) == 0u) { return NEG; }
+  return logits[base + i];
+}
+
+fn reduce_sum(v: f32, lid: u32) -> f32 {
+  workgroupBarrier();  // everyone has read the previous result
   red_f[lid] = v;
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s >>= 1u) {
     if (lid < s) { red_f[lid] += red_f[lid + s]; }
     workgroupBarrier();
   }
-  let r = red_f[0];
-  workgroupBarrier();
-  return r;
+  return workgroupUniformLoad(&red_f[0]);
 }
 
-fn min_all(v: f32, lid: u32) -> f32 {
+fn reduce_min(v: f32, lid: u32) -> f32 {
+  workgroupBarrier();  // everyone has read the previous result
   red_f[lid] = v;
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s >>= 1u) {
     if (lid < s) { red_f[lid] = min(red_f[lid], red_f[lid + s]); }
     workgroupBarrier();
   }
-  let r = red_f[0];
-  workgroupBarrier();
-  return r;
+  return workgroupUniformLoad(&red_f[0]);
 }
 
-fn count_all(v: u32, lid: u32) -> u32 {
+fn reduce_count(v: u32, lid: u32) -> u32 {
+  workgroupBarrier();  // everyone has read the previous result
   red_u[lid] = v;
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s >>= 1u) {
     if (lid < s) { red_u[lid] += red_u[lid + s]; }
     workgroupBarrier();
   }
-  let r = red_u[0];
+  return workgroupUniformLoad(&red_u[0]);
+}
+
+// The best token with logit <= hi that comes after (prev_l, prev_id) in the order
+// "higher logit first, then lower id": with prev = (+inf, 0) it is the argmax at or below
+// hi; chained, it walks the top tokens. 0xffffffff when none is left.
+fn reduce_best(hi: f32, prev_l: f32, prev_id: u32, lid: u32) -> u32 {
+  var best = NEG;
+  var best_i = 0xffffffffu;
   workgroupBarrier();
-  return r;
-}
-
-// Probability mass (unnormalised) of the tokens whose logit is >= t.
-fn mass_above(base: u32, t: f32, mx: f32, inv_t: f32, lid: u32) -> f32 {
-  var s = 0.0;
   for (var i = lid; i < p.vocab; i += WG) {
-    let l = logits[base + i];
-    if (l >= t) { s += exp((l - mx) * inv_t); }
-  }
-  return sum_all(s, lid);
-}
-
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
-  let seq = wid.x;
-  let lid = lid3.x;
-  if (seq >= step.n_seqs) { return; }
-  let sp = seqs[seq];
-  let base = seq * p.vocab;
-
-  // Argmax and minimum.
-  var best = -3.4e38;
-  var best_i = 0u;
-  var lo = 3.4e38;
-  for (var i = lid; i < p.vocab; i += WG) {
-    let l = logits[base + i];
-    if (l > best) { best = l; best_i = i; }
-    lo = min(lo, l);
+    let l = logit(i);
+    let after = l < prev_l || (l == prev_l && i > prev_id);
+    if (l > NEG && l <= hi && after && (l > best || best_i == 0xffffffffu)) { best = l; best_i = i; }
   }
   red_f[lid] = best;
   red_u[lid] = best_i;
@@ -89,76 +102,161 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if (lid < s) {
       let a = red_f[lid];
       let b = red_f[lid + s];
-      if (b > a || (b == a && red_u[lid + s] < red_u[lid])) { red_f[lid] = b; red_u[lid] = red_u[lid + s]; }
+      let bi = red_u[lid + s];
+      if (bi != 0xffffffffu && (red_u[lid] == 0xffffffffu || b > a || (b == a && bi < red_u[lid]))) {
+        red_f[lid] = b;
+        red_u[lid] = bi;
+      }
     }
     workgroupBarrier();
   }
-  let mx = red_f[0];
-  let argmax = red_u[0];
-  workgroupBarrier();
-  if (sp.temperature <= 0.0) {
-    if (lid == 0u) { out[seq] = argmax; }
-    return;
-  }
-  lo = min_all(lo, lid);
-  let inv_t = 1.0 / sp.temperature;
+  return workgroupUniformLoad(&red_u[0]);
+}
 
-  // Top-k: the largest threshold that still keeps at least k tokens.
-  var t = lo;
-  if (sp.top_k > 0u && sp.top_k < p.vocab) {
-    var a = lo;
-    var b = mx;
-    for (var it = 0u; it < BISECT_STEPS; it++) {
-      let mid = a + (b - a) * 0.5;
-      var c = 0u;
-      for (var i = lid; i < p.vocab; i += WG) { c += select(0u, 1u, logits[base + i] >= mid); }
-      if (count_all(c, lid) >= sp.top_k) { a = mid; } else { b = mid; }
+// Unnormalised mass at inverse temperature inv_t of the tokens with lo <= logit <= hi.
+fn mass(lo: f32, hi: f32, mx: f32, inv_t: f32, lid: u32) -> f32 {
+  var s = 0.0;
+  for (var i = lid; i < p.vocab; i += WG) {
+    let l = logit(i);
+    if (l >= lo && l <= hi) { s += exp((l - mx) * inv_t); }
+  }
+  return reduce_sum(s, lid);
+}
+
+fn count_at_least(t: f32, lid: u32) -> u32 {
+  var c = 0u;
+  for (var i = lid; i < p.vocab; i += WG) { c += select(0u, 1u, logit(i) >= t); }
+  return reduce_count(c, lid);
+}
+
+fn write_logprob(seq: u32, slot: u32, id: u32, lp: f32) {
+  let o = seq * 2u * (1u + MAX_TOP) + slot * 2u;
+  logprobs[o] = id;
+  logprobs[o + 1u] = bitcast<u32>(lp);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
+  let seq = wid.x;
+  let lid = lid3.x;
+  if (seq >= step.n_seqs) { return; }
+  let sp = seqs[seq];
+  base = seq * p.vocab;
+  mask_base = seq * p.mask_words;
+  masked = sp.masked != 0u;
+
+  let argmax = reduce_best(3.4e38, 3.4e38, 0u, lid);
+  // logit() reads private state, which uniformity analysis cannot trust: share the max
+  // through workgroup memory so later branches around barriers stay uniform.
+  let mx = reduce_min(select(3.4e38, logit(argmax), lid == 0u), lid);
+
+  var chosen = argmax;
+  if (sp.temperature > 0.0) {
+    let inv_t = 1.0 / sp.temperature;
+    // Smallest finite logit: the lower end for the bisections.
+    var mn = 3.4e38;
+    for (var i = lid; i < p.vocab; i += WG) {
+      let l = logit(i);
+      if (l > NEG) { mn = min(mn, l); }
     }
-    t = a;
-  }
-  var kept = mass_above(base, t, mx, inv_t, lid);
+    var lo = reduce_min(mn, lid);
+    let hi_all = mx;
 
-  // Top-p: the largest threshold whose kept mass is still >= top_p of the top-k mass.
-  if (sp.top_p < 1.0) {
-    let want = sp.top_p * kept;
-    var a = t;
-    var b = mx;
-    for (var it = 0u; it < BISECT_STEPS; it++) {
-      let mid = a + (b - a) * 0.5;
-      if (mass_above(base, mid, mx, inv_t, lid) >= want) { a = mid; } else { b = mid; }
+    if (sp.top_k > 0u && sp.top_k < p.vocab) {
+      var a = lo;
+      var b = mx;
+      for (var it = 0u; it < BISECT_STEPS; it++) {
+        let mid = a + (b - a) * 0.5;
+        if (count_at_least(mid, lid) >= sp.top_k) { a = mid; } else { b = mid; }
+      }
+      lo = a;
     }
-    t = a;
-    kept = mass_above(base, t, mx, inv_t, lid);
-  }
-
-  // Inverse CDF in token-id order: each invocation owns a contiguous chunk.
-  let chunk = (p.vocab + WG - 1u) / WG;
-  let start = lid * chunk;
-  let end = min(start + chunk, p.vocab);
-  var own = 0.0;
-  for (var i = start; i < end; i++) {
-    let l = logits[base + i];
-    if (l >= t) { own += exp((l - mx) * inv_t); }
-  }
-  red_f[lid] = own;
-  if (lid == 0u) { pick = argmax; }
-  workgroupBarrier();
-  var before = 0.0;
-  for (var j = 0u; j < lid; j++) { before += red_f[j]; }
-  let goal = sp.u * kept;
-  if (goal >= before && goal < before + own) {
-    var acc = before;
-    var chosen = end;
-    for (var i = start; i < end; i++) {
-      let l = logits[base + i];
-      if (l >= t) {
-        chosen = i;
-        acc += exp((l - mx) * inv_t);
-        if (acc > goal) { break; }
+    if (sp.top_p < 1.0) {
+      let want = sp.top_p * mass(lo, hi_all, mx, 1.0, lid);
+      var a = lo;
+      var b = mx;
+      for (var it = 0u; it < BISECT_STEPS; it++) {
+        let mid = a + (b - a) * 0.5;
+        if (mass(mid, hi_all, mx, 1.0, lid) >= want) { a = mid; } else { b = mid; }
+      }
+      lo = a;
+    }
+    if (sp.min_p > 0.0) { lo = max(lo, mx + log(sp.min_p)); }
+    if (sp.p_less != 0u) {
+      // Keep P_i >= sum_j P_j^2 under the temperature-scaled kept distribution:
+      // exp((l - mx) / T) >= S2 * Z  <=>  l >= mx + T * ln(S2 * Z).
+      let z = mass(lo, hi_all, mx, inv_t, lid);
+      var s2 = 0.0;
+      for (var i = lid; i < p.vocab; i += WG) {
+        let l = logit(i);
+        if (l >= lo) { let e = exp((l - mx) * inv_t); s2 += e * e; }
+      }
+      let sum_sq = reduce_sum(s2, lid) / (z * z);
+      lo = max(lo, min(mx, mx + sp.temperature * log(sum_sq * z)));
+    }
+    var hi = hi_all;
+    if (sp.xtc_threshold > 0.0) {
+      // Tokens at or above the threshold probability; if two or more, drop all but the
+      // least likely of them.
+      let z = mass(lo, hi_all, mx, inv_t, lid);
+      let t_xtc = mx + sp.temperature * log(sp.xtc_threshold * z);
+      if (t_xtc > lo && count_at_least(t_xtc, lid) >= 2u) {
+        var m = 3.4e38;
+        for (var i = lid; i < p.vocab; i += WG) {
+          let l = logit(i);
+          if (l >= t_xtc) { m = min(m, l); }
+        }
+        hi = reduce_min(m, lid);
       }
     }
-    pick = chosen;
+
+    // Inverse CDF in token-id order over [lo, hi]: each invocation owns a contiguous chunk.
+    let kept = mass(lo, hi, mx, inv_t, lid);
+    let chunk = (p.vocab + WG - 1u) / WG;
+    let start = lid * chunk;
+    let end = min(start + chunk, p.vocab);
+    var own = 0.0;
+    for (var i = start; i < end; i++) {
+      let l = logit(i);
+      if (l >= lo && l <= hi) { own += exp((l - mx) * inv_t); }
+    }
+    workgroupBarrier();
+    red_f[lid] = own;
+    if (lid == 0u) { pick = 0xffffffffu; }
+    workgroupBarrier();
+    var before = 0.0;
+    for (var j = 0u; j < lid; j++) { before += red_f[j]; }
+    let goal = sp.u * kept;
+    if (own > 0.0 && goal >= before && goal < before + own) {
+      var acc = before;
+      var last = start;
+      for (var i = start; i < end; i++) {
+        let l = logit(i);
+        if (l >= lo && l <= hi) {
+          last = i;
+          acc += exp((l - mx) * inv_t);
+          if (acc > goal) { break; }
+        }
+      }
+      pick = last;
+    }
+    let picked = workgroupUniformLoad(&pick);
+    // Rounding can leave the goal past the last chunk: fall back to the most likely kept token.
+    chosen = select(picked, reduce_best(hi, 3.4e38, 0u, lid), picked == 0xffffffffu);
   }
-  workgroupBarrier();
-  if (lid == 0u) { out[seq] = pick; }
+  if (lid == 0u) { out[seq] = chosen; }
+
+  if (sp.logprobs > 0u) {
+    let log_z = log(mass(NEG * 0.5, 3.4e38, mx, 1.0, lid)) + mx;
+    if (lid == 0u) { write_logprob(seq, 0u, chosen, logit(chosen) - log_z); }
+    var prev_l = 3.4e38;
+    var prev_id = 0u;
+    for (var k = 1u; k < min(sp.logprobs, 1u + MAX_TOP); k++) {
+      let id = reduce_best(3.4e38, prev_l, prev_id, lid);
+      if (id == 0xffffffffu) { break; }
+      prev_l = logit(id);
+      prev_id = id;
+      if (lid == 0u) { write_logprob(seq, k, id, prev_l - log_z); }
+    }
+  }
 }

@@ -63,8 +63,8 @@ export function norm(ctx: BuildContext, name: string): Dispatch {
 }
 
 /**
- * Final norm, LM head and sampling, for each sequence's last token only: prefill never
- * computes logits it would throw away.
+ * Final norm, LM head, penalties and sampling, for each sequence's last token only:
+ * prefill never computes logits it would throw away.
  */
 export function headAndSample(ctx: BuildContext): Dispatch[] {
   const { ops, cfg, act, meta } = ctx;
@@ -72,6 +72,7 @@ export function headAndSample(ctx: BuildContext): Dispatch[] {
   return [
     ops.rmsnorm('model.norm', act.h, ctx.vector('model.norm.weight'), act.headIn, { width: cfg.hidden, eps: cfg.rmsEps, seqLast: meta.seqLast }),
     ...ops.linear('lm_head', lmHead, act.headIn, act.logits, { perSeq: true }),
-    ops.sample(act.logits, cfg.vocab, meta.seqParams, meta.sampled),
+    ops.logitBias(act.logits, cfg.vocab, meta.biasEntries),
+    ops.sample(act.logits, cfg.vocab, meta),
   ];
 }

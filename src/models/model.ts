@@ -1,7 +1,7 @@
 // A loaded decoder model on the GPU: its weights, activation and KV buffers, and the
 // forward pass recorded once. The engine fills the batch metadata and replays it.
 import type { Gpu } from '../runtime/gpu.js';
-import { Ops, type BatchMeta } from '../runtime/ops.js';
+import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAM_WORDS, type BatchMeta } from '../runtime/ops.js';
 import type { Program } from '../runtime/program.js';
 import { storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector } from './checkpoint.js';
@@ -117,14 +117,20 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
     v: Array.from({ length: cfg.layers }, (_, i) => storageBuffer(device, kvBytes, `v_cache.${i}`)),
   };
   const maxTableEntries = S * Math.ceil(o.maxContext / o.blockSize);
+  // Penalties name at most every token of each sequence's context.
+  const biasCapacity = S * o.maxContext;
   const meta: BatchMeta = {
     tokens: u32(T, 'tokens'),
     tokenPos: u32(T, 'token_pos'),
     tokenTable: u32(T, 'token_table'),
     blockTable: u32(maxTableEntries, 'block_table'),
     seqLast: u32(S, 'seq_last'),
-    seqParams: f32(S * 4, 'seq_params'),
+    seqParams: f32(S * SEQ_PARAM_WORDS, 'seq_params'),
     sampled: u32(S, 'sampled'),
+    masks: u32(S * maskWords(cfg.vocab), 'masks'),
+    logprobs: u32(S * 2 * (1 + MAX_TOP_LOGPROBS), 'logprobs'),
+    biasEntries: u32(biasCapacity * BIAS_ENTRY_WORDS, 'bias_entries'),
+    biasCapacity,
   };
   const invFreqData = ropeInvFreq(cfg);
   const invFreq = f32(invFreqData.length, 'inv_freq');

@@ -65,6 +65,8 @@ export class TextTokenizer {
   }
 
   decode(ids: number[], skipSpecial = true): string {
+    // tokenizers.js throws on an empty list.
+    if (ids.length === 0) return '';
     return this.tok.decode(ids, { skip_special_tokens: skipSpecial });
   }
 

@@ -12,7 +12,7 @@ const MATVEC_MAX_ROWS = 2;
 
 export class Ops {
   readonly pipelines: PipelineCache;
-  /** Written once per step: [n_tokens, n_seqs]. */
+  /** Written once per step: [n_tokens, n_seqs, n_bias]. */
   readonly step: GPUBuffer;
   private readonly dummy: GPUBuffer;
 
@@ -23,7 +23,7 @@ export class Ops {
   }
 
   writeStep(shape: StepShape): void {
-    this.gpu.device.queue.writeBuffer(this.step, 0, new Uint32Array([shape.tokens, shape.seqs, 0, 0]));
+    this.gpu.device.queue.writeBuffer(this.step, 0, new Uint32Array([shape.tokens, shape.seqs, shape.bias, 0]));
   }
 
   private bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, buffers: Record<number, GPUBuffer>): GPUBindGroup {
@@ -164,17 +164,40 @@ export class Ops {
     };
   }
 
-  sample(logits: GPUBuffer, vocab: number, seqParams: GPUBuffer, out: GPUBuffer): Dispatch {
-    const pipeline = this.pipelines.get('sample');
+  logitBias(logits: GPUBuffer, vocab: number, entries: GPUBuffer): Dispatch {
+    const pipeline = this.pipelines.get('logit_bias');
     const params = uniformBuffer(this.gpu.device, [vocab]);
+    return {
+      label: 'logit_bias',
+      pipeline,
+      bindGroup: this.bind('logit_bias', pipeline, params, { 2: logits, 3: entries }),
+      workgroups: (s) => [ceil(s.bias, 64)],
+    };
+  }
+
+  sample(logits: GPUBuffer, vocab: number, meta: BatchMeta): Dispatch {
+    const pipeline = this.pipelines.get('sample');
+    const params = uniformBuffer(this.gpu.device, [vocab, maskWords(vocab)]);
     return {
       label: 'sample',
       pipeline,
-      bindGroup: this.bind('sample', pipeline, params, { 2: logits, 3: seqParams, 4: out }),
+      bindGroup: this.bind('sample', pipeline, params, { 2: logits, 3: meta.seqParams, 4: meta.sampled, 5: meta.masks, 6: meta.logprobs }),
       workgroups: (s) => [s.seqs],
     };
   }
 }
+
+/** u32 words of one sequence's grammar mask. */
+export function maskWords(vocab: number): number {
+  return Math.ceil(vocab / 32);
+}
+
+/** Words per sequence in the sampler's seq-params buffer (see SeqParams in sample.wgsl). */
+export const SEQ_PARAM_WORDS = 12;
+/** Top logprobs the sampler can return besides the chosen token's. */
+export const MAX_TOP_LOGPROBS = 20;
+/** Words per penalty entry (see Entry in logit_bias.wgsl). */
+export const BIAS_ENTRY_WORDS = 4;
 
 /** Per-token and per-sequence metadata of one forward pass, shared by every layer. */
 export interface BatchMeta {
@@ -185,4 +208,12 @@ export interface BatchMeta {
   seqLast: GPUBuffer;
   seqParams: GPUBuffer;
   sampled: GPUBuffer;
+  /** [S, maskWords(vocab)] grammar masks. */
+  masks: GPUBuffer;
+  /** [S, 2 * (1 + MAX_TOP_LOGPROBS)] (id, logprob) pairs. */
+  logprobs: GPUBuffer;
+  /** Penalty entries (seq, token, repeat, subtract). */
+  biasEntries: GPUBuffer;
+  /** Capacity of biasEntries in entries. */
+  biasCapacity: number;
 }

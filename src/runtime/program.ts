@@ -8,6 +8,8 @@ export interface StepShape {
   tokens: number;
   /** Sequences sampling a token. */
   seqs: number;
+  /** Logit penalty entries (logit_bias.wgsl). */
+  bias: number;
 }
 
 export interface Dispatch {
