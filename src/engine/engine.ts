@@ -1,6 +1,7 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
 import type { TextTokenizer } from '../models/tokenizer.js';
+import type { PromptCacheStats } from './prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
 
 export interface Engine {
@@ -17,6 +18,10 @@ export interface Engine {
    */
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent>;
   stats(): EngineStats;
+  /** GET /v1/cache/stats. */
+  cacheStats(): PromptCacheStats;
+  /** POST /v1/cache/reset: frees every cached block not in use; returns what was freed. */
+  cacheReset(): PromptCacheStats;
   close(): Promise<void>;
 }
 
@@ -33,5 +38,13 @@ export interface EngineOptions {
   batchSize?: number;
   /** Requests that may wait for a slot (--max-queue); default 64. */
   maxQueue?: number;
+  /** Prompt cache (--no-cache-prompt turns it off); default on. */
+  cachePrompt?: boolean;
+  /** Default: as many bytes as the slots' own KV. */
+  cacheCapacityBytes?: number;
+  /** Default 1024 blocks. */
+  cacheMaxEntries?: number;
+  /** Default 3600; 0 = no TTL. */
+  cacheTtlSecs?: number;
   backend?: string;
 }

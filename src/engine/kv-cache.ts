@@ -2,6 +2,8 @@
 // returned when they end. The KV tensors themselves live in the model's buffers.
 export class BlockAllocator {
   private readonly free: number[];
+  /** Reclaims a block held by the prompt cache when the free list runs dry. */
+  reclaim: () => number | undefined = () => undefined;
 
   constructor(readonly blocks: number, readonly blockSize: number) {
     // Popped from the end: low ids first, which keeps small runs compact.
@@ -12,17 +14,18 @@ export class BlockAllocator {
     return this.free.length;
   }
 
-  /** Grows `table` to cover `tokens` positions; false (and no change) if blocks ran out. */
+  /** Grows `table` to cover `tokens` positions; false if blocks ran out. */
   ensure(table: number[], tokens: number): boolean {
     const need = Math.ceil(tokens / this.blockSize) - table.length;
-    if (need <= 0) return true;
-    if (need > this.free.length) return false;
-    for (let i = 0; i < need; i++) table.push(this.free.pop()!);
+    for (let i = 0; i < need; i++) {
+      const block = this.free.pop() ?? this.reclaim();
+      if (block === undefined) return false;
+      table.push(block);
+    }
     return true;
   }
 
-  release(table: number[]): void {
-    this.free.push(...table.reverse());
-    table.length = 0;
+  release(blocks: number[]): void {
+    for (let i = blocks.length - 1; i >= 0; i--) this.free.push(blocks[i]);
   }
 }

@@ -1,5 +1,7 @@
 // Opens the GPU, loads the checkpoint and tokenizer, and returns a ready engine.
-import { basename, resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
 import { loadModel } from '../models/model.js';
@@ -16,20 +18,28 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
   const dir = resolve(o.modelDir);
   const slots = o.parallel ?? 4;
   const batchSize = o.batchSize ?? 512;
-  const maxPositions = readModelConfig(dir).maxPositions;
+  const cfg = readModelConfig(dir);
+  const maxPositions = cfg.maxPositions;
   // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
   // slot gets the model's trained length within a total budget.
   const perSlot = o.contextSize && o.contextSize > 0
     ? Math.floor(o.contextSize / slots)
     : Math.min(maxPositions, Math.floor(DEFAULT_TOTAL_CONTEXT / slots));
   if (perSlot < 2) throw new Error(`--ctx-size ${o.contextSize} leaves ${perSlot} tokens per slot for ${slots} slots`);
+  // Every slot can hold a full context at once, so admission never waits on KV space;
+  // the prompt cache's blocks come on top.
+  const slotBlocks = slots * Math.ceil(perSlot / BLOCK_SIZE);
+  const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
+  const cacheOn = o.cachePrompt !== false;
+  const cacheMaxEntries = o.cacheMaxEntries ?? 1024;
+  const cacheCapacityBytes = o.cacheCapacityBytes ?? slotBlocks * blockBytes;
+  const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
   const gpu = await openGpu((o.backend ?? 'auto') as Backend);
   const tokenizer = await TextTokenizer.load(dir);
   const model = await loadModel(gpu, dir, {
     maxTokens: batchSize,
     maxSeqs: slots,
-    // Every slot can hold a full context at once, so admission never waits on KV space.
-    kvTokens: slots * Math.ceil(perSlot / BLOCK_SIZE) * BLOCK_SIZE,
+    kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
     maxContext: perSlot,
     blockSize: BLOCK_SIZE,
   });
@@ -42,5 +52,16 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
     contextSize: perSlot,
     eosTokenIds: [...eos],
   };
-  return new Scheduler(info, tokenizer, gpu.description, new ForwardRunner(model), { slots, maxQueue: o.maxQueue ?? 64 });
+  return new Scheduler(info, tokenizer, gpu.description, new ForwardRunner(model), {
+    slots,
+    maxQueue: o.maxQueue ?? 64,
+    cache: {
+      enabled: cacheOn,
+      blockBytes,
+      capacityBytes: cacheCapacityBytes,
+      maxEntries: cacheMaxEntries,
+      ttlMs: (o.cacheTtlSecs ?? 3600) * 1000,
+      modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
+    },
+  });
 }

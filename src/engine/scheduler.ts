@@ -11,6 +11,7 @@ import { isLooping } from './loop-detection.js';
 import { penalties } from './penalties.js';
 import { BlockAllocator } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
+import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
 import {
   QueueFullError,
@@ -30,8 +31,12 @@ interface Sequence {
   rng: Rng;
   /** KV blocks, in position order. */
   table: number[];
+  /** Leading blocks of `table` borrowed from the prompt cache. */
+  borrowed: number;
   /** Prompt tokens already in the KV cache. */
   prefilled: number;
+  /** Positions whose KV has been written (prompt and fed tokens). */
+  written: number;
   /** The last sampled token, fed at the next step; -1 while prefilling. */
   next: number;
   /** Tokens emitted so far. */
@@ -44,12 +49,14 @@ interface Sequence {
 export interface SchedulerOptions {
   slots: number;
   maxQueue: number;
+  cache: Omit<PromptCacheOptions, 'blockSize'>;
 }
 
 export class Scheduler implements Engine {
   private readonly waiting = new PriorityQueue<Sequence>();
   private readonly active: Sequence[] = [];
   private readonly blocks: BlockAllocator;
+  private readonly cache: PromptCache;
   private readonly eos: Set<number>;
   private loop: Promise<void> | undefined;
   private closed = false;
@@ -71,6 +78,8 @@ export class Scheduler implements Engine {
   ) {
     const kv = runner.model.kv;
     this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
+    this.cache = new PromptCache({ ...o.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
+    this.blocks.reclaim = () => this.cache.evictForPool();
     this.eos = new Set(info.eosTokenIds);
   }
 
@@ -88,7 +97,9 @@ export class Scheduler implements Engine {
       cancelled: false,
       rng: new Rng(req.sampling.seed ?? randomSeed()),
       table: [],
+      borrowed: 0,
       prefilled: 0,
+      written: 0,
       next: -1,
       output: [],
       generated: 0,
@@ -115,6 +126,14 @@ export class Scheduler implements Engine {
       ],
       counters: { ...this.counters },
     };
+  }
+
+  cacheStats(): PromptCacheStats {
+    return this.cache.stats();
+  }
+
+  cacheReset(): PromptCacheStats {
+    return this.cache.reset();
   }
 
   async close(): Promise<void> {
@@ -148,6 +167,12 @@ export class Scheduler implements Engine {
     }
     while (this.active.length < this.o.slots && this.waiting.size > 0) {
       const seq = this.waiting.shift()!;
+      if (this.usesCache(seq)) {
+        const { blocks } = this.cache.borrow(seq.req.promptTokens);
+        seq.table.push(...blocks);
+        seq.borrowed = blocks.length;
+        seq.prefilled = seq.written = blocks.length * this.blocks.blockSize;
+      }
       this.active.push(seq);
       this.counters.sequences_started++;
     }
@@ -156,18 +181,18 @@ export class Scheduler implements Engine {
 
   private async step(): Promise<void> {
     const budget = this.runner.model.maxTokens;
-    const chunks: SeqChunk[] = [];
-    const sampling: Sequence[] = [];
-    const decoding = this.active.filter((s) => s.next >= 0);
+    const batch: Array<{ seq: Sequence; chunk: SeqChunk }> = [];
     let tokens = 0;
-    for (const seq of decoding) {
+    let decodes = 0;
+    let prefills = 0;
+    for (const seq of this.active) {
+      if (seq.next < 0) continue;
       const pos = seq.req.promptTokens.length + seq.generated - 1;
       this.reserve(seq, pos + 1);
-      chunks.push({ tokens: [seq.next], startPos: pos, table: seq.table, sample: this.draw(seq) });
-      sampling.push(seq);
+      batch.push({ seq, chunk: { tokens: [seq.next], startPos: pos, table: seq.table, sample: this.draw(seq) } });
       tokens++;
+      decodes++;
     }
-    let prefillChunks = 0;
     for (const seq of this.active) {
       if (seq.next >= 0 || tokens >= budget) continue;
       const prompt = seq.req.promptTokens;
@@ -175,22 +200,25 @@ export class Scheduler implements Engine {
       const end = seq.prefilled + n;
       this.reserve(seq, end);
       const last = end === prompt.length;
-      chunks.push({ tokens: prompt.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, sample: last ? this.draw(seq) : undefined });
-      if (last) sampling.push(seq);
+      batch.push({ seq, chunk: { tokens: prompt.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, sample: last ? this.draw(seq) : undefined } });
       seq.prefilled = end;
       tokens += n;
-      prefillChunks++;
+      prefills++;
       this.counters.total_prefill_tokens += n;
     }
-    const sampled = await this.runner.run(chunks);
-    if (decoding.length > 0) this.counters.decode_steps_processed++;
-    this.counters.prefill_chunks_processed += prefillChunks;
+    const sampled = await this.runner.run(batch.map((b) => b.chunk));
+    if (decodes > 0) this.counters.decode_steps_processed++;
+    this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
-    sampling.forEach((seq, i) => {
-      if (seq.cancelled) return;
+    let i = 0;
+    for (const { seq, chunk } of batch) {
+      seq.written = chunk.startPos + chunk.tokens.length;
+      if (!chunk.sample) continue;
+      const result = sampled[i++];
+      if (seq.cancelled) continue;
       if (seq.next < 0) seq.tFirst = now;
-      this.accept(seq, sampled[i]);
-    });
+      this.accept(seq, result);
+    }
   }
 
   /** Handles one sampled token: emit it, or finish the sequence. */
@@ -215,7 +243,8 @@ export class Scheduler implements Engine {
       reason,
       promptTokens: promptN,
       completionTokens: seq.generated,
-      timings: timings(promptN, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
+      cachedTokens: seq.borrowed * this.blocks.blockSize,
+      timings: timings(promptN - seq.borrowed * this.blocks.blockSize, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
     });
     this.counters.sequences_completed++;
     this.finish(seq);
@@ -229,8 +258,16 @@ export class Scheduler implements Engine {
     seq.cancelled = true;
   }
 
+  private usesCache(seq: Sequence): boolean {
+    return this.cache.enabled && seq.req.cachePrompt !== false;
+  }
+
+  /** Returns a sequence's blocks: full ones with written KV go to the prompt cache. */
   private release(seq: Sequence): void {
-    this.blocks.release(seq.table);
+    const table = seq.table.splice(0);
+    if (!this.usesCache(seq)) return this.blocks.release(table);
+    const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
+    this.blocks.release(this.cache.donate(history, table, seq.borrowed));
   }
 
   /**

@@ -71,6 +71,8 @@ export interface GenerationRequest {
   /** Prefill queue class (X-Priority); FIFO within a class. Default 'normal'. */
   priority?: Priority;
   constraint?: TokenConstraint;
+  /** false: prefill cold and donate nothing to the prompt cache (llama-server's cache_prompt). */
+  cachePrompt?: boolean;
   /** Top logprobs per token besides the chosen one's (0-20); undefined = no logprobs. */
   logprobs?: number;
   loopDetection?: LoopDetection;
@@ -96,7 +98,8 @@ export type GenerationEvent =
   /** `logprobs`: the chosen token's first, then the top ones, when the request asked. */
   | { type: 'token'; id: number; logprobs?: TokenLogprob[] }
   /** `reason` is 'stop' when an end-of-generation token was sampled (it is not emitted as a token). */
-  | { type: 'done'; reason: FinishReason; promptTokens: number; completionTokens: number; timings: Timings };
+  /** `cachedTokens` of the prompt came from the prompt cache; timings.prompt_n counts the rest. */
+  | { type: 'done'; reason: FinishReason; promptTokens: number; completionTokens: number; cachedTokens: number; timings: Timings };
 
 /** Thrown synchronously by Engine.generate when the prefill queue is full. */
 export class QueueFullError extends Error {
