@@ -1,15 +1,20 @@
-// MLX affine quantization, bit-compatible with mlx.core.quantize (CPU path) and laid out
-// the way mlx-lm's `convert --quantize` saves a checkpoint.
+// MLX affine quantization, following mlx.core.quantize's GPU kernels (Metal, and CUDA alike;
+// on a Mac that is what `mlx_lm.convert -q` runs) and laid out the way mlx-lm saves it.
 //
 // Per group of `groupSize` consecutive elements along the last axis K, MLX stores a scale
-// and a bias so that w ≈ scale * q + bias, q in [0, 2^bits - 1]. MLX does NOT simply use
+// and a bias so that w ≈ scale * q + bias, q in [0, 2^bits - 1]. It does NOT simply use
 // scale = (max - min) / n_bins, bias = min: it anchors the group at the endpoint with the
 // larger magnitude ("edge") and adjusts the scale so that edge / scale is an integer q0,
 // which makes 0.0 exactly representable. Consequences worth knowing:
 //  * when |max| >= |min| the scale is NEGATIVE and q = 0 decodes to max;
+//  * the GPU kernels start the max reduction at 0, so an all-negative group spans [min, 0];
 //  * because the scale shrinks a little, the far endpoint can fall just outside the grid and
 //    is clipped: its error can reach ~|scale| (not |scale|/2). Every other element is within
-//    |scale|/2.
+//    |scale|/2 (plus float rounding).
+// MLX's CPU backend differs in two details: it takes the true max and rounds halves to even
+// (the GPU kernels round halves away from zero). Float ops here are exact float32 (Math.fround
+// after each step); Metal's division may differ in the last ulp, so a q exactly at a rounding
+// tie can come out one step apart from a Mac's.
 // Packing: element k of a row sits in word k / (32/bits), at bit (k % (32/bits)) * bits.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,13 +37,9 @@ export interface AffineQuantized {
 
 const fr = Math.fround;
 
-/** Round half to even, like C's rint() under the default rounding mode. */
-function rint(x: number): number {
-  const f = Math.floor(x);
-  const d = x - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return f % 2 === 0 ? f : f + 1;
+/** Round half away from zero, like Metal's and CUDA's round(). */
+function round(x: number): number {
+  return x < 0 ? -Math.round(-x) : Math.round(x);
 }
 
 function checkShape(N: number, K: number, bits: number, groupSize: number): void {
@@ -48,10 +49,7 @@ function checkShape(N: number, K: number, bits: number, groupSize: number): void
   if (!Number.isInteger(N) || N <= 0) throw new Error(`quantize: bad row count ${N}`);
 }
 
-/**
- * Quantizes a row-major [N, K] float32 matrix. Arithmetic is done in float32 (Math.fround at
- * every step) in MLX's order of operations, so q, scales and biases match mlx.core.quantize.
- */
+/** Quantizes a row-major [N, K] float32 matrix, in float32 and in MLX's order of operations. */
 export function quantizeAffine(w: Float32Array, N: number, K: number, bits: QuantBits, groupSize: number): AffineQuantized {
   checkShape(N, K, bits, groupSize);
   if (w.length !== N * K) throw new Error(`quantize: ${w.length} values for [${N}, ${K}]`);
@@ -65,7 +63,7 @@ export function quantizeAffine(w: Float32Array, N: number, K: number, bits: Quan
   for (let g = 0; g < nGroups; g++) {
     const base = g * groupSize;
     let wMin = Infinity;
-    let wMax = -Infinity;
+    let wMax = 0; // sic: the GPU kernels' max reduction starts at 0
     for (let j = 0; j < groupSize; j++) {
       const v = w[base + j]!;
       if (v > wMax) wMax = v;
@@ -75,14 +73,14 @@ export function quantizeAffine(w: Float32Array, N: number, K: number, bits: Quan
     let scale = Math.max(fr(fr(wMax - wMin) / nBins), eps);
     if (!minDominates) scale = -scale;
     const edge = minDominates ? wMin : wMax;
-    const q0 = rint(fr(edge / scale));
+    const q0 = round(fr(edge / scale));
     let bias = 0;
     if (q0 !== 0) {
       scale = fr(edge / q0);
       bias = edge;
     }
     for (let j = 0; j < groupSize; j++) {
-      const q = Math.min(Math.max(rint(fr(fr(w[base + j]! - bias) / scale)), 0), nBins);
+      const q = Math.min(Math.max(round(fr(fr(w[base + j]! - bias) / scale)), 0), nBins);
       const k = base + j;
       packed[(k / perWord) | 0]! |= q << ((k % perWord) * bits);
     }

