@@ -5,8 +5,10 @@
 // temperature <= 0 is greedy: the argmax of the masked row (lowest id on ties).
 // Every truncation keeps the tokens whose logit is at least some threshold (probabilities
 // are monotonic in the logit at any temperature), so the kept set is [lo, hi] on the logit
-// axis: top-k and top-p thresholds are found by bisection on the logit value (one pass per
-// probe) instead of sorting 150k logits; ties at a threshold are all kept. XTC lowers `hi`.
+// axis: top-k and top-p thresholds are found by bisection (one pass per probe) instead of
+// sorting 150k logits; ties at a threshold are all kept. XTC lowers `hi`. The bisection
+// runs over the order-preserving u32 image of the floats, so 32 probes pin the exact
+// threshold whatever the range (a penalised logit can sit at -1e30).
 // Logprobs are of the masked, penalised distribution at temperature 1 before truncation
 // (what OpenAI reports): the chosen token's, then the top ones'.
 // Bindings: 0 params, 1 step, 2 logits [S, vocab], 3 per-sequence params [S],
@@ -16,8 +18,9 @@
 const WG: u32 = 256u;
 const BISECT_STEPS: u32 = 32u;
 const MAX_TOP: u32 = 20u;
-const NEG: f32 = -3.0e38;
-struct Params { vocab: u32, mask_words: u32 }
+const NONE: u32 = 0xffffffffu;
+// neg_inf is -inf from the host: WGSL has no way to spell it as a constant.
+struct Params { vocab: u32, mask_words: u32, neg_inf: f32 }
 struct SeqParams {
   temperature: f32,
   top_k: u32,
@@ -45,9 +48,24 @@ var<private> base: u32;
 var<private> mask_base: u32;
 var<private> masked: bool;
 
+// A masked token reads as -inf; every other value, -FLT_MAX included, is a candidate.
 fn logit(i: u32) -> f32 {
-  if (masked && (masks[mask_base + i / 32u] & (1u << (i % 32u))) == 0u) { return NEG; }
+  if (masked && (masks[mask_base + i / 32u] & (1u << (i % 32u))) == 0u) { return p.neg_inf; }
   return logits[base + i];
+}
+
+fn is_candidate(l: f32) -> bool {
+  return l > p.neg_inf;
+}
+
+// Order-preserving map between f32 and u32 (negative floats reversed below positives).
+fn key(f: f32) -> u32 {
+  let b = bitcast<u32>(f);
+  return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
+}
+
+fn unkey(k: u32) -> f32 {
+  return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
 }
 
 fn reduce_sum(v: f32, lid: u32) -> f32 {
@@ -87,13 +105,13 @@ fn reduce_count(v: u32, lid: u32) -> u32 {
 // "higher logit first, then lower id": with prev = (+inf, 0) it is the argmax at or below
 // hi; chained, it walks the top tokens. 0xffffffff when none is left.
 fn reduce_best(hi: f32, prev_l: f32, prev_id: u32, lid: u32) -> u32 {
-  var best = NEG;
-  var best_i = 0xffffffffu;
+  var best = 0.0;
+  var best_i = NONE;
   workgroupBarrier();
   for (var i = lid; i < p.vocab; i += WG) {
     let l = logit(i);
     let after = l < prev_l || (l == prev_l && i > prev_id);
-    if (l > NEG && l <= hi && after && (l > best || best_i == 0xffffffffu)) { best = l; best_i = i; }
+    if (is_candidate(l) && l <= hi && after && (l > best || best_i == NONE)) { best = l; best_i = i; }
   }
   red_f[lid] = best;
   red_u[lid] = best_i;
@@ -103,7 +121,7 @@ fn reduce_best(hi: f32, prev_l: f32, prev_id: u32, lid: u32) -> u32 {
       let a = red_f[lid];
       let b = red_f[lid + s];
       let bi = red_u[lid + s];
-      if (bi != 0xffffffffu && (red_u[lid] == 0xffffffffu || b > a || (b == a && bi < red_u[lid]))) {
+      if (bi != NONE && (red_u[lid] == NONE || b > a || (b == a && bi < red_u[lid]))) {
         red_f[lid] = b;
         red_u[lid] = bi;
       }
@@ -146,6 +164,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   masked = sp.masked != 0u;
 
   let argmax = reduce_best(3.4e38, 3.4e38, 0u, lid);
+  if (argmax == NONE) {
+    // Nothing is a candidate (every logit -inf): the lowest id, as for ties.
+    if (lid == 0u) { out[seq] = 0u; }
+    return;
+  }
   // logit() reads private state, which uniformity analysis cannot trust: share the max
   // through workgroup memory so later branches around barriers stay uniform.
   let mx = reduce_min(select(3.4e38, logit(argmax), lid == 0u), lid);
@@ -157,29 +180,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var mn = 3.4e38;
     for (var i = lid; i < p.vocab; i += WG) {
       let l = logit(i);
-      if (l > NEG) { mn = min(mn, l); }
+      if (is_candidate(l)) { mn = min(mn, l); }
     }
     var lo = reduce_min(mn, lid);
     let hi_all = mx;
 
+    // Each search keeps the largest threshold key a in [key(lo), key(mx)] that passes.
     if (sp.top_k > 0u && sp.top_k < p.vocab) {
-      var a = lo;
-      var b = mx;
-      for (var it = 0u; it < BISECT_STEPS; it++) {
-        let mid = a + (b - a) * 0.5;
-        if (count_at_least(mid, lid) >= sp.top_k) { a = mid; } else { b = mid; }
+      var a = key(lo);
+      var b = key(mx);
+      for (var it = 0u; it < BISECT_STEPS && a < b; it++) {
+        let mid = a + (b - a + 1u) / 2u;
+        if (count_at_least(unkey(mid), lid) >= sp.top_k) { a = mid; } else { b = mid - 1u; }
       }
-      lo = a;
+      lo = unkey(a);
     }
     if (sp.top_p < 1.0) {
       let want = sp.top_p * mass(lo, hi_all, mx, 1.0, lid);
-      var a = lo;
-      var b = mx;
-      for (var it = 0u; it < BISECT_STEPS; it++) {
-        let mid = a + (b - a) * 0.5;
-        if (mass(mid, hi_all, mx, 1.0, lid) >= want) { a = mid; } else { b = mid; }
+      var a = key(lo);
+      var b = key(mx);
+      for (var it = 0u; it < BISECT_STEPS && a < b; it++) {
+        let mid = a + (b - a + 1u) / 2u;
+        if (mass(unkey(mid), hi_all, mx, 1.0, lid) >= want) { a = mid; } else { b = mid - 1u; }
       }
-      lo = a;
+      lo = unkey(a);
     }
     if (sp.min_p > 0.0) { lo = max(lo, mx + log(sp.min_p)); }
     if (sp.p_less != 0u) {
@@ -222,7 +246,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     workgroupBarrier();
     red_f[lid] = own;
-    if (lid == 0u) { pick = 0xffffffffu; }
+    if (lid == 0u) { pick = NONE; }
     workgroupBarrier();
     var before = 0.0;
     for (var j = 0u; j < lid; j++) { before += red_f[j]; }
@@ -242,18 +266,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     let picked = workgroupUniformLoad(&pick);
     // Rounding can leave the goal past the last chunk: fall back to the most likely kept token.
-    chosen = select(picked, reduce_best(hi, 3.4e38, 0u, lid), picked == 0xffffffffu);
+    chosen = select(picked, reduce_best(hi, 3.4e38, 0u, lid), picked == NONE);
   }
   if (lid == 0u) { out[seq] = chosen; }
 
   if (sp.logprobs > 0u) {
-    let log_z = log(mass(NEG * 0.5, 3.4e38, mx, 1.0, lid)) + mx;
+    let log_z = log(mass(-3.40282346e38, 3.4e38, mx, 1.0, lid)) + mx;
     if (lid == 0u) { write_logprob(seq, 0u, chosen, logit(chosen) - log_z); }
     var prev_l = 3.4e38;
     var prev_id = 0u;
     for (var k = 1u; k < min(sp.logprobs, 1u + MAX_TOP); k++) {
       let id = reduce_best(3.4e38, prev_l, prev_id, lid);
-      if (id == 0xffffffffu) { break; }
+      if (id == NONE) { break; }
       prev_l = logit(id);
       prev_id = id;
       if (lid == 0u) { write_logprob(seq, k, id, prev_l - log_z); }

@@ -177,7 +177,7 @@ export class Ops {
 
   sample(logits: GPUBuffer, vocab: number, meta: BatchMeta): Dispatch {
     const pipeline = this.pipelines.get('sample');
-    const params = uniformBuffer(this.gpu.device, [vocab, maskWords(vocab)]);
+    const params = uniformBuffer(this.gpu.device, [vocab, maskWords(vocab), -Infinity], [2]);
     return {
       label: 'sample',
       pipeline,

@@ -1,0 +1,291 @@
+// Shared harness for the GPU kernel unit tests: one Dawn device (llvmpipe through OpenGL ES
+// on a machine without a GPU) per test file, host <-> GPU buffers, replaying recorded
+// dispatches with a step shape, weights in every format, and comparison helpers that
+// report the worst element rather than the first.
+import { expect } from 'vitest';
+import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
+import { Ops } from '../../src/runtime/ops.js';
+import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
+import { filledBuffer, rowBytes, type GpuWeight, type WeightPart } from '../../src/runtime/tensors.js';
+import type { WeightFormat } from '../../src/runtime/kernel-source.js';
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
+import { quantizeAffine } from '../../src/models/quantize.js';
+
+/** A quiet NaN with a payload: a poisoned word that a kernel rewrote (even with NaN) shows up. */
+export const POISON_BITS = 0x7fc0dead;
+export const POISON_U32 = 0xdeadbeef;
+
+// ---------------------------------------------------------------------------------------
+// Deterministic random inputs.
+
+/** mulberry32: a small seeded PRNG, so a failing case reproduces. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** n values uniform in [lo, hi), rounded to f32. */
+export function randomF32(rand: () => number, n: number, lo = -1, hi = 1): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = lo + (hi - lo) * rand();
+  return out;
+}
+
+export function randomInts(rand: () => number, n: number, below: number): Uint32Array {
+  const out = new Uint32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.floor(rand() * below);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// The device.
+
+export class Harness {
+  readonly device: GPUDevice;
+  readonly ops: Ops;
+  private readonly staging = new Map<number, GPUBuffer>();
+
+  private constructor(readonly gpu: Gpu) {
+    this.device = gpu.device;
+    this.ops = new Ops(gpu);
+  }
+
+  /** Opens llvmpipe through OpenGL ES (the only adapter a GPU-less machine has). */
+  static async open(): Promise<Harness> {
+    return new Harness(await openGpu('opengles'));
+  }
+
+  uploadF32(data: ArrayLike<number>, label = 'f32'): GPUBuffer {
+    const a = data instanceof Float32Array ? data : Float32Array.from(data);
+    return this.uploadBytes(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), label);
+  }
+
+  uploadU32(data: ArrayLike<number>, label = 'u32'): GPUBuffer {
+    const a = data instanceof Uint32Array ? data : Uint32Array.from(data);
+    return this.uploadBytes(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), label);
+  }
+
+  uploadBytes(bytes: Uint8Array, label = 'bytes'): GPUBuffer {
+    return filledBuffer(this.device, bytes.byteLength, label, (dst) => dst.set(bytes));
+  }
+
+  /** Overwrites a buffer's start with host data (queue order puts it before later runs). */
+  write(buffer: GPUBuffer, data: Float32Array | Uint32Array): void {
+    this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+  }
+
+  /** Refills the first `words` words of a buffer with the poison bits. */
+  poison(buffer: GPUBuffer, words: number, bits = POISON_BITS): void {
+    this.write(buffer, new Uint32Array(words).fill(bits));
+  }
+
+  /** A storage buffer of `words` 32-bit words, each set to `bits` (the NaN poison by default). */
+  poisoned(words: number, bits = POISON_BITS, label = 'poisoned'): GPUBuffer {
+    return this.uploadU32(new Uint32Array(words).fill(bits), label);
+  }
+
+  /**
+   * Writes the step uniform, replays the dispatches with that shape in one submission.
+   * Step fields a test does not name (e.g. penalty entries) are 0.
+   */
+  async run(dispatches: Dispatch | Dispatch[], partial: TestShape): Promise<void> {
+    const shape = { bias: 0, ...partial } as unknown as StepShape;
+    const program = new Program();
+    program.add(...(Array.isArray(dispatches) ? dispatches : [dispatches]));
+    this.device.pushErrorScope('validation');
+    this.device.pushErrorScope('internal');
+    this.ops.writeStep(shape);
+    const encoder = this.device.createCommandEncoder();
+    program.encode(encoder, shape);
+    this.device.queue.submit([encoder.finish()]);
+    const internal = await this.device.popErrorScope();
+    const validation = await this.device.popErrorScope();
+    const err = validation ?? internal;
+    if (err) throw new Error(`GPU error: ${err.message}`);
+  }
+
+  /** Copies the first `words` 32-bit words of a buffer back to the host. */
+  async readWords(buffer: GPUBuffer, words: number): Promise<ArrayBuffer> {
+    const bytes = Math.max(16, Math.ceil((words * 4) / 16) * 16);
+    let staging = this.staging.get(bytes);
+    if (!staging) {
+      staging = this.device.createBuffer({ label: 'readback', size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      this.staging.set(bytes, staging);
+    }
+    const encoder = this.device.createCommandEncoder();
+    encoder.copyBufferToBuffer(buffer, 0, staging, 0, bytes);
+    this.device.queue.submit([encoder.finish()]);
+    return (await mapRead(staging)).slice(0, words * 4);
+  }
+
+  async readF32(buffer: GPUBuffer, count: number): Promise<Float32Array> {
+    return new Float32Array(await this.readWords(buffer, count));
+  }
+
+  async readU32(buffer: GPUBuffer, count: number): Promise<Uint32Array> {
+    return new Uint32Array(await this.readWords(buffer, count));
+  }
+
+  /**
+   * Uploads a row-major [rows, cols] f32 matrix in `format`, split into parts of the given
+   * row counts (one part by default). Returns the weight and the values the kernel should
+   * see after dequantization (`effective`), decoded independently of the kernels: halves
+   * through src/models/half.ts, q4/q8 by unpacking words as formats/q4.wgsl documents.
+   */
+  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[] } = {}): TestWeight {
+    if (host.length !== rows * cols) throw new Error(`weight: ${host.length} values for [${rows}, ${cols}]`);
+    const partRows = opts.parts ?? [rows];
+    if (partRows.reduce((a, b) => a + b, 0) !== rows) throw new Error(`weight: parts ${partRows} do not sum to ${rows}`);
+    const groupSize = format === 'q4' || format === 'q8' ? (opts.groupSize ?? 64) : 0;
+    let bytes: Uint8Array;
+    let effective: Float32Array;
+    let bound: Float32Array | undefined;
+    let scales: Float32Array | undefined;
+    let biases: Float32Array | undefined;
+    switch (format) {
+      case 'f32':
+        bytes = new Uint8Array(host.slice().buffer);
+        effective = host.slice();
+        break;
+      case 'f16': {
+        const bits = f32ToF16(host);
+        bytes = new Uint8Array(bits.buffer);
+        effective = f16ToF32(bits);
+        break;
+      }
+      case 'bf16': {
+        const bits = f32ToBf16(host);
+        bytes = new Uint8Array(bits.buffer);
+        effective = bf16ToF32(bits);
+        break;
+      }
+      case 'q4':
+      case 'q8': {
+        const bitsPer = format === 'q4' ? 4 : 8;
+        const q = quantizeAffine(host, rows, cols, bitsPer, groupSize);
+        bytes = new Uint8Array(q.packed.buffer);
+        scales = q.scales;
+        biases = q.biases;
+        effective = unpackAffine(q.packed, q.scales, q.biases, rows, cols, bitsPer, groupSize);
+        bound = new Float32Array(rows * cols);
+        for (let i = 0; i < rows * cols; i++) {
+          const g = Math.floor(i / groupSize);
+          bound[i] = Math.abs(effective[i]! - q.biases[g]!) + Math.abs(q.biases[g]!);
+        }
+        // The quantizer itself: every element within one step of its group's grid.
+        for (let i = 0; i < host.length; i++) {
+          const s = Math.abs(q.scales[Math.floor(i / groupSize)]!);
+          if (!(Math.abs(effective[i]! - host[i]!) <= s * 1.001 + 1e-7)) {
+            throw new Error(`quantizer: element ${i} = ${host[i]} decodes to ${effective[i]} (scale ${s})`);
+          }
+        }
+        break;
+      }
+    }
+    const perRow = rowBytes(format, cols);
+    const groupsPerRow = groupSize ? cols / groupSize : 0;
+    const parts: WeightPart[] = [];
+    let rowStart = 0;
+    for (const n of partRows) {
+      const label = `w[${rowStart}:${rowStart + n}]`;
+      const part: WeightPart = { rowStart, rows: n, data: this.uploadBytes(bytes.subarray(rowStart * perRow, (rowStart + n) * perRow), label) };
+      if (scales && biases) {
+        part.scales = this.uploadF32(scales.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.scales`);
+        part.biases = this.uploadF32(biases.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.biases`);
+      }
+      parts.push(part);
+      rowStart += n;
+    }
+    return { gpu: { format, rows, cols, groupSize, parts }, effective, bound: bound ?? effective.map(Math.abs) };
+  }
+
+  destroy(): void {
+    for (const b of this.staging.values()) b.destroy();
+    this.device.destroy();
+  }
+}
+
+export interface TestWeight {
+  gpu: GpuWeight;
+  /** [rows, cols] values the kernel decodes, for the CPU reference. */
+  effective: Float32Array;
+  /**
+   * [rows, cols] magnitudes an f32 evaluation may round against: |w| for float formats;
+   * |q * scale| + |bias| for q4/q8, whose kernels may sum scale * dot(q, x) and
+   * bias * sum(x) separately (terms that can cancel).
+   */
+  bound: Float32Array;
+}
+
+/**
+ * MLX affine layout, as formats/q4.wgsl and q8.wgsl document it: element e of the
+ * row-major matrix sits in word e / (32 / bits) at bit (e % (32 / bits)) * bits, and
+ * decodes to q * scale[g] + bias[g] with g = e / groupSize.
+ */
+function unpackAffine(packed: Uint32Array, scales: Float32Array, biases: Float32Array, rows: number, cols: number, bits: number, groupSize: number): Float32Array {
+  const perWord = 32 / bits;
+  const mask = (1 << bits) - 1;
+  const out = new Float32Array(rows * cols);
+  for (let e = 0; e < rows * cols; e++) {
+    const q = (packed[Math.floor(e / perWord)]! >>> ((e % perWord) * bits)) & mask;
+    const g = Math.floor(e / groupSize);
+    out[e] = q * scales[g]! + biases[g]!;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Comparisons.
+
+/**
+ * Asserts |got[i] - want[i]| <= tol(i) for i in [0, want.length), reporting the worst
+ * offender (NaN counts as infinitely wrong).
+ */
+export function expectClose(what: string, got: ArrayLike<number>, want: ArrayLike<number>, tol: (i: number) => number): void {
+  let worst = -1;
+  let worstRatio = 0;
+  let bad = 0;
+  let maxRatio = 0;
+  for (let i = 0; i < want.length; i++) {
+    const err = Math.abs(got[i]! - want[i]!);
+    const t = tol(i);
+    const ratio = Number.isNaN(err) ? Infinity : err === 0 ? 0 : err / t;
+    maxRatio = Math.max(maxRatio, ratio);
+    if (!(err <= t)) {
+      bad++;
+      if (ratio >= worstRatio) { worstRatio = ratio; worst = i; }
+    }
+  }
+  // KERNEL_TEST_VERBOSE=1 prints how much of each tolerance the kernels actually use.
+  if (process.env.KERNEL_TEST_VERBOSE) console.log(`${what}: max |err|/tol = ${maxRatio.toExponential(2)} over ${want.length}`);
+  if (bad > 0) {
+    expect.fail(`${what}: ${bad}/${want.length} elements out of tolerance; worst at [${worst}]: got ${got[worst]}, want ${want[worst]}, ` +
+      `|err| ${Math.abs(got[worst]! - want[worst]!)} > tol ${tol(worst)}`);
+  }
+}
+
+/** Asserts words [from, to) of a buffer read back still hold the poison bits. */
+export function expectPoisoned(what: string, words: Uint32Array | Float32Array, from: number, to: number, bits = POISON_BITS): void {
+  const u = words instanceof Uint32Array ? words : new Uint32Array(words.buffer, words.byteOffset, words.length);
+  for (let i = from; i < to; i++) {
+    if (u[i] !== bits) expect.fail(`${what}: word ${i} was written (0x${u[i]!.toString(16)}), expected untouched poison 0x${bits.toString(16)}`);
+  }
+}
+
+/** Asserts words [from, to) are bit-identical to `want` (for data a kernel must not touch). */
+export function expectUnchanged(what: string, got: Float32Array, want: Float32Array, from: number, to: number): void {
+  const g = new Uint32Array(got.buffer, got.byteOffset, got.length);
+  const w = new Uint32Array(want.buffer, want.byteOffset, want.length);
+  for (let i = from; i < to; i++) {
+    if (g[i] !== w[i]) expect.fail(`${what}: word ${i} changed from ${want[i]} to ${got[i]}`);
+  }
+}
+
+/** The step fields the kernels under test read; the rest of StepShape defaults to 0. */
+export type TestShape = Pick<StepShape, 'tokens' | 'seqs'> & Partial<StepShape>;

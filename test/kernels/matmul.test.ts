@@ -1,0 +1,161 @@
+// Ops.linear: Y[m, n] (+)= sum_k X[m, k] W[n, k] (+ bias[n]). Float weights (f32, f16,
+// bf16) run matmul.wgsl with the format's loader; q4/q8 record matvec_q.wgsl (used for
+// <= 2 rows: decode) and matmul_q.wgsl (> 2 rows: prefill, 4x4 register tiles), and each
+// step dispatches the one its row count selects. Covered: row counts around both tile
+// sizes and the matvec/matmul switch, weights split into parts, bias, accumulate,
+// per-sequence rows.
+//
+// Tolerance: |got - want| <= (K + 2) * 2^-24 * sum_k |X[m,k]| B[n,k] (+ |bias| and |Y0| terms):
+// the worst-case bound for an f32 dot product of length K (Higham's gamma_K) plus the
+// dequantization roundings, where B = |W| for float formats and |q * scale| + |bias| for
+// q4/q8 (matvec_q/matmul_q sum scale * dot(q, x) and bias * sum(x) separately, and those
+// can cancel). The reference uses the exact values the kernel decodes
+// (TestWeight.effective), so the format's own quantization error is not part of it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { WeightFormat } from '../../src/runtime/kernel-source.js';
+import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
+
+let h: Harness;
+beforeAll(async () => { h = await Harness.open(); });
+afterAll(() => h?.destroy());
+
+const U = 2 ** -24;
+/** Rows every X/Y buffer has room for; rows past the step's M stay poisoned. */
+const MAX_ROWS = 16;
+
+/** X [MAX_ROWS, K] with rows >= M set to NaN poison: a tile that reads past M shows up. */
+function inputRows(rand: () => number, M: number, K: number): Float32Array {
+  const x = randomF32(rand, MAX_ROWS * K);
+  new Uint32Array(x.buffer).fill(POISON_BITS, M * K);
+  return x;
+}
+
+interface RefOptions { bias?: Float32Array; init?: Float32Array }
+
+/** float64 reference and per-element tolerance for rows [0, M). */
+function reference(x: Float32Array, w: TestWeight, M: number, o: RefOptions = {}): { want: Float64Array; tol: Float64Array } {
+  const { rows: N, cols: K } = w.gpu;
+  const want = new Float64Array(M * N);
+  const tol = new Float64Array(M * N);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      let mag = 0;
+      for (let k = 0; k < K; k++) {
+        s += x[m * K + k]! * w.effective[n * K + k]!;
+        mag += Math.abs(x[m * K + k]!) * w.bound[n * K + k]!;
+      }
+      if (o.bias) { s += o.bias[n]!; mag += Math.abs(o.bias[n]!); }
+      if (o.init) { s += o.init[m * N + n]!; mag += Math.abs(o.init[m * N + n]!); }
+      want[m * N + n] = s;
+      tol[m * N + n] = (K + 2) * U * mag + 1e-30;
+    }
+  }
+  return { want, tol };
+}
+
+interface Case {
+  format: WeightFormat;
+  K: number;
+  N: number;
+  groupSize?: number;
+  parts?: number[];
+  bias?: boolean;
+  accumulate?: boolean;
+  /** Row counts replayed through the same recorded dispatches. */
+  Ms: number[];
+  seed: number;
+}
+
+async function runCase(c: Case): Promise<void> {
+  const rand = rng(c.seed);
+  const { K, N } = c;
+  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts });
+  const bias = c.bias ? randomF32(rand, N) : undefined;
+  const xBuf = h.poisoned(MAX_ROWS * K, POISON_BITS, 'x');
+  const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
+  const biasBuf = bias ? h.uploadF32(bias, 'bias') : undefined;
+  const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate });
+  expect(dispatches.length % (c.parts?.length ?? 1)).toBe(0);
+  for (const M of c.Ms) {
+    const x = inputRows(rand, M, K);
+    h.write(xBuf, x);
+    // Y: rows < M hold the residual to accumulate into (or poison), rows >= M poison.
+    const y0 = new Float32Array(MAX_ROWS * N);
+    new Uint32Array(y0.buffer).fill(POISON_BITS);
+    const init = c.accumulate ? randomF32(rand, M * N, -2, 2) : undefined;
+    if (init) y0.set(init);
+    h.write(yBuf, y0);
+    await h.run(dispatches, { tokens: M, seqs: 1 });
+    const got = await h.readF32(yBuf, MAX_ROWS * N);
+    const { want, tol } = reference(x, w, M, { bias, init });
+    expectClose(`${c.format} K=${K} N=${N} M=${M}`, got.subarray(0, M * N), want, (i) => tol[i]!);
+    expectPoisoned(`${c.format} M=${M}: rows >= M`, got, M * N, MAX_ROWS * N);
+  }
+}
+
+// Row counts replayed through one recording: 1 and 2 (matvec for quantized weights), 3
+// (first matmul_q count, a partial 4-row tile), 5 and 13 (one row past full tiles), 4, 16.
+const MS = [1, 2, 3, 5, 13, 4, 16];
+
+describe('matmul: each format, M = 1, 2, 3, 5, 13, 4, 16', () => {
+  for (const format of ['f32', 'f16', 'bf16'] as const) {
+    it(`${format} K=172 N=37`, () => runCase({ format, K: 172, N: 37, Ms: MS, seed: 1 }));
+  }
+  for (const [format, groupSize, K] of [['q4', 32, 160], ['q4', 64, 192], ['q4', 128, 256], ['q8', 32, 160], ['q8', 64, 192], ['q8', 128, 256]] as const) {
+    it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: MS, seed: 2 + groupSize }));
+  }
+  it('f16 N=133 spans three 64-column workgroups; M=7, 2', () => runCase({ format: 'f16', K: 44, N: 133, Ms: [7, 2], seed: 3 }));
+  it('q4 N=600 spans two 512-row matvec workgroups and three 256-row matmul_q ones', () =>
+    runCase({ format: 'q4', K: 64, N: 600, groupSize: 32, Ms: [1, 2, 6], seed: 12 }));
+  it('q8 N=9 (fewer rows than one matvec invocation covers)', () => runCase({ format: 'q8', K: 64, N: 9, groupSize: 64, Ms: [1, 3], seed: 13 }));
+});
+
+describe('matmul: weight split into parts (rowStart offsets into Y)', () => {
+  it('f32 in 3 parts [10, 15, 12]', () => runCase({ format: 'f32', K: 172, N: 37, parts: [10, 15, 12], Ms: [13, 1], seed: 4 }));
+  it('bf16 in 2 parts [70, 63], crossing a workgroup boundary', () => runCase({ format: 'bf16', K: 52, N: 133, parts: [70, 63], Ms: [5], seed: 5 }));
+  it('q4 group 32 in 3 parts [1, 30, 6]', () => runCase({ format: 'q4', K: 160, N: 37, groupSize: 32, parts: [1, 30, 6], Ms: [13, 5, 1, 2], seed: 6 }));
+  it('q8 group 64 in 2 parts [20, 17]', () => runCase({ format: 'q8', K: 192, N: 37, groupSize: 64, parts: [20, 17], Ms: [13, 1], seed: 7 }));
+});
+
+describe('matmul: bias and accumulate', () => {
+  it('f32 with bias', () => runCase({ format: 'f32', K: 172, N: 37, bias: true, Ms: [13, 1], seed: 8 }));
+  it('f16 accumulate adds into existing Y', () => runCase({ format: 'f16', K: 172, N: 37, accumulate: true, Ms: [13, 5, 1], seed: 9 }));
+  it('q4 bias + accumulate in 3 parts (bias indexed by global column)', () =>
+    runCase({ format: 'q4', K: 160, N: 37, groupSize: 32, parts: [10, 15, 12], bias: true, accumulate: true, Ms: [13, 5, 1, 2], seed: 10 }));
+  it('q8 with bias in 2 parts', () => runCase({ format: 'q8', K: 160, N: 37, groupSize: 32, parts: [30, 7], bias: true, Ms: [5, 1], seed: 11 }));
+  it('q8 accumulate', () => runCase({ format: 'q8', K: 96, N: 37, groupSize: 32, accumulate: true, Ms: [1, 2, 3, 13], seed: 14 }));
+});
+
+describe('matmul: perSeq rows (the LM head over sampling sequences)', () => {
+  // tokens = 13 while seqs <= 6: the row count (and, for q4/q8, matvec vs matmul_q) must
+  // follow seqs, not tokens.
+  for (const format of ['bf16', 'q4'] as const) {
+    for (const seqs of [1, 2, 3, 6]) {
+      it(`${format} + bias in 2 parts, tokens=13, seqs=${seqs}: exactly seqs rows written`, async () => {
+        const rand = rng(20 + seqs);
+        const K = format === 'q4' ? 192 : 172;
+        const N = 37;
+        const w = h.weight(randomF32(rand, N * K), N, K, format, { parts: [25, 12], groupSize: 64 });
+        const bias = randomF32(rand, N);
+        const x = inputRows(rand, seqs, K);
+        const xBuf = h.uploadF32(x, 'head_in');
+        const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'logits');
+        await h.run(h.ops.linear('lm_head', w.gpu, xBuf, yBuf, { perSeq: true, bias: h.uploadF32(bias) }), { tokens: 13, seqs });
+        const got = await h.readF32(yBuf, MAX_ROWS * N);
+        const { want, tol } = reference(x, w, seqs, { bias });
+        expectClose(`${format} perSeq seqs=${seqs}`, got.subarray(0, seqs * N), want, (i) => tol[i]!);
+        expectPoisoned(`${format} perSeq seqs=${seqs}: rows >= seqs`, got, seqs * N, MAX_ROWS * N);
+      });
+    }
+  }
+  for (const format of ['f32', 'q8'] as const) {
+    it(`${format}: seqs=0 dispatches nothing`, async () => {
+      const K = 64;
+      const w = h.weight(randomF32(rng(30), 37 * K), 37, K, format, { groupSize: 32 });
+      const yBuf = h.poisoned(MAX_ROWS * 37);
+      await h.run(h.ops.linear('lm_head', w.gpu, h.uploadF32(new Float32Array(K)), yBuf, { perSeq: true }), { tokens: 5, seqs: 0 });
+      expectPoisoned('seqs=0', await h.readU32(yBuf, MAX_ROWS * 37), 0, MAX_ROWS * 37);
+    });
+  }
+});
