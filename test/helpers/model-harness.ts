@@ -17,7 +17,7 @@ export async function openRunner(dir: string, context = 256): Promise<ForwardRun
   return new ForwardRunner(model);
 }
 
-const GREEDY = { temperature: 0, topK: 0, topP: 1, u: 0 };
+const GREEDY = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
 
 /** Greedy continuation of `prompt` and the logits at the prompt's last position. */
 export async function greedy(runner: ForwardRunner, prompt: number[], steps: number): Promise<{ tokens: number[]; promptLogits: Float32Array }> {
@@ -27,13 +27,14 @@ export async function greedy(runner: ForwardRunner, prompt: number[], steps: num
   for (let start = 0; start < prompt.length; start += chunk) {
     const tokens = prompt.slice(start, start + chunk);
     const last = start + tokens.length === prompt.length;
-    [next] = await runner.run([{ tokens, startPos: start, table, sample: last ? GREEDY : undefined }]);
+    const [sampled] = await runner.run([{ tokens, startPos: start, table, sample: last ? GREEDY : undefined }]);
+    if (sampled) next = sampled.token;
   }
   const promptLogits = (await runner.readLogits(1)).slice(0, runner.model.cfg.vocab);
   const tokens: number[] = [];
   for (let pos = prompt.length; tokens.length < steps; pos++) {
     tokens.push(next);
-    if (tokens.length < steps) [next] = await runner.run([{ tokens: [next], startPos: pos, table, sample: GREEDY }]);
+    if (tokens.length < steps) [{ token: next }] = await runner.run([{ tokens: [next], startPos: pos, table, sample: GREEDY }]);
   }
   return { tokens, promptLogits };
 }

@@ -1,0 +1,553 @@
+// Converts a Hugging Face Llama / Qwen2 / Qwen3 checkpoint folder into a GGUF v3 file the way
+// llama.cpp's convert_hf_to_gguf.py does (same metadata keys and value types, tensor names,
+// tokenizer fields and Q/K row order), so llama.cpp can serve as an oracle for our engine.
+// Tensors are written as f32, or with `outType: 'F16'` as f16 for 2-D weights (1-D stay f32,
+// like the converter's default). Descriptive keys the converter also adds (general.type,
+// size_label, quantization_version, ...) are left out: llama.cpp does not need them for float
+// models, and without them stories260K converts byte-identical to the reference GGUF.
+// A small reader is included for the tests.
+//
+// Layout: magic "GGUF", u32 version, u64 tensor count, u64 kv count, the KVs, the tensor
+// infos (name, n_dims, dims in ggml order = fastest first, ggml type, offset), padding to the
+// alignment, then the tensor data, each tensor starting on an alignment boundary.
+import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { f32ToF16 } from '../../src/models/half.js';
+import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+
+const ALIGNMENT = 32;
+
+enum ValueType { UINT8 = 0, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 }
+const GGML_F32 = 0;
+const GGML_F16 = 1;
+
+// llama.cpp token types.
+const TOKEN_NORMAL = 1;
+const TOKEN_UNKNOWN = 2;
+const TOKEN_CONTROL = 3;
+const TOKEN_USER_DEFINED = 4;
+const TOKEN_UNUSED = 5;
+const TOKEN_BYTE = 6;
+
+type Scalar = { type: ValueType.UINT32 | ValueType.INT32 | ValueType.FLOAT32 | ValueType.BOOL | ValueType.STRING; value: number | boolean | string };
+type KV = Scalar | { type: ValueType.ARRAY; elemType: ValueType.STRING | ValueType.INT32 | ValueType.FLOAT32; value: Array<string | number> };
+
+const u32 = (value: number): KV => ({ type: ValueType.UINT32, value });
+const f32 = (value: number): KV => ({ type: ValueType.FLOAT32, value });
+const str = (value: string): KV => ({ type: ValueType.STRING, value });
+const bool = (value: boolean): KV => ({ type: ValueType.BOOL, value });
+
+/** Appends little-endian values to a list of chunks. */
+class ByteWriter {
+  readonly chunks: Buffer[] = [];
+  length = 0;
+  push(b: Buffer): void {
+    this.chunks.push(b);
+    this.length += b.length;
+  }
+  u32(v: number): void {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(v >>> 0);
+    this.push(b);
+  }
+  i32(v: number): void {
+    const b = Buffer.alloc(4);
+    b.writeInt32LE(v);
+    this.push(b);
+  }
+  u64(v: number): void {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(BigInt(v));
+    this.push(b);
+  }
+  f32(v: number): void {
+    const b = Buffer.alloc(4);
+    b.writeFloatLE(v);
+    this.push(b);
+  }
+  str(s: string): void {
+    const b = Buffer.from(s, 'utf8');
+    this.u64(b.length);
+    this.push(b);
+  }
+  value(type: ValueType, v: string | number | boolean): void {
+    switch (type) {
+      case ValueType.UINT32: return this.u32(v as number);
+      case ValueType.INT32: return this.i32(v as number);
+      case ValueType.FLOAT32: return this.f32(v as number);
+      case ValueType.BOOL: return this.push(Buffer.from([v ? 1 : 0]));
+      case ValueType.STRING: return this.str(v as string);
+      default: throw new Error(`unsupported GGUF value type ${type}`);
+    }
+  }
+}
+
+export interface GgufWriteOptions {
+  /** 'F32' (default): every tensor f32. 'F16': 2-D weights f16, 1-D tensors f32. */
+  outType?: 'F32' | 'F16';
+  /** general.name; defaults to the folder name. */
+  name?: string;
+  /** tokenizer.ggml.pre for BPE tokenizers when it cannot be recognised from the regex. */
+  pre?: string;
+}
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const readJson = (path: string): Json => JSON.parse(readFileSync(path, 'utf8')) as Json;
+
+/** HF config.json model_type -> llama.cpp architecture name. */
+const ARCHES: Record<string, string> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3' };
+
+export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteOptions = {}): void {
+  const config = readJson(join(hfDir, 'config.json'));
+  if (config.quantization) throw new Error(`${hfDir}: quantized (MLX) checkpoints cannot be converted`);
+  const arch = ARCHES[config.model_type as string];
+  if (!arch) throw new Error(`${hfDir}: model_type ${config.model_type} is not supported`);
+  const outType = opts.outType ?? 'F32';
+
+  const kv = new Map<string, KV>();
+  kv.set('general.architecture', str(arch));
+  kv.set('general.name', str(opts.name ?? basename(hfDir)));
+  addModelParams(kv, arch, config);
+  kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
+  addTokenizer(kv, hfDir, config, opts.pre);
+
+  const tensors = planTensors(hfDir, arch, config, outType);
+  writeFile(outPath, kv, tensors);
+}
+
+function addModelParams(kv: Map<string, KV>, arch: string, c: Json): void {
+  const heads = c.num_attention_heads as number;
+  const headDim = (c.head_dim as number | undefined) ?? c.hidden_size / heads;
+  kv.set(`${arch}.context_length`, u32(c.max_position_embeddings));
+  kv.set(`${arch}.embedding_length`, u32(c.hidden_size));
+  kv.set(`${arch}.block_count`, u32(c.num_hidden_layers));
+  kv.set(`${arch}.feed_forward_length`, u32(c.intermediate_size));
+  kv.set(`${arch}.attention.head_count`, u32(heads));
+  kv.set(`${arch}.attention.head_count_kv`, u32(c.num_key_value_heads ?? heads));
+  const rope = ropeParams(c);
+  if (rope.theta !== undefined) kv.set(`${arch}.rope.freq_base`, f32(rope.theta));
+  kv.set(`${arch}.attention.layer_norm_rms_epsilon`, f32(c.rms_norm_eps));
+  // The converter writes these two for Llama only; other archs derive n_rot from head size.
+  if (arch === 'llama') kv.set(`${arch}.rope.dimension_count`, u32(headDim));
+  if (c.head_dim !== undefined) {
+    kv.set(`${arch}.attention.key_length`, u32(c.head_dim));
+    kv.set(`${arch}.attention.value_length`, u32(c.head_dim));
+  }
+  if (arch === 'llama') kv.set(`${arch}.vocab_size`, u32(c.vocab_size));
+  const type = rope.scaling?.rope_type ?? rope.scaling?.type;
+  if (type === 'linear') {
+    kv.set(`${arch}.rope.scaling.type`, str('linear'));
+    kv.set(`${arch}.rope.scaling.factor`, f32(rope.scaling!.factor));
+  } else if (type === 'yarn') {
+    kv.set(`${arch}.rope.scaling.type`, str('yarn'));
+    kv.set(`${arch}.rope.scaling.factor`, f32(rope.scaling!.factor));
+    kv.set(`${arch}.rope.scaling.original_context_length`, u32(rope.scaling!.original_max_position_embeddings));
+  } else if (type === 'llama3') {
+    if (arch !== 'llama') throw new Error('llama3 rope scaling is only converted for Llama (as a rope_freqs tensor)');
+  } else if (type !== undefined && type !== 'default') {
+    throw new Error(`rope scaling type ${type} is not supported`);
+  }
+}
+
+/** rope_theta and the scaling dict, from either transformers v4 (rope_scaling) or v5 (rope_parameters) configs. */
+function ropeParams(c: Json): { theta?: number; scaling?: Json } {
+  const p = (c.rope_parameters ?? c.rope_scaling ?? undefined) as Json | undefined;
+  return { theta: (c.rope_theta ?? p?.rope_theta) as number | undefined, scaling: p ?? undefined };
+}
+
+/**
+ * Llama 3 RoPE: llama.cpp divides each frequency by a factor from the `rope_freqs.weight`
+ * tensor. Same formula as transformers' _compute_llama3_parameters (smooth interpolation
+ * between the high- and low-frequency wavelength bounds).
+ */
+export function llama3RopeFactors(c: Json): Float32Array {
+  const { theta = 10000, scaling } = ropeParams(c);
+  const s = scaling ?? {};
+  const dim = (c.head_dim as number | undefined) ?? c.hidden_size / c.num_attention_heads;
+  const factor = s.factor ?? 8;
+  const lowFreqFactor = s.low_freq_factor ?? 1;
+  const highFreqFactor = s.high_freq_factor ?? 4;
+  const oldContext = s.original_max_position_embeddings ?? 8192;
+  const lowFreqWavelen = oldContext / lowFreqFactor;
+  const highFreqWavelen = oldContext / highFreqFactor;
+  const out = new Float32Array(dim / 2);
+  for (let i = 0; i < dim / 2; i++) {
+    const freq = 1 / theta ** ((2 * i) / dim);
+    const wavelen = (2 * Math.PI) / freq;
+    if (wavelen < highFreqWavelen) out[i] = 1;
+    else if (wavelen > lowFreqWavelen) out[i] = factor;
+    else {
+      const smooth = (oldContext / wavelen - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+      out[i] = 1 / ((1 - smooth) / factor + smooth);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokenizer
+
+interface AddedToken { id: number; content: string; special: boolean; normalized?: boolean }
+
+function addTokenizer(kv: Map<string, KV>, dir: string, config: Json, pre?: string): void {
+  const tj = readJson(join(dir, 'tokenizer.json'));
+  const tc = readJson(join(dir, 'tokenizer_config.json'));
+  const model = tj.model as { type: string; vocab: Record<string, number>; merges?: Array<string | [string, string]>; byte_fallback?: boolean };
+  if (model.type !== 'BPE') throw new Error(`tokenizer model ${model.type} is not supported`);
+  const added = (tj.added_tokens ?? []) as AddedToken[];
+  const addedById = new Map(added.map((t) => [t.id, t]));
+  const vocabSize = config.vocab_size as number;
+  const byId: Array<string | undefined> = new Array(vocabSize);
+  for (const [text, id] of Object.entries(model.vocab)) byId[id] = text;
+  for (const t of added) byId[t.id] = t.content;
+
+  // SentencePiece-style BPE (byte fallback, ▁ for spaces) is llama.cpp's "llama" vocab;
+  // byte-level BPE (GPT-2 style) is "gpt2".
+  const isSpm = model.byte_fallback === true;
+  const tokens: string[] = [];
+  const types: number[] = [];
+  const unk = tokenContent(tc.unk_token);
+  for (let id = 0; id < vocabSize; id++) {
+    const text = byId[id];
+    const a = addedById.get(id);
+    if (text === undefined) {
+      tokens.push(`[PAD${id}]`);
+      types.push(TOKEN_UNUSED);
+    } else if (isSpm && text === unk) {
+      tokens.push(text);
+      types.push(TOKEN_UNKNOWN);
+    } else if (a) {
+      // Added tokens: control if special (or shaped like <|...|>, as the converter guesses),
+      // otherwise user-defined with SentencePiece spaces pre-normalised.
+      const control = a.special || (text.startsWith('<|') && text.endsWith('|>'));
+      tokens.push(control ? text : text.replaceAll('\u2581', ' '));
+      types.push(control ? TOKEN_CONTROL : TOKEN_USER_DEFINED);
+    } else if (isSpm && /^<0x[0-9A-F]{2}>$/.test(text)) {
+      tokens.push(text);
+      types.push(TOKEN_BYTE);
+    } else {
+      tokens.push(text);
+      types.push(TOKEN_NORMAL);
+    }
+  }
+
+  if (isSpm) {
+    kv.set('tokenizer.ggml.model', str('llama'));
+    kv.set('tokenizer.ggml.pre', str('default'));
+    kv.set('tokenizer.ggml.tokens', { type: ValueType.ARRAY, elemType: ValueType.STRING, value: tokens });
+    // tokenizer.json carries no SentencePiece scores, but SentencePiece BPE numbers its pieces
+    // in descending score order, so the ranks recover the merge priority: normal piece number
+    // k gets score -k, everything else 0 (what llama2.c's tok512.bin holds for stories260K).
+    let rank = 0;
+    const scores = types.map((t) => (t === TOKEN_NORMAL ? -rank++ : 0));
+    kv.set('tokenizer.ggml.scores', { type: ValueType.ARRAY, elemType: ValueType.FLOAT32, value: scores });
+    kv.set('tokenizer.ggml.token_type', { type: ValueType.ARRAY, elemType: ValueType.INT32, value: types });
+  } else {
+    kv.set('tokenizer.ggml.model', str('gpt2'));
+    kv.set('tokenizer.ggml.pre', str(pre ?? bpePre(tj)));
+    kv.set('tokenizer.ggml.tokens', { type: ValueType.ARRAY, elemType: ValueType.STRING, value: tokens });
+    kv.set('tokenizer.ggml.token_type', { type: ValueType.ARRAY, elemType: ValueType.INT32, value: types });
+    // Merges as "left right"; the newer pair form has any literal space shifted to U+0120.
+    const merges = (model.merges ?? []).map((m) =>
+      typeof m === 'string' ? m : m.map((part) => part.replaceAll(' ', '\u0120')).join(' '));
+    kv.set('tokenizer.ggml.merges', { type: ValueType.ARRAY, elemType: ValueType.STRING, value: merges });
+  }
+
+  // Special ids: tokenizer_config.json's <x>_token looked up among the added tokens first,
+  // then config.json's <x>_token_id (integers only: lists such as Llama 3.1's eos are skipped).
+  const special = new Map<string, number>();
+  const keys: Record<string, string> = {
+    bos: 'bos_token_id', eos: 'eos_token_id', unk: 'unknown_token_id', sep: 'seperator_token_id', pad: 'padding_token_id', mask: 'mask_token_id',
+  };
+  for (const typ of Object.keys(keys)) {
+    const content = tokenContent(tc[`${typ}_token`]);
+    const t = content === undefined ? undefined : added.find((a) => a.content === content);
+    if (t) special.set(typ, t.id);
+  }
+  for (const typ of Object.keys(keys)) {
+    const id = config[`${typ}_token_id`];
+    if (Number.isInteger(id) && !special.has(typ) && id < vocabSize) special.set(typ, id as number);
+  }
+  for (const [typ, id] of special) kv.set(`tokenizer.ggml.${keys[typ]}`, u32(id));
+
+  // add_bos/add_eos: guessed from a TemplateProcessing post-processor, overridden by
+  // tokenizer_config.json's explicit flags.
+  const addFlags = new Map<string, boolean>();
+  const processors = tj.post_processor ? (tj.post_processor.processors ?? [tj.post_processor]) : [];
+  for (const p of processors as Json[]) {
+    if (p.type !== 'TemplateProcessing') continue;
+    const single = p.single as Json[];
+    const first = single[0]?.SpecialToken?.id as string | undefined;
+    const last = single.length > 1 ? (single[single.length - 1]?.SpecialToken?.id as string | undefined) : undefined;
+    if (single.length > 1 && first) addFlags.set('bos', first === tokenContent(tc.bos_token));
+    if (last) addFlags.set('eos', last === tokenContent(tc.eos_token));
+  }
+  for (const typ of ['bos', 'eos']) if (typeof tc[`add_${typ}_token`] === 'boolean') addFlags.set(typ, tc[`add_${typ}_token`]);
+  for (const [typ, v] of addFlags) kv.set(`tokenizer.ggml.add_${typ}_token`, bool(v));
+
+  if (typeof tc.chat_template === 'string') kv.set('tokenizer.chat_template', str(tc.chat_template));
+}
+
+function tokenContent(t: unknown): string | undefined {
+  if (typeof t === 'string') return t;
+  if (t && typeof t === 'object' && typeof (t as Json).content === 'string') return (t as Json).content as string;
+  return undefined;
+}
+
+const QWEN2_REGEX = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+
+/**
+ * The converter identifies the pre-tokenizer by hashing the ids of a probe string; we
+ * recognise the two split regexes we use instead: Llama 3 splits digits in runs of up to
+ * three, Qwen2/Qwen3 one digit at a time.
+ */
+function bpePre(tj: Json): string {
+  const regexes: string[] = [];
+  const walk = (p: Json | undefined) => {
+    if (!p) return;
+    if (typeof p.pattern?.Regex === 'string') regexes.push(p.pattern.Regex as string);
+    for (const q of (p.pretokenizers ?? []) as Json[]) walk(q);
+  };
+  walk(tj.pre_tokenizer as Json | undefined);
+  if (regexes.some((r) => r.includes(String.raw`\p{N}{1,3}`))) return 'llama-bpe';
+  if (regexes.includes(QWEN2_REGEX)) return 'qwen2';
+  throw new Error('unrecognised BPE pre-tokenizer: pass options.pre');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors
+
+interface PlannedTensor {
+  name: string;
+  /** ggml order: fastest-varying first. */
+  dims: number[];
+  type: number;
+  nbytes: number;
+  data: () => Float32Array;
+}
+
+/**
+ * Undoes transformers' Meta->HF Q/K row permutation for one head group, as the converter's
+ * LlamaModel.permute does: HF row (h, j, i) = h*hd + j*hd/2 + i goes to row h*hd + 2i + j, so
+ * each head's rotate_half pairs (i, i + hd/2) become llama.cpp's adjacent pairs (2i, 2i+1).
+ */
+export function unpermuteHfQk(w: Float32Array, nHead: number, rowLen: number): Float32Array {
+  const rows = w.length / rowLen;
+  const hd = rows / nHead;
+  const out = new Float32Array(w.length);
+  for (let h = 0; h < nHead; h++) {
+    for (let j = 0; j < 2; j++) {
+      for (let i = 0; i < hd / 2; i++) {
+        const src = (h * hd + j * (hd / 2) + i) * rowLen;
+        const dst = (h * hd + 2 * i + j) * rowLen;
+        out.set(w.subarray(src, src + rowLen), dst);
+      }
+    }
+  }
+  return out;
+}
+
+const LAYER_TENSORS: Array<[string, string]> = [
+  ['input_layernorm.weight', 'attn_norm.weight'],
+  ['self_attn.q_proj.weight', 'attn_q.weight'],
+  ['self_attn.q_proj.bias', 'attn_q.bias'],
+  ['self_attn.k_proj.weight', 'attn_k.weight'],
+  ['self_attn.k_proj.bias', 'attn_k.bias'],
+  ['self_attn.v_proj.weight', 'attn_v.weight'],
+  ['self_attn.v_proj.bias', 'attn_v.bias'],
+  ['self_attn.o_proj.weight', 'attn_output.weight'],
+  ['self_attn.q_norm.weight', 'attn_q_norm.weight'],
+  ['self_attn.k_norm.weight', 'attn_k_norm.weight'],
+  ['post_attention_layernorm.weight', 'ffn_norm.weight'],
+  ['mlp.gate_proj.weight', 'ffn_gate.weight'],
+  ['mlp.up_proj.weight', 'ffn_up.weight'],
+  ['mlp.down_proj.weight', 'ffn_down.weight'],
+];
+
+function planTensors(dir: string, arch: string, c: Json, outType: 'F32' | 'F16'): PlannedTensor[] {
+  const source = listCheckpointTensors(dir);
+  const used = new Set<string>();
+  const planned: PlannedTensor[] = [];
+  const heads = c.num_attention_heads as number;
+  const kvHeads = (c.num_key_value_heads as number | undefined) ?? heads;
+
+  const add = (name: string, shape: number[], data: () => Float32Array) => {
+    const type = outType === 'F16' && shape.length === 2 ? GGML_F16 : GGML_F32;
+    const count = shape.reduce((a, b) => a * b, 1);
+    planned.push({ name, dims: [...shape].reverse(), type, nbytes: count * (type === GGML_F16 ? 2 : 4), data });
+  };
+  const from = (hfName: string, ggufName: string, transform?: (w: Float32Array, t: CheckpointTensor) => Float32Array) => {
+    const t = source.get(hfName);
+    if (!t) return false;
+    used.add(hfName);
+    add(ggufName, t.info.shape, () => (transform ? transform(readTensorF32(t), t) : readTensorF32(t)));
+    return true;
+  };
+  const rowLen = (t: CheckpointTensor) => (t.info.shape.length === 2 ? t.info.shape[1]! : 1);
+
+  if (!from('model.embed_tokens.weight', 'token_embd.weight')) throw new Error(`${dir}: no model.embed_tokens.weight`);
+  const { scaling } = ropeParams(c);
+  if (arch === 'llama' && (scaling?.rope_type ?? scaling?.type) === 'llama3') {
+    const factors = llama3RopeFactors(c);
+    add('rope_freqs.weight', [factors.length], () => factors);
+  }
+  for (let l = 0; l < (c.num_hidden_layers as number); l++) {
+    for (const [hf, gguf] of LAYER_TENSORS) {
+      let transform: ((w: Float32Array, t: CheckpointTensor) => Float32Array) | undefined;
+      // Only Llama's HF weights are stored rotate_half-permuted; Qwen uses NEOX RoPE in llama.cpp.
+      if (arch === 'llama' && hf.startsWith('self_attn.q_proj.')) transform = (w, t) => unpermuteHfQk(w, heads, rowLen(t));
+      if (arch === 'llama' && hf.startsWith('self_attn.k_proj.')) transform = (w, t) => unpermuteHfQk(w, kvHeads, rowLen(t));
+      from(`model.layers.${l}.${hf}`, `blk.${l}.${gguf}`, transform);
+    }
+  }
+  if (!from('model.norm.weight', 'output_norm.weight')) throw new Error(`${dir}: no model.norm.weight`);
+  if (!c.tie_word_embeddings) from('lm_head.weight', 'output.weight');
+  else used.add('lm_head.weight');
+
+  const left = [...source.keys()].filter((n) => !used.has(n) && !n.includes('rotary_emb.inv_freq'));
+  if (left.length) throw new Error(`${dir}: tensors not converted: ${left.join(', ')}`);
+  return planned;
+}
+
+// ---------------------------------------------------------------------------------------------
+// File
+
+const pad = (n: number) => (ALIGNMENT - (n % ALIGNMENT)) % ALIGNMENT;
+
+function writeFile(path: string, kv: Map<string, KV>, tensors: PlannedTensor[]): void {
+  const w = new ByteWriter();
+  w.push(Buffer.from('GGUF', 'latin1'));
+  w.u32(3);
+  w.u64(tensors.length);
+  w.u64(kv.size);
+  for (const [key, v] of kv) {
+    w.str(key);
+    w.u32(v.type);
+    if (v.type === ValueType.ARRAY) {
+      w.u32(v.elemType);
+      w.u64(v.value.length);
+      for (const x of v.value) w.value(v.elemType, x);
+    } else {
+      w.value(v.type, v.value);
+    }
+  }
+  let offset = 0;
+  for (const t of tensors) {
+    w.str(t.name);
+    w.u32(t.dims.length);
+    for (const d of t.dims) w.u64(d);
+    w.u32(t.type);
+    w.u64(offset);
+    offset += t.nbytes + pad(t.nbytes);
+  }
+  w.push(Buffer.alloc(pad(w.length)));
+
+  const fd = openSync(path, 'w');
+  try {
+    writeAll(fd, Buffer.concat(w.chunks));
+    for (const t of tensors) {
+      const data = t.data();
+      const bytes = t.type === GGML_F16 ? f32ToF16(data) : data;
+      if (bytes.byteLength !== t.nbytes) throw new Error(`${t.name}: ${bytes.byteLength} bytes, expected ${t.nbytes}`);
+      writeAll(fd, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+      writeAll(fd, new Uint8Array(pad(t.nbytes)));
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function writeAll(fd: number, bytes: Uint8Array): void {
+  let done = 0;
+  while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader (tests): metadata and tensor infos, no tensor data.
+
+export interface GgufInfo {
+  version: number;
+  metadata: Map<string, unknown>;
+  tensors: Array<{ name: string; dims: number[]; type: number; offset: number }>;
+  /** File offset of the data section; tensor offsets are relative to it. */
+  dataStart: number;
+}
+
+export function readGguf(path: string): GgufInfo {
+  const fd = openSync(path, 'r');
+  // Metadata of a 150k-token vocabulary is a few MB; read generously and grow if needed.
+  let buf = Buffer.alloc(0);
+  const ensure = (end: number) => {
+    if (end <= buf.length) return;
+    const next = Buffer.alloc(Math.max(end, buf.length * 2, 1 << 20));
+    const n = readSync(fd, next, 0, next.length, 0);
+    buf = next.subarray(0, n);
+    if (end > buf.length) throw new Error(`${path}: truncated GGUF`);
+  };
+  let pos = 0;
+  // Returns the current buffer and the offset to read n bytes at (ensure() may swap `buf`,
+  // so callers must not capture it before calling this).
+  const take = (n: number): [Buffer, number] => {
+    ensure(pos + n);
+    pos += n;
+    return [buf, pos - n];
+  };
+  const u32 = () => { const [b, at] = take(4); return b.readUInt32LE(at); };
+  const u64 = () => { const [b, at] = take(8); return Number(b.readBigUInt64LE(at)); };
+  const s = () => {
+    const n = u64();
+    const [b, at] = take(n);
+    return b.toString('utf8', at, at + n);
+  };
+  const value = (type: number): unknown => {
+    const fixed = (n: number, read: (b: Buffer, at: number) => number | bigint) => { const [b, at] = take(n); return read(b, at); };
+    switch (type) {
+      case ValueType.UINT8: return fixed(1, (b, at) => b.readUInt8(at));
+      case ValueType.INT8: return fixed(1, (b, at) => b.readInt8(at));
+      case ValueType.UINT16: return fixed(2, (b, at) => b.readUInt16LE(at));
+      case ValueType.INT16: return fixed(2, (b, at) => b.readInt16LE(at));
+      case ValueType.UINT32: return u32();
+      case ValueType.INT32: return fixed(4, (b, at) => b.readInt32LE(at));
+      case ValueType.FLOAT32: return fixed(4, (b, at) => b.readFloatLE(at));
+      case ValueType.BOOL: return fixed(1, (b, at) => b.readUInt8(at)) !== 0;
+      case ValueType.STRING: return s();
+      case ValueType.UINT64: return u64();
+      case ValueType.INT64: return Number(fixed(8, (b, at) => b.readBigInt64LE(at)));
+      case ValueType.FLOAT64: return fixed(8, (b, at) => b.readDoubleLE(at));
+      case ValueType.ARRAY: {
+        const elemType = u32();
+        const n = u64();
+        const out: unknown[] = [];
+        for (let i = 0; i < n; i++) out.push(value(elemType));
+        return out;
+      }
+      default: throw new Error(`${path}: unknown GGUF value type ${type}`);
+    }
+  };
+  try {
+    ensure(24);
+    if (buf.toString('latin1', 0, 4) !== 'GGUF') throw new Error(`${path}: not a GGUF file`);
+    take(4);
+    const version = u32();
+    const nTensors = u64();
+    const nKv = u64();
+    const metadata = new Map<string, unknown>();
+    for (let i = 0; i < nKv; i++) {
+      const key = s();
+      metadata.set(key, value(u32()));
+    }
+    const tensors: GgufInfo['tensors'] = [];
+    for (let i = 0; i < nTensors; i++) {
+      const name = s();
+      const nDims = u32();
+      const dims: number[] = [];
+      for (let d = 0; d < nDims; d++) dims.push(u64());
+      tensors.push({ name, dims, type: u32(), offset: u64() });
+    }
+    const alignment = (metadata.get('general.alignment') as number | undefined) ?? ALIGNMENT;
+    return { version, metadata, tensors, dataStart: Math.ceil(pos / alignment) * alignment };
+  } finally {
+    closeSync(fd);
+  }
+}

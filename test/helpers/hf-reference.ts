@@ -1,0 +1,201 @@
+// A plain CPU forward pass with Hugging Face semantics (float64 activations, no KV cache) for
+// Llama / Qwen2 / Qwen3 checkpoint folders, including mlx-lm quantized ones (dequantized with
+// dequantizeAffine). It reads only config.json and the safetensors, so it checks the GGUF
+// conversion (llama.cpp must agree with it) and is the reference where llama.cpp cannot run
+// a format (MLX affine weights). Small models only: everything is held as float32 arrays.
+//
+// Semantics: RMSNorm (x / sqrt(mean(x²) + eps) * w), rotate_half RoPE on the HF q/k layout
+// (with llama3 or linear scaling), Qwen3's per-head q/k RMSNorm before RoPE, Qwen2's q/k/v
+// biases, GQA with query head h reading KV head h / (heads / kvHeads), SwiGLU MLP.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { dequantizeAffine, type QuantBits } from '../../src/models/quantize.js';
+import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+import { llama3RopeFactors } from './gguf-writer.js';
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+interface Matrix { rows: number; cols: number; w: Float32Array }
+
+export class HfReference {
+  private readonly c: Json;
+  private readonly tensors: Map<string, CheckpointTensor>;
+  private readonly cache = new Map<string, Matrix>();
+  private readonly vectors = new Map<string, Float32Array | undefined>();
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly hidden: number;
+  private readonly invFreq: Float64Array;
+  private readonly positionScale: number;
+
+  constructor(readonly dir: string) {
+    this.c = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Json;
+    this.tensors = listCheckpointTensors(dir);
+    this.hidden = this.c.hidden_size;
+    this.heads = this.c.num_attention_heads;
+    this.kvHeads = this.c.num_key_value_heads ?? this.heads;
+    this.headDim = this.c.head_dim ?? this.hidden / this.heads;
+    const scaling = (this.c.rope_parameters ?? this.c.rope_scaling) as Json | null | undefined;
+    const type = scaling?.rope_type ?? scaling?.type ?? 'default';
+    const theta = this.c.rope_theta ?? scaling?.rope_theta ?? 10000;
+    const factors = type === 'llama3' ? llama3RopeFactors(this.c) : undefined;
+    if (!['default', 'llama3', 'linear'].includes(type)) throw new Error(`rope type ${type} not supported by the reference`);
+    this.positionScale = type === 'linear' ? 1 / scaling!.factor : 1;
+    this.invFreq = new Float64Array(this.headDim / 2);
+    for (let i = 0; i < this.headDim / 2; i++) this.invFreq[i] = theta ** ((-2 * i) / this.headDim) / (factors ? factors[i]! : 1);
+  }
+
+  has(name: string): boolean {
+    return this.tensors.has(name);
+  }
+
+  /** A weight matrix as f32 [rows, cols], dequantized if the checkpoint stores it packed. */
+  matrix(prefix: string): Matrix {
+    let m = this.cache.get(prefix);
+    if (m) return m;
+    const t = this.tensors.get(`${prefix}.weight`);
+    if (!t) throw new Error(`${this.dir}: no ${prefix}.weight`);
+    const [rows, stored] = t.info.shape as [number, number];
+    if (t.info.dtype === 'U32') {
+      const q = this.c.quantization as { bits: QuantBits; group_size: number };
+      const cols = (stored * 32) / q.bits;
+      const packed = new Uint32Array(readSafetensorsBytes(t.path, t.header, t.name).buffer);
+      const scales = readTensorF32(this.tensors.get(`${prefix}.scales`)!);
+      const biases = readTensorF32(this.tensors.get(`${prefix}.biases`)!);
+      m = { rows, cols, w: dequantizeAffine(packed, scales, biases, rows, cols, q.bits, q.group_size) };
+    } else {
+      m = { rows, cols: stored, w: readTensorF32(t) };
+    }
+    this.cache.set(prefix, m);
+    return m;
+  }
+
+  vector(name: string): Float32Array | undefined {
+    if (!this.vectors.has(name)) {
+      const t = this.tensors.get(name);
+      this.vectors.set(name, t ? readTensorF32(t) : undefined);
+    }
+    return this.vectors.get(name);
+  }
+
+  /** Logits (float64) at the last position of `tokens`. */
+  logits(tokens: number[]): Float64Array {
+    const c = this.c;
+    const H = this.hidden;
+    const D = this.headDim;
+    const eps: number = c.rms_norm_eps;
+    const embed = this.matrix('model.embed_tokens');
+    let x: Float64Array[] = tokens.map((t) => Float64Array.from(embed.w.subarray(t * H, (t + 1) * H)));
+    for (let l = 0; l < c.num_hidden_layers; l++) {
+      const p = `model.layers.${l}`;
+      const h = x.map((v) => rmsNorm(v, this.vector(`${p}.input_layernorm.weight`)!, eps));
+      const project = (name: string, n: number) => h.map((v) => {
+        const out = matVec(this.matrix(`${p}.self_attn.${name}`), v);
+        const b = this.vector(`${p}.self_attn.${name}.bias`);
+        if (b) for (let i = 0; i < out.length; i++) out[i]! += b[i]!;
+        const norm = this.vector(`${p}.self_attn.${name[0]}_norm.weight`);
+        if (norm && name !== 'v_proj') for (let hh = 0; hh < n; hh++) out.set(rmsNorm(out.subarray(hh * D, (hh + 1) * D), norm, eps), hh * D);
+        return out;
+      });
+      const q = project('q_proj', this.heads);
+      const k = project('k_proj', this.kvHeads);
+      const v = project('v_proj', this.kvHeads);
+      q.forEach((vec, pos) => this.rope(vec, this.heads, pos));
+      k.forEach((vec, pos) => this.rope(vec, this.kvHeads, pos));
+      const group = this.heads / this.kvHeads;
+      const attn = q.map((qv, pos) => {
+        const out = new Float64Array(this.heads * D);
+        for (let hh = 0; hh < this.heads; hh++) {
+          const kh = Math.floor(hh / group);
+          const scores = new Float64Array(pos + 1);
+          for (let j = 0; j <= pos; j++) scores[j] = dot(qv, hh * D, k[j]!, kh * D, D) / Math.sqrt(D);
+          const probs = softmax(scores);
+          for (let j = 0; j <= pos; j++) for (let d = 0; d < D; d++) out[hh * D + d]! += probs[j]! * v[j]![kh * D + d]!;
+        }
+        return out;
+      });
+      x = x.map((xv, pos) => add(xv, matVec(this.matrix(`${p}.self_attn.o_proj`), attn[pos]!)));
+      x = x.map((xv) => {
+        const hv = rmsNorm(xv, this.vector(`${p}.post_attention_layernorm.weight`)!, eps);
+        const gate = matVec(this.matrix(`${p}.mlp.gate_proj`), hv);
+        const up = matVec(this.matrix(`${p}.mlp.up_proj`), hv);
+        for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+        return add(xv, matVec(this.matrix(`${p}.mlp.down_proj`), gate));
+      });
+    }
+    const last = rmsNorm(x[x.length - 1]!, this.vector('model.norm.weight')!, eps);
+    const head = c.tie_word_embeddings || !this.has('lm_head.weight') ? embed : this.matrix('lm_head');
+    return matVec(head, last);
+  }
+
+  /** Greedy continuation (recomputes the whole prefix each step: fine for a few dozen tokens). */
+  greedy(prompt: number[], steps: number): number[] {
+    const seq = [...prompt];
+    const out: number[] = [];
+    for (let s = 0; s < steps; s++) {
+      const logits = this.logits(seq);
+      let best = 0;
+      for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+      out.push(best);
+      seq.push(best);
+    }
+    return out;
+  }
+
+  /** HF rotate_half RoPE in place: dims (i, i + D/2) of each head form a pair. */
+  private rope(vec: Float64Array, nHeads: number, pos: number): void {
+    const D = this.headDim;
+    for (let h = 0; h < nHeads; h++) {
+      for (let i = 0; i < D / 2; i++) {
+        const angle = pos * this.positionScale * this.invFreq[i]!;
+        const cos = Math.cos(angle);
+        const sin = Math.sin(angle);
+        const a = vec[h * D + i]!;
+        const b = vec[h * D + i + D / 2]!;
+        vec[h * D + i] = a * cos - b * sin;
+        vec[h * D + i + D / 2] = b * cos + a * sin;
+      }
+    }
+  }
+}
+
+function rmsNorm(v: ArrayLike<number>, w: Float32Array, eps: number): Float64Array {
+  let ss = 0;
+  for (let i = 0; i < v.length; i++) ss += v[i]! * v[i]!;
+  const r = 1 / Math.sqrt(ss / v.length + eps);
+  const out = new Float64Array(v.length);
+  for (let i = 0; i < v.length; i++) out[i] = v[i]! * r * w[i]!;
+  return out;
+}
+
+function matVec(m: Matrix, v: Float64Array): Float64Array {
+  const out = new Float64Array(m.rows);
+  for (let r = 0; r < m.rows; r++) {
+    let s = 0;
+    const base = r * m.cols;
+    for (let c = 0; c < m.cols; c++) s += m.w[base + c]! * v[c]!;
+    out[r] = s;
+  }
+  return out;
+}
+
+function dot(a: Float64Array, ai: number, b: Float64Array, bi: number, n: number): number {
+  let s = 0;
+  for (let i = 0; i < n; i++) s += a[ai + i]! * b[bi + i]!;
+  return s;
+}
+
+function softmax(x: Float64Array): Float64Array {
+  let max = -Infinity;
+  for (const v of x) max = Math.max(max, v);
+  const out = x.map((v) => Math.exp(v - max));
+  const sum = out.reduce((a, b) => a + b, 0);
+  return out.map((v) => v / sum);
+}
+
+function add(a: Float64Array, b: Float64Array): Float64Array {
+  const out = new Float64Array(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = a[i]! + b[i]!;
+  return out;
+}
