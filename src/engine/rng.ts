@@ -4,8 +4,10 @@
 export class Rng {
   private s: Uint32Array;
 
+  /** Any non-negative integer seed up to 2^53; its high and low words both count. */
   constructor(seed: number) {
     let x = seed >>> 0;
+    const high = Math.floor(seed / 2 ** 32) >>> 0;
     const next = () => {
       x = (x + 0x9e3779b9) >>> 0;
       let z = x;
@@ -13,7 +15,11 @@ export class Rng {
       z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
       return (z ^ (z >>> 16)) >>> 0;
     };
-    this.s = Uint32Array.of(next(), next(), next(), next());
+    // The low word seeds the first half of the state, low and high words the second.
+    const a = next();
+    const b = next();
+    x ^= high;
+    this.s = Uint32Array.of(a, b, next(), next());
   }
 
   /** Uniform in [0, 1) with 24 random bits, exact in f32. */

@@ -26,6 +26,8 @@ import {
 
 interface Sequence {
   req: GenerationRequest;
+  /** Slot index while active, -1 while queued. */
+  slot: number;
   events: Channel<GenerationEvent>;
   cancelled: boolean;
   rng: Rng;
@@ -58,6 +60,7 @@ export class Scheduler implements Engine {
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
   private readonly eos: Set<number>;
+  /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
   private closed = false;
   private readonly counters: EngineCounters = {
@@ -93,6 +96,7 @@ export class Scheduler implements Engine {
     }
     const seq: Sequence = {
       req,
+      slot: -1,
       events: undefined as unknown as Channel<GenerationEvent>,
       cancelled: false,
       rng: new Rng(req.sampling.seed ?? randomSeed()),
@@ -110,18 +114,21 @@ export class Scheduler implements Engine {
     this.waiting.push(seq, req.priority ?? 'normal');
     if (req.signal?.aborted) this.cancel(seq);
     else req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
-    this.loop ??= this.run().finally(() => (this.loop = undefined));
+    // Start on the next turn of the event loop, so requests that arrive together (a
+    // burst of clients) are admitted into the same first step.
+    this.loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.run());
     return seq.events;
   }
 
   stats(): EngineStats {
     const queued = this.waiting.size;
+    const busy = new Set(this.active.filter((s) => !s.cancelled).map((s) => s.slot));
     return {
       slots: this.o.slots,
-      activeSequences: this.active.length,
+      activeSequences: busy.size,
       queueDepth: queued,
       slotStates: [
-        ...Array.from({ length: this.o.slots }, (_, i) => (i < this.active.length ? 'decoding' as const : 'idle' as const)),
+        ...Array.from({ length: this.o.slots }, (_, i) => (busy.has(i) ? 'decoding' as const : 'idle' as const)),
         ...Array.from({ length: queued }, () => 'queued' as const),
       ],
       counters: { ...this.counters },
@@ -151,13 +158,18 @@ export class Scheduler implements Engine {
   }
 
   private async run(): Promise<void> {
-    try {
-      while (this.admit()) await this.step();
-    } catch (e) {
-      // A failed pass poisons every sequence in it; fail them all rather than hang.
-      console.error('engine step failed:', e);
-      for (const seq of [...this.active]) this.finish(seq, e);
+    while (this.admit()) {
+      try {
+        await this.step();
+      } catch (e) {
+        // A failed pass poisons every sequence in it; fail them rather than hang.
+        console.error('engine step failed:', e);
+        for (const seq of [...this.active]) this.finish(seq, e);
+      }
     }
+    // No await between the last admit() and this line: a request queued after it starts
+    // a new loop.
+    this.loop = undefined;
   }
 
   /** Drops cancelled sequences, fills free slots; false when there is nothing to run. */
@@ -173,6 +185,8 @@ export class Scheduler implements Engine {
         seq.borrowed = blocks.length;
         seq.prefilled = seq.written = blocks.length * this.blocks.blockSize;
       }
+      const taken = new Set(this.active.map((a) => a.slot));
+      seq.slot = [...Array(this.o.slots).keys()].find((i) => !taken.has(i))!;
       this.active.push(seq);
       this.counters.sequences_started++;
     }
