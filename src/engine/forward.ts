@@ -52,6 +52,8 @@ export interface SeqChunk {
 }
 
 const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
+/** Ends a sequence's logprob list early (sample.wgsl). */
+const NO_TOKEN = 0xffffffff;
 
 export class ForwardRunner {
   private readonly staging: GPUBuffer;
@@ -123,7 +125,9 @@ export class ForwardRunner {
         out.logprobs = [];
         for (let k = 0; k <= Math.min(s.topLogprobs, MAX_TOP_LOGPROBS); k++) {
           const o = (i * LOGPROB_WORDS + 2 * k) * 4;
-          out.logprobs.push({ token: lp.getUint32(o, true), logprob: lp.getFloat32(o + 4, true) });
+          const token = lp.getUint32(o, true);
+          if (token === NO_TOKEN) break;
+          out.logprobs.push({ token, logprob: lp.getFloat32(o + 4, true) });
         }
       }
       return out;

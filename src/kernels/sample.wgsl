@@ -13,7 +13,8 @@
 // (what OpenAI reports): the chosen token's, then the top ones'.
 // Bindings: 0 params, 1 step, 2 logits [S, vocab], 3 per-sequence params [S],
 // 4 out ids [S], 5 grammar masks [S, mask_words] (bit i%32 of word i/32 = token i allowed),
-// 6 logprobs out [S, 2 * (1 + MAX_TOP)] as (id, logprob) pairs.
+// 6 logprobs out [S, 2 * (1 + MAX_TOP)] as (id, logprob) pairs, ended early by id 0xffffffff
+// when fewer tokens are candidates than were asked for.
 // Plan: one workgroup of 256 per sequence; reductions through workgroup memory.
 const WG: u32 = 256u;
 const BISECT_STEPS: u32 = 32u;
@@ -166,7 +167,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let argmax = reduce_best(3.4e38, 3.4e38, 0u, lid);
   if (argmax == NONE) {
     // Nothing is a candidate (every logit -inf): the lowest id, as for ties.
-    if (lid == 0u) { out[seq] = 0u; }
+    if (lid == 0u) {
+      out[seq] = 0u;
+      if (sp.logprobs > 0u) {
+        write_logprob(seq, 0u, 0u, p.neg_inf);
+        write_logprob(seq, 1u, NONE, 0.0);
+      }
+    }
     return;
   }
   // logit() reads private state, which uniformity analysis cannot trust: share the max
@@ -223,8 +230,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       // Tokens at or above the threshold probability; if two or more, drop all but the
       // least likely of them.
       let z = mass(lo, hi_all, mx, inv_t, lid);
-      let t_xtc = mx + sp.temperature * log(sp.xtc_threshold * z);
-      if (t_xtc > lo && count_at_least(t_xtc, lid) >= 2u) {
+      let t_xtc = max(lo, mx + sp.temperature * log(sp.xtc_threshold * z));
+      if (count_at_least(t_xtc, lid) >= 2u) {
         var m = 3.4e38;
         for (var i = lid; i < p.vocab; i += WG) {
           let l = logit(i);
@@ -277,7 +284,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var prev_id = 0u;
     for (var k = 1u; k < min(sp.logprobs, 1u + MAX_TOP); k++) {
       let id = reduce_best(3.4e38, prev_l, prev_id, lid);
-      if (id == NONE) { break; }
+      if (id == NONE) {
+        // Fewer candidates than asked for: mark the end for the host.
+        if (lid == 0u) { write_logprob(seq, k, NONE, 0.0); }
+        break;
+      }
       prev_l = logit(id);
       prev_id = id;
       if (lid == 0u) { write_logprob(seq, k, id, prev_l - log_z); }
