@@ -2,6 +2,7 @@
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
 import type { Backend } from './runtime/gpu.js';
+import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
 
 export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const satisfies readonly Backend[];
 
@@ -17,6 +18,21 @@ export interface ServeOptions {
   apiKey?: string;
   alias?: string;
   backend: (typeof BACKENDS)[number];
+  /** GET /slots; undefined = on. */
+  slots?: boolean;
+  /** GET /metrics on the main port. */
+  metrics?: boolean;
+  /** GET /metrics on a listener of its own, same host. */
+  metricsPort?: number;
+  /** Server-wide sampling defaults that were set; the rest keep DEFAULT_SAMPLING. */
+  sampling?: Partial<SamplingDefaults>;
+  /** Responses API stores: entries kept (0 disables) and their lifetime in seconds. */
+  responsesStoreMaxEntries?: number;
+  responsesStoreTtlSecs?: number;
+  conversationStoreMaxEntries?: number;
+  conversationStoreTtlSecs?: number;
+  /** --chat-template-kwargs: a JSON object every chat request's kwargs are merged over. */
+  chatTemplateKwargs?: Record<string, unknown>;
 }
 
 export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
@@ -28,9 +44,16 @@ interface Flag {
   short?: string;
   /** Environment variables read when the flag is absent, first match wins. */
   env: string[];
-  value: string;
+  /** The value's placeholder in --help; absent for an on/off switch. */
+  value?: string;
+  /** A switch's "off" spelling; its variables then take true/false values. */
+  negation?: string;
+  /** A server-wide sampling default (see ./server/sampling-defaults.ts): its field and range. */
+  sampling?: { key: keyof SamplingDefaults; kind: 'int' | 'float'; min: number; max?: number };
   help: string;
 }
+
+const sampling = (key: keyof SamplingDefaults, kind: 'int' | 'float', min: number, max?: number) => ({ key, kind, min, max });
 
 const FLAGS: Flag[] = [
   { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR', help: 'model directory in Hugging Face layout (default: the bundled stories260k)' },
@@ -44,6 +67,22 @@ const FLAGS: Flag[] = [
   { name: 'api-key', env: ['LLAMA_ARG_API_KEY', 'LLAMA_API_KEY'], value: 'KEY', help: 'require this key in "Authorization: Bearer KEY" (default: none)' },
   { name: 'alias', env: ['LLAMA_ARG_ALIAS'], value: 'NAME', help: 'model id shown in responses (default: the model directory name)' },
   { name: 'backend', env: ['LLAMA_ARG_BACKEND'], value: 'NAME', help: `GPU backend: ${BACKENDS.join('|')} (default: auto)` },
+  { name: 'chat-template-kwargs', env: ['LLAMA_ARG_CHAT_TEMPLATE_KWARGS'], value: 'JSON', help: 'JSON object of chat template kwargs; request kwargs win per key (default: {})' },
+  // llama-server's variable names for these two take a boolean.
+  { name: 'slots', negation: 'no-slots', env: ['LLAMA_ARG_ENDPOINT_SLOTS'], help: 'serve GET /slots (default: on)' },
+  { name: 'metrics', env: ['LLAMA_ARG_ENDPOINT_METRICS'], help: 'serve Prometheus GET /metrics on the main port (default: off)' },
+  { name: 'metrics-port', env: ['LLAMA_ARG_METRICS_PORT'], value: 'PORT', help: 'serve GET /metrics on its own listener at this port of --host (default: none)' },
+  // Server-wide sampling defaults: what a request gets for a field it leaves out. A new
+  // sampler knob is one line here plus its field in src/server/sampling-defaults.ts.
+  { name: 'temp', env: ['LLAMA_ARG_TEMP'], value: 'N', sampling: sampling('temperature', 'float', 0), help: `temperature, 0 = greedy (default: ${DEFAULT_SAMPLING.temperature})` },
+  { name: 'top-k', env: ['LLAMA_ARG_TOP_K'], value: 'N', sampling: sampling('top_k', 'int', 0), help: `top-k sampling, 0 = off (default: ${DEFAULT_SAMPLING.top_k})` },
+  { name: 'top-p', env: ['LLAMA_ARG_TOP_P'], value: 'N', sampling: sampling('top_p', 'float', 0, 1), help: `top-p sampling, 1 = off (default: ${DEFAULT_SAMPLING.top_p})` },
+  { name: 'n-predict', short: 'n', env: ['LLAMA_ARG_N_PREDICT'], value: 'N', sampling: sampling('n_predict', 'int', -1), help: 'tokens to predict when a request sets none, and the most it may ask for; -1 = until the context is full (default: -1)' },
+  { name: 'seed', short: 's', env: ['LLAMA_ARG_SEED'], value: 'N', sampling: sampling('seed', 'int', -1), help: 'seed for requests that set none, -1 = random (default: -1)' },
+  { name: 'responses-store-max-entries', env: ['LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES'], value: 'N', help: 'stored /v1/responses responses, 0 disables storing (default: 1024)' },
+  { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: 'seconds a stored response is kept, 0 = no expiry (default: 3600)' },
+  { name: 'conversation-store-max-entries', env: ['LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES'], value: 'N', help: 'stored /v1/responses conversations, 0 disables them (default: 256)' },
+  { name: 'conversation-store-ttl-secs', env: ['LLAMA_ARG_CONVERSATION_STORE_TTL_SECS'], value: 'N', help: 'seconds a conversation is kept after its last use, 0 = no expiry (default: 3600)' },
 ];
 
 export const HELP_TEXT = [
@@ -53,7 +92,7 @@ export const HELP_TEXT = [
   '',
   'Options:',
   ...FLAGS.map((f) => {
-    const names = `${f.short ? `-${f.short}, ` : '    '}--${f.name} ${f.value}`;
+    const names = `${f.short ? `-${f.short}, ` : '    '}--${f.name}${f.negation ? `, --${f.negation}` : ''}${f.value ? ` ${f.value}` : ''}`;
     return `  ${names.padEnd(26)}${f.help}\n  ${''.padEnd(26)}(env: ${f.env.join(', ')})`;
   }),
   `  ${'-h, --help'.padEnd(26)}show this help`,
@@ -65,27 +104,46 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
   try {
     // parseArgs takes one-letter short options only; llama-server has "-np".
     const longShorts = new Map(FLAGS.filter((f) => f.short && f.short.length > 1).map((f) => [`-${f.short}`, `--${f.name}`]));
-    const args = argv.map((a) => longShorts.get(a) ?? a);
+    const args = joinNegativeValues(argv.map((a) => longShorts.get(a) ?? a));
     const options = Object.fromEntries(
-      FLAGS.map((f) => [f.name, { type: 'string' as const, ...(f.short?.length === 1 ? { short: f.short } : {}) }]),
+      FLAGS.flatMap((f) => [
+        [f.name, { type: f.value ? ('string' as const) : ('boolean' as const), ...(f.short?.length === 1 ? { short: f.short } : {}) }],
+        ...(f.negation ? [[f.negation, { type: 'boolean' as const }]] : []),
+      ]),
     );
-    ({ values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true }));
+    ({ values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true }) as {
+      values: Record<string, string | boolean | undefined>;
+    });
+    // Of "--slots --no-slots", the last one wins, as in llama-server.
+    for (const f of FLAGS.filter((g) => g.negation)) {
+      const last = [...args].reverse().find((a) => a === `--${f.name}` || a === `--${f.negation}`);
+      if (last) values[f.name] = last === `--${f.name}`;
+    }
   } catch (err) {
     throw new CliError((err as Error).message);
   }
   if (values.help) return { kind: 'help' };
 
+  const fromEnv = (flag: Flag): string | undefined => flag.env.map((e) => env[e]).find((v) => v !== undefined && v !== '');
   const get = (name: string): string | undefined => {
     const flag = FLAGS.find((f) => f.name === name)!;
     const fromArgs = values[name];
     if (typeof fromArgs === 'string') return fromArgs;
-    return flag.env.map((e) => env[e]).find((v) => v !== undefined && v !== '');
+    return fromEnv(flag);
+  };
+  /** A switch: true/false from the command line or its variable, undefined when unset. */
+  const getSwitch = (name: string): boolean | undefined => {
+    const flag = FLAGS.find((f) => f.name === name)!;
+    const fromArgs = values[name];
+    if (typeof fromArgs === 'boolean') return fromArgs;
+    const text = fromEnv(flag);
+    return text === undefined ? undefined : boolean(flag, text);
   };
 
   const ctxSize = integer('ctx-size', get('ctx-size') ?? '0', 0);
-  const optionalInteger = (name: string, min: number) => {
+  const optionalInteger = (name: string, min: number, max?: number) => {
     const text = get(name);
-    return text === undefined ? undefined : integer(name, text, min);
+    return text === undefined ? undefined : integer(name, text, min, max);
   };
   const backend = get('backend') ?? 'auto';
   if (!(BACKENDS as readonly string[]).includes(backend)) {
@@ -104,12 +162,85 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       apiKey: get('api-key'),
       alias: get('alias'),
       backend: backend as ServeOptions['backend'],
+      slots: getSwitch('slots'),
+      metrics: getSwitch('metrics'),
+      metricsPort: optionalInteger('metrics-port', 0, 65535),
+      sampling: samplingOptions(get),
+      responsesStoreMaxEntries: optionalInteger('responses-store-max-entries', 0),
+      responsesStoreTtlSecs: optionalInteger('responses-store-ttl-secs', 0),
+      conversationStoreMaxEntries: optionalInteger('conversation-store-max-entries', 0),
+      conversationStoreTtlSecs: optionalInteger('conversation-store-ttl-secs', 0),
+      chatTemplateKwargs: jsonObject('chat-template-kwargs', get('chat-template-kwargs')),
     },
   };
 }
 
+/** A flag whose value is a JSON object (llama-server's --chat-template-kwargs). */
+function jsonObject(name: string, text: string | undefined): Record<string, unknown> | undefined {
+  if (text === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new CliError(`--${name} must be a JSON object: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new CliError(`--${name} must be a JSON object, got ${text}`);
+  return value as Record<string, unknown>;
+}
+
+/** The sampling flags that were given, parsed; undefined when none was. */
+function samplingOptions(get: (name: string) => string | undefined): Partial<SamplingDefaults> | undefined {
+  const entries = FLAGS.flatMap((f) => {
+    const text = f.sampling && get(f.name);
+    if (!f.sampling || text === undefined) return [];
+    const { key, kind, min, max } = f.sampling;
+    return [[key, kind === 'int' ? integer(f.name, text, min, max) : float(f.name, text, min, max)]];
+  });
+  return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+}
+
+/**
+ * parseArgs refuses "--seed -1" (a value that looks like an option) and wants
+ * "--seed=-1"; llama-server users write the former, so a value flag followed by a
+ * negative number is joined with it.
+ */
+function joinNegativeValues(args: string[]): string[] {
+  const valueFlags = new Set(FLAGS.filter((f) => f.value).flatMap((f) => [`--${f.name}`, ...(f.short?.length === 1 ? [`-${f.short}`] : [])]));
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const next = args[i + 1];
+    if (valueFlags.has(a) && next !== undefined && /^-\d/.test(next)) {
+      const long = a.startsWith('--') ? a : `--${FLAGS.find((f) => `-${f.short}` === a)!.name}`;
+      out.push(`${long}=${next}`);
+      i++;
+    } else {
+      out.push(a);
+    }
+  }
+  return out;
+}
+
+const TRUE_WORDS = ['1', 'true', 'on', 'yes', 'enabled'];
+const FALSE_WORDS = ['0', 'false', 'off', 'no', 'disabled'];
+
+function boolean(flag: Flag, text: string): boolean {
+  const word = text.trim().toLowerCase();
+  if (TRUE_WORDS.includes(word)) return true;
+  if (FALSE_WORDS.includes(word)) return false;
+  throw new CliError(`${flag.env.join('/')} must be one of ${[...TRUE_WORDS, ...FALSE_WORDS].join(', ')}, got "${text}"`);
+}
+
+function float(name: string, text: string, min: number, max = Infinity): number {
+  const value = /^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text.trim()) ? Number(text) : NaN;
+  if (!(value >= min && value <= max)) {
+    throw new CliError(`--${name} must be a number from ${min}${max === Infinity ? '' : ` to ${max}`}, got "${text}"`);
+  }
+  return value;
+}
+
 function integer(name: string, text: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  const value = /^\d+$/.test(text) ? Number(text) : NaN;
+  const value = /^-?\d+$/.test(text) ? Number(text) : NaN;
   if (!(value >= min && value <= max)) throw new CliError(`--${name} must be an integer from ${min} to ${max}, got "${text}"`);
   return value;
 }

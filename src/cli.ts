@@ -31,6 +31,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
   const server = await startServer(loading, options);
   console.log(`mlxcel-server: listening on ${server.url}`);
+  if (server.metricsUrl) console.log(`mlxcel-server: metrics on ${server.metricsUrl}/metrics`);
   startLoading(
     loadEngine({
       modelDir: options.modelDir,

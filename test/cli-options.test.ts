@@ -88,3 +88,71 @@ describe('parseCli', () => {
     }
   });
 });
+
+describe('parseCli: observability and sampling-default flags', () => {
+  it('reads --no-slots, --metrics, --metrics-port and the sampling defaults', () => {
+    const argv = ['--no-slots', '--metrics', '--metrics-port', '9100', '--temp', '0.5', '--top-k', '10', '--top-p', '0.9', '-n', '32', '-s', '42'];
+    expect(parse(argv)).toMatchObject({
+      options: {
+        slots: false,
+        metrics: true,
+        metricsPort: 9100,
+        sampling: { temperature: 0.5, top_k: 10, top_p: 0.9, n_predict: 32, seed: 42 },
+      },
+    });
+    expect(parse(['--n-predict', '7', '--seed', '0'])).toMatchObject({ options: { sampling: { n_predict: 7, seed: 0 } } });
+  });
+
+  it('leaves everything unset without the flags', () => {
+    const { options } = parse([]) as { options: Record<string, unknown> };
+    for (const key of ['slots', 'metrics', 'metricsPort', 'sampling']) expect(options[key]).toBeUndefined();
+  });
+
+  it('takes negative values the way llama-server users write them', () => {
+    expect(parse(['--seed', '-1', '-n', '-1'])).toMatchObject({ options: { sampling: { seed: -1, n_predict: -1 } } });
+    expect(parse(['--seed=-1'])).toMatchObject({ options: { sampling: { seed: -1 } } });
+  });
+
+  it('lets the last of --slots/--no-slots win', () => {
+    expect(parse(['--no-slots', '--slots'])).toMatchObject({ options: { slots: true } });
+    expect(parse(['--slots', '--no-slots'])).toMatchObject({ options: { slots: false } });
+  });
+
+  it('reads llama-server variables for the switches and LLAMA_ARG_* for the rest; flags win', () => {
+    const env = {
+      LLAMA_ARG_ENDPOINT_SLOTS: '0',
+      LLAMA_ARG_ENDPOINT_METRICS: 'true',
+      LLAMA_ARG_METRICS_PORT: '9200',
+      LLAMA_ARG_TEMP: '0',
+      LLAMA_ARG_TOP_K: '5',
+      LLAMA_ARG_TOP_P: '0.5',
+      LLAMA_ARG_N_PREDICT: '16',
+      LLAMA_ARG_SEED: '7',
+    };
+    expect(parse([], env)).toMatchObject({
+      options: { slots: false, metrics: true, metricsPort: 9200, sampling: { temperature: 0, top_k: 5, top_p: 0.5, n_predict: 16, seed: 7 } },
+    });
+    expect(parse(['--slots', '--temp', '1.5'], env)).toMatchObject({ options: { slots: true, sampling: { temperature: 1.5, top_k: 5 } } });
+    expect(parse([], { LLAMA_ARG_ENDPOINT_SLOTS: 'enabled', LLAMA_ARG_ENDPOINT_METRICS: '0' })).toMatchObject({
+      options: { slots: true, metrics: false },
+    });
+  });
+
+  it('rejects out-of-range and malformed values', () => {
+    expect(() => parse(['--temp', '-0.5'])).toThrow(/--temp must be a number from 0/);
+    expect(() => parse(['--temp', 'hot'])).toThrow(/--temp must be a number/);
+    expect(() => parse(['--top-p', '1.5'])).toThrow(/--top-p must be a number from 0 to 1/);
+    expect(() => parse(['--top-k', '2.5'])).toThrow(/--top-k must be an integer/);
+    expect(() => parse(['-n', '-2'])).toThrow(/--n-predict must be an integer from -1/);
+    expect(() => parse(['--seed', '-5'])).toThrow(/--seed must be an integer from -1/);
+    expect(() => parse(['--metrics-port', '70000'])).toThrow(/--metrics-port must be an integer/);
+    expect(() => parse(['--metrics', 'yes'])).toThrow(CliError);
+    expect(() => parse([], { LLAMA_ARG_ENDPOINT_METRICS: 'maybe' })).toThrow(/LLAMA_ARG_ENDPOINT_METRICS must be one of/);
+  });
+
+  it('lists the new options and their variables in --help', () => {
+    const names = ['--slots, --no-slots', '--metrics ', '--metrics-port PORT', '--temp', '--top-k', '--top-p', '-n, --n-predict', '-s, --seed'];
+    const vars = ['LLAMA_ARG_ENDPOINT_SLOTS', 'LLAMA_ARG_ENDPOINT_METRICS', 'LLAMA_ARG_METRICS_PORT', 'LLAMA_ARG_TEMP', 'LLAMA_ARG_TOP_K', 'LLAMA_ARG_TOP_P', 'LLAMA_ARG_N_PREDICT', 'LLAMA_ARG_SEED'];
+    for (const text of [...names, ...vars]) expect(HELP_TEXT).toContain(text);
+  });
+});

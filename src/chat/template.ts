@@ -43,6 +43,8 @@ export const FALLBACK_CHAT_TEMPLATE =
 
 export class ChatTemplate {
   private readonly template: Template;
+  /** The template tells a tool-calling turn by its null content (DeepSeek's `content is none`). */
+  private readonly testsNullContent: boolean;
 
   /** Parses once; `source` undefined selects FALLBACK_CHAT_TEMPLATE. */
   constructor(
@@ -50,13 +52,14 @@ export class ChatTemplate {
     private readonly specialTokens: { bosToken?: string; eosToken?: string },
   ) {
     this.template = new Template(source ?? FALLBACK_CHAT_TEMPLATE);
+    this.testsNullContent = /content['"]?\]?\s+is\s+(not\s+)?none/.test(source ?? '');
   }
 
   /** The prompt text for the next assistant turn. Throws ChatTemplateError on template failure. */
   render(messages: readonly ChatMessage[], options: RenderChatOptions = {}): string {
     const context: Record<string, unknown> = {
       ...options.kwargs,
-      messages: messages.map(flattenContent),
+      messages: messages.map((m) => (m.content == null && this.testsNullContent ? { ...m, content: null } : flattenContent(m))),
       add_generation_prompt: true,
       bos_token: this.specialTokens.bosToken,
       eos_token: this.specialTokens.eosToken,

@@ -1,7 +1,7 @@
 // The one place where engine tokens become response text: detokenizing, stop strings,
 // usage and timings. Every API family consumes this and only reshapes its events.
 import type { Engine } from '../engine/engine.js';
-import type { FinishReason, GenerationEvent, Priority, SamplingParams, Timings } from '../engine/types.js';
+import type { FinishReason, GenerationEvent, Priority, SamplingParams, Timings, TokenConstraint } from '../engine/types.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import { StopMatcher } from './stop-matcher.js';
 
@@ -14,6 +14,12 @@ export interface TextGenerationParams {
   /** The client's lifetime: aborting ends generation and the iteration without a 'done'. */
   signal?: AbortSignal;
   priority?: Priority;
+  /** Restricts sampled tokens (a grammar, a reasoning budget). */
+  constraint?: TokenConstraint;
+  /** Special tokens whose text is kept (tool-call and reasoning markup); others are skipped. */
+  keepSpecialIds?: ReadonlySet<number>;
+  /** A 'text' event for every token, even an empty one: one event per generated token. */
+  everyToken?: boolean;
 }
 
 export interface Usage {
@@ -39,10 +45,12 @@ export type TextGenerationEvent = { type: 'text'; text: string } | { type: 'done
  * reaches the caller before it commits to a response; iterating yields the text.
  */
 export function generateText(engine: Engine, params: TextGenerationParams): AsyncGenerator<TextGenerationEvent> {
-  const { promptTokens, maxTokens, sampling, signal, priority } = params;
+  const { promptTokens, maxTokens, sampling, signal, priority, constraint } = params;
   // No room for tokens, or nobody left to read them: the engine is not involved.
   const events =
-    maxTokens > 0 && !signal?.aborted ? engine.generate({ promptTokens, maxTokens, sampling, signal, priority }) : undefined;
+    maxTokens > 0 && !signal?.aborted
+      ? engine.generate({ promptTokens, maxTokens, sampling, signal, priority, ...(constraint ? { constraint } : {}) })
+      : undefined;
   return textEvents(engine, params, events);
 }
 
@@ -53,7 +61,14 @@ async function* textEvents(
 ): AsyncGenerator<TextGenerationEvent> {
   const { promptTokens, signal } = params;
   const clock = new Clock();
-  const detokenizer = new IncrementalDetokenizer((ids) => engine.tokenizer.decode(ids, true), promptTokens);
+  const { tokenizer } = engine;
+  const keep = params.keepSpecialIds;
+  // Constrained text must be the tokens' exact bytes: no " ," -> "," clean-up (Llama 3's config asks for it).
+  const cleanUp = params.constraint ? false : undefined;
+  const decode = keep?.size
+    ? (ids: number[]) => tokenizer.decode(ids.filter((id) => keep.has(id) || !tokenizer.isSpecial(id)), false, cleanUp)
+    : (ids: number[]) => tokenizer.decode(ids, true, cleanUp);
+  const detokenizer = new IncrementalDetokenizer(decode, promptTokens);
   const stops = new StopMatcher(params.stop);
   let text = '';
   let completionTokens = 0;
@@ -86,7 +101,7 @@ async function* textEvents(
       clock.token();
       completionTokens++;
       const match = stops.push(detokenizer.push(event.id));
-      if (match.text) {
+      if (match.text || params.everyToken) {
         text += match.text;
         yield { type: 'text', text: match.text };
       }

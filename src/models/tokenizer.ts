@@ -27,6 +27,12 @@ export class TextTokenizer {
   readonly bosId: number | undefined;
   readonly eosId: number | undefined;
   private readonly specialIds: Set<number>;
+  /** tokenizer.json's model.type ("BPE", "Unigram", "WordPiece"...). */
+  readonly modelType: string | undefined;
+  /** tokenizer.json's decoder types, a Sequence flattened ("ByteLevel", "Replace", "ByteFallback"...). */
+  readonly decoderTypes: string[];
+  /** Added tokens, special or not: never pieces of ordinary text. */
+  readonly addedIds: ReadonlySet<number>;
 
   constructor(
     private readonly tok: Tokenizer,
@@ -43,6 +49,12 @@ export class TextTokenizer {
     this.bosId = this.bosToken === undefined ? undefined : tok.token_to_id(this.bosToken);
     this.eosId = this.eosToken === undefined ? undefined : tok.token_to_id(this.eosToken);
     this.specialIds = new Set([...tok.get_added_tokens_decoder()].filter(([, t]) => t.special).map(([id]) => id));
+    this.addedIds = new Set(tok.get_added_tokens_decoder().keys());
+    this.modelType = (tok.model?.config as { type?: string } | undefined)?.type;
+    type DecoderConfig = { type?: string; decoders?: DecoderConfig[] };
+    const flatten = (d: DecoderConfig | undefined): string[] =>
+      d == null ? [] : d.type === 'Sequence' ? (d.decoders ?? []).flatMap(flatten) : d.type ? [d.type] : [];
+    this.decoderTypes = flatten(tok.decoder?.config as DecoderConfig | undefined);
   }
 
   static async load(dir: string): Promise<TextTokenizer> {
@@ -64,10 +76,12 @@ export class TextTokenizer {
     return this.tok.encode(text, { add_special_tokens: addSpecial }).ids;
   }
 
-  decode(ids: number[], skipSpecial = true): string {
+  /** `cleanUpSpaces` false keeps the pieces' text exactly (no " ," -> "," clean-up), as
+   *  constrained decoding needs; undefined follows tokenizer_config.json. */
+  decode(ids: number[], skipSpecial = true, cleanUpSpaces?: boolean): string {
     // tokenizers.js throws on an empty list.
     if (ids.length === 0) return '';
-    return this.tok.decode(ids, { skip_special_tokens: skipSpecial });
+    return this.tok.decode(ids, { skip_special_tokens: skipSpecial, clean_up_tokenization_spaces: cleanUpSpaces });
   }
 
   /** The vocabulary piece of one id, as stored (e.g. "▁the", "Ġthe", "<0x0A>"). */

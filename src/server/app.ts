@@ -3,30 +3,116 @@
 // 404 and error envelopes last.
 import express, { type Express } from 'express';
 import type { Engine } from '../engine/engine.js';
+import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './anthropic.js';
 import { apiKeyAuth } from './auth.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
 import { healthRoutes } from './health.js';
+import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
 import { modelRoutes } from './models.js';
 import { nativeRoutes } from './native.js';
 import { openAIChatRoutes } from './openai-chat.js';
 import { openAICompletionRoutes } from './openai-completions.js';
+import { propsRoutes } from './props.js';
+import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './responses.js';
+import { samplingDefaults, type SamplingDefaults } from './sampling-defaults.js';
+import { slotRoutes } from './slots.js';
 
 export interface AppOptions {
   /** When set, every route but GET /health and GET / needs this key. */
   apiKey?: string;
+  /** Defaults for what a request leaves out (the CLI's sampling flags); a field left
+   *  undefined keeps ./sampling-defaults.ts's value. */
+  sampling?: Partial<SamplingDefaults>;
+  /** GET /slots; on unless false (--no-slots). */
+  slots?: boolean;
+  /** GET /metrics on this app (--metrics); --metrics-port serves it on its own listener. */
+  metrics?: boolean;
+  /** Responses API stores (--responses-store-*, --conversation-store-*); 0 entries disables one. */
+  responsesStoreMaxEntries?: number;
+  responsesStoreTtlSecs?: number;
+  conversationStoreMaxEntries?: number;
+  conversationStoreTtlSecs?: number;
+  /** --chat-template-kwargs: kwargs every chat request starts from (request keys win). */
+  chatTemplateKwargs?: Record<string, unknown>;
+}
+
+/** What the routes of one server share, a separate metrics listener included. */
+export interface AppState {
+  models: ModelState;
+  defaults: SamplingDefaults;
+  metrics: ServerMetrics;
+}
+
+export function createAppState(engine: Engine | Promise<Engine>, options: AppOptions = {}): AppState {
+  const models = new ModelState(engine);
+  const stats = () => {
+    try {
+      return models.current?.engine.stats();
+    } catch {
+      // The model failed to load: nothing to report, and a scrape should still answer.
+      return undefined;
+    }
+  };
+  return { models, defaults: samplingDefaults(options.sampling), metrics: new ServerMetrics(stats) };
 }
 
 /** `engine` may still be loading: routes answer 503 until it resolves. */
-export function createApp(engine: Engine | Promise<Engine>, options: AppOptions = {}): Express {
-  const models = new ModelState(engine);
-  const app = express();
-  app.disable('x-powered-by');
+export function createApp(
+  engine: Engine | Promise<Engine>,
+  options: AppOptions = {},
+  state: AppState = createAppState(engine, options),
+): Express {
+  const { models, defaults, metrics } = state;
+  const app = newApp();
   app.use(healthRoutes(models));
+  // Before auth, so that its 401s on these paths are in Anthropic's envelope too.
+  app.use(ANTHROPIC_PATHS, anthropicErrorScope);
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
+  // Bodiless GET routes, ahead of the body parser.
+  if (options.slots !== false) app.use(slotRoutes(models));
+  if (options.metrics) app.use(metricsRoutes(metrics));
+  app.use(propsRoutes(models, defaults));
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
   app.use(express.json({ limit: '32mb', type: () => true }));
-  app.use(openAIChatRoutes(models), openAICompletionRoutes(models), nativeRoutes(models), modelRoutes(models));
+  app.use(
+    openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
+    openAICompletionRoutes(models, defaults, metrics),
+    nativeRoutes(models, defaults, metrics),
+    modelRoutes(models),
+    responsesRoutes(models, defaults, metrics, responsesOptions(options)),
+    anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
+  );
+  return finish(app);
+}
+
+/** The --metrics-port listener's app: GET /metrics alone, behind the same API key. */
+export function createMetricsApp(state: AppState, options: Pick<AppOptions, 'apiKey'> = {}): Express {
+  const app = newApp();
+  if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
+  app.use(metricsRoutes(state.metrics));
+  return finish(app);
+}
+
+function responsesOptions(o: AppOptions) {
+  const d = DEFAULT_RESPONSES_OPTIONS;
+  return {
+    chatTemplateKwargs: o.chatTemplateKwargs,
+    responses: { maxEntries: o.responsesStoreMaxEntries ?? d.responses.maxEntries, ttlSecs: o.responsesStoreTtlSecs ?? d.responses.ttlSecs },
+    conversations: {
+      maxEntries: o.conversationStoreMaxEntries ?? d.conversations.maxEntries,
+      ttlSecs: o.conversationStoreTtlSecs ?? d.conversations.ttlSecs,
+    },
+  };
+}
+
+function newApp(): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  return app;
+}
+
+function finish(app: Express): Express {
   app.use((req, res) => {
     sendError(res, new ApiError(404, 'not_found_error', `no route for ${req.method} ${req.path}`));
   });

@@ -25,7 +25,9 @@ export const badRequest = (message: string, code: string | null = null, details?
 export const serverError = (message: string) => new ApiError(500, 'server_error', message);
 
 export function sendError(res: Response, err: ApiError): void {
-  res.status(err.status).json(err.toJSON());
+  // A route family with its own envelope (Anthropic's) sets res.locals.errorBody.
+  const body = res.locals.errorBody as ((err: ApiError) => unknown) | undefined;
+  res.status(err.status).json(body ? body(err) : err.toJSON());
 }
 
 /** Maps anything thrown in a route, body-parser's errors included, onto the envelope. */

@@ -5,20 +5,21 @@ import type { Engine } from '../engine/engine.js';
 import type { SamplingParams } from '../engine/types.js';
 import { badRequest } from './errors.js';
 import type { RequestContext } from './request-context.js';
+import { tokenBudget, type SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
 
-/** llama-server's defaults, since the OpenAI ones (temperature 1, no top-k) suit local models worse. */
-const DEFAULT_SAMPLING: Readonly<SamplingParams> = { temperature: 0.8, topK: 40, topP: 0.95 };
-
-function samplingFrom(body: SamplingFields): SamplingParams {
+/** A request's fields over the server's defaults (./sampling-defaults.ts, set by the CLI). */
+function samplingFrom(body: SamplingFields, defaults: SamplingDefaults): SamplingParams {
   const sampling: SamplingParams = {
-    temperature: body.temperature ?? DEFAULT_SAMPLING.temperature,
+    temperature: body.temperature ?? defaults.temperature,
     // llama.cpp clients send top_k <= 0 for "disabled".
-    topK: Math.max(0, body.top_k ?? DEFAULT_SAMPLING.topK),
-    topP: body.top_p ?? DEFAULT_SAMPLING.topP,
+    topK: Math.max(0, body.top_k ?? defaults.top_k),
+    topP: body.top_p ?? defaults.top_p,
   };
-  // A negative seed is llama.cpp's "random", like an absent one.
-  if (body.seed != null && body.seed >= 0) sampling.seed = body.seed;
+  // A negative seed is llama.cpp's "random", like an absent one; then the server's
+  // --seed applies, if set.
+  const seed = body.seed != null && body.seed >= 0 ? body.seed : defaults.seed;
+  if (seed >= 0) sampling.seed = seed;
   return sampling;
 }
 
@@ -42,8 +43,9 @@ export function tokenizePrompt(engine: Engine, prompt: string | number[]): numbe
 
 /**
  * Everything the shared generator needs, after rejecting a prompt that leaves no room in
- * the context (before any work is queued). `maxTokens` absent means "until the context
- * is full", as in llama-server; a larger request is capped there and ends with 'length'.
+ * the context (before any work is queued). `maxTokens` absent means the server's
+ * n_predict, by default "until the context is full", as in llama-server; a larger
+ * request is capped there and ends with 'length'.
  */
 export function generationParams(
   engine: Engine,
@@ -51,6 +53,7 @@ export function generationParams(
   body: SamplingFields,
   maxTokens: number | null | undefined,
   context: RequestContext,
+  defaults: SamplingDefaults,
 ): TextGenerationParams {
   const contextSize = engine.info.contextSize;
   if (promptTokens.length === 0) throw badRequest('the prompt is empty');
@@ -63,10 +66,11 @@ export function generationParams(
     );
   }
   const room = contextSize - promptTokens.length;
+  const budget = tokenBudget(maxTokens ?? undefined, defaults.n_predict);
   return {
     promptTokens,
-    maxTokens: Math.min(maxTokens ?? room, room),
-    sampling: samplingFrom(body),
+    maxTokens: Math.min(budget ?? room, room),
+    sampling: samplingFrom(body, defaults),
     stop: stopList(body.stop),
     ...context,
   };

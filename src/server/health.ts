@@ -1,6 +1,7 @@
 // GET /health and GET /: liveness, loading status and the engine's load, open even when
 // an API key is set. 503 while loading or while every slot is busy, as the reference has it.
 import { Router } from 'express';
+import { supportsTools } from '../chat/tools/registry.js';
 import type { ModelState } from './model-state.js';
 
 export function healthRoutes(models: ModelState): Router {
@@ -25,8 +26,7 @@ export function healthRoutes(models: ModelState): Router {
         cache_pool_active: stats.activeSequences,
       },
       context_size: info.contextSize,
-      // No tool-call parser exists yet, so none is advertised.
-      tool_call_parser: null,
+      tool_call_parser: supportsTools(model.chatFormat) ? 'mlxcel' : null,
     });
   });
   return router;

@@ -1,6 +1,7 @@
 // The server listens before the model has loaded, so routes ask this holder for the
 // model on every request and answer 503 until it is there.
 import { ChatTemplate } from '../chat/template.js';
+import { detectChatFormat, type ChatFormat } from '../chat/tools/registry.js';
 import type { Engine } from '../engine/engine.js';
 import { ApiError } from './errors.js';
 
@@ -8,6 +9,10 @@ import { ApiError } from './errors.js';
 export interface ServedModel {
   engine: Engine;
   chatTemplate: ChatTemplate;
+  /** The named "tool_use" template some checkpoints carry: used for requests with tools. */
+  toolUseTemplate?: ChatTemplate;
+  /** Tool-call format and reasoning tags, read off the template tools are rendered with. */
+  chatFormat: ChatFormat;
   /** Unix seconds when loading finished: the model's `created` in /v1/models. */
   created: number;
 }
@@ -48,9 +53,12 @@ export class ModelState {
 
 function serve(engine: Engine): ServedModel {
   const { tokenizer } = engine;
+  const toolUse = tokenizer.chatTemplates.get('tool_use');
   return {
     engine,
     chatTemplate: new ChatTemplate(tokenizer.chatTemplates.get('default'), tokenizer),
+    ...(toolUse ? { toolUseTemplate: new ChatTemplate(toolUse, tokenizer) } : {}),
+    chatFormat: detectChatFormat(toolUse ?? tokenizer.chatTemplates.get('default')),
     created: Math.floor(Date.now() / 1000),
   };
 }

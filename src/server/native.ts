@@ -4,22 +4,27 @@ import { collectText, generateText, type TextGenerationResult } from '../chat/te
 import type { Engine } from '../engine/engine.js';
 import { serverError } from './errors.js';
 import { generationParams, tokenizePrompt } from './generation-params.js';
+import type { ServerMetrics } from './metrics.js';
 import type { ModelState } from './model-state.js';
 import { requestContext } from './request-context.js';
+import { rejectResponseFormat } from './response-format.js';
+import type { SamplingDefaults } from './sampling-defaults.js';
 import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from './schemas.js';
 import { endSse, runSse, sendSse } from './sse.js';
 
-export function nativeRoutes(models: ModelState): Router {
+export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
   const router = Router();
 
   router.post('/completion', async (req, res) => {
     const body = validateBody(validateNativeCompletion, req.body);
+    rejectResponseFormat(body.response_format);
     const { engine } = models.require();
     const promptTokens = tokenizePrompt(engine, body.prompt);
-    // n_predict -1 (the default) runs until the context is full.
+    // n_predict -1 (the default) means the server's -n, by default until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
-    const params = generationParams(engine, promptTokens, body, nPredict, requestContext(req, res));
-    const events = generateText(engine, params);
+    const params = generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults);
+    // The reference leaves streaming /completion out of /metrics' request counts.
+    const events = metrics.track(generateText(engine, params), !body.stream);
 
     if (body.stream) {
       await runSse(res, async () => {

@@ -1,66 +1,48 @@
 // POST /v1/chat/completions (and /chat/completions): OpenAI chat, JSON or SSE.
 import { Router } from 'express';
-import { ChatTemplateError } from '../chat/template.js';
 import { collectText, generateText } from '../chat/text-generation.js';
-import { badRequest } from './errors.js';
+import { prepareChat } from './chat-prepare.js';
+import { chatCompletionBody, streamChatCompletion } from './chat-response.js';
 import { generationParams } from './generation-params.js';
-import type { ModelState, ServedModel } from './model-state.js';
+import type { ServerMetrics } from './metrics.js';
+import type { ModelState } from './model-state.js';
 import { requestContext } from './request-context.js';
-import { responseHead, streamOpenAI, type StreamShape } from './openai-shared.js';
-import { type ChatCompletionBody, validateBody, validateChatCompletion } from './schemas.js';
+import { responseHead } from './openai-shared.js';
+import type { SamplingDefaults } from './sampling-defaults.js';
+import { validateBody, validateChatCompletion } from './schemas.js';
 
-const chatStream: StreamShape = {
-  object: 'chat.completion.chunk',
-  opening: { index: 0, delta: { role: 'assistant' }, finish_reason: null, logprobs: null },
-  choice: (text, finishReason) => ({
-    index: 0,
-    delta: finishReason ? {} : { content: text },
-    finish_reason: finishReason,
-    logprobs: null,
-  }),
-};
+export interface ChatRouteOptions {
+  /** --chat-template-kwargs: the template kwargs every request starts from. */
+  chatTemplateKwargs?: Record<string, unknown>;
+}
 
-export function openAIChatRoutes(models: ModelState): Router {
+export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics, options: ChatRouteOptions = {}): Router {
   const router = Router();
   router.post(['/v1/chat/completions', '/chat/completions'], async (req, res) => {
     const body = validateBody(validateChatCompletion, req.body);
     const model = models.require();
     const { engine } = model;
-    const promptTokens = engine.tokenizer.encode(renderPrompt(model, body), false);
-    const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const params = generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res));
     const head = responseHead(engine, 'chatcmpl');
-    const events = generateText(engine, params);
+    const warn = (message: string) => console.warn(`mlxcel-server: ${head.id}: ${message}`);
+    const chat = prepareChat(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
+    // The template owns BOS and the turn markers, so its text is tokenized without specials.
+    const promptTokens = engine.tokenizer.encode(chat.prompt, false);
+    const maxTokens = body.max_completion_tokens ?? body.max_tokens;
+    const params = {
+      ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults),
+      keepSpecialIds: chat.keepSpecialIds,
+      ...(chat.constraint ? { constraint: chat.constraint } : {}),
+    };
+    // A chat completion counts in /metrics once, streamed or not.
+    const events = metrics.track(generateText(engine, params), true);
 
     if (body.stream) {
-      await streamOpenAI(res, events, head, chatStream, body.stream_options?.include_usage === true);
+      await streamChatCompletion(res, events, head, chat, body.stream_options?.include_usage === true, warn);
       return;
     }
     const result = await collectText(events);
     if (!result) return;
-    res.json({
-      ...head,
-      object: 'chat.completion',
-      choices: [
-        {
-          index: 0,
-          message: { role: 'assistant', content: result.text },
-          finish_reason: result.finishReason,
-          logprobs: null,
-        },
-      ],
-      usage: result.usage,
-    });
+    res.json(chatCompletionBody(head, result, chat, warn));
   });
   return router;
-}
-
-/** The template owns BOS and the turn markers, so its text is tokenized without specials. */
-function renderPrompt({ chatTemplate }: ServedModel, body: ChatCompletionBody): string {
-  try {
-    return chatTemplate.render(body.messages, { kwargs: body.chat_template_kwargs ?? undefined });
-  } catch (err) {
-    if (err instanceof ChatTemplateError) throw badRequest(err.message);
-    throw err;
-  }
 }

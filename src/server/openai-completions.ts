@@ -3,9 +3,12 @@ import { Router } from 'express';
 import { collectText, generateText } from '../chat/text-generation.js';
 import { badRequest } from './errors.js';
 import { generationParams, tokenizePrompt } from './generation-params.js';
+import type { ServerMetrics } from './metrics.js';
 import type { ModelState } from './model-state.js';
 import { requestContext } from './request-context.js';
+import { responseFormatConstraint } from './response-format.js';
 import { responseHead, streamOpenAI, type StreamShape } from './openai-shared.js';
+import type { SamplingDefaults } from './sampling-defaults.js';
 import { type CompletionBody, validateBody, validateCompletion } from './schemas.js';
 
 const completionStream: StreamShape = {
@@ -13,16 +16,21 @@ const completionStream: StreamShape = {
   choice: (text, finishReason) => ({ index: 0, text, finish_reason: finishReason, logprobs: null }),
 };
 
-export function openAICompletionRoutes(models: ModelState): Router {
+export function openAICompletionRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
   const router = Router();
   router.post(['/v1/completions', '/completions'], async (req, res) => {
     const body = validateBody(validateCompletion, req.body);
     const { engine } = models.require();
     const promptTokens = tokenizePrompt(engine, singlePrompt(body.prompt));
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const params = generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res));
+    const constraint = responseFormatConstraint(engine, body.response_format);
+    const params = {
+      ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults),
+      ...(constraint ? { constraint } : {}),
+    };
     const head = responseHead(engine, 'cmpl');
-    const events = generateText(engine, params);
+    // The reference leaves streaming completions out of /metrics' request counts.
+    const events = metrics.track(generateText(engine, params), !body.stream);
 
     if (body.stream) {
       await streamOpenAI(res, events, head, completionStream, body.stream_options?.include_usage === true);

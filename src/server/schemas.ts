@@ -3,6 +3,7 @@
 // send many options this server does not act on.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { ChatMessage } from '../chat/template.js';
+import type { ToolDefinition } from '../chat/tools/types.js';
 import { badRequest } from './errors.js';
 
 type Opt<T> = T | null | undefined;
@@ -14,6 +15,8 @@ export interface SamplingFields {
   seed?: Opt<number>;
   stop?: Opt<string | string[]>;
   stream?: Opt<boolean>;
+  /** Structured output; checked by ./response-format.ts. */
+  response_format?: unknown;
 }
 
 export interface OpenAIStreamFields {
@@ -26,6 +29,18 @@ export interface OpenAIStreamFields {
 export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields {
   messages: ChatMessage[];
   chat_template_kwargs?: Opt<Record<string, unknown>>;
+  tools?: Opt<ToolDefinition[]>;
+  /** Checked by src/chat/chat-request.ts, which words the 400s the reference lists. */
+  tool_choice?: unknown;
+  parallel_tool_calls?: Opt<boolean>;
+  /** Raw-JSON clients imitating the OpenAI SDK's extra_body (chat_template_kwargs shapes). */
+  extra_body?: Opt<Record<string, unknown>>;
+  /** Thinking-budget aliases (src/chat/chat-request.ts): -1 = no limit. */
+  thinking_budget_tokens?: Opt<number>;
+  reasoning_budget_tokens?: Opt<number>;
+  reasoning_budget?: Opt<number>;
+  /** Forced before the closing reasoning tag when the budget is spent (llama-server's field). */
+  reasoning_budget_message?: Opt<string>;
 }
 
 export interface CompletionBody extends SamplingFields, OpenAIStreamFields {
@@ -97,6 +112,27 @@ export const validateChatCompletion = ajv.compile<ChatCompletionBody>({
       },
     },
     chat_template_kwargs: nullable('object'),
+    tools: {
+      ...nullable('array'),
+      items: {
+        type: 'object',
+        required: ['type', 'function'],
+        properties: {
+          type: { enum: ['function'] },
+          function: {
+            type: 'object',
+            required: ['name'],
+            properties: { name: { type: 'string', minLength: 1 }, description: { type: 'string' }, parameters: { type: 'object' } },
+          },
+        },
+      },
+    },
+    parallel_tool_calls: nullable('boolean'),
+    extra_body: nullable('object'),
+    thinking_budget_tokens: nullable('integer'),
+    reasoning_budget_tokens: nullable('integer'),
+    reasoning_budget: nullable('integer'),
+    reasoning_budget_message: nullable('string'),
   },
 });
 

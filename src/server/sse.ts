@@ -17,6 +17,11 @@ export function sendSse(res: Response, data: unknown): void {
   if (!res.writableEnded && !res.destroyed) res.write(`data: ${JSON.stringify(data)}\n\n`);
 }
 
+/** A named event (`event: <name>`), as the Responses and Anthropic streams frame theirs. */
+export function sendSseEvent(res: Response, event: string, data: unknown): void {
+  if (!res.writableEnded && !res.destroyed) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+}
+
 /** `[DONE]` terminates OpenAI streams; llama-server's native stream just ends. */
 export function endSse(res: Response, doneMarker: boolean): void {
   if (res.writableEnded || res.destroyed) return;

@@ -17,6 +17,8 @@ export interface FakeEngineOptions {
   maxQueue?: number;
   /** Fails the generation (as a broken GPU pass would) after this many tokens. */
   failAfter?: number;
+  /** Another checkpoint's tokenizer (and chat template) instead of stories260k's. */
+  tokenizerDir?: string;
 }
 
 /** The greedy continuation of "Once upon a time" (expected.json case 2). */
@@ -54,7 +56,7 @@ export class FakeEngine implements Engine {
   }
 
   static async create(options: FakeEngineOptions = {}): Promise<FakeEngine> {
-    return new FakeEngine(await TextTokenizer.load(STORIES_DIR), options);
+    return new FakeEngine(await TextTokenizer.load(options.tokenizerDir ?? STORIES_DIR), options);
   }
 
   /** Like the real engine, refuses synchronously when the queue is full. */

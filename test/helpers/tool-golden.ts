@@ -4,7 +4,7 @@
 // ChatOutput splits them into the chunks a client would receive.
 import { join } from 'node:path';
 import { ChatOutput, type ChatOutputConfig, type ChatReply } from '../../src/chat/chat-output.js';
-import { collectText, generateText } from '../../src/chat/text-generation.js';
+import { generateText } from '../../src/chat/text-generation.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
@@ -145,10 +145,4 @@ export function argumentPieces(chunks: ReadonlyArray<Record<string, unknown>>): 
     pieces.set(d.index, [...(pieces.get(d.index) ?? []), d.function.arguments]);
   }
   return pieces;
-}
-
-/** Drives a scripted generation to its text, for tests that only need the result. */
-export async function scriptedText(engine: ScriptedEngine): Promise<string | undefined> {
-  const r = await collectText(generateText(engine, { promptTokens: [0], maxTokens: 1 << 20, sampling: { temperature: 0, topK: 0, topP: 1 }, stop: [] }));
-  return r?.text;
 }

@@ -1,0 +1,230 @@
+// The tool-call stream filter: splits the model's text into content and tool calls as it
+// arrives. Markup never reaches content; a piece that might begin a marker is held back
+// until the next piece decides it, and is released as content when it was not one. A
+// region that turns out malformed is given back as content. Whitespace next to calls is
+// layout, not content: it is held, and dropped when a call follows or ends the output.
+//
+// The same class is the end-of-generation parser: fed the whole text at once with
+// `final`, it is what the streamed result is reconciled against.
+import { randomInt } from 'node:crypto';
+import type { CallEvent, CallStreamer, ParsedToolCall, ScanContext, ToolCall, ToolCallDelta, ToolCallFormat, ToolDefinition } from './types.js';
+
+export interface FilterOutput {
+  content: string;
+  calls: ToolCallDelta[];
+}
+
+interface StreamedCall {
+  id: string;
+  name: string;
+  /** The argument text sent so far. */
+  sent: string;
+}
+
+const BASE62 = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+
+/** OpenAI-style call id. */
+export function newCallId(): string {
+  let id = 'call_';
+  for (let i = 0; i < 24; i++) id += BASE62[randomInt(BASE62.length)];
+  return id;
+}
+
+export interface ToolCallFilterOptions {
+  /** Calls beyond this many are dropped (parallel_tool_calls: false allows one). */
+  maxCalls?: number;
+  /** Disagreements between a streamed call and its region's parse. */
+  warn?: (message: string) => void;
+  /** Stream calls as they are written (formats that can); off for the one-shot parse. */
+  incremental?: boolean;
+}
+
+export class ToolCallFilter {
+  private buffer = '';
+  private inMarkup = false;
+  private streamer: CallStreamer | undefined;
+  /** Index of the current region's first call. */
+  private regionBase = 0;
+  private atBoundary = true;
+  private atOutputStart = true;
+  private atLineStart = true;
+  private readonly streamed: StreamedCall[] = [];
+  /** Layout dropped before the current region: content again if the region is malformed. */
+  private droppedLayout = '';
+  /** Content emitted so far. */
+  content = '';
+  private readonly maxCalls: number;
+  private readonly newId: () => string;
+
+  constructor(
+    private readonly format: ToolCallFormat,
+    private readonly tools: readonly ToolDefinition[],
+    private readonly options: ToolCallFilterOptions = {},
+  ) {
+    this.maxCalls = options.maxCalls ?? Infinity;
+    this.newId = format.newId ?? newCallId;
+  }
+
+  /** The calls so far, arguments as sent. */
+  get calls(): ToolCall[] {
+    return this.streamed.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.sent } }));
+  }
+
+  push(text: string): FilterOutput {
+    this.buffer += text;
+    return this.drain(false);
+  }
+
+  /** End of generation: whatever is pending is decided now. */
+  finish(): FilterOutput {
+    const out = this.drain(true);
+    // Trailing layout after calls is dropped; plain answers keep theirs.
+    if (this.buffer !== '') {
+      if (this.streamed.length === 0) out.content += this.emit(this.buffer);
+      this.buffer = '';
+    }
+    return out;
+  }
+
+  private isLayout(c: string): boolean {
+    return /\s/.test(c) || (this.atBoundary && this.streamed.length > 0 && (this.format.separators ?? '').includes(c));
+  }
+
+  /** `text` with its trailing layout cut off; the cut stays pending. */
+  private layoutStart(text: string): number {
+    let i = text.length;
+    while (i > 0 && this.isLayout(text[i - 1]!)) i--;
+    return i;
+  }
+
+  private emit(text: string): string {
+    if (text === '') return '';
+    this.content += text;
+    if (/\S/.test(text)) this.atBoundary = false;
+    this.atOutputStart = false;
+    this.atLineStart = text.endsWith('\n');
+    return text;
+  }
+
+  private context(final: boolean): ScanContext {
+    return { atBoundary: this.atBoundary, atLineStart: this.atLineStart, atOutputStart: this.atOutputStart, final, tools: this.tools };
+  }
+
+  private drain(final: boolean): FilterOutput {
+    const out: FilterOutput = { content: '', calls: [] };
+    while (this.buffer !== '') {
+      if (!this.inMarkup) {
+        // Between calls, separators (Llama's ";") are layout the next call may follow.
+        let lead = 0;
+        if (this.atBoundary && this.streamed.length > 0) while (lead < this.buffer.length && this.isLayout(this.buffer[lead]!)) lead++;
+        const found = this.format.findStart(this.buffer.slice(lead), this.context(final));
+        const match = found.kind === 'none' ? found : { ...found, index: found.index + lead };
+        if (match.kind === 'none') {
+          // Trailing layout stays pending: content after it releases it, a call drops it.
+          const cut = this.layoutStart(this.buffer);
+          out.content += this.emit(this.buffer.slice(0, cut));
+          this.buffer = this.buffer.slice(cut);
+          break;
+        }
+        // Text before markup is content, minus the layout right before the markup.
+        const before = this.buffer.slice(0, match.index);
+        const keep = this.layoutStart(before);
+        out.content += this.emit(before.slice(0, keep));
+        if (match.kind === 'partial') {
+          this.buffer = this.buffer.slice(keep);
+          break;
+        }
+        this.droppedLayout = before.slice(keep);
+        this.buffer = this.buffer.slice(match.index);
+        this.inMarkup = true;
+        this.atOutputStart = false;
+        if (this.options.incremental !== false) this.streamer = this.format.createStreamer?.(this.tools);
+        continue;
+      }
+      const found = this.format.findEnd(this.buffer, final, this.tools);
+      // A region always consumes something, or the loop would not advance.
+      const end = found === undefined ? undefined : Math.max(1, found);
+      if (this.streamer) this.streamEvents(this.streamer.update(end === undefined ? this.buffer : this.buffer.slice(0, end)), out);
+      if (end === undefined) break;
+      const region = this.buffer.slice(0, end);
+      this.buffer = this.buffer.slice(end);
+      this.inMarkup = false;
+      this.closeRegion(region, out);
+    }
+    return out;
+  }
+
+  private streamEvents(events: CallEvent[], out: FilterOutput): void {
+    for (const event of events) {
+      const index = this.regionBase + event.call;
+      if (index >= this.maxCalls) continue;
+      if (event.kind === 'start') {
+        if (this.streamed[index]) continue;
+        const call = { id: this.newId(), name: event.name, sent: '' };
+        this.streamed[index] = call;
+        out.calls.push({ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } });
+      } else {
+        const call = this.streamed[index];
+        if (!call || event.text === '') continue;
+        call.sent += event.text;
+        out.calls.push({ index, function: { arguments: event.text } });
+      }
+    }
+  }
+
+  private closeRegion(region: string, out: FilterOutput): void {
+    const parsed = this.format.parseRegion(region, this.tools);
+    const streamedHere = this.streamed.length - this.regionBase;
+    this.streamer = undefined;
+    if (parsed === undefined) {
+      if (streamedHere > 0) this.options.warn?.(`tool call markup streamed as a call did not parse; returned as content: ${JSON.stringify(region.slice(0, 200))}`);
+      // Malformed markup is content: the client sees what the model wrote.
+      out.content += this.emit(this.droppedLayout + region);
+      this.streamed.length = this.regionBase;
+      return;
+    }
+    this.reconcile(parsed, out);
+    this.regionBase += parsed.length;
+    this.atBoundary = true;
+    this.atLineStart = true;
+  }
+
+  /** The region's parse is authoritative: finish streamed calls, send unstreamed ones. */
+  private reconcile(parsed: readonly ParsedToolCall[], out: FilterOutput): void {
+    parsed.forEach((call, n) => {
+      const index = this.regionBase + n;
+      if (index >= this.maxCalls) return;
+      const streamed = this.streamed[index];
+      if (!streamed) {
+        const id = this.newId();
+        this.streamed[index] = { id, name: call.name, sent: call.arguments };
+        out.calls.push({ index, id, type: 'function', function: { name: call.name, arguments: '' } });
+        out.calls.push({ index, function: { arguments: call.arguments } });
+        return;
+      }
+      if (streamed.name !== call.name) this.options.warn?.(`streamed tool call ${index} named ${streamed.name}, parsed as ${call.name}`);
+      if (call.arguments.startsWith(streamed.sent)) {
+        const rest = call.arguments.slice(streamed.sent.length);
+        if (rest) out.calls.push({ index, function: { arguments: rest } });
+        streamed.sent = call.arguments;
+      } else {
+        this.options.warn?.(`streamed arguments of tool call ${index} (${streamed.sent}) disagree with the parse (${call.arguments})`);
+      }
+    });
+    const extra = Math.min(this.streamed.length, this.maxCalls) - (this.regionBase + parsed.length);
+    if (extra > 0) this.options.warn?.(`${extra} streamed tool call(s) absent from the parse`);
+  }
+}
+
+/** The one-shot parse of a whole output: its content and calls. */
+export function parseToolCalls(
+  format: ToolCallFormat,
+  text: string,
+  tools: readonly ToolDefinition[],
+  maxCalls?: number,
+): { content: string; calls: ToolCall[] } {
+  const filter = new ToolCallFilter(format, tools, { incremental: false, maxCalls });
+  filter.push(text);
+  filter.finish();
+  return { content: filter.content, calls: filter.calls };
+}

@@ -1,0 +1,28 @@
+// What the grammar layer refuses. Messages never quote the schema (only keyword names,
+// which are short and ours to echo); the server turns both into 400s.
+
+/** The schema is over a limit, uses an unsupported keyword, or admits no value. */
+export class SchemaError extends Error {
+  constructor(
+    message: string,
+    /** The offending keyword, when one is to blame. */
+    readonly keyword?: string,
+  ) {
+    super(message);
+    this.name = 'SchemaError';
+  }
+}
+
+/** The model's tokenizer cannot be walked byte by byte (not a HF BPE tokenizer.json). */
+export class UnsupportedTokenizerError extends Error {
+  constructor(message: string) {
+    super(`UnsupportedTokenizer: ${message}`);
+    this.name = 'UnsupportedTokenizerError';
+  }
+}
+
+/** A keyword name fit to quote in an error: short and printable. */
+export function quoteKeyword(keyword: string): string {
+  const k = keyword.length > 40 ? `${keyword.slice(0, 40)}…` : keyword;
+  return JSON.stringify(k);
+}

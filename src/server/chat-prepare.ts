@@ -1,0 +1,143 @@
+// Turns a chat request into its prompt and everything its reply needs: tool_choice
+// applied (400s for the cases the reference lists), template kwargs resolved, earlier
+// reasoning dropped or kept, the reply's parser configured, and the token constraint (a
+// forced call's grammar, or the thinking budget).
+import { chatOutputConfig, type ChatOutputConfig } from '../chat/chat-output.js';
+import {
+  applyRollingCheckpoint,
+  ChatRequestError,
+  forcedInstruction,
+  placeInstruction,
+  planTools,
+  resolveTemplateKwargs,
+  thinkingBudget,
+  withObjectArguments,
+  type ForcedChoice,
+} from '../chat/chat-request.js';
+import { promptOpensReasoning } from '../chat/reasoning.js';
+import { ChatTemplateError } from '../chat/template.js';
+import { ThinkingBudget } from '../chat/thinking-budget.js';
+import { forcedCallDocument } from '../chat/tool-constraint.js';
+import { HARMONY_TOKENS } from '../chat/tools/harmony.js';
+import type { ChatFormat } from '../chat/tools/registry.js';
+import type { ToolDefinition } from '../chat/tools/types.js';
+import type { TokenConstraint } from '../engine/types.js';
+import type { TextTokenizer } from '../models/tokenizer.js';
+import { badRequest } from './errors.js';
+import type { ServedModel } from './model-state.js';
+import type { ChatCompletionBody } from './schemas.js';
+import { compileForcedCall } from './forced-call.js';
+import { responseFormatConstraint } from './response-format.js';
+
+export interface PreparedChat {
+  prompt: string;
+  output: ChatOutputConfig;
+  /** Special tokens whose text the reply's parser needs. */
+  keepSpecialIds: Set<number>;
+  constraint?: TokenConstraint;
+  forced?: ForcedChoice;
+  /** The request declared tools (a reply may then end in tool calls). */
+  tools: readonly ToolDefinition[];
+}
+
+export interface ChatPrepareOptions {
+  /** --chat-template-kwargs / LLAMA_ARG_CHAT_TEMPLATE_KWARGS. */
+  serverKwargs?: Record<string, unknown>;
+  warn: (message: string) => void;
+}
+
+const HARMONY_ANALYSIS = '<|channel|>analysis<|message|>';
+const HARMONY_TO_FINAL = '<|end|><|start|>assistant<|channel|>final<|message|>';
+
+/** response_format values that constrain the reply (anything but plain text). */
+function constrainsReply(body: ChatCompletionBody): boolean {
+  const format = (body as { response_format?: unknown }).response_format;
+  if (typeof format !== 'object' || format === null) return false;
+  const type = (format as { type?: unknown }).type;
+  return type !== undefined && type !== 'text';
+}
+
+/** Ids of those texts that are single special tokens (others decode as ordinary text anyway). */
+export function specialIds(tokenizer: TextTokenizer, texts: readonly string[]): Set<number> {
+  const ids = new Set<number>();
+  for (const text of texts) {
+    const encoded = tokenizer.encode(text, false);
+    if (encoded.length === 1 && tokenizer.isSpecial(encoded[0]!)) ids.add(encoded[0]!);
+  }
+  return ids;
+}
+
+export function prepareChat(model: ServedModel, body: ChatCompletionBody, options: ChatPrepareOptions): PreparedChat {
+  try {
+    return prepare(model, body, options);
+  } catch (err) {
+    if (err instanceof ChatRequestError || err instanceof ChatTemplateError) throw badRequest(err.message);
+    throw err;
+  }
+}
+
+function prepare(model: ServedModel, body: ChatCompletionBody, options: ChatPrepareOptions): PreparedChat {
+  const { engine, chatFormat: format } = model;
+  const { tokenizer } = engine;
+  const plan = planTools(body.tools ?? undefined, body.tool_choice);
+  if (plan.forced && constrainsReply(body)) {
+    throw new ChatRequestError('a forced tool_choice ("required" or a named function) cannot be combined with a constraining response_format');
+  }
+  const budget = thinkingBudget(body);
+  const kwargs = resolveTemplateKwargs(body, options.serverKwargs);
+
+  let messages = body.messages;
+  if (format.reasoning && kwargs.preserve_thinking !== true) messages = applyRollingCheckpoint(messages, format.reasoning);
+  if (format.objectArguments) messages = withObjectArguments(messages);
+  if (plan.forced) messages = placeInstruction(messages, forcedInstruction(plan.forced));
+  const template = plan.rendered.length > 0 && model.toolUseTemplate ? model.toolUseTemplate : model.chatTemplate;
+  const prompt = template.render(messages, { tools: plan.rendered, kwargs });
+
+  const maxCalls = body.parallel_tool_calls === false ? 1 : undefined;
+  const output = chatOutputConfig(format, prompt, plan.parsed, maxCalls, options.warn);
+
+  const keepSpecialIds = specialIds(tokenizer, markupTokens(format, output.tools !== undefined));
+
+  let constraint: TokenConstraint | undefined;
+  let document = forcedCallDocument(format.toolFormat, plan.rendered, plan.forced);
+  // A prompt that leaves the reasoning block open: the call comes after closing it.
+  if (document && output.reasoning?.startsInside) document = { ...document, prefix: `${output.reasoning.tags.close}\n\n${document.prefix}` };
+  if (document) constraint = compileForcedCall(document, engine, options.warn);
+  // response_format json_schema: the reply is the document (after closing a reasoning block
+  // the prompt left open).
+  else if (constrainsReply(body)) {
+    constraint = responseFormatConstraint(engine, body.response_format, output.reasoning?.startsInside ? `${output.reasoning.tags.close}\n\n` : undefined);
+  }
+  if (!constraint && budget !== undefined) constraint = budgetConstraint(model, prompt, budget, body.reasoning_budget_message ?? '');
+  return { prompt, output, keepSpecialIds, ...(constraint ? { constraint } : {}), ...(plan.forced ? { forced: plan.forced } : {}), tools: plan.parsed };
+}
+
+/** The markup a reply's parser reads: tool-call tokens only when calls are parsed. */
+export function markupTokens(format: ChatFormat, parsesTools: boolean): string[] {
+  return [
+    ...(parsesTools && format.toolFormat ? format.toolFormat.preservedTokens : []),
+    ...(format.reasoning ? [format.reasoning.open, format.reasoning.close] : []),
+    ...(format.harmony ? HARMONY_TOKENS : []),
+  ];
+}
+
+/** The thinking budget as a constraint, for templates with a reasoning block. */
+function budgetConstraint(model: ServedModel, prompt: string, budget: number, message: string): TokenConstraint | undefined {
+  const { chatFormat: format, engine } = model;
+  const { tokenizer } = engine;
+  let tags: { open: string; close: string; forced: string; startsInside: boolean };
+  if (format.harmony) tags = { open: HARMONY_ANALYSIS, close: '<|end|>', forced: message + HARMONY_TO_FINAL, startsInside: false };
+  else if (format.reasoning) {
+    const { open, close } = format.reasoning;
+    tags = { open, close, forced: message + close, startsInside: promptOpensReasoning(prompt, format.reasoning) };
+  } else return undefined;
+  return new ThinkingBudget({
+    budget,
+    open: tags.open,
+    close: tags.close,
+    forced: tokenizer.encode(tags.forced, false),
+    startsInside: tags.startsInside,
+    vocabSize: engine.info.vocabSize,
+    piece: (id) => tokenizer.decode([id], false),
+  });
+}

@@ -1,0 +1,102 @@
+// GET /metrics: Prometheus text from prom-client, with the reference's names, types and
+// HELP texts. Each app owns its Registry (never the global one), so several servers can
+// live in one process, as the tests run them.
+//
+// Two sources: the request counters (mlxcel_requests_total and its token/time siblings)
+// are counted here as generations finish, under the reference's rules; everything else
+// mirrors engine.stats() at scrape time.
+import { Router } from 'express';
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { TextGenerationEvent } from '../chat/text-generation.js';
+import type { EngineStats } from '../engine/types.js';
+
+export class ServerMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter;
+  private readonly promptTokens: Counter;
+  private readonly completionTokens: Counter;
+  private readonly generationSeconds: Counter;
+
+  /** `stats` answers undefined while the model loads: the engine metrics read 0 then. */
+  constructor(stats: () => EngineStats | undefined) {
+    const registers = [this.registry];
+    const counter = (name: string, help: string) => new Counter({ name, help, registers });
+    this.requests = counter(
+      'mlxcel_requests_total',
+      'Total number of completed generation requests; chat completion streams cancelled by the client are excluded',
+    );
+    this.promptTokens = counter('mlxcel_prompt_tokens_total', 'Total prompt tokens processed');
+    this.completionTokens = counter(
+      'mlxcel_completion_tokens_total',
+      'Total completion tokens of the requests counted in mlxcel_requests_total',
+    );
+    this.generationSeconds = counter('mlxcel_generation_time_seconds_total', 'Total generation time in seconds');
+
+    const gauge = (name: string, help: string, read: (s: EngineStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          const s = stats();
+          this.set(s ? read(s) : 0);
+        },
+      });
+    // The engine keeps these cumulative counts itself; a scrape copies them over.
+    const engineCounter = (name: string, help: string, read: (s: EngineStats) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const s = stats();
+          this.reset();
+          this.inc(s ? read(s) : 0);
+        },
+      });
+    gauge('mlxcel_slots_total', 'Total number of parallel slots', (s) => s.slots);
+    gauge('mlxcel_slots_available', 'Available parallel slots', (s) => Math.max(0, s.slots - s.activeSequences));
+    gauge('mlxcel_queue_depth', 'Current prefill queue depth', (s) => s.queueDepth);
+    engineCounter('mlxcel_batch_sequences_started', 'Total sequences that entered prefill', (s) => s.counters.sequences_started);
+    engineCounter('mlxcel_batch_sequences_completed', 'Total sequences that completed generation', (s) => s.counters.sequences_completed);
+    engineCounter('mlxcel_batch_prefill_tokens_total', 'Cumulative prefill tokens processed', (s) => s.counters.total_prefill_tokens);
+    engineCounter('mlxcel_batch_decode_tokens_total', 'Cumulative decode tokens generated', (s) => s.counters.total_decode_tokens);
+    gauge('mlxcel_batch_current_size', 'Current active batch size', (s) => s.activeSequences);
+    // Each active sequence holds one KV-cache allocation, as /health's cache_pool_active says.
+    gauge('mlxcel_cache_pool_active', 'Active cache entries', (s) => s.activeSequences);
+  }
+
+  /**
+   * Passes a generation's events through, counting it when it finishes (its 'done'
+   * event) if `record`. A generation the client abandoned never reaches 'done', so a
+   * cancelled stream is not counted. Routes pass record=false for streaming
+   * /v1/completions and /completion, which the reference leaves unrecorded.
+   */
+  track(events: AsyncIterable<TextGenerationEvent>, record: boolean): AsyncIterable<TextGenerationEvent> {
+    if (!record) return events;
+    // Timed from the queueing of the request, which generateText has just done.
+    const start = performance.now();
+    const self = this;
+    return (async function* () {
+      for await (const event of events) {
+        if (event.type === 'done') {
+          const { usage } = event.result;
+          self.requests.inc();
+          self.promptTokens.inc(usage.prompt_tokens);
+          self.completionTokens.inc(usage.completion_tokens);
+          self.generationSeconds.inc((performance.now() - start) / 1000);
+        }
+        yield event;
+      }
+    })();
+  }
+}
+
+export function metricsRoutes(metrics: ServerMetrics): Router {
+  const router = Router();
+  router.get('/metrics', async (_req, res) => {
+    const text = await metrics.registry.metrics();
+    res.type(metrics.registry.contentType).send(text);
+  });
+  return router;
+}

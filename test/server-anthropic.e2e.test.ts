@@ -1,0 +1,197 @@
+// The Anthropic Messages API through the official @anthropic-ai/sdk, against live servers
+// on the real engine and the trained stories260k model (whose template joins message
+// contents with "\n" after <s>, so token counts can be rebuilt by hand).
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { storiesCase } from './helpers/stories-expected.js';
+
+const onceUponATime = storiesCase('Once upon a time');
+
+let engine: Engine;
+let server: RunningServer;
+let keyed: RunningServer;
+let client: Anthropic;
+
+beforeAll(async () => {
+  engine = await loadEngine({ modelDir: 'models/stories260k' });
+  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+  keyed = await startServer(engine, { host: '127.0.0.1', port: 0, apiKey: 'secret' });
+  client = new Anthropic({ baseURL: server.url, apiKey: 'sk-no-auth', maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await keyed?.close();
+  await engine?.close();
+});
+
+const promptTokens = (...texts: string[]) => engine.tokenizer.encode(`<s>${texts.join('\n')}`, false).length;
+const ask = (content: Anthropic.MessageParam['content']): Anthropic.MessageParam[] => [{ role: 'user', content }];
+
+async function post(path: string, body: unknown, headers: Record<string, string> = {}, url = server.url) {
+  const res = await fetch(url + path, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+/** Anthropic's error envelope, with the type its SDKs switch on. */
+const envelope = (type: string, message: RegExp | string = /./) => ({
+  type: 'error',
+  error: { type, message: typeof message === 'string' ? message : expect.stringMatching(message) },
+});
+
+describe('POST /v1/messages on stories260k', () => {
+  it('answers with the greedy continuation and usage', async () => {
+    const msg = await client.messages.create({ model: 'stories260k', max_tokens: 64, temperature: 0, messages: ask(onceUponATime.prompt) });
+    expect(msg).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      model: 'stories260k',
+      content: [{ type: 'text', text: onceUponATime.expected_text }],
+      stop_reason: 'max_tokens',
+      stop_sequence: null,
+      usage: { input_tokens: 5, output_tokens: 64 },
+    });
+    expect(msg.id).toMatch(/^msg_/);
+  });
+
+  it('streams the event sequence the SDK rebuilds into the same message', async () => {
+    const stream = client.messages.stream({ model: 'stories260k', max_tokens: 64, temperature: 0, messages: ask(onceUponATime.prompt) });
+    let text = '';
+    stream.on('text', (delta) => (text += delta));
+    const types: string[] = [];
+    for await (const event of stream) types.push(event.type);
+    const final = await stream.finalMessage();
+    expect(text).toBe(onceUponATime.expected_text);
+    expect(final).toMatchObject({ content: [{ type: 'text', text }], stop_reason: 'max_tokens', usage: { input_tokens: 5, output_tokens: 64 } });
+    expect(types[0]).toBe('message_start');
+    expect(types[1]).toBe('content_block_start');
+    expect(types.slice(2, -3).every((t) => t === 'content_block_delta')).toBe(true);
+    expect(types.slice(-3)).toEqual(['content_block_stop', 'message_delta', 'message_stop']);
+  });
+
+  it('stops at stop_sequences and says which', async () => {
+    const params = { model: 'stories260k', max_tokens: 64, temperature: 0, stop_sequences: ['park', 'Lily'], messages: ask(onceUponATime.prompt) };
+    const msg = await client.messages.create(params);
+    expect(msg).toMatchObject({ content: [{ type: 'text', text: ', there was a little girl named ' }], stop_reason: 'stop_sequence', stop_sequence: 'Lily' });
+    const streamed = await client.messages.stream(params).finalMessage();
+    expect(streamed).toMatchObject({ content: msg.content, stop_reason: 'stop_sequence', stop_sequence: 'Lily', usage: msg.usage });
+  });
+
+  it('counts tokens of the system prompt (string or blocks), messages and tool traffic', async () => {
+    const system = await client.messages.countTokens({ model: 'm', system: 'Tell stories.', messages: ask(onceUponATime.prompt) });
+    expect(system).toEqual({ input_tokens: promptTokens('Tell stories.', onceUponATime.prompt) });
+    const blocks = await client.messages.countTokens({
+      model: 'm',
+      system: [
+        { type: 'text', text: 'Tell' },
+        { type: 'text', text: 'stories.' },
+      ],
+      messages: ask([{ type: 'text', text: onceUponATime.prompt }]),
+    });
+    expect(blocks.input_tokens).toBe(promptTokens('Tell\nstories.', onceUponATime.prompt));
+    // tool_use joins the assistant turn (no text here); tool_result becomes a tool message.
+    const tools = await client.messages.countTokens({
+      model: 'm',
+      tools: [{ name: 'weather', description: 'Weather now', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
+      messages: [
+        { role: 'user', content: 'Weather?' },
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'Use the tool.', signature: '' }, { type: 'tool_use', id: 'toolu_1', name: 'weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'Sunny' }] }, { type: 'text', text: 'Thanks' }] },
+      ],
+    });
+    expect(tools.input_tokens).toBe(promptTokens('Weather?', '', 'Sunny', 'Thanks'));
+  });
+
+  it('accepts server tools (dropped), client tools with tool_choice, thinking, and unknown fields', async () => {
+    const msg = await client.messages.create({
+      model: 'stories260k',
+      max_tokens: 4,
+      temperature: 0,
+      top_k: 1,
+      top_p: 1,
+      messages: ask(onceUponATime.prompt),
+      tools: [
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 1 },
+        { name: 'weather', input_schema: { type: 'object', properties: {} } },
+      ],
+      tool_choice: { type: 'auto' },
+      thinking: { type: 'disabled' },
+      metadata: { user_id: 'u' },
+      service_tier: 'auto',
+      container: null,
+      not_a_field: 1,
+    } as never);
+    const [block] = msg.content;
+    expect(block?.type === 'text' && block.text.length > 0 && onceUponATime.expected_text.startsWith(block.text)).toBe(true);
+    expect(msg.usage.input_tokens).toBe(5);
+    // The dropped server tool cannot be forced.
+    const forced = await client.messages
+      .create({ model: 'm', max_tokens: 1, messages: ask('x'), tools: [{ type: 'web_search_20250305', name: 'web_search' }], tool_choice: { type: 'tool', name: 'web_search' } })
+      .catch((e: unknown) => e);
+    expect(forced).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((forced as InstanceType<typeof Anthropic.BadRequestError>).error).toEqual(envelope('invalid_request_error', /names function "web_search", which is not declared/));
+  });
+
+  it('serves the paths without /v1', async () => {
+    const res = await post('/messages', { model: 'm', max_tokens: 2, temperature: 0, messages: ask(onceUponATime.prompt) });
+    expect(res).toMatchObject({ status: 200, body: { type: 'message', stop_reason: 'max_tokens' } });
+    expect(await post('/messages/count_tokens', { model: 'm', messages: ask(onceUponATime.prompt) })).toEqual({ status: 200, body: { input_tokens: 5 } });
+  });
+});
+
+describe('errors on the Messages routes', () => {
+  it('are 400s in Anthropic envelope', async () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [{ model: 'm', messages: ask('x') }, /max_tokens is required/],
+      [{ model: 'm', max_tokens: 0, messages: ask('x') }, /max_tokens/],
+      [{ model: 'm', max_tokens: 1, messages: [] }, /messages/],
+      [{ model: 'm', max_tokens: 1, messages: [{ role: 'system', content: 'x' }] }, /role/],
+      [{ model: 'm', max_tokens: 1, messages: ask([{ type: 'document', source: { type: 'text', data: 'x' } }]) }, /"document" is not supported/],
+      [{ model: 'm', max_tokens: 1, messages: ask('Once upon a time '.repeat(200)) }, /context size/],
+      [{ model: 'm', max_tokens: 1, messages: ask('x'), tool_choice: { type: 'any' } }, /needs at least one tool/],
+      ['{"model": ', /malformed JSON/],
+    ];
+    for (const [body, message] of cases) {
+      const res = await post('/v1/messages', body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body).toEqual(envelope('invalid_request_error', message));
+    }
+  });
+
+  it('refuse images (base64, url, inside tool_result) on a text-only model', async () => {
+    const image = (source: Record<string, string>) => ({ type: 'image' as const, source });
+    for (const content of [
+      [image({ type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' }), { type: 'text', text: 'What is this?' }],
+      [image({ type: 'url', url: 'https://example.com/cat.png' })],
+      [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [image({ type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' })] }],
+    ]) {
+      const err = await client.messages.create({ model: 'm', max_tokens: 1, messages: ask(content as never) }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+      expect((err as InstanceType<typeof Anthropic.BadRequestError>).error).toEqual(envelope('invalid_request_error', /text only; image input is not supported/));
+    }
+  });
+
+  it('take the key from x-api-key, as the SDK sends it, and answer 401 in the envelope', async () => {
+    const good = new Anthropic({ baseURL: keyed.url, apiKey: 'secret', maxRetries: 0 });
+    expect((await good.messages.countTokens({ model: 'm', messages: ask(onceUponATime.prompt) })).input_tokens).toBe(5);
+    const bad = new Anthropic({ baseURL: keyed.url, apiKey: 'wrong', maxRetries: 0 });
+    const err = await bad.messages.create({ model: 'm', max_tokens: 1, messages: ask('x') }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
+    expect((err as InstanceType<typeof Anthropic.AuthenticationError>).error).toEqual(envelope('authentication_error', 'Invalid API key'));
+    const missing = await post('/v1/messages/count_tokens', { messages: ask('x') }, {}, keyed.url);
+    expect(missing).toEqual({ status: 401, body: envelope('authentication_error', /Missing API key/) });
+    // The OpenAI routes keep their envelope, and take either header.
+    const openai = await post('/v1/responses/input_tokens', { input: 'x' }, { 'x-api-key': 'wrong' }, keyed.url);
+    expect(openai).toMatchObject({ status: 401, body: { error: { type: 'invalid_api_key' } } });
+    const bearer = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'secret', maxRetries: 0 });
+    expect((await bearer.responses.inputTokens.count({ input: onceUponATime.prompt })).input_tokens).toBe(5);
+  });
+});

@@ -1,0 +1,271 @@
+// GET /slots, /props and /metrics through the real server and engine on stories260k,
+// with servers configured from command lines (parseCli), as mlxcel-server builds them.
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCli, type ServeOptions } from '../src/cli-options.js';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { countState, getSlots, holdSlot, parseMetrics, waitFor, type HeldRequest } from './helpers/server-load.js';
+import { storiesCase } from './helpers/stories-expected.js';
+
+const MODEL = 'models/stories260k';
+const onceUponATime = storiesCase('Once upon a time');
+
+let engine: Engine;
+const servers: RunningServer[] = [];
+
+/** A server on the shared engine, configured by mlxcel-server command-line flags. */
+async function serve(argv: string[]): Promise<{ server: RunningServer; client: OpenAI; options: ServeOptions }> {
+  const command = parseCli(['--port', '0', ...argv], {}, MODEL);
+  if (command.kind !== 'serve') throw new Error('expected a serve command');
+  const server = await startServer(engine, command.options);
+  servers.push(server);
+  return { server, options: command.options, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'k', maxRetries: 0 }) };
+}
+
+let plain: Awaited<ReturnType<typeof serve>>; // --metrics, default sampling
+let tuned: Awaited<ReturnType<typeof serve>>; // --metrics-port, --no-slots, sampling flags
+
+beforeAll(async () => {
+  engine = await loadEngine({ modelDir: MODEL, parallel: 2 });
+  plain = await serve(['--metrics']);
+  tuned = await serve(['--metrics-port', '0', '--no-slots', '--temp', '0', '-n', '12', '--seed', '5', '--top-k', '7', '--top-p', '0.5']);
+});
+
+afterAll(async () => {
+  for (const s of servers) await s.close();
+  await engine?.close();
+});
+
+const idle = () => waitFor(() => engine.stats().activeSequences === 0 && engine.stats().queueDepth === 0, 10_000, 'engine idle');
+
+/** Two requests in the two slots and a third queued behind them. */
+async function saturate(url: string): Promise<HeldRequest[]> {
+  const held = [holdSlot(url), holdSlot(url)];
+  await waitFor(() => engine.stats().activeSequences === 2, 10_000, 'both slots busy');
+  held.push(holdSlot(url));
+  await waitFor(() => engine.stats().queueDepth === 1, 10_000, 'one queued');
+  return held;
+}
+
+async function release(held: HeldRequest[]): Promise<void> {
+  for (const h of held) h.abort();
+  await Promise.all(held.map((h) => h.done));
+  await idle();
+}
+
+describe('GET /slots', () => {
+  it('lists every slot, then every queued request', async () => {
+    const { url } = plain.server;
+    const entry = (id: number, state: string) => ({ id, state, model: 'stories260k', context_size: 512, is_processing: state === 'decoding' });
+    expect(await getSlots(url)).toEqual([entry(0, 'idle'), entry(1, 'idle')]);
+    // context_size is the per-slot value /health reports.
+    expect(((await (await fetch(`${url}/health`)).json()) as { context_size: number }).context_size).toBe(512);
+
+    const held = await saturate(url);
+    expect(await getSlots(url)).toEqual([entry(0, 'decoding'), entry(1, 'decoding'), entry(2, 'queued')]);
+    await release(held);
+    await waitFor(async () => countState(await getSlots(url), 'idle') === 2, 5_000, 'slots idle');
+  });
+
+  it('is not served with --no-slots', async () => {
+    const res = await fetch(`${tuned.server.url}/slots`);
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: { type: string } }).error.type).toBe('not_found_error');
+  });
+});
+
+describe('GET /props', () => {
+  it('reports the built-in defaults, the unset seed as u64::MAX, and the slot count', async () => {
+    const res = await fetch(`${plain.server.url}/props`);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    // The exact digits: a JS number would print 18446744073709552000.
+    expect(text).toContain('"seed":18446744073709551615');
+    expect(JSON.parse(text)).toEqual({
+      default_generation_settings: {
+        n_predict: -1,
+        temperature: 0.8,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0,
+        repeat_penalty: 1,
+        repeat_last_n: 64,
+        seed: 18446744073709551615,
+        frequency_penalty: 0,
+        presence_penalty: 0,
+        dry_multiplier: 0,
+        dry_base: 1.75,
+        dry_allowed_length: 2,
+        dry_penalty_last_n: 0,
+      },
+      total_slots: 2,
+    });
+  });
+
+  it('follows the command-line flags', async () => {
+    expect(tuned.options.sampling).toEqual({ temperature: 0, n_predict: 12, seed: 5, top_k: 7, top_p: 0.5 });
+    const body = (await (await fetch(`${tuned.server.url}/props`)).json()) as { default_generation_settings: Record<string, number> };
+    expect(body.default_generation_settings).toMatchObject({ temperature: 0, n_predict: 12, seed: 5, top_k: 7, top_p: 0.5, min_p: 0 });
+  });
+
+  it('reports the defaults requests actually get', async () => {
+    const { client, server } = tuned;
+    // --temp 0 makes an unspecified temperature greedy; -n 12 is the budget and the cap.
+    const res = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt });
+    expect(res.usage?.completion_tokens).toBe(12);
+    expect(res.choices[0]!.finish_reason).toBe('length');
+    expect(onceUponATime.expected_text.startsWith(res.choices[0]!.text)).toBe(true);
+    const capped = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 50 });
+    expect(capped.usage?.completion_tokens).toBe(12);
+    const fewer = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 3 });
+    expect(fewer.usage?.completion_tokens).toBe(3);
+    const native = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Hi', n_predict: -1 }) });
+    expect(((await native.json()) as { tokens_predicted: number }).tokens_predicted).toBe(12);
+    // --seed 5 seeds a sampled request that sets no seed.
+    const sampled = (seed?: number) =>
+      client.completions.create({ model: 'm', prompt: 'Lily', temperature: 1.5, top_k: 0, top_p: 1, ...(seed === undefined ? {} : { seed }) });
+    const [a, b, c] = await Promise.all([sampled(), sampled(), sampled(5)]);
+    expect(a.choices[0]!.text).toBe(b.choices[0]!.text);
+    expect(a.choices[0]!.text).toBe(c.choices[0]!.text);
+    await idle();
+  });
+});
+
+const METRICS: Array<[name: string, type: string, help: string]> = [
+  ['mlxcel_requests_total', 'counter', 'Total number of completed generation requests; chat completion streams cancelled by the client are excluded'],
+  ['mlxcel_prompt_tokens_total', 'counter', 'Total prompt tokens processed'],
+  ['mlxcel_completion_tokens_total', 'counter', 'Total completion tokens of the requests counted in mlxcel_requests_total'],
+  ['mlxcel_generation_time_seconds_total', 'counter', 'Total generation time in seconds'],
+  ['mlxcel_slots_total', 'gauge', 'Total number of parallel slots'],
+  ['mlxcel_slots_available', 'gauge', 'Available parallel slots'],
+  ['mlxcel_queue_depth', 'gauge', 'Current prefill queue depth'],
+  ['mlxcel_batch_sequences_started', 'counter', 'Total sequences that entered prefill'],
+  ['mlxcel_batch_sequences_completed', 'counter', 'Total sequences that completed generation'],
+  ['mlxcel_batch_prefill_tokens_total', 'counter', 'Cumulative prefill tokens processed'],
+  ['mlxcel_batch_decode_tokens_total', 'counter', 'Cumulative decode tokens generated'],
+  ['mlxcel_batch_current_size', 'gauge', 'Current active batch size'],
+  ['mlxcel_cache_pool_active', 'gauge', 'Active cache entries'],
+];
+
+async function scrape(url: string) {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+  return parseMetrics(await res.text());
+}
+
+describe('GET /metrics', () => {
+  it('has every metric of the reference with its type and HELP text', async () => {
+    const { values, help, type } = await scrape(plain.server.url);
+    for (const [name, kind, text] of METRICS) {
+      expect(type.get(name), name).toBe(kind);
+      expect(help.get(name), name).toBe(text);
+      expect(values.has(name), name).toBe(true);
+    }
+    expect([...values.keys()].sort()).toEqual(METRICS.map(([n]) => n).sort());
+  });
+
+  it('counts finished chat completions once, streamed or not, and leaves out cancelled chat streams and streaming completions', async () => {
+    const { client, server } = plain;
+    const { url } = server;
+    const before = (await scrape(url)).values;
+    const chat = { model: 'm', messages: [{ role: 'user' as const, content: 'Once upon a time' }], temperature: 0 };
+    let prompt = 0;
+    let completion = 0;
+
+    const whole = await client.chat.completions.create({ ...chat, max_tokens: 10 });
+    prompt += whole.usage!.prompt_tokens;
+    completion += whole.usage!.completion_tokens;
+
+    const stream = await client.chat.completions.create({ ...chat, max_tokens: 7, stream: true, stream_options: { include_usage: true } });
+    for await (const chunk of stream) {
+      if (chunk.usage) {
+        prompt += chunk.usage.prompt_tokens;
+        completion += chunk.usage.completion_tokens;
+      }
+    }
+
+    // A chat stream the client cancels: not counted.
+    const controller = new AbortController();
+    const cancelled = await client.chat.completions.create({ ...chat, max_tokens: 400, stream: true }, { signal: controller.signal });
+    let chunks = 0;
+    for await (const _chunk of cancelled) if (++chunks === 3) controller.abort();
+    await idle();
+
+    // Streaming completions, OpenAI and native: not counted.
+    for await (const _chunk of await client.completions.create({ model: 'm', prompt: 'Lily', max_tokens: 6, stream: true }));
+    const nativeStream = await fetch(`${url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Lily', n_predict: 6, stream: true }) });
+    await nativeStream.text();
+
+    // The same, not streamed: counted.
+    const text = await client.completions.create({ model: 'm', prompt: 'Lily', max_tokens: 5 });
+    prompt += text.usage!.prompt_tokens;
+    completion += text.usage!.completion_tokens;
+    const native = (await (await fetch(`${url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Lily', n_predict: 4 }) })).json()) as {
+      tokens_evaluated: number;
+      tokens_predicted: number;
+    };
+    prompt += native.tokens_evaluated;
+    completion += native.tokens_predicted;
+    expect(completion).toBe(10 + 7 + 5 + 4);
+    await idle();
+
+    const after = (await scrape(url)).values;
+    const delta = (name: string) => after.get(name)! - before.get(name)!;
+    expect(delta('mlxcel_requests_total')).toBe(4);
+    expect(delta('mlxcel_completion_tokens_total')).toBe(completion);
+    expect(delta('mlxcel_prompt_tokens_total')).toBe(prompt);
+    expect(delta('mlxcel_generation_time_seconds_total')).toBeGreaterThan(0);
+    // Every sequence counts in the engine's own counters, cancelled and streamed ones too.
+    expect(delta('mlxcel_batch_sequences_started')).toBe(7);
+    expect(delta('mlxcel_batch_sequences_completed')).toBe(6);
+    const { counters } = engine.stats();
+    expect(after.get('mlxcel_batch_sequences_started')).toBe(counters.sequences_started);
+    expect(after.get('mlxcel_batch_sequences_completed')).toBe(counters.sequences_completed);
+    expect(after.get('mlxcel_batch_prefill_tokens_total')).toBe(counters.total_prefill_tokens);
+    expect(after.get('mlxcel_batch_decode_tokens_total')).toBe(counters.total_decode_tokens);
+  });
+
+  it('mirrors the engine load in its gauges', async () => {
+    const { url } = plain.server;
+    const gauges = (v: Map<string, number>) =>
+      ['mlxcel_slots_total', 'mlxcel_slots_available', 'mlxcel_queue_depth', 'mlxcel_batch_current_size', 'mlxcel_cache_pool_active'].map((n) => v.get(n));
+    expect(gauges((await scrape(url)).values)).toEqual([2, 2, 0, 0, 0]);
+    const held = await saturate(url);
+    expect(gauges((await scrape(url)).values)).toEqual([2, 0, 1, 2, 2]);
+    await release(held);
+    expect(gauges((await scrape(url)).values)).toEqual([2, 2, 0, 0, 0]);
+  });
+
+  it('is absent without --metrics, and --metrics-port serves it on its own listener', async () => {
+    const { server, client } = tuned;
+    const missing = await fetch(`${server.url}/metrics`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: { type: string } }).error.type).toBe('not_found_error');
+
+    expect(server.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(server.metricsUrl).not.toBe(server.url);
+    const before = (await scrape(server.metricsUrl!)).values;
+    const plainBefore = (await scrape(plain.server.url)).values;
+    await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3 });
+    const after = (await scrape(server.metricsUrl!)).values;
+    expect(after.get('mlxcel_requests_total')! - before.get('mlxcel_requests_total')!).toBe(1);
+    expect(after.get('mlxcel_completion_tokens_total')! - before.get('mlxcel_completion_tokens_total')!).toBe(3);
+    // Each server has its own registry: the other one did not count it.
+    expect((await scrape(plain.server.url)).values.get('mlxcel_requests_total')).toBe(plainBefore.get('mlxcel_requests_total'));
+    // The metrics listener serves nothing else.
+    expect((await fetch(`${server.metricsUrl}/health`)).status).toBe(404);
+    expect((await fetch(`${server.metricsUrl}/v1/models`)).status).toBe(404);
+  });
+
+  it('needs the API key on both listeners, like every route but /health', async () => {
+    const { server } = await serve(['--metrics', '--metrics-port', '0', '--api-key', 'secret']);
+    for (const url of [`${server.url}/metrics`, `${server.metricsUrl}/metrics`, `${server.url}/slots`, `${server.url}/props`]) {
+      expect((await fetch(url)).status, url).toBe(401);
+      expect((await fetch(url, { headers: { Authorization: 'Bearer secret' } })).status, url).toBe(200);
+    }
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+});

@@ -1,0 +1,226 @@
+// The Responses and Anthropic routes on a random-weight Qwen3 model with the real Qwen3
+// tokenizer, whose template is the thinking variant (the generation prompt opens
+// "<think>\n" unless enable_thinking is false): reasoning items and thinking blocks,
+// thinking turned off, tools rendered into the template, tool_choice, and replayed
+// function calls, each checked against the template rendered here or against
+// /v1/chat/completions, which runs the same pipeline.
+import Anthropic from '@anthropic-ai/sdk';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { forcedInstruction } from '../src/chat/chat-request.js';
+import { ChatTemplate, type ChatMessage } from '../src/chat/template.js';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
+
+let dir: string;
+let engine: Engine;
+let server: RunningServer;
+let openai: OpenAI;
+let anthropic: Anthropic;
+let template: ChatTemplate;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'qwen3-apis-'));
+  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 1 }, dir);
+  // Qwen3's template closes an empty block when enable_thinking is false; the thinking
+  // variants open one otherwise.
+  const configPath = join(dir, 'tokenizer_config.json');
+  const config = JSON.parse(readFileSync(configPath, 'utf8'));
+  const closeEmpty = "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
+  expect(config.chat_template).toContain(closeEmpty);
+  config.chat_template = config.chat_template.replace(closeEmpty, "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}");
+  writeFileSync(configPath, JSON.stringify(config));
+  engine = await loadEngine({ modelDir: dir, parallel: 2 });
+  template = new ChatTemplate(config.chat_template, engine.tokenizer);
+  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+  openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await engine?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const tokens = (messages: ChatMessage[], options: Parameters<ChatTemplate['render']>[1] = {}) =>
+  engine.tokenizer.encode(template.render(messages, options), false).length;
+
+const weatherTool = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'Current weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'] },
+  strict: false,
+};
+const asChatTool = { type: 'function', function: { name: weatherTool.name, description: weatherTool.description, parameters: weatherTool.parameters } };
+
+describe('reasoning', () => {
+  it('Responses put the opened block in a reasoning item ahead of the message, streamed or not', async () => {
+    const params = { model: 'q', input: 'Hello', max_output_tokens: 6, temperature: 0 };
+    const res = await openai.responses.create(params);
+    expect(res.output.map((o) => [o.type, o.status])).toEqual([
+      ['reasoning', 'incomplete'],
+      ['message', 'incomplete'],
+    ]);
+    const reasoning = res.output[0] as OpenAI.Responses.ResponseReasoningItem;
+    const text = reasoning.content![0]!.text;
+    expect(text.length).toBeGreaterThan(0);
+    expect(res.output_text).toBe('');
+    expect(res.usage?.output_tokens).toBe(6);
+    expect(res.usage?.output_tokens_details.reasoning_tokens).toBe(engine.tokenizer.encode(text, false).length);
+
+    const stream = openai.responses.stream(params);
+    const deltas: string[] = [];
+    stream.on('response.reasoning_text.delta', (e) => deltas.push(e.delta));
+    const final = await stream.finalResponse();
+    expect(deltas.join('')).toBe(text);
+    expect((final.output[0] as OpenAI.Responses.ResponseReasoningItem).content).toEqual(reasoning.content);
+  });
+
+  it('thinking_budget_tokens caps reasoning exactly as on chat completions', async () => {
+    for (const budget of [0, 3]) {
+      const res = await openai.responses.create({ model: 'q', input: 'Hello', max_output_tokens: 12, temperature: 0, thinking_budget_tokens: budget } as never);
+      const chat = await openai.chat.completions.create({
+        model: 'q',
+        messages: [{ role: 'user', content: 'Hello' }],
+        max_tokens: 12,
+        temperature: 0,
+        thinking_budget_tokens: budget,
+      } as never);
+      const message = chat.choices[0]!.message as { content: string | null; reasoning_content?: string };
+      expect(res.output_text).toBe(message.content ?? '');
+      expect(res.output_text.length).toBeGreaterThan(0);
+      const reasoning = res.output.find((o): o is OpenAI.Responses.ResponseReasoningItem => o.type === 'reasoning');
+      expect(reasoning?.content?.[0]?.text ?? '').toBe(message.reasoning_content ?? '');
+      expect(res.usage?.output_tokens_details.reasoning_tokens).toBe(budget);
+      expect(res.usage?.input_tokens).toBe(chat.usage?.prompt_tokens);
+    }
+  });
+
+  it('reasoning.effort "none" turns the template\'s thinking off', async () => {
+    const res = await openai.responses.create({ model: 'q', input: 'Hello', max_output_tokens: 5, temperature: 0, reasoning: { effort: 'none' } } as never);
+    expect(res.output.map((o) => o.type)).toEqual(['message']);
+    expect(res.usage?.input_tokens).toBe(tokens([{ role: 'user', content: 'Hello' }], { kwargs: { enable_thinking: false } }));
+  });
+
+  it('Anthropic returns a thinking block, streamed as thinking_delta, and none when disabled', async () => {
+    const params = { model: 'q', max_tokens: 6, temperature: 0, messages: [{ role: 'user' as const, content: 'Hello' }] };
+    const msg = await anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    expect(msg.content.map((b) => b.type)).toEqual(['thinking', 'text']);
+    expect(msg.stop_reason).toBe('max_tokens');
+    const stream = anthropic.messages.stream({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    let thinking = '';
+    stream.on('thinking', (delta) => (thinking += delta));
+    const final = await stream.finalMessage();
+    expect(final.content).toEqual(msg.content);
+    expect(thinking).toBe((msg.content[0] as Anthropic.ThinkingBlock).thinking);
+
+    const off = await anthropic.messages.create({ ...params, max_tokens: 5, thinking: { type: 'disabled' } });
+    expect(off.content.map((b) => b.type)).toEqual(['text']);
+    const chat = await openai.chat.completions.create({
+      model: 'q',
+      messages: [{ role: 'user', content: 'Hello' }],
+      max_tokens: 5,
+      temperature: 0,
+      chat_template_kwargs: { enable_thinking: false },
+    } as never);
+    expect((off.content[0] as Anthropic.TextBlock).text).toBe(chat.choices[0]!.message.content);
+  });
+});
+
+describe('tools', () => {
+  const user: ChatMessage[] = [{ role: 'user', content: 'Weather in Paris?' }];
+
+  it('render into the template the same way through both APIs', async () => {
+    const withTools = tokens(user, { tools: [asChatTool] });
+    expect(withTools).toBeGreaterThan(tokens(user));
+    const responses = await openai.responses.inputTokens.count({ input: 'Weather in Paris?', tools: [weatherTool] });
+    expect(responses.input_tokens).toBe(withTools);
+    const messages = await anthropic.messages.countTokens({
+      model: 'q',
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      tools: [{ name: weatherTool.name, description: weatherTool.description, input_schema: weatherTool.parameters as never }],
+    });
+    expect(messages.input_tokens).toBe(withTools);
+    // tool_choice none renders no tools.
+    const none = await openai.responses.inputTokens.count({ input: 'Weather in Paris?', tools: [weatherTool], tool_choice: 'none' });
+    expect(none.input_tokens).toBe(tokens(user));
+  });
+
+  it('a forced choice adds the instruction to the last user message, and unknown names are 400', async () => {
+    const named = await openai.responses.inputTokens.count({
+      input: 'Weather in Paris?',
+      tools: [weatherTool],
+      tool_choice: { type: 'function', name: 'get_weather' },
+    });
+    const instructed: ChatMessage[] = [{ role: 'user', content: `Weather in Paris?\n\n${forcedInstruction({ kind: 'named', name: 'get_weather' })}` }];
+    expect(named.input_tokens).toBe(tokens(instructed, { tools: [asChatTool] }));
+    const any = await anthropic.messages.countTokens({
+      model: 'q',
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      tools: [{ name: weatherTool.name, description: weatherTool.description, input_schema: weatherTool.parameters as never }],
+      tool_choice: { type: 'any' },
+    });
+    const required: ChatMessage[] = [{ role: 'user', content: `Weather in Paris?\n\n${forcedInstruction({ kind: 'required' })}` }];
+    expect(any.input_tokens).toBe(tokens(required, { tools: [asChatTool] }));
+
+    const missing = await openai.responses
+      .create({ model: 'q', input: 'x', tools: [weatherTool], tool_choice: { type: 'function', name: 'nope' } })
+      .catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.BadRequestError);
+    const forcedWithSchema = await openai.responses
+      .create({
+        model: 'q',
+        input: 'x',
+        tools: [weatherTool],
+        tool_choice: 'required',
+        text: { format: { type: 'json_schema', name: 'r', schema: { type: 'object' } } },
+      })
+      .catch((e: unknown) => e);
+    expect(forcedWithSchema).toBeInstanceOf(OpenAI.BadRequestError);
+    const anthropicMissing = await anthropic.messages
+      .create({ model: 'q', max_tokens: 1, messages: [{ role: 'user', content: 'x' }], tools: [], tool_choice: { type: 'tool', name: 'nope' } })
+      .catch((e: unknown) => e);
+    expect(anthropicMissing).toBeInstanceOf(Anthropic.BadRequestError);
+  });
+
+  it('replays function calls and their outputs as the template renders tool calls', async () => {
+    const input: OpenAI.Responses.ResponseInputItem[] = [
+      { role: 'user', content: 'Weather in Paris?' },
+      { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city": "Paris"}' },
+      { type: 'function_call_output', call_id: 'call_1', output: '{"temp": 21}' },
+    ];
+    const counted = await openai.responses.inputTokens.count({ input, tools: [weatherTool] });
+    const chat: ChatMessage[] = [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', name: 'get_weather', content: '{"temp": 21}' },
+    ];
+    expect(template.render(chat, { tools: [asChatTool] })).toContain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>');
+    expect(counted.input_tokens).toBe(tokens(chat, { tools: [asChatTool] }));
+    // The same history through the Anthropic API renders identically.
+    const viaAnthropic = await anthropic.messages.countTokens({
+      model: 'q',
+      tools: [{ name: weatherTool.name, description: weatherTool.description, input_schema: weatherTool.parameters as never }],
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: '{"temp": 21}' }] },
+      ],
+    });
+    expect(viaAnthropic.input_tokens).toBe(counted.input_tokens);
+  });
+
+  it('a request with tools generates through the same pipeline', async () => {
+    const res = await openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [weatherTool], max_output_tokens: 3, temperature: 0, reasoning: { effort: 'none' } } as never);
+    expect(res.status).toBe('incomplete');
+    expect(res.output.map((o) => o.type)).toEqual(['message']);
+    expect(res.usage?.input_tokens).toBe(tokens(user, { tools: [asChatTool], kwargs: { enable_thinking: false } }));
+  });
+});

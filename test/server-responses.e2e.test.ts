@@ -1,0 +1,368 @@
+// The Responses API through the official `openai` client, against live servers on the
+// real engine and the trained stories260k model. Its template joins message contents
+// with "\n" after <s>, so every prompt (and so every token count) can be rebuilt here
+// by hand; greedy outputs come from expected.json.
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { storiesCase } from './helpers/stories-expected.js';
+
+const onceUponATime = storiesCase('Once upon a time');
+
+let engine: Engine;
+let server: RunningServer;
+let noStore: RunningServer;
+let client: OpenAI;
+let noStoreClient: OpenAI;
+
+beforeAll(async () => {
+  engine = await loadEngine({ modelDir: 'models/stories260k' });
+  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+  noStore = await startServer(engine, { host: '127.0.0.1', port: 0, responsesStoreMaxEntries: 0, conversationStoreMaxEntries: 0 });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  noStoreClient = new OpenAI({ baseURL: `${noStore.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await noStore?.close();
+  await engine?.close();
+});
+
+/** Tokens of the stories template's rendering of these message texts. */
+const promptTokens = (...texts: string[]) => engine.tokenizer.encode(`<s>${texts.join('\n')}`, false).length;
+
+const greedy = { model: 'stories260k', temperature: 0 } as const;
+
+/** Raw POST, for envelopes and paths the SDK does not expose. */
+async function post(path: string, body: unknown, url = server.url) {
+  const res = await fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+async function badRequest(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.BadRequestError>> {
+  const err = await promise.catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+  return err as InstanceType<typeof OpenAI.BadRequestError>;
+}
+
+/** A history of whole stories turns, long enough to be worth compacting. */
+const longHistory = (): OpenAI.Responses.ResponseInputItem[] => [
+  { role: 'system', content: 'Tell stories.' },
+  { role: 'user', content: 'Once upon a time there was a little dog who loved to run in the park.' },
+  { role: 'assistant', content: 'One day the dog saw a big red ball and ran after it all the way home.' },
+  { role: 'user', content: 'Lily wanted to play with the dog, so she went to the park with her mom.' },
+  { role: 'assistant', content: 'They played all day and then they went home to eat a big dinner together.' },
+  { role: 'user', content: 'Once upon a time' },
+];
+
+describe('POST /v1/responses on stories260k', () => {
+  it('answers with the greedy continuation, parsed by the SDK', async () => {
+    const res = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 64 });
+    expect(res.id).toMatch(/^resp_/);
+    expect(res.object).toBe('response');
+    expect(res.output_text).toBe(onceUponATime.expected_text);
+    expect(res.status).toBe('incomplete');
+    expect(res.incomplete_details).toEqual({ reason: 'max_output_tokens' });
+    expect(res.output).toHaveLength(1);
+    expect(res.output[0]).toMatchObject({ type: 'message', role: 'assistant', status: 'incomplete', id: expect.stringMatching(/^msg_/) });
+    expect(res.usage).toMatchObject({ input_tokens: 5, output_tokens: 64, total_tokens: 69, output_tokens_details: { reasoning_tokens: 0 } });
+  });
+
+  it('streams typed events with monotonic sequence numbers', async () => {
+    const stream = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 64, stream: true });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events.slice(0, 4).map((e) => e.type)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+    ]);
+    expect(events.slice(-4).map((e) => e.type)).toEqual([
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.incomplete',
+    ]);
+    const deltas = events.filter((e): e is OpenAI.Responses.ResponseTextDeltaEvent => e.type === 'response.output_text.delta');
+    expect(deltas.map((d) => d.delta).join('')).toBe(onceUponATime.expected_text);
+    const last = events.at(-1) as OpenAI.Responses.ResponseIncompleteEvent;
+    expect(last.response.usage).toMatchObject({ input_tokens: 5, output_tokens: 64 });
+  });
+
+  it("rebuilds through the SDK's stream helper into the same response", async () => {
+    const stream = client.responses.stream({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 20, stop: ['Lily'] } as never);
+    let snapshotText = '';
+    stream.on('response.output_text.delta', (e) => (snapshotText = e.snapshot));
+    const final = await stream.finalResponse();
+    expect(final.output_text).toBe(', there was a little girl named ');
+    expect(snapshotText).toBe(final.output_text);
+    // A stop string ends the turn: completed, not incomplete.
+    expect(final.status).toBe('completed');
+    const stored = await client.responses.retrieve(final.id);
+    expect(stored).toMatchObject({ status: 'completed', output_text: final.output_text, usage: final.usage });
+    expect(stored.output.map((o) => o.id)).toEqual(final.output.map((o) => o.id));
+  });
+
+  it('retrieves and deletes stored responses', async () => {
+    const created = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 8 });
+    const retrieved = await client.responses.retrieve(created.id);
+    expect(retrieved).toEqual(created);
+    await client.responses.delete(created.id);
+    const err = await client.responses.retrieve(created.id).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.NotFoundError);
+    // store: false is never kept.
+    const unstored = await client.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2, store: false });
+    expect(unstored.store).toBe(false);
+    expect(await client.responses.retrieve(unstored.id).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it('chains turns through previous_response_id', async () => {
+    const first = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 8 });
+    const next = { previous_response_id: first.id, input: [{ role: 'user' as const, content: 'Lily' }] };
+    const expectedTokens = promptTokens(onceUponATime.prompt, first.output_text, 'Lily');
+    expect(await client.responses.inputTokens.count(next)).toEqual({ object: 'response.input_tokens', input_tokens: expectedTokens });
+    const second = await client.responses.create({ ...greedy, ...next, max_output_tokens: 4 });
+    expect(second.previous_response_id).toBe(first.id);
+    expect(second.usage?.input_tokens).toBe(expectedTokens);
+    // instructions are not carried over from the previous response.
+    const third = await client.responses.create({ ...greedy, previous_response_id: second.id, input: 'Tom', max_output_tokens: 2 });
+    expect(third.usage?.input_tokens).toBe(promptTokens(onceUponATime.prompt, first.output_text, 'Lily', second.output_text, 'Tom'));
+
+    const err = await badRequest(client.responses.create({ ...greedy, previous_response_id: 'resp_missing', input: 'x' }));
+    expect(err.message).toMatch(/previous response 'resp_missing' was not found/);
+  });
+
+  it('continues a string-form conversation', async () => {
+    const conversation = `conv_${Date.now()}`;
+    const first = await client.responses.create({ ...greedy, conversation, input: onceUponATime.prompt, max_output_tokens: 6 });
+    expect(first.conversation).toEqual({ id: conversation });
+    const second = await client.responses.create({ ...greedy, conversation, input: 'Lily', max_output_tokens: 2 });
+    expect(second.usage?.input_tokens).toBe(promptTokens(onceUponATime.prompt, first.output_text, 'Lily'));
+    await badRequest(client.responses.create({ ...greedy, conversation, previous_response_id: first.id, input: 'x' }));
+  });
+
+  it('counts input tokens with instructions first', async () => {
+    expect(await client.responses.inputTokens.count({ input: onceUponATime.prompt })).toEqual({ object: 'response.input_tokens', input_tokens: 5 });
+    const counted = await client.responses.inputTokens.count({ instructions: 'Tell stories.', input: onceUponATime.prompt });
+    expect(counted.input_tokens).toBe(promptTokens('Tell stories.', onceUponATime.prompt));
+  });
+
+  it('cancels a generation in progress and leaves a finished one as it is', async () => {
+    const stream = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 400, stream: true });
+    let id = '';
+    let cancelled: OpenAI.Responses.Response | undefined;
+    const types: string[] = [];
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === 'response.created') id = event.response.id;
+      if (event.type === 'response.output_text.delta' && !cancelled) cancelled = await client.responses.cancel(id);
+    }
+    expect(cancelled?.status).toBe('cancelled');
+    expect(types.at(-1)).toBe('response.incomplete');
+    const stored = await client.responses.retrieve(id);
+    expect(stored.status).toBe('cancelled');
+    expect(stored.usage).toBeNull();
+    for (let i = 0; i < 100 && engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(engine.stats().activeSequences).toBe(0);
+
+    const done = await client.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
+    expect(await client.responses.cancel(done.id)).toMatchObject({ id: done.id, status: 'incomplete' });
+  });
+
+  it('serves the paths without /v1', async () => {
+    const created = await post('/responses', { ...greedy, input: onceUponATime.prompt, max_output_tokens: 3 });
+    expect(created.status).toBe(200);
+    expect((await fetch(`${server.url}/responses/${created.body.id}`)).status).toBe(200);
+    expect(await post('/responses/input_tokens', { input: onceUponATime.prompt })).toEqual({ status: 200, body: { object: 'response.input_tokens', input_tokens: 5 } });
+    expect((await post(`/responses/${created.body.id}/cancel`, {})).status).toBe(200);
+    expect((await fetch(`${server.url}/responses/${created.body.id}`, { method: 'DELETE' })).status).toBe(200);
+  });
+});
+
+describe('compaction on stories260k', () => {
+  const decode = (item: { encrypted_content: string }) =>
+    JSON.parse(Buffer.from(item.encrypted_content, 'base64url').toString('utf8')) as { summary: string; items: unknown[] };
+
+  it('POST /v1/responses/compact summarizes older turns into one compaction item', async () => {
+    const history = longHistory();
+    const before = (await client.responses.inputTokens.count({ input: history })).input_tokens;
+    const compacted = await client.responses.compact({ model: 'stories260k', input: history, max_output_tokens: 24 });
+    expect(compacted).toMatchObject({ object: 'response.compaction', model: 'stories260k' });
+    // Kept system message, the retained latest user message, one compaction item.
+    expect(compacted.output.map((o) => o.type)).toEqual(['message', 'message', 'compaction']);
+    expect(compacted.output[0]).toMatchObject({ role: 'system', content: 'Tell stories.' });
+    expect(compacted.output[1]).toMatchObject({ role: 'user', content: 'Once upon a time' });
+    const item = compacted.output[2] as OpenAI.Responses.ResponseCompactionItem;
+    expect(item.id).toMatch(/^cmp_/);
+    expect(item.encrypted_content).toMatch(/^[A-Za-z0-9_-]+$/);
+    const capsule = decode(item);
+    expect(capsule.items).toEqual([{ type: 'message', role: 'user', content: 'Once upon a time' }]);
+    expect(compacted.usage.output_tokens).toBeGreaterThan(0);
+    expect(compacted.usage.output_tokens).toBeLessThanOrEqual(24);
+
+    // Replayed: instructions, the summary merged into the retained user message.
+    const replay = compacted.output as unknown as OpenAI.Responses.ResponseInputItem[];
+    const after = (await client.responses.inputTokens.count({ input: replay })).input_tokens;
+    expect(after).toBe(promptTokens('Tell stories.', `Summary of the earlier conversation:\n${capsule.summary}`, 'Once upon a time'));
+    expect(after).toBeLessThan(before);
+
+    // A generation on the compacted history, and a chain from it, see the same context.
+    const res = await client.responses.create({ ...greedy, input: replay, max_output_tokens: 4 });
+    expect(res.usage?.input_tokens).toBe(after);
+    const chained = await client.responses.inputTokens.count({ previous_response_id: res.id, input: 'Lily' });
+    expect(chained.input_tokens).toBe(
+      promptTokens('Tell stories.', `Summary of the earlier conversation:\n${capsule.summary}`, 'Once upon a time', res.output_text, 'Lily'),
+    );
+  });
+
+  it('refuses what it cannot compact, with context_length_exceeded', async () => {
+    const tooLong = [{ role: 'user' as const, content: 'Once upon a time '.repeat(150) }, { role: 'user' as const, content: 'Lily' }];
+    let err = await badRequest(client.responses.compact({ model: 'm', input: tooLong }));
+    expect(err.code).toBe('context_length_exceeded');
+    expect(err.message).toMatch(/more than the context window/);
+
+    err = await badRequest(client.responses.compact({ model: 'm', input: longHistory(), max_output_tokens: 500 } as never));
+    expect(err.code).toBe('context_length_exceeded');
+    expect(err.message).toMatch(/does not fit the context window/);
+
+    // A head shorter than any summary: the result would be longer.
+    const short = [{ role: 'user' as const, content: 'Hi' }, { role: 'assistant' as const, content: 'Yes' }, { role: 'user' as const, content: 'Lily' }];
+    err = await badRequest(client.responses.compact({ model: 'm', input: short, max_output_tokens: 48 } as never));
+    expect(err.code).toBe('context_length_exceeded');
+    expect(err.message).toMatch(/would not be shorter than the input/);
+  });
+
+  it('rejects streaming, previous_response_id, conversation and bad bounds', async () => {
+    const input = longHistory();
+    for (const extra of [
+      { stream: true },
+      { previous_response_id: 'resp_x' },
+      { conversation: 'conv_x' },
+      { keep_tokens: 0 },
+      { max_output_tokens: 0 },
+      { max_output_tokens: 16385 },
+    ]) {
+      const res = await post('/v1/responses/compact', { model: 'm', input, ...extra });
+      expect(res.status, JSON.stringify(extra)).toBe(400);
+      expect(res.body.error).toMatchObject({ type: 'invalid_request_error', message: expect.any(String) });
+    }
+    expect((await post('/responses/compact', { input, max_output_tokens: 16 })).status).toBe(200);
+  });
+
+  it('context_management compacts before generating, streamed with mlx.compaction events', async () => {
+    const input = longHistory();
+    const before = (await client.responses.inputTokens.count({ input })).input_tokens;
+    const stream = await client.responses.create({
+      ...greedy,
+      input,
+      max_output_tokens: 6,
+      stream: true,
+      context_management: [{ type: 'compaction', compact_threshold: 40 }],
+    } as never);
+    const events: any[] = [];
+    for await (const event of stream as unknown as AsyncIterable<any>) events.push(event);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events.slice(0, 6).map((e) => e.type)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'mlx.compaction.started',
+      'mlx.compaction.completed',
+      'response.output_item.added',
+      'response.output_item.done',
+    ]);
+    expect(events[2]).toMatchObject({ input_tokens: before });
+    expect(events[3]).toMatchObject({ input_tokens_before: before, input_tokens_after: expect.any(Number) });
+    expect(events[3].input_tokens_after).toBeLessThan(before);
+    expect(events[4]).toMatchObject({ output_index: 0, item: { type: 'compaction' } });
+    const final = events.at(-1).response as OpenAI.Responses.Response;
+    expect(final.output.map((o) => o.type)).toEqual(['compaction', 'message']);
+    expect(final.usage?.input_tokens).toBe(events[3].input_tokens_after);
+
+    // The stored response continues from the compacted context.
+    const chained = await client.responses.inputTokens.count({ previous_response_id: final.id, input: 'Lily' });
+    const summary = decode(final.output[0] as OpenAI.Responses.ResponseCompactionItem).summary;
+    const text = (final.output[1] as OpenAI.Responses.ResponseOutputMessage).content.map((c) => (c.type === 'output_text' ? c.text : '')).join('');
+    expect(chained.input_tokens).toBe(promptTokens('Tell stories.', `Summary of the earlier conversation:\n${summary}`, 'Once upon a time', text, 'Lily'));
+  });
+
+  it('context_management leaves a short input alone, and compacts sync requests too', async () => {
+    const short = await client.responses.create({
+      ...greedy,
+      input: onceUponATime.prompt,
+      max_output_tokens: 4,
+      context_management: [{ type: 'compaction', compact_threshold: 1000 }],
+    } as never);
+    expect(short.output.map((o) => o.type)).toEqual(['message']);
+    const compacted = await client.responses.create({
+      ...greedy,
+      input: longHistory(),
+      max_output_tokens: 4,
+      context_management: [{ type: 'compaction', compact_threshold: 40 }],
+    } as never);
+    expect(compacted.output.map((o) => o.type)).toEqual(['compaction', 'message']);
+  });
+});
+
+describe('refusals', () => {
+  const builtIn = [
+    { type: 'web_search' },
+    { type: 'file_search', vector_store_ids: ['vs'] },
+    { type: 'computer_use_preview', display_height: 1, display_width: 1, environment: 'linux' },
+    { type: 'code_interpreter', container: { type: 'auto' } },
+    { type: 'image_generation' },
+    { type: 'mcp', server_label: 's', server_url: 'https://example.com' },
+    { type: 'custom', name: 'c' },
+    { type: 'apply_patch' },
+    { type: 'function_shell' },
+  ];
+
+  it('answers 400 invalid_request_error for each built-in tool type', async () => {
+    for (const tool of builtIn) {
+      const err = await badRequest(client.responses.create({ ...greedy, input: 'x', tools: [tool as never] }));
+      expect(err.type).toBe('invalid_request_error');
+      expect(err.message).toContain(`built-in tool type "${tool.type}" is not supported`);
+      const raw = await post('/v1/responses', { input: 'x', tools: [tool] });
+      expect(raw).toMatchObject({ status: 400, body: { error: { type: 'invalid_request_error', message: expect.any(String), code: null } } });
+    }
+  });
+
+  it('answers 400 for input_file parts, truncation other than disabled, and background', async () => {
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] }, /input_file content parts are not supported/],
+      [{ input: 'x', truncation: 'auto' }, /truncation "auto" is not supported/],
+      [{ input: 'x', background: true }, /background responses are not supported/],
+      [{ input: 'x', text: { format: { type: 'json_object' } } }, /json_object/],
+      [{ input: 'x', tool_choice: 'required' }, /tool_choice "required" needs at least one tool/],
+      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AAAA' }] }] }, /text only; image input/],
+    ];
+    for (const [body, message] of cases) {
+      const err = await badRequest(client.responses.create({ ...greedy, ...body } as never));
+      expect(err.type).toBe('invalid_request_error');
+      expect(err.message).toMatch(message);
+      // input_tokens applies the same checks.
+      if (!('background' in body)) expect((await post('/v1/responses/input_tokens', body)).status).toBe(400);
+    }
+    // truncation "disabled" and background false are fine.
+    expect((await client.responses.create({ ...greedy, input: 'Lily', truncation: 'disabled', background: false, max_output_tokens: 1 })).status).toBe('incomplete');
+  });
+
+  it('answers 400 for stored-response operations when storing is disabled', async () => {
+    const res = await noStoreClient.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
+    expect(res.store).toBe(false);
+    for (const attempt of [
+      noStoreClient.responses.retrieve(res.id),
+      noStoreClient.responses.delete(res.id),
+      noStoreClient.responses.cancel(res.id),
+      noStoreClient.responses.create({ ...greedy, previous_response_id: res.id, input: 'x' }),
+      noStoreClient.responses.create({ ...greedy, conversation: 'conv_1', input: 'x' }),
+    ]) {
+      const err = await badRequest(attempt);
+      expect(err.message).toMatch(/disabled on this server/);
+    }
+  });
+});
