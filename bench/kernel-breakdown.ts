@@ -1,0 +1,210 @@
+// Per-kernel breakdown of one decode step of our engine: every dispatch of the recorded
+// forward pass (LoadedModel.program) timed in isolation by CPU wall time (the OpenGL ES
+// adapter on llvmpipe has no timestamp queries), grouped by label with the layer number
+// stripped, against the measured time of a whole decode step. Issue 3 wants the step
+// within 15% of the sum of its kernels' isolated times.
+//
+// Method: load the model as loadEngine does (one slot), prefill a short prompt, decode
+// DECODE_STEPS tokens through ForwardRunner (timing each step: the engine's own per-step
+// path, writes + one submission + readback of the token id), and then, with the batch
+// metadata of the last decode step still in place, replay each dispatch alone: one warm-up
+// submission, then `reps` copies of it in one command buffer, one wait; time / reps. Also
+// replayed: the whole program in one submission with no readback (the GPU-side step).
+//
+// Caveat: a dispatch repeated alone finds its weights in cache more often than in the full
+// step, so isolated times can undercount memory-bound kernels.
+//
+// Run alone: npx tsx bench/kernel-breakdown.ts [modelDir]
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ForwardRunner, type SampleInput } from '../src/engine/forward.js';
+import { loadModel } from '../src/models/model.js';
+import { openGpu, workDone, type Backend } from '../src/runtime/gpu.js';
+import type { Dispatch, StepShape } from '../src/runtime/program.js';
+import { writeBenchModel } from './bench-model.js';
+
+export interface KernelGroup {
+  /** Label with `model.layers.N.` stripped. */
+  label: string;
+  /** Dispatches that ran in the decode shape (the other variant of a linear has 0 workgroups). */
+  dispatches: number;
+  /** Sum of their isolated times per step. */
+  ms: number;
+}
+
+export interface LogitCheck {
+  nonFinite: number;
+  min: number;
+  max: number;
+  mean: number;
+  std: number;
+}
+
+export interface KernelBreakdown {
+  adapter: string;
+  groups: KernelGroup[];
+  /** Sum over every dispatch of its isolated time. */
+  sumIsolatedMs: number;
+  /** Dispatches recorded / active in the decode shape. */
+  dispatchesRecorded: number;
+  dispatchesActive: number;
+  /** Median and mean of ForwardRunner.run for one decode token (the engine's step). */
+  stepMedianMs: number;
+  stepMeanMs: number;
+  steps: number;
+  /** Context length (positions) over the timed steps. */
+  positions: [number, number];
+  /** The whole program in one submission, no readback: median of `replays`. */
+  replayMs: number;
+  /** Logits after the prefill and after the last decode step. */
+  logitsAfterPrefill: LogitCheck;
+  logitsAfterDecode: LogitCheck;
+  loadMs: number;
+}
+
+export interface BreakdownOptions {
+  backend?: Backend;
+  promptTokens?: number;
+  decodeSteps?: number;
+  /** Aim for this much wall time per isolated dispatch measurement (ms). */
+  targetMsPerDispatch?: number;
+  log?: (msg: string) => void;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+function checkLogits(x: Float32Array): LogitCheck {
+  let nonFinite = 0, min = Infinity, max = -Infinity, sum = 0, sq = 0, n = 0;
+  for (const v of x) {
+    if (!Number.isFinite(v)) { nonFinite++; continue; }
+    if (v < min) min = v;
+    if (v > max) max = v;
+    sum += v; sq += v * v; n++;
+  }
+  const mean = n ? sum / n : NaN;
+  return { nonFinite, min, max, mean, std: n ? Math.sqrt(Math.max(0, sq / n - mean * mean)) : NaN };
+}
+
+/** Token ids for a synthetic prompt: ordinary vocabulary entries, no special tokens. */
+export function syntheticPrompt(n: number, salt = 0): number[] {
+  return Array.from({ length: n }, (_, i) => 1000 + ((i * 7919 + salt * 104729) % 100000));
+}
+
+export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}): Promise<KernelBreakdown> {
+  const log = o.log ?? (() => {});
+  const promptLen = o.promptTokens ?? 16;
+  const decodeSteps = o.decodeSteps ?? 24;
+  const target = o.targetMsPerDispatch ?? 40;
+  const t0 = performance.now();
+  const gpu = await openGpu(o.backend ?? 'opengles');
+  // The engine's shapes for parallel 1, contextSize 1024 (src/engine/load.ts).
+  const model = await loadModel(gpu, modelDir, { maxTokens: 512, maxSeqs: 1, kvTokens: 2048, maxContext: 1024, blockSize: 16 });
+  const loadMs = performance.now() - t0;
+  const runner = new ForwardRunner(model);
+  const device = gpu.device;
+  const table = Array.from({ length: 64 }, (_, i) => i);
+  const sample: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
+
+  const prompt = syntheticPrompt(promptLen, 7);
+  let [{ token }] = await runner.run([{ tokens: prompt, startPos: 0, table, sample }]);
+  const logitsAfterPrefill = checkLogits(await runner.readLogits(1));
+  let pos = promptLen;
+  const warm = 2;
+  const stepTimes: number[] = [];
+  const firstPos = pos + warm;
+  for (let i = 0; i < warm + decodeSteps; i++) {
+    const t = performance.now();
+    [{ token }] = await runner.run([{ tokens: [token], startPos: pos, table, sample }]);
+    if (i >= warm) stepTimes.push(performance.now() - t);
+    pos++;
+  }
+  const logitsAfterDecode = checkLogits(await runner.readLogits(1));
+  log(`decode step median ${median(stepTimes).toFixed(1)} ms over ${decodeSteps} steps`);
+
+  // The metadata buffers still hold the last decode step (one token at position pos - 1).
+  const shape: StepShape = { tokens: 1, seqs: 1, bias: 0 };
+  model.ops.writeStep(shape);
+  const replays: number[] = [];
+  for (let r = 0; r < 4; r++) {
+    const t = performance.now();
+    const enc = device.createCommandEncoder();
+    model.program.encode(enc, shape);
+    device.queue.submit([enc.finish()]);
+    await workDone(device.queue);
+    if (r > 0) replays.push(performance.now() - t);
+  }
+
+  const active = (d: Dispatch) => {
+    const [x, y = 1, z = 1] = d.workgroups(shape);
+    return x > 0 && y > 0 && z > 0;
+  };
+  const timeAlone = async (d: Dispatch, reps: number) => {
+    const t = performance.now();
+    const enc = device.createCommandEncoder();
+    for (let r = 0; r < reps; r++) model.program.encode(enc, shape, (x) => x === d);
+    device.queue.submit([enc.finish()]);
+    await workDone(device.queue);
+    return (performance.now() - t) / reps;
+  };
+  const groups = new Map<string, KernelGroup>();
+  let sum = 0;
+  let nActive = 0;
+  for (const d of model.program.dispatches) {
+    if (!active(d)) continue;
+    nActive++;
+    const first = await timeAlone(d, 1); // warm-up (and a first estimate)
+    const reps = Math.max(3, Math.min(50, Math.round(target / Math.max(first, 0.05))));
+    const ms = await timeAlone(d, reps);
+    const label = d.label.replace(/^model\.layers\.\d+\./, '');
+    const g = groups.get(label) ?? { label, dispatches: 0, ms: 0 };
+    g.dispatches++;
+    g.ms += ms;
+    groups.set(label, g);
+    sum += ms;
+  }
+  return {
+    adapter: gpu.description,
+    groups: [...groups.values()].sort((a, b) => b.ms - a.ms),
+    sumIsolatedMs: sum,
+    dispatchesRecorded: model.program.dispatches.length,
+    dispatchesActive: nActive,
+    stepMedianMs: median(stepTimes),
+    stepMeanMs: stepTimes.reduce((a, b) => a + b, 0) / stepTimes.length,
+    steps: stepTimes.length,
+    positions: [firstPos, pos - 1],
+    replayMs: median(replays),
+    logitsAfterPrefill,
+    logitsAfterDecode,
+    loadMs,
+  };
+}
+
+export function breakdownMarkdown(b: KernelBreakdown): string {
+  const lines = [
+    `| kernel (label, layer stripped) | dispatches | isolated ms / step | share |`,
+    `|---|---:|---:|---:|`,
+    ...b.groups.map((g) => `| ${g.label} | ${g.dispatches} | ${g.ms.toFixed(2)} | ${((100 * g.ms) / b.sumIsolatedMs).toFixed(1)}% |`),
+    `| **sum of isolated dispatches** | ${b.dispatchesActive} | ${b.sumIsolatedMs.toFixed(1)} | 100% |`,
+    '',
+    `| decode step (positions ${b.positions[0]}-${b.positions[1]}) | ms | vs sum of isolated |`,
+    `|---|---:|---:|`,
+    `| engine step, ForwardRunner.run (median of ${b.steps}) | ${b.stepMedianMs.toFixed(1)} | ${(b.stepMedianMs / b.sumIsolatedMs).toFixed(2)}x |`,
+    `| whole program, one submission, no readback (median of 3) | ${b.replayMs.toFixed(1)} | ${(b.replayMs / b.sumIsolatedMs).toFixed(2)}x |`,
+  ];
+  return lines.join('\n');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  process.env.EGL_PLATFORM ??= 'surfaceless';
+  const dir = writeBenchModel(process.argv[2] ?? join(tmpdir(), 'mlxcel-bench', 'qwen3-0.6b-4bit'));
+  const b = await kernelBreakdown(dir, { log: (m) => console.error(m) });
+  console.log(`adapter: ${b.adapter}; load ${b.loadMs.toFixed(0)} ms`);
+  console.log(breakdownMarkdown(b));
+  console.log('logits after prefill', b.logitsAfterPrefill, 'after decode', b.logitsAfterDecode);
+  process.exit(0);
+}
