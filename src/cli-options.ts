@@ -2,6 +2,7 @@
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
 import type { Backend } from './runtime/gpu.js';
+import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
 
 export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const satisfies readonly Backend[];
@@ -33,6 +34,11 @@ export interface ServeOptions {
   conversationStoreTtlSecs?: number;
   /** --chat-template-kwargs: a JSON object every chat request's kwargs are merged over. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** Prompt cache: --no-cache-prompt turns it off; undefined = the engine's defaults. */
+  cachePrompt?: boolean;
+  cacheCapacityBytes?: number;
+  cacheMaxEntries?: number;
+  cacheTtlSecs?: number;
 }
 
 export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
@@ -48,12 +54,14 @@ interface Flag {
   value?: string;
   /** A switch's "off" spelling; its variables then take true/false values. */
   negation?: string;
-  /** A server-wide sampling default (see ./server/sampling-defaults.ts): its field and range. */
-  sampling?: { key: keyof SamplingDefaults; kind: 'int' | 'float'; min: number; max?: number };
+  /** A server-wide sampling default (see ./server/sampling-defaults.ts): its field and range
+   *  (`above`: the minimum itself is excluded). */
+  sampling?: { key: keyof SamplingDefaults; kind: 'int' | 'float'; min: number; max?: number; above?: boolean };
   help: string;
 }
 
-const sampling = (key: keyof SamplingDefaults, kind: 'int' | 'float', min: number, max?: number) => ({ key, kind, min, max });
+const sampling = (key: keyof SamplingDefaults, kind: 'int' | 'float', min: number, max?: number, above?: boolean) => ({ key, kind, min, max, above });
+const D = DEFAULT_SAMPLING;
 
 const FLAGS: Flag[] = [
   { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR', help: 'model directory in Hugging Face layout (default: the bundled stories260k)' },
@@ -74,16 +82,36 @@ const FLAGS: Flag[] = [
   { name: 'metrics-port', env: ['LLAMA_ARG_METRICS_PORT'], value: 'PORT', help: 'serve GET /metrics on its own listener at this port of --host (default: none)' },
   // Server-wide sampling defaults: what a request gets for a field it leaves out. A new
   // sampler knob is one line here plus its field in src/server/sampling-defaults.ts.
-  { name: 'temp', env: ['LLAMA_ARG_TEMP'], value: 'N', sampling: sampling('temperature', 'float', 0), help: `temperature, 0 = greedy (default: ${DEFAULT_SAMPLING.temperature})` },
-  { name: 'top-k', env: ['LLAMA_ARG_TOP_K'], value: 'N', sampling: sampling('top_k', 'int', 0), help: `top-k sampling, 0 = off (default: ${DEFAULT_SAMPLING.top_k})` },
-  { name: 'top-p', env: ['LLAMA_ARG_TOP_P'], value: 'N', sampling: sampling('top_p', 'float', 0, 1), help: `top-p sampling, 1 = off (default: ${DEFAULT_SAMPLING.top_p})` },
+  // LLAMA_ARG_TEMPERATURE is current llama-server's name, LLAMA_ARG_TEMP an older one.
+  { name: 'temp', env: ['LLAMA_ARG_TEMP', 'LLAMA_ARG_TEMPERATURE'], value: 'N', sampling: sampling('temperature', 'float', 0), help: `temperature, 0 = greedy (default: ${D.temperature})` },
+  { name: 'top-k', env: ['LLAMA_ARG_TOP_K'], value: 'N', sampling: sampling('top_k', 'int', 0), help: `top-k sampling, 0 = off (default: ${D.top_k})` },
+  { name: 'top-p', env: ['LLAMA_ARG_TOP_P'], value: 'N', sampling: sampling('top_p', 'float', 0, 1), help: `top-p sampling, 1 = off (default: ${D.top_p})` },
+  { name: 'min-p', env: ['LLAMA_ARG_MIN_P'], value: 'N', sampling: sampling('min_p', 'float', 0, 1), help: `min-p sampling, 0 = off (default: ${D.min_p})` },
+  { name: 'repeat-penalty', env: ['LLAMA_ARG_REPEAT_PENALTY'], value: 'N', sampling: sampling('repeat_penalty', 'float', 0, undefined, true), help: `repetition penalty, 1 = off (default: ${D.repeat_penalty})` },
+  { name: 'repeat-last-n', env: ['LLAMA_ARG_REPEAT_LAST_N'], value: 'N', sampling: sampling('repeat_last_n', 'int', -1), help: `tokens the repetition/frequency/presence penalties look back, -1 = whole context, 0 = none (default: ${D.repeat_last_n})` },
+  { name: 'presence-penalty', env: ['LLAMA_ARG_PRESENCE_PENALTY'], value: 'N', sampling: sampling('presence_penalty', 'float', -2, 2), help: `presence penalty, 0 = off (default: ${D.presence_penalty})` },
+  { name: 'frequency-penalty', env: ['LLAMA_ARG_FREQUENCY_PENALTY'], value: 'N', sampling: sampling('frequency_penalty', 'float', -2, 2), help: `frequency penalty, 0 = off (default: ${D.frequency_penalty})` },
+  { name: 'dry-multiplier', env: ['LLAMA_ARG_DRY_MULTIPLIER'], value: 'N', sampling: sampling('dry_multiplier', 'float', 0), help: `DRY multiplier, 0 = off (default: ${D.dry_multiplier})` },
+  { name: 'dry-base', env: ['LLAMA_ARG_DRY_BASE'], value: 'N', sampling: sampling('dry_base', 'float', 1), help: `DRY base (default: ${D.dry_base})` },
+  { name: 'dry-allowed-length', env: ['LLAMA_ARG_DRY_ALLOWED_LENGTH'], value: 'N', sampling: sampling('dry_allowed_length', 'int', 1), help: `DRY: repeats longer than this are penalised (default: ${D.dry_allowed_length})` },
+  { name: 'dry-penalty-last-n', env: ['LLAMA_ARG_DRY_PENALTY_LAST_N'], value: 'N', sampling: sampling('dry_penalty_last_n', 'int', -1), help: `DRY look-back in tokens, 0 or -1 = whole context (default: ${D.dry_penalty_last_n})` },
+  { name: 'xtc-probability', env: ['LLAMA_ARG_XTC_PROBABILITY'], value: 'N', sampling: sampling('xtc_probability', 'float', 0, 1), help: `XTC chance per token, 0 = off (default: ${D.xtc_probability})` },
+  { name: 'xtc-threshold', env: ['LLAMA_ARG_XTC_THRESHOLD'], value: 'N', sampling: sampling('xtc_threshold', 'float', 0, 1), help: `XTC probability threshold (default: ${D.xtc_threshold})` },
   { name: 'n-predict', short: 'n', env: ['LLAMA_ARG_N_PREDICT'], value: 'N', sampling: sampling('n_predict', 'int', -1), help: 'tokens to predict when a request sets none, and the most it may ask for; -1 = until the context is full (default: -1)' },
   { name: 'seed', short: 's', env: ['LLAMA_ARG_SEED'], value: 'N', sampling: sampling('seed', 'int', -1), help: 'seed for requests that set none, -1 = random (default: -1)' },
   { name: 'responses-store-max-entries', env: ['LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES'], value: 'N', help: 'stored /v1/responses responses, 0 disables storing (default: 1024)' },
   { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: 'seconds a stored response is kept, 0 = no expiry (default: 3600)' },
   { name: 'conversation-store-max-entries', env: ['LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES'], value: 'N', help: 'stored /v1/responses conversations, 0 disables them (default: 256)' },
   { name: 'conversation-store-ttl-secs', env: ['LLAMA_ARG_CONVERSATION_STORE_TTL_SECS'], value: 'N', help: 'seconds a conversation is kept after its last use, 0 = no expiry (default: 3600)' },
+  // Prompt cache (GET /v1/cache/stats): llama-server's switch and variable, then its bounds.
+  { name: 'cache-prompt', negation: 'no-cache-prompt', env: ['LLAMA_ARG_CACHE_PROMPT'], help: 'reuse the KV of cached prompt prefixes across requests (default: on)' },
+  { name: 'cache-capacity-bytes', env: ['LLAMA_ARG_CACHE_CAPACITY_BYTES'], value: 'N', help: "prompt-cache KV bytes, on top of the slots' own (default: as many as the slots' KV)" },
+  { name: 'cache-max-entries', env: ['LLAMA_ARG_CACHE_MAX_ENTRIES'], value: 'N', help: 'prompt-cache blocks (16 tokens each) kept at most (default: 1024)' },
+  { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: 'seconds an unused cached block is kept, 0 = no expiry (default: 3600)' },
 ];
+
+/** Variables read that belong to no flag. */
+const ENVIRONMENT = [LOOP_POLICY_HELP];
 
 export const HELP_TEXT = [
   'Usage: mlxcel-server [options]',
@@ -93,9 +121,12 @@ export const HELP_TEXT = [
   'Options:',
   ...FLAGS.map((f) => {
     const names = `${f.short ? `-${f.short}, ` : '    '}--${f.name}${f.negation ? `, --${f.negation}` : ''}${f.value ? ` ${f.value}` : ''}`;
-    return `  ${names.padEnd(26)}${f.help}\n  ${''.padEnd(26)}(env: ${f.env.join(', ')})`;
+    return `  ${names.padEnd(25)} ${f.help}\n  ${''.padEnd(26)}(env: ${f.env.join(', ')})`;
   }),
   `  ${'-h, --help'.padEnd(26)}show this help`,
+  '',
+  'Environment:',
+  ...ENVIRONMENT.map((line) => `  ${line}`),
   '',
 ].join('\n');
 
@@ -165,14 +196,29 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       slots: getSwitch('slots'),
       metrics: getSwitch('metrics'),
       metricsPort: optionalInteger('metrics-port', 0, 65535),
-      sampling: samplingOptions(get),
+      sampling: mergeDefined(samplingOptions(get), loopPolicyOption(env)),
       responsesStoreMaxEntries: optionalInteger('responses-store-max-entries', 0),
       responsesStoreTtlSecs: optionalInteger('responses-store-ttl-secs', 0),
       conversationStoreMaxEntries: optionalInteger('conversation-store-max-entries', 0),
       conversationStoreTtlSecs: optionalInteger('conversation-store-ttl-secs', 0),
       chatTemplateKwargs: jsonObject('chat-template-kwargs', get('chat-template-kwargs')),
+      cachePrompt: getSwitch('cache-prompt'),
+      cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
+      cacheMaxEntries: optionalInteger('cache-max-entries', 0),
+      cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),
     },
   };
+}
+
+/** MLXCEL_LOOP_DETECTION, when set, as the server's loop_detection default. */
+function loopPolicyOption(env: Readonly<Record<string, string | undefined>>): Partial<SamplingDefaults> | undefined {
+  const text = env.MLXCEL_LOOP_DETECTION;
+  if (text === undefined || text === '') return undefined;
+  try {
+    return { loop_detection: parseLoopPolicy(text) };
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
 }
 
 /** A flag whose value is a JSON object (llama-server's --chat-template-kwargs). */
@@ -193,10 +239,14 @@ function samplingOptions(get: (name: string) => string | undefined): Partial<Sam
   const entries = FLAGS.flatMap((f) => {
     const text = f.sampling && get(f.name);
     if (!f.sampling || text === undefined) return [];
-    const { key, kind, min, max } = f.sampling;
-    return [[key, kind === 'int' ? integer(f.name, text, min, max) : float(f.name, text, min, max)]];
+    const { key, kind, min, max, above } = f.sampling;
+    return [[key, kind === 'int' ? integer(f.name, text, min, max) : float(f.name, text, min, max, above)]];
   });
   return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+}
+
+function mergeDefined<T extends object>(a: T | undefined, b: T | undefined): T | undefined {
+  return a || b ? { ...a, ...b } as T : undefined;
 }
 
 /**
@@ -231,10 +281,11 @@ function boolean(flag: Flag, text: string): boolean {
   throw new CliError(`${flag.env.join('/')} must be one of ${[...TRUE_WORDS, ...FALSE_WORDS].join(', ')}, got "${text}"`);
 }
 
-function float(name: string, text: string, min: number, max = Infinity): number {
+function float(name: string, text: string, min: number, max = Infinity, above = false): number {
   const value = /^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text.trim()) ? Number(text) : NaN;
-  if (!(value >= min && value <= max)) {
-    throw new CliError(`--${name} must be a number from ${min}${max === Infinity ? '' : ` to ${max}`}, got "${text}"`);
+  if (!((above ? value > min : value >= min) && value <= max)) {
+    const range = above ? `above ${min}` : `from ${min}${max === Infinity ? '' : ` to ${max}`}`;
+    throw new CliError(`--${name} must be a number ${range}, got "${text}"`);
   }
   return value;
 }

@@ -41,6 +41,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       batchSize: options.batchSize,
       maxQueue: options.maxQueue,
       backend: options.backend,
+      cachePrompt: options.cachePrompt,
+      cacheCapacityBytes: options.cacheCapacityBytes,
+      cacheMaxEntries: options.cacheMaxEntries,
+      cacheTtlSecs: options.cacheTtlSecs,
     }),
   );
 

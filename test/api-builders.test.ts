@@ -72,9 +72,10 @@ function turn(finish: TurnResult['finish'], extra: Partial<TurnResult> = {}): Tu
     finish,
     generation: {
       finishReason: finish === 'length' ? 'length' : 'stop',
-      usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
+      usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21, prompt_tokens_details: { cached_tokens: 0 } },
       timings: {} as TurnResult['generation']['timings'],
       text: '',
+      cachedTokens: 0,
     },
     reasoning: '',
     content: '',

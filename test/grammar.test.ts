@@ -64,6 +64,9 @@ describe('limits and keywords', () => {
     expect(schemaError({ $ref: '#/$defs/missing' }).keyword).toBe('$ref');
     expect(schemaError({ type: 'string', pattern: '(?=SECRET_p)a' }).message).not.toContain('SECRET_p');
     expect(schemaError({ type: 'string', pattern: '(a)\\1' }).message).toMatch(/backreference/);
+    // Exponentially many automaton states: refused up front, not met during a mask walk.
+    expect(schemaError({ type: 'string', pattern: '.*a.{20}$' }).message).toMatch(/too complex/);
+    expect(schemaError({ type: 'string', pattern: '(?:x{1000}){1000}' }).message).toMatch(/too complex/);
   });
 
   it('refuses schemas that admit no value or recurse without input', () => {
@@ -332,13 +335,29 @@ describe('token masks', () => {
           const cfg = (c as unknown as { cfg: Config }).cfg;
           expect(Array.from(mask)).toEqual(Array.from(brute(vocab, cfg, [...eos])));
           checked++;
-          const allowed = ids(mask).filter((t) => !eos.includes(t));
+          const allowed = ids(mask).filter((t) => !(eos as readonly number[]).includes(t));
           if (allowed.length === 0) break;
           c.accept(allowed[Math.floor(rng.uniform() * allowed.length)]!);
         }
       }
     }
     expect(checked).toBeGreaterThan(200);
+  });
+
+  it('carries on when the automaton tables start over mid-document', () => {
+    const schema = REAL_WORLD_SCHEMAS.find((s) => s.name === 'tree')!.schema;
+    const vocab = vocabFor(qwen, QWEN_V, QWEN_EOS);
+    const c = jsonSchemaConstraint(schema, qwen, QWEN_V, QWEN_EOS);
+    feed(c, qwen, '{"value":1,"children":[{"value":2,"children":[');
+    const epoch = U.epoch;
+    U.reset();
+    const mask = c.allowed();
+    expect(U.epoch).toBe(epoch + 1);
+    expect(Array.from(mask)).toEqual(Array.from(brute(vocab, (c as unknown as { cfg: Config }).cfg, QWEN_EOS)));
+    feed(c, qwen, ']}]');
+    U.reset();
+    feed(c, qwen, '}');
+    expect(c.complete).toBe(true);
   });
 
   it('maps SentencePiece pieces (▁, <0xNN>) to bytes', () => {

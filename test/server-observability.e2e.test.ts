@@ -89,7 +89,7 @@ describe('GET /props', () => {
         temperature: 0.8,
         top_k: 40,
         top_p: 0.95,
-        min_p: 0,
+        min_p: 0.05,
         repeat_penalty: 1,
         repeat_last_n: 64,
         seed: 18446744073709551615,
@@ -99,6 +99,9 @@ describe('GET /props', () => {
         dry_base: 1.75,
         dry_allowed_length: 2,
         dry_penalty_last_n: 0,
+        xtc_probability: 0,
+        xtc_threshold: 0.1,
+        loop_detection: null,
       },
       total_slots: 2,
     });
@@ -107,7 +110,7 @@ describe('GET /props', () => {
   it('follows the command-line flags', async () => {
     expect(tuned.options.sampling).toEqual({ temperature: 0, n_predict: 12, seed: 5, top_k: 7, top_p: 0.5 });
     const body = (await (await fetch(`${tuned.server.url}/props`)).json()) as { default_generation_settings: Record<string, number> };
-    expect(body.default_generation_settings).toMatchObject({ temperature: 0, n_predict: 12, seed: 5, top_k: 7, top_p: 0.5, min_p: 0 });
+    expect(body.default_generation_settings).toMatchObject({ temperature: 0, n_predict: 12, seed: 5, top_k: 7, top_p: 0.5, min_p: 0.05 });
   });
 
   it('reports the defaults requests actually get', async () => {

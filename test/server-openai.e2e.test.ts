@@ -36,7 +36,7 @@ describe('OpenAI API on stories260k', () => {
       const res = await client.completions.create({ model: 'stories260k', prompt: c.prompt, max_tokens: 64, temperature: 0 });
       expect(res.choices[0]!.text).toBe(c.expected_text);
       expect(res.choices[0]!.finish_reason).toBe('length');
-      expect(res.usage).toEqual({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69 });
+      expect(res.usage).toEqual({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69, prompt_tokens_details: { cached_tokens: 0 } });
     }
   });
 
@@ -78,7 +78,7 @@ describe('OpenAI API on stories260k', () => {
     expect(content).toBe(onceUponATime.expected_text);
     expect(finishReasons.at(-1)).toBe('length');
     expect(finishReasons.slice(0, -1).every((r) => r === null)).toBe(true);
-    expect(usage).toEqual({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69 });
+    expect(usage).toEqual({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69, prompt_tokens_details: { cached_tokens: 0 } });
   });
 
   it('streams completions', async () => {

@@ -199,7 +199,19 @@ describe('chat completions', () => {
     await post(`${url}/chat/completions`, { messages: [{ role: 'user', content: 'x' }], temperature: 0.5, top_k: 10, top_p: 0.9, seed: 42, max_completion_tokens: 2 });
     await post(`${url}/chat/completions`, { messages: [{ role: 'user', content: 'x' }] });
     expect(engine.requests[0]).toMatchObject({ maxTokens: 2, sampling: { temperature: 0.5, topK: 10, topP: 0.9, seed: 42 } });
-    expect(engine.requests[1]!.sampling).toEqual({ temperature: 0.8, topK: 40, topP: 0.95 });
+    expect(engine.requests[1]!.sampling).toEqual({
+      temperature: 0.8,
+      topK: 40,
+      topP: 0.95,
+      minP: 0.05,
+      pLess: false,
+      repetitionPenalty: 1,
+      repetitionContextSize: 64,
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      xtcProbability: 0,
+      xtcThreshold: 0.1,
+    });
     expect(engine.requests[1]!.maxTokens).toBe(512 - engine.requests[1]!.promptTokens.length);
   });
 
@@ -218,7 +230,7 @@ describe('chat completions', () => {
     expect(chunks[0].choices[0]).toEqual({ index: 0, delta: { role: 'assistant' }, finish_reason: null, logprobs: null });
     const usage = chunks.at(-1);
     expect(usage.choices).toEqual([]);
-    expect(usage.usage).toEqual({ prompt_tokens: 5, completion_tokens: 10, total_tokens: 15 });
+    expect(usage.usage).toEqual({ prompt_tokens: 5, completion_tokens: 10, total_tokens: 15, prompt_tokens_details: { cached_tokens: 0 } });
     const finish = chunks.at(-2);
     expect(finish.choices[0]).toEqual({ index: 0, delta: {}, finish_reason: 'length', logprobs: null });
     const content = chunks.slice(1, -2).map((c) => c.choices[0].delta.content).join('');

@@ -1,7 +1,16 @@
 // The one place where engine tokens become response text: detokenizing, stop strings,
 // usage and timings. Every API family consumes this and only reshapes its events.
 import type { Engine } from '../engine/engine.js';
-import type { FinishReason, GenerationEvent, Priority, SamplingParams, Timings, TokenConstraint } from '../engine/types.js';
+import type {
+  FinishReason,
+  GenerationEvent,
+  LoopDetection,
+  Priority,
+  SamplingParams,
+  Timings,
+  TokenConstraint,
+  TokenLogprob,
+} from '../engine/types.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import { StopMatcher } from './stop-matcher.js';
 
@@ -20,12 +29,25 @@ export interface TextGenerationParams {
   keepSpecialIds?: ReadonlySet<number>;
   /** A 'text' event for every token, even an empty one: one event per generated token. */
   everyToken?: boolean;
+  /** Top logprobs per token besides the chosen one's (0-20); undefined = none. Implies everyToken. */
+  logprobs?: number;
+  loopDetection?: LoopDetection;
+  /** false: no prompt-cache reuse or donation for this request. */
+  cachePrompt?: boolean;
 }
 
 export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** OpenAI's split of the prompt: the tokens that came from the prompt cache. */
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+/** One generated token, with the logprobs the request asked for (chosen first, then the top ones). */
+export interface GeneratedToken {
+  id: number;
+  logprobs?: TokenLogprob[];
 }
 
 export interface TextGenerationResult {
@@ -36,20 +58,35 @@ export interface TextGenerationResult {
   timings: Timings;
   /** The whole completion: the concatenation of every 'text' event. */
   text: string;
+  /** Prompt tokens reused from the prompt cache (timings.prompt_n counts the rest). */
+  cachedTokens: number;
+  /** Every generated token with its logprobs, when the request asked for logprobs. */
+  tokens?: GeneratedToken[];
 }
 
-export type TextGenerationEvent = { type: 'text'; text: string } | { type: 'done'; result: TextGenerationResult };
+/** `token`: the generated token behind this text (absent for text released at the end). */
+export type TextGenerationEvent = { type: 'text'; text: string; token?: GeneratedToken } | { type: 'done'; result: TextGenerationResult };
 
 /**
  * Queues the request right away, so that the engine's synchronous refusal (a full queue)
  * reaches the caller before it commits to a response; iterating yields the text.
  */
 export function generateText(engine: Engine, params: TextGenerationParams): AsyncGenerator<TextGenerationEvent> {
-  const { promptTokens, maxTokens, sampling, signal, priority, constraint } = params;
+  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, loopDetection, cachePrompt } = params;
   // No room for tokens, or nobody left to read them: the engine is not involved.
   const events =
     maxTokens > 0 && !signal?.aborted
-      ? engine.generate({ promptTokens, maxTokens, sampling, signal, priority, ...(constraint ? { constraint } : {}) })
+      ? engine.generate({
+          promptTokens,
+          maxTokens,
+          sampling,
+          signal,
+          priority,
+          ...(constraint ? { constraint } : {}),
+          ...(logprobs === undefined ? {} : { logprobs }),
+          ...(loopDetection ? { loopDetection } : {}),
+          ...(cachePrompt === undefined ? {} : { cachePrompt }),
+        })
       : undefined;
   return textEvents(engine, params, events);
 }
@@ -70,6 +107,9 @@ async function* textEvents(
     : (ids: number[]) => tokenizer.decode(ids, true, cleanUp);
   const detokenizer = new IncrementalDetokenizer(decode, promptTokens);
   const stops = new StopMatcher(params.stop);
+  const wantLogprobs = params.logprobs !== undefined;
+  const everyToken = params.everyToken || wantLogprobs;
+  const tokens: GeneratedToken[] | undefined = wantLogprobs ? [] : undefined;
   let text = '';
   let completionTokens = 0;
   const done = (
@@ -77,14 +117,22 @@ async function* textEvents(
     stopString: string | undefined,
     timings: Timings,
     promptN = promptTokens.length,
+    cachedTokens = 0,
   ): TextGenerationEvent => ({
     type: 'done',
     result: {
       finishReason,
       ...(stopString === undefined ? {} : { stopString }),
-      usage: { prompt_tokens: promptN, completion_tokens: completionTokens, total_tokens: promptN + completionTokens },
+      usage: {
+        prompt_tokens: promptN,
+        completion_tokens: completionTokens,
+        total_tokens: promptN + completionTokens,
+        prompt_tokens_details: { cached_tokens: cachedTokens },
+      },
       timings,
       text,
+      cachedTokens,
+      ...(tokens ? { tokens } : {}),
     },
   });
 
@@ -100,12 +148,16 @@ async function* textEvents(
     if (event.type === 'token') {
       clock.token();
       completionTokens++;
+      const token: GeneratedToken = event.logprobs ? { id: event.id, logprobs: event.logprobs } : { id: event.id };
+      tokens?.push(token);
       const match = stops.push(detokenizer.push(event.id));
-      if (match.text || params.everyToken) {
+      if (match.text || everyToken) {
         text += match.text;
-        yield { type: 'text', text: match.text };
+        yield { type: 'text', text: match.text, token };
       }
       if (match.stop !== undefined) {
+        // The engine's own count of cached prompt tokens comes with its 'done', which a
+        // stop string pre-empts: this timing counts the whole prompt, and cached_tokens 0.
         yield done('stop', match.stop, clock.timings(promptTokens.length, completionTokens));
         return;
       }
@@ -120,7 +172,7 @@ async function* textEvents(
     }
     completionTokens = event.completionTokens;
     const reason = match.stop === undefined ? event.reason : 'stop';
-    yield done(reason, match.stop, event.timings, event.promptTokens);
+    yield done(reason, match.stop, event.timings, event.promptTokens, event.cachedTokens ?? 0);
     return;
   }
   if (!signal?.aborted) throw new Error('engine ended a generation without a done event');

@@ -97,16 +97,16 @@ export class PromptCache {
     this.expire();
     this.lookups++;
     const usable = Math.floor((prompt.length - 1) / this.o.blockSize);
-    const blocks: number[] = [];
+    const found: Entry[] = [];
     for (const key of this.keys(prompt, usable)) {
       const e = this.entries.get(key);
       if (!e) break;
       e.refs++;
-      this.touch(e);
-      blocks.push(e.block);
+      found.push(e);
     }
-    if (blocks.length > 0) this.hits++;
-    return { blocks };
+    this.touchChain(found);
+    if (found.length > 0) this.hits++;
+    return { blocks: found.map((e) => e.block) };
   }
 
   /** Drops a borrower's references; the blocks stay cached. */
@@ -145,6 +145,7 @@ export class PromptCache {
       this.byBlock.set(block, e);
       this.inserts++;
     }
+    this.touchChain(keys.map((k) => this.entries.get(k)!));
     this.shrink();
     return giveBack;
   }
@@ -168,6 +169,7 @@ export class PromptCache {
   }
 
   stats(): PromptCacheStats {
+    this.expire();
     const n = this.entries.size;
     return {
       enabled: this.o.enabled,
@@ -191,10 +193,19 @@ export class PromptCache {
     };
   }
 
-  private touch(e: Entry): void {
-    e.lastUsed = this.now();
-    this.entries.delete(e.key);
-    this.entries.set(e.key, e);
+  /**
+   * Marks a prefix chain used, its first block most recently: LRU then evicts a prompt's
+   * tail before its head, and a surviving head is still reachable (lookup walks from the
+   * first block).
+   */
+  private touchChain(chain: Entry[]): void {
+    const now = this.now();
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const e = chain[i];
+      e.lastUsed = now;
+      this.entries.delete(e.key);
+      this.entries.set(e.key, e);
+    }
   }
 
   private remove(e: Entry): number {

@@ -190,7 +190,11 @@ export class Universe {
 
   /** Starts over when the tables are past their budget; call only between walks. */
   maybeReset(): void {
-    if (this.configs.length < MAX_CONFIGS && this.stackMap.size < 20 * MAX_CONFIGS) return;
+    if (this.configs.length >= MAX_CONFIGS || this.stackMap.size >= 20 * MAX_CONFIGS) this.reset();
+  }
+
+  /** Drops every stack, configuration and transition (held configurations stay usable through refresh). */
+  reset(): void {
     this.epoch++;
     this.stackMap = new Map();
     this.configs = [];

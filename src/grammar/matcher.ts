@@ -1,23 +1,39 @@
 // Token masks. For a configuration, the allowed tokens are those whose bytes lead the
-// automaton somewhere live. Computing that by walking the vocabulary trie from scratch
-// each step is too slow (150k tokens), so the walk is split the way XGrammar splits it:
+// automaton somewhere live. Walking the vocabulary trie from scratch each step is too slow
+// (150k tokens), so the walk is split the way XGrammar splits it:
 //  * per frame (the top of one stack: rule, node, counter) a walk finds the tokens the
 //    frame accepts by itself (possibly calling deeper rules) and the trie nodes where the
 //    frame can pop with bytes still to come ("dependent" nodes). That depends on the frame
 //    alone, not on the stack below it, so it is cached in a global LRU and shared by every
 //    grammar: keyed by rule shape, node, and the counter's distance to its bounds, capped
-//    (a token cannot count more items than it has bytes), so a 1000-character string costs
-//    as many walks as a 40-character one;
+//    (a token cannot count more items than it has bytes);
+//  * plain strings, the one place where most of the vocabulary is live, are walked once per
+//    node and vocabulary without bounds, recording each token's character count; the frame
+//    for any remaining length is then a filter over that list, not a walk;
 //  * per step, the frame masks of the configuration's stacks are OR-ed, and only the
 //    subtrees under dependent nodes are walked again, from the configuration after the pop
 //    (for a string inside an object: the few tokens like `",` or `"}` that close it).
 // Whole-step masks are cached per configuration as well.
 import { EXIT, HAS_STACKS, universe as U, type Config, type Stack } from './automaton.js';
+import { ByteLru } from './lru.js';
 import type { Rule } from './nfa.js';
 import type { Vocab } from './vocab.js';
 
 /** Bytes of masks the caches may hold across all grammars. */
-const CACHE_BUDGET = 256 * 1024 * 1024;
+const CACHE_BUDGET = 128 * 1024 * 1024;
+
+/** A counted rule's frame walked once without bounds: every token with its count. */
+interface CountedInfo {
+  /** Tokens that stay inside the frame, and the items (characters) each counts. */
+  inTok: Int32Array;
+  inCnt: Uint8Array;
+  /** Tokens that end exactly where the frame pops, and the count there. */
+  endTok: Int32Array;
+  endCnt: Uint8Array;
+  /** Dependent trie nodes, and the count where the frame pops. */
+  deps: Int32Array;
+  depCnt: Uint8Array;
+}
 
 interface FrameInfo {
   /** Tokens the frame accepts on its own: a bitmask, or (when few) a list of ids. */
@@ -27,37 +43,7 @@ interface FrameInfo {
   deps: Int32Array;
 }
 
-class ByteLru<V> {
-  private readonly map = new Map<string, { value: V; bytes: number }>();
-  private total = 0;
-
-  constructor(private readonly budget: number) {}
-
-  get(key: string): V | undefined {
-    const e = this.map.get(key);
-    if (!e) return undefined;
-    this.map.delete(key);
-    this.map.set(key, e);
-    return e.value;
-  }
-
-  set(key: string, value: V, bytes: number): void {
-    const old = this.map.get(key);
-    if (old) {
-      this.total -= old.bytes;
-      this.map.delete(key);
-    }
-    this.map.set(key, { value, bytes });
-    this.total += bytes;
-    for (const [k, e] of this.map) {
-      if (this.total <= this.budget) break;
-      this.map.delete(k);
-      this.total -= e.bytes;
-    }
-  }
-}
-
-const cache = new ByteLru<FrameInfo | Uint32Array>(CACHE_BUDGET);
+const cache = new ByteLru<FrameInfo | Uint32Array | CountedInfo>(CACHE_BUDGET);
 
 /** Counters for tests and benches. */
 export const matcherStats = { frameWalks: 0, frameWalkMs: 0, maskMisses: 0, maskHits: 0, maskMs: 0, fallbacks: 0 };
@@ -147,11 +133,27 @@ export class Matcher {
     const hit = cache.get(key) as FrameInfo | undefined;
     if (hit) return hit;
     const t0 = performance.now();
-    const start = U.closure([U.stack(r, s.node, c, U.bottom)]);
     const mask = new Uint32Array(this.vocab.words);
     const deps: number[] = [];
-    if (start.exit) deps.push(0);
-    this.walk(start.id, 0, mask, deps);
+    if (r.counted) {
+      // Derived from the counted walk: no trie walk per counter value.
+      const counted = this.counted(r.counted, s.node);
+      const { inTok, inCnt, endTok, endCnt, depCnt } = counted;
+      for (let i = 0; i < inTok.length; i++) {
+        if (inCnt[i]! <= room) mask[inTok[i]! >>> 5]! |= 1 << (inTok[i]! & 31);
+      }
+      for (let i = 0; i < endTok.length; i++) {
+        const k = endCnt[i]!;
+        if (k <= room && k >= need) mask[endTok[i]! >>> 5]! |= 1 << (endTok[i]! & 31);
+      }
+      counted.deps.forEach((n, i) => {
+        if (depCnt[i]! <= room && depCnt[i]! >= need) deps.push(n);
+      });
+    } else {
+      const start = U.closure([U.stack(r, s.node, c, U.bottom)]);
+      if (start.exit) deps.push(0);
+      this.walk(start.id, 0, mask, deps);
+    }
     let count = 0;
     for (const w of mask) if (w) count += popcount(w);
     let info: FrameInfo;
@@ -173,6 +175,70 @@ export class Matcher {
     cache.set(key, info, (info.dense?.byteLength ?? info.sparse!.byteLength) + deps.length * 4 + 64);
     matcherStats.frameWalks++;
     matcherStats.frameWalkMs += performance.now() - t0;
+    return info;
+  }
+
+  /**
+   * The frame (twin, node) walked with counter 0 and no bounds, recording what each token
+   * counts. Valid for rules whose counted edges all lead where the rule can still finish
+   * with no further count (plain strings): a token then fits exactly when its count fits.
+   */
+  private counted(twin: Rule, node: number): CountedInfo {
+    const key = `c${this.vocab.id}:${twin.shape}:${node}`;
+    const hit = cache.get(key) as CountedInfo | undefined;
+    if (hit) return hit;
+    const { byte, depth, end, tokStart, tokIds } = this.vocab;
+    const inTok: number[] = [];
+    const inCnt: number[] = [];
+    const endTok: number[] = [];
+    const endCnt: number[] = [];
+    const deps: number[] = [];
+    const depCnt: number[] = [];
+    const st = this.st;
+    const cnt = new Int32Array(st.length);
+    const start = U.closure([U.stack(twin, node, 0, U.bottom)]);
+    if (start.exit) {
+      deps.push(0);
+      depCnt.push(0);
+    }
+    st[0] = start.id;
+    cnt[0] = 0;
+    let n = 1;
+    while (n < this.vocab.nodes) {
+      const d = depth[n]!;
+      const c = U.next(st[d - 1]!, byte[n]!);
+      if (c < 0) {
+        n = end[n]!;
+        continue;
+      }
+      const cfg = U.configs[c]!;
+      const inside = cfg.stacks.length > 0;
+      const k = inside ? Math.min(...cfg.stacks.map((x) => x.counter)) : cnt[d - 1]!;
+      for (let t = tokStart[n]!, e = tokStart[n + 1]!; t < e; t++) {
+        (inside ? inTok : endTok).push(tokIds[t]!);
+        (inside ? inCnt : endCnt).push(k);
+      }
+      if (cfg.exit && end[n]! > n + 1) {
+        deps.push(n);
+        depCnt.push(k);
+      }
+      if (!inside) {
+        n = end[n]!;
+        continue;
+      }
+      st[d] = c;
+      cnt[d] = k;
+      n++;
+    }
+    const info: CountedInfo = {
+      inTok: Int32Array.from(inTok),
+      inCnt: Uint8Array.from(inCnt),
+      endTok: Int32Array.from(endTok),
+      endCnt: Uint8Array.from(endCnt),
+      deps: Int32Array.from(deps),
+      depCnt: Uint8Array.from(depCnt),
+    };
+    cache.set(key, info, inTok.length * 5 + endTok.length * 5 + deps.length * 5 + 64);
     return info;
   }
 

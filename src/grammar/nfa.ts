@@ -60,6 +60,12 @@ export class Rule {
   /** Largest finite minRemain/maxRemain: how far counter comparisons look ahead. */
   distCap = 0;
   defined = false;
+  /**
+   * For rules whose frame walks depend on the counter only through one count per token
+   * (plain strings: characters), the same graph with min 0 and a max never reached: its
+   * walk records each token's count once, and every (room, need) is derived from it.
+   */
+  counted?: Rule;
 
   constructor(readonly name: string) {}
 

@@ -12,6 +12,7 @@
 //    needs them); integers likewise.
 //  * strings: a plain string accepts every JSON escape; pattern/format strings spell each
 //    character one way (raw UTF-8 where JSON allows it).
+import { universe as U } from './automaton.js';
 import { SchemaError } from './errors.js';
 import { ANNOTATIONS } from './limits.js';
 import { integerBounds, integerRange, numberRange, toDec, type Bound } from './numbers.js';
@@ -463,9 +464,42 @@ function stringRule(s: Record<string, unknown>): Rule {
     shape = 'string';
   }
   const rule = new Rule('string').define(b, shape, min, max);
+  if (shape === 'string' && max !== COUNTED_MAX) rule.counted = countedPlainString();
+  else checkStateCount(b);
   // Liveness: the empty-content check of the pattern against the bounds.
   if (rule.minRemain[0]! > max || rule.maxRemain[0]! < min) throw new NoValueError('no string satisfies pattern/format and the length bounds');
   return rule;
+}
+
+/** Distinct automaton states a pattern may have (a regex like `.*a.{20}` has millions). */
+const MAX_PATTERN_STATES = 5000;
+
+/**
+ * Explores the determinised states of a pattern/format string (bounds left out) and
+ * refuses it past MAX_PATTERN_STATES, before a mask walk could meet them all: every state
+ * costs a transition table. Bytes are explored per class of bytes the edges treat alike.
+ */
+function checkStateCount(b: RuleBuilder): void {
+  const relaxed = new Rule('pattern check').define(b, undefined);
+  const cuts = new Set<number>([0]);
+  for (const e of b.edges) {
+    cuts.add(e.lo);
+    if (e.hi < 255) cuts.add(e.hi + 1);
+  }
+  const bytes = [...cuts];
+  const start = U.closure([U.stack(relaxed, 0, 0, U.bottom)]).id;
+  const seen = new Set<number>([start]);
+  const work = [start];
+  while (work.length) {
+    const id = work.pop()!;
+    for (const byte of bytes) {
+      const next = U.next(id, byte);
+      if (next < 0 || seen.has(next)) continue;
+      if (seen.size >= MAX_PATTERN_STATES) throw new SchemaError('pattern: too complex (its automaton has too many states)', 'pattern');
+      seen.add(next);
+      work.push(next);
+    }
+  }
 }
 
 /** Any JSON string character at `node`, looping back: raw UTF-8 or any escape. */
@@ -529,6 +563,13 @@ function mapRule(value: Rule): Rule {
   b.call(comma, key, colon);
   b.finish(end);
   return new Rule('map').define(b, undefined);
+}
+
+/** A bound no string reaches: the counted twin's counter never saturates. */
+const COUNTED_MAX = 2 ** 30;
+let countedPlainStringRule: Rule | undefined;
+function countedPlainString(): Rule {
+  return (countedPlainStringRule ??= stringRule({ maxLength: COUNTED_MAX }));
 }
 
 let plainStringRule: Rule | undefined;

@@ -117,12 +117,15 @@ export class MessageBuilder {
     const reason = stopReason(turn);
     this.message.stop_reason = reason;
     this.message.stop_sequence = reason === 'stop_sequence' ? (turn.generation.stopString ?? null) : null;
-    this.message.usage.input_tokens = turn.generation.usage.prompt_tokens;
+    // Anthropic counts prompt-cache reads apart from input_tokens.
+    const cached = turn.generation.cachedTokens;
+    this.message.usage.input_tokens = turn.generation.usage.prompt_tokens - cached;
+    this.message.usage.cache_read_input_tokens = cached;
     this.message.usage.output_tokens = turn.generation.usage.completion_tokens;
     this.send({
       type: 'message_delta',
       delta: { stop_reason: this.message.stop_reason, stop_sequence: this.message.stop_sequence },
-      usage: { input_tokens: this.message.usage.input_tokens, output_tokens: this.message.usage.output_tokens },
+      usage: { input_tokens: this.message.usage.input_tokens, output_tokens: this.message.usage.output_tokens, cache_read_input_tokens: cached },
     });
     this.send({ type: 'message_stop' });
   }

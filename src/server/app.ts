@@ -5,6 +5,7 @@ import express, { type Express } from 'express';
 import type { Engine } from '../engine/engine.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './anthropic.js';
 import { apiKeyAuth } from './auth.js';
+import { cacheRoutes } from './cache.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
 import { healthRoutes } from './health.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
@@ -73,6 +74,8 @@ export function createApp(
   if (options.slots !== false) app.use(slotRoutes(models));
   if (options.metrics) app.use(metricsRoutes(metrics));
   app.use(propsRoutes(models, defaults));
+  // Bodiless too: POST /v1/cache/reset reads nothing.
+  app.use(cacheRoutes(models));
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
   app.use(express.json({ limit: '32mb', type: () => true }));
   app.use(

@@ -5,7 +5,9 @@
 import type { Response } from 'express';
 import { ChatOutput, parseChatOutput, type ChatReply, type OutputDelta } from '../chat/chat-output.js';
 import type { TextGenerationEvent, TextGenerationResult } from '../chat/text-generation.js';
+import type { TextTokenizer } from '../models/tokenizer.js';
 import type { PreparedChat } from './chat-prepare.js';
+import { chatLogprobs } from './logprobs.js';
 import type { ResponseHead } from './openai-shared.js';
 import { endSse, runSse, sendSse } from './sse.js';
 
@@ -24,11 +26,13 @@ function checkForced(prepared: PreparedChat, reply: ChatReply, warn: (m: string)
   if (prepared.forced && reply.toolCalls.length === 0) warn(`tool_choice forced a call (${prepared.forced.kind}) but the reply has none`);
 }
 
+/** `tokenizer` renders the logprobs of a request that asked for them (result.tokens). */
 export function chatCompletionBody(
   head: ResponseHead,
   result: TextGenerationResult,
   prepared: PreparedChat,
   warn: (message: string) => void,
+  tokenizer?: TextTokenizer,
 ): Record<string, unknown> {
   const reply = parseChatOutput(result.text, prepared.output);
   checkForced(prepared, reply, warn);
@@ -40,7 +44,7 @@ export function chatCompletionBody(
   return {
     ...head,
     object: 'chat.completion',
-    choices: [{ index: 0, message, finish_reason: finishReason(result, reply), logprobs: null }],
+    choices: [{ index: 0, message, finish_reason: finishReason(result, reply), logprobs: result.tokens && tokenizer ? chatLogprobs(tokenizer, result.tokens) : null }],
     usage: result.usage,
   };
 }
@@ -61,17 +65,29 @@ export async function streamChatCompletion(
   prepared: PreparedChat,
   includeUsage: boolean,
   warn: (message: string) => void,
+  /** Set when the request asked for logprobs: each token's go on the first chunk it produced. */
+  tokenizer?: TextTokenizer,
 ): Promise<void> {
   const output = new ChatOutput(prepared.output);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({ ...head, object: 'chat.completion.chunk', choices, ...extra });
-  const send = (delta: Record<string, unknown>, finish: FinishReason | null = null) =>
-    sendSse(res, chunk([{ index: 0, delta, finish_reason: finish, logprobs: null }]));
+  const send = (delta: Record<string, unknown>, finish: FinishReason | null = null, logprobs: unknown = null) =>
+    sendSse(res, chunk([{ index: 0, delta, finish_reason: finish, logprobs }]));
   await runSse(res, async () => {
     send({ role: 'assistant' });
     for await (const event of events) {
       if (event.type === 'text') {
         // One token's text: every part of what it decided goes out now.
-        for (const delta of deltaChunks(output.push(event.text))) send(delta);
+        const deltas = deltaChunks(output.push(event.text));
+        if (tokenizer && event.token?.logprobs) {
+          // A token whose text was held back or suppressed (tool-call markup, a partial
+          // stop string) still gets its chunk, with empty content, so chunks and tokens stay
+          // one to one for clients that index logprobs by position.
+          if (deltas.length === 0) deltas.push({ content: '' });
+          const logprobs = chatLogprobs(tokenizer, [event.token]);
+          deltas.forEach((delta, i) => send(delta, null, i === 0 ? logprobs : null));
+          continue;
+        }
+        for (const delta of deltas) send(delta);
         continue;
       }
       const { delta, reply } = output.finish();

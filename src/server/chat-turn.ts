@@ -123,9 +123,6 @@ export function startTurn(model: ServedModel, turn: PreparedTurn, options: TurnO
     keepSpecialIds: chat.keepSpecialIds,
     ...(chat.constraint ? { constraint: chat.constraint } : {}),
   };
-  if (turn.outputSchema && (!chat.constraint || chat.constraint instanceof ThinkingBudget)) {
-    options.warn('text.format json_schema is not enforced: the structured-output grammar is not wired into the chat pipeline yet');
-  }
   const events = options.metrics.track(generateText(engine, params), true);
   return chatEvents(model, turn, events, options.warn);
 }

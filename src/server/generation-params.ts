@@ -3,24 +3,57 @@
 import type { TextGenerationParams } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import type { SamplingParams } from '../engine/types.js';
+import type { TextTokenizer } from '../models/tokenizer.js';
 import { badRequest } from './errors.js';
+import { requestLoopDetection } from './loop-policy.js';
 import type { RequestContext } from './request-context.js';
 import { tokenBudget, type SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
+import { defaultDryBreakers } from './token-pieces.js';
 
-/** A request's fields over the server's defaults (./sampling-defaults.ts, set by the CLI). */
-function samplingFrom(body: SamplingFields, defaults: SamplingDefaults): SamplingParams {
+/**
+ * A request's fields over the server's defaults (./sampling-defaults.ts, set by the CLI).
+ * The engine applies them in llama.cpp's order (see ../kernels/sample.wgsl): penalties
+ * (repetition, frequency, presence) -> DRY -> grammar mask -> top-k -> top-p -> min-p ->
+ * p-less -> temperature -> XTC -> draw. Ranges were checked by the schemas.
+ */
+export function samplingFrom(body: SamplingFields, defaults: SamplingDefaults, tokenizer: TextTokenizer): SamplingParams {
   const sampling: SamplingParams = {
     temperature: body.temperature ?? defaults.temperature,
-    // llama.cpp clients send top_k <= 0 for "disabled".
-    topK: Math.max(0, body.top_k ?? defaults.top_k),
+    // 0 keeps every token; a negative top_k is refused by the schemas.
+    topK: body.top_k ?? defaults.top_k,
     topP: body.top_p ?? defaults.top_p,
+    minP: body.min_p ?? defaults.min_p,
+    pLess: body.p_less ?? false,
+    repetitionPenalty: body.repetition_penalty ?? body.repeat_penalty ?? defaults.repeat_penalty,
+    repetitionContextSize: body.repetition_context_size ?? body.repeat_last_n ?? defaults.repeat_last_n,
+    frequencyPenalty: body.frequency_penalty ?? defaults.frequency_penalty,
+    presencePenalty: body.presence_penalty ?? defaults.presence_penalty,
+    xtcProbability: body.xtc_probability ?? defaults.xtc_probability,
+    xtcThreshold: body.xtc_threshold ?? defaults.xtc_threshold,
   };
+  const dryMultiplier = body.dry_multiplier ?? defaults.dry_multiplier;
+  if (dryMultiplier > 0) {
+    sampling.dry = {
+      multiplier: dryMultiplier,
+      base: body.dry_base ?? defaults.dry_base,
+      allowedLength: body.dry_allowed_length ?? defaults.dry_allowed_length,
+      // llama-server's -1 and the reference's 0 both mean the whole context.
+      penaltyLastN: Math.max(0, body.dry_penalty_last_n ?? defaults.dry_penalty_last_n),
+      sequenceBreakers: body.dry_sequence_breakers ?? defaultDryBreakers(tokenizer),
+    };
+  }
   // A negative seed is llama.cpp's "random", like an absent one; then the server's
   // --seed applies, if set.
   const seed = body.seed != null && body.seed >= 0 ? body.seed : defaults.seed;
   if (seed >= 0) sampling.seed = seed;
   return sampling;
+}
+
+/** cache_prompt at the root (or flattened from the OpenAI SDK's extra_body), else nested in extra_body. */
+export function cachePromptFrom(body: SamplingFields): boolean | undefined {
+  const nested = body.extra_body?.cache_prompt;
+  return body.cache_prompt ?? (typeof nested === 'boolean' ? nested : undefined);
 }
 
 function stopList(stop: SamplingFields['stop']): string[] {
@@ -67,11 +100,18 @@ export function generationParams(
   }
   const room = contextSize - promptTokens.length;
   const budget = tokenBudget(maxTokens ?? undefined, defaults.n_predict);
+  if (body.min_pattern_size != null && body.max_pattern_size != null && body.max_pattern_size > 0 && body.min_pattern_size > body.max_pattern_size) {
+    throw badRequest(`min_pattern_size (${body.min_pattern_size}) must not exceed max_pattern_size (${body.max_pattern_size})`);
+  }
+  const loopDetection = requestLoopDetection(body, defaults.loop_detection, engine.info.architecture);
+  const cachePrompt = cachePromptFrom(body);
   return {
     promptTokens,
     maxTokens: Math.min(budget ?? room, room),
-    sampling: samplingFrom(body, defaults),
+    sampling: samplingFrom(body, defaults, engine.tokenizer),
     stop: stopList(body.stop),
+    ...(loopDetection ? { loopDetection } : {}),
+    ...(cachePrompt === undefined ? {} : { cachePrompt }),
     ...context,
   };
 }

@@ -4,6 +4,7 @@ import { collectText, generateText, type TextGenerationResult } from '../chat/te
 import type { Engine } from '../engine/engine.js';
 import { serverError } from './errors.js';
 import { generationParams, tokenizePrompt } from './generation-params.js';
+import { completionProbabilities } from './logprobs.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ModelState } from './model-state.js';
 import { requestContext } from './request-context.js';
@@ -22,7 +23,12 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const promptTokens = tokenizePrompt(engine, body.prompt);
     // n_predict -1 (the default) means the server's -n, by default until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
-    const params = generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults);
+    // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
+    const nProbs = body.n_probs ?? 0;
+    const params = {
+      ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults),
+      ...(nProbs > 0 ? { logprobs: nProbs } : {}),
+    };
     // The reference leaves streaming /completion out of /metrics' request counts.
     const events = metrics.track(generateText(engine, params), !body.stream);
 
@@ -30,7 +36,8 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
       await runSse(res, async () => {
         for await (const event of events) {
           if (event.type === 'text') {
-            sendSse(res, { index: 0, content: event.text, stop: false });
+            const probs = nProbs > 0 && event.token ? { completion_probabilities: completionProbabilities(engine.tokenizer, [event.token]) } : {};
+            sendSse(res, { index: 0, content: event.text, stop: false, ...probs });
             continue;
           }
           sendSse(res, finalResponse(engine, event.result, ''));
@@ -40,7 +47,9 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
       return;
     }
     const result = await collectText(events);
-    if (result) res.json(finalResponse(engine, result, result.text));
+    if (!result) return;
+    const probs = nProbs > 0 && result.tokens ? { completion_probabilities: completionProbabilities(engine.tokenizer, result.tokens) } : {};
+    res.json({ ...finalResponse(engine, result, result.text), ...probs });
   });
 
   router.post('/tokenize', (req, res) => {
@@ -75,9 +84,12 @@ function finalResponse(engine: Engine, result: TextGenerationResult, content: st
     model: engine.info.id,
     tokens_predicted: result.usage.completion_tokens,
     tokens_evaluated: result.usage.prompt_tokens,
+    // llama-server's names: the prompt tokens reused from the prompt cache; timings.prompt_n
+    // counts only the ones evaluated.
+    tokens_cached: result.cachedTokens,
     stop_type: stopType,
     stopping_word: result.stopString ?? '',
     truncated: false,
-    timings: result.timings,
+    timings: { cache_n: result.cachedTokens, ...result.timings },
   };
 }

@@ -4,6 +4,7 @@ import { collectText, generateText } from '../chat/text-generation.js';
 import { prepareChat } from './chat-prepare.js';
 import { chatCompletionBody, streamChatCompletion } from './chat-response.js';
 import { generationParams } from './generation-params.js';
+import { chatLogprobCount } from './logprobs.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ModelState } from './model-state.js';
 import { requestContext } from './request-context.js';
@@ -28,21 +29,24 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     // The template owns BOS and the turn markers, so its text is tokenized without specials.
     const promptTokens = engine.tokenizer.encode(chat.prompt, false);
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
+    const logprobs = chatLogprobCount(body);
     const params = {
       ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults),
       keepSpecialIds: chat.keepSpecialIds,
       ...(chat.constraint ? { constraint: chat.constraint } : {}),
+      ...(logprobs === undefined ? {} : { logprobs }),
     };
+    const logprobsTokenizer = logprobs === undefined ? undefined : engine.tokenizer;
     // A chat completion counts in /metrics once, streamed or not.
     const events = metrics.track(generateText(engine, params), true);
 
     if (body.stream) {
-      await streamChatCompletion(res, events, head, chat, body.stream_options?.include_usage === true, warn);
+      await streamChatCompletion(res, events, head, chat, body.stream_options?.include_usage === true, warn, logprobsTokenizer);
       return;
     }
     const result = await collectText(events);
     if (!result) return;
-    res.json(chatCompletionBody(head, result, chat, warn));
+    res.json(chatCompletionBody(head, result, chat, warn, logprobsTokenizer));
   });
   return router;
 }

@@ -3,6 +3,7 @@ import { Router } from 'express';
 import { collectText, generateText } from '../chat/text-generation.js';
 import { badRequest } from './errors.js';
 import { generationParams, tokenizePrompt } from './generation-params.js';
+import { CompletionLogprobsBuilder } from './logprobs.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ModelState } from './model-state.js';
 import { requestContext } from './request-context.js';
@@ -13,7 +14,7 @@ import { type CompletionBody, validateBody, validateCompletion } from './schemas
 
 const completionStream: StreamShape = {
   object: 'text_completion',
-  choice: (text, finishReason) => ({ index: 0, text, finish_reason: finishReason, logprobs: null }),
+  choice: (text, finishReason, logprobs = null) => ({ index: 0, text, finish_reason: finishReason, logprobs }),
 };
 
 export function openAICompletionRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
@@ -27,13 +28,15 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
     const params = {
       ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults),
       ...(constraint ? { constraint } : {}),
+      ...(body.logprobs == null ? {} : { logprobs: body.logprobs }),
     };
+    const logprobs = body.logprobs == null ? undefined : new CompletionLogprobsBuilder(engine.tokenizer);
     const head = responseHead(engine, 'cmpl');
     // The reference leaves streaming completions out of /metrics' request counts.
     const events = metrics.track(generateText(engine, params), !body.stream);
 
     if (body.stream) {
-      await streamOpenAI(res, events, head, completionStream, body.stream_options?.include_usage === true);
+      await streamOpenAI(res, events, head, completionStream, body.stream_options?.include_usage === true, logprobs && ((token) => logprobs.add([token])));
       return;
     }
     const result = await collectText(events);
@@ -41,7 +44,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
     res.json({
       ...head,
       object: 'text_completion',
-      choices: [{ index: 0, text: result.text, finish_reason: result.finishReason, logprobs: null }],
+      choices: [{ index: 0, text: result.text, finish_reason: result.finishReason, logprobs: logprobs && result.tokens ? logprobs.add(result.tokens) : null }],
       usage: result.usage,
     });
   });

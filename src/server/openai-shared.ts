@@ -2,7 +2,7 @@
 // streaming sequence (chunks, finish chunk, optional usage chunk, [DONE]).
 import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
-import type { TextGenerationEvent } from '../chat/text-generation.js';
+import type { GeneratedToken, TextGenerationEvent } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import type { FinishReason } from '../engine/types.js';
 import { endSse, runSse, sendSse } from './sse.js';
@@ -27,8 +27,8 @@ export interface StreamShape {
   object: 'chat.completion.chunk' | 'text_completion';
   /** A chat stream opens with a chunk announcing the role. */
   opening?: Record<string, unknown>;
-  /** One choice: a text delta (finishReason null) or the closing one. */
-  choice(text: string, finishReason: FinishReason | null): Record<string, unknown>;
+  /** One choice: a text delta (finishReason null) or the closing one; `logprobs` null when none. */
+  choice(text: string, finishReason: FinishReason | null, logprobs?: unknown): Record<string, unknown>;
 }
 
 export async function streamOpenAI(
@@ -37,6 +37,8 @@ export async function streamOpenAI(
   head: ResponseHead,
   shape: StreamShape,
   includeUsage: boolean,
+  /** The logprobs of one chunk's token, when the request asked for them. */
+  logprobs?: (token: GeneratedToken) => unknown,
 ): Promise<void> {
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
     ...head,
@@ -48,7 +50,7 @@ export async function streamOpenAI(
     if (shape.opening) sendSse(res, chunk([shape.opening]));
     for await (const event of events) {
       if (event.type === 'text') {
-        sendSse(res, chunk([shape.choice(event.text, null)]));
+        sendSse(res, chunk([shape.choice(event.text, null, logprobs && event.token ? logprobs(event.token) : null)]));
         continue;
       }
       sendSse(res, chunk([shape.choice('', event.result.finishReason)]));

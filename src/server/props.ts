@@ -1,6 +1,7 @@
 // GET /props: the server's default generation settings (what a request gets for each
 // field it omits; see ./sampling-defaults.ts) and its slot count, in llama-server's shape.
 import { Router } from 'express';
+import { serverLoopDetection } from './loop-policy.js';
 import type { ModelState } from './model-state.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 
@@ -13,7 +14,11 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Rou
     const { engine } = models.require();
     // u64::MAX does not survive a JS number (2^64 rounds, and prints as 18446744073709552000),
     // so the seed is spliced into the JSON text as its exact digits.
-    const body = JSON.stringify({ default_generation_settings: { ...defaults, seed: 0 }, total_slots: engine.stats().slots });
+    // Loop detection as the loaded model gets it by default (MLXCEL_LOOP_DETECTION or its
+    // family's default), in the request fields' names; null when off.
+    const loop = serverLoopDetection(defaults.loop_detection, engine.info.architecture);
+    const loop_detection = loop ? { min_pattern_size: loop.minPatternSize, max_pattern_size: loop.maxPatternSize, min_count: loop.minCount } : null;
+    const body = JSON.stringify({ default_generation_settings: { ...defaults, seed: 0, loop_detection }, total_slots: engine.stats().slots });
     const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));
   });

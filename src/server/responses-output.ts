@@ -197,7 +197,7 @@ export class ResponseBuilder {
     const usage = turn.generation.usage;
     this.response.usage = {
       input_tokens: usage.prompt_tokens,
-      input_tokens_details: { cached_tokens: 0 },
+      input_tokens_details: { cached_tokens: turn.generation.cachedTokens },
       output_tokens: usage.completion_tokens,
       output_tokens_details: { reasoning_tokens: turn.reasoningTokens },
       total_tokens: usage.total_tokens,

@@ -5,7 +5,7 @@ import { Ajv } from 'ajv';
 import type { ToolChoice, ToolDefinition } from './chat-turn.js';
 import { badRequest } from './errors.js';
 import { isObject } from './responses-items.js';
-import { validateBody, type SamplingFields } from './schemas.js';
+import { extendedSamplingProperties, validateBody, type SamplingFields } from './schemas.js';
 import { MAX_SUMMARY_TOKENS } from './compaction.js';
 
 type Opt<T> = T | null | undefined;
@@ -68,6 +68,9 @@ const validateResponses = ajv.compile<ResponsesBody>({
   type: 'object',
   properties: {
     ...commonProperties,
+    // The mlxcel/vLLM sampler extensions (min_p, penalties, DRY, XTC, loop detection,
+    // cache_prompt), as on chat completions: the body is the turn's sampling fields.
+    ...extendedSamplingProperties,
     temperature: { ...nullable('number'), minimum: 0, maximum: 2 },
     top_p: { ...nullable('number'), minimum: 0, maximum: 1 },
     top_k: nullable('integer'),

@@ -2,6 +2,7 @@
 // leaves out, settable from the command line, and reported as-is by GET /props. One
 // object, spelled as llama-server's /props spells it, so that a new sampler knob is one
 // field here (plus its flag in ../cli-options.ts and its use in ./generation-params.ts).
+import type { LoopPolicy } from './loop-policy.js';
 
 export interface SamplingDefaults {
   /** Token budget of a request that sets none; -1 = until the context is full. A value
@@ -24,22 +25,26 @@ export interface SamplingDefaults {
   dry_base: number;
   dry_allowed_length: number;
   dry_penalty_last_n: number;
+  xtc_probability: number;
+  xtc_threshold: number;
+  /** MLXCEL_LOOP_DETECTION (./loop-policy.ts); /props shows it resolved for the loaded model. */
+  loop_detection: LoopPolicy;
 }
 
 /**
- * temperature/top_k/top_p are llama-server's defaults, which suit local models better
- * than OpenAI's (temperature 1, no top-k). The knobs the engine does not apply yet are
- * at their neutral values, so /props describes what actually happens: min_p 0 (off),
- * repeat_penalty 1 and frequency/presence 0 (no penalty), dry_multiplier 0 (DRY off).
- * repeat_last_n, dry_base and dry_allowed_length are llama-server's, inert while their
- * penalty is off; dry_penalty_last_n is 0 as in the reference's /props example.
+ * llama-server's defaults, which suit local models better than OpenAI's (temperature 1, no
+ * top-k): temperature 0.8, top_k 40, top_p 0.95, min_p 0.05; no penalties (repeat_penalty
+ * 1, frequency/presence 0, dry_multiplier 0) and XTC off (xtc_probability 0).
+ * repeat_last_n, dry_base, dry_allowed_length and xtc_threshold are llama-server's, inert
+ * while their sampler is off; dry_penalty_last_n is 0 (the whole context) as in the
+ * reference's /props example. p_less has no server-wide default (the reference).
  */
 export const DEFAULT_SAMPLING: Readonly<SamplingDefaults> = Object.freeze({
   n_predict: -1,
   temperature: 0.8,
   top_k: 40,
   top_p: 0.95,
-  min_p: 0,
+  min_p: 0.05,
   repeat_penalty: 1,
   repeat_last_n: 64,
   seed: -1,
@@ -49,6 +54,9 @@ export const DEFAULT_SAMPLING: Readonly<SamplingDefaults> = Object.freeze({
   dry_base: 1.75,
   dry_allowed_length: 2,
   dry_penalty_last_n: 0,
+  xtc_probability: 0,
+  xtc_threshold: 0.1,
+  loop_detection: 'auto',
 });
 
 /** The defaults with the command line's settings on top. */

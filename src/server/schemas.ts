@@ -12,9 +12,33 @@ export interface SamplingFields {
   temperature?: Opt<number>;
   top_p?: Opt<number>;
   top_k?: Opt<number>;
+  min_p?: Opt<number>;
+  p_less?: Opt<boolean>;
+  /** vLLM's spelling; llama-server's repeat_penalty/repeat_last_n are accepted too. */
+  repetition_penalty?: Opt<number>;
+  repetition_context_size?: Opt<number>;
+  repeat_penalty?: Opt<number>;
+  repeat_last_n?: Opt<number>;
+  frequency_penalty?: Opt<number>;
+  presence_penalty?: Opt<number>;
+  dry_multiplier?: Opt<number>;
+  dry_base?: Opt<number>;
+  dry_allowed_length?: Opt<number>;
+  dry_penalty_last_n?: Opt<number>;
+  dry_sequence_breakers?: Opt<number[]>;
+  xtc_probability?: Opt<number>;
+  xtc_threshold?: Opt<number>;
   seed?: Opt<number>;
   stop?: Opt<string | string[]>;
   stream?: Opt<boolean>;
+  /** Loop detection (vLLM's names); see ./loop-policy.ts. */
+  max_pattern_size?: Opt<number>;
+  min_pattern_size?: Opt<number>;
+  min_count?: Opt<number>;
+  /** false: prefill cold, donate nothing; also read from extra_body.cache_prompt. */
+  cache_prompt?: Opt<boolean>;
+  /** Raw-JSON clients imitating the OpenAI SDK's extra_body (cache_prompt, chat_template_kwargs). */
+  extra_body?: Opt<Record<string, unknown>>;
   /** Structured output; checked by ./response-format.ts. */
   response_format?: unknown;
 }
@@ -33,8 +57,9 @@ export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields {
   /** Checked by src/chat/chat-request.ts, which words the 400s the reference lists. */
   tool_choice?: unknown;
   parallel_tool_calls?: Opt<boolean>;
-  /** Raw-JSON clients imitating the OpenAI SDK's extra_body (chat_template_kwargs shapes). */
-  extra_body?: Opt<Record<string, unknown>>;
+  /** OpenAI logprobs: `top_logprobs` (0-20) needs `logprobs: true`. */
+  logprobs?: Opt<boolean>;
+  top_logprobs?: Opt<number>;
   /** Thinking-budget aliases (src/chat/chat-request.ts): -1 = no limit. */
   thinking_budget_tokens?: Opt<number>;
   reasoning_budget_tokens?: Opt<number>;
@@ -46,12 +71,16 @@ export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields {
 export interface CompletionBody extends SamplingFields, OpenAIStreamFields {
   /** One prompt: a string, an array holding one string, or token ids. */
   prompt: string | Array<string | number>;
+  /** OpenAI legacy logprobs: the number of top tokens (0-20). */
+  logprobs?: Opt<number>;
 }
 
 export interface NativeCompletionBody extends SamplingFields {
   prompt: string | number[];
   /** -1 = until the context is full. */
   n_predict?: Opt<number>;
+  /** llama-server's top-token count per generated token (0 = none, at most 20). */
+  n_probs?: Opt<number>;
 }
 
 export interface TokenizeBody {
@@ -65,13 +94,48 @@ export interface DetokenizeBody {
 
 const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
 
+/** The most top logprobs per token the sampler returns (MAX_TOP_LOGPROBS in the kernels). */
+export const MAX_TOP_LOGPROBS = 20;
+
+/**
+ * The sampler knobs beyond temperature/top_p/top_k, their ranges as the reference and
+ * llama-server/vLLM read them. Shared with the Responses schema.
+ */
+export const extendedSamplingProperties = {
+  min_p: { ...nullable('number'), minimum: 0, maximum: 1 },
+  p_less: nullable('boolean'),
+  repetition_penalty: { ...nullable('number'), exclusiveMinimum: 0 },
+  repeat_penalty: { ...nullable('number'), exclusiveMinimum: 0 },
+  // -1 = the whole context, 0 = no penalty window (llama-server's repeat_last_n).
+  repetition_context_size: { ...nullable('integer'), minimum: -1 },
+  repeat_last_n: { ...nullable('integer'), minimum: -1 },
+  frequency_penalty: { ...nullable('number'), minimum: -2, maximum: 2 },
+  presence_penalty: { ...nullable('number'), minimum: -2, maximum: 2 },
+  dry_multiplier: { ...nullable('number'), minimum: 0 },
+  dry_base: { ...nullable('number'), minimum: 1 },
+  dry_allowed_length: { ...nullable('integer'), minimum: 1 },
+  // 0 (the reference) or -1 (llama-server) = the whole context.
+  dry_penalty_last_n: { ...nullable('integer'), minimum: -1 },
+  dry_sequence_breakers: { ...nullable('array'), items: { type: 'integer', minimum: 0 } },
+  xtc_probability: { ...nullable('number'), minimum: 0, maximum: 1 },
+  xtc_threshold: { ...nullable('number'), minimum: 0, maximum: 1 },
+  max_pattern_size: { ...nullable('integer'), minimum: 0 },
+  min_pattern_size: { ...nullable('integer'), minimum: 0 },
+  // Below 2 disables detection for the request (the reference): not an error.
+  min_count: nullable('integer'),
+  cache_prompt: nullable('boolean'),
+  extra_body: { ...nullable('object'), properties: { cache_prompt: nullable('boolean') } },
+};
+
 const samplingProperties = {
   temperature: { ...nullable('number'), minimum: 0 },
-  top_p: { ...nullable('number'), minimum: 0, maximum: 1 },
-  top_k: nullable('integer'),
+  top_p: { ...nullable('number'), exclusiveMinimum: 0, maximum: 1 },
+  // 0 (or >= the vocabulary) keeps every token.
+  top_k: { ...nullable('integer'), minimum: 0 },
   seed: nullable('integer'),
   stop: { ...nullable('string', 'array'), items: { type: 'string' } },
   stream: nullable('boolean'),
+  ...extendedSamplingProperties,
 };
 
 const openAIProperties = {
@@ -128,7 +192,8 @@ export const validateChatCompletion = ajv.compile<ChatCompletionBody>({
       },
     },
     parallel_tool_calls: nullable('boolean'),
-    extra_body: nullable('object'),
+    logprobs: nullable('boolean'),
+    top_logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
     thinking_budget_tokens: nullable('integer'),
     reasoning_budget_tokens: nullable('integer'),
     reasoning_budget: nullable('integer'),
@@ -142,6 +207,7 @@ export const validateCompletion = ajv.compile<CompletionBody>({
   properties: {
     ...openAIProperties,
     prompt: { type: ['string', 'array'], minItems: 1, items: { type: ['string', 'integer'] } },
+    logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
   },
 });
 
@@ -152,6 +218,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     ...samplingProperties,
     prompt: { type: ['string', 'array'], items: { type: 'integer' } },
     n_predict: { ...nullable('integer'), minimum: -1 },
+    n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
   },
 });
 

@@ -4,6 +4,8 @@
 import type { Engine } from '../../src/engine/engine.js';
 import { QueueFullError, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
+import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
+import { disabledCacheStats } from '../../src/server/cache.js';
 
 export const STORIES_DIR = new URL('../../models/stories260k', import.meta.url).pathname;
 
@@ -103,7 +105,10 @@ export class FakeEngine implements Engine {
         if (this.options.tokenDelayMs) await new Promise((r) => setTimeout(r, this.options.tokenDelayMs));
         if (req.signal?.aborted) return;
         if (n === this.options.failAfter) throw new Error('engine step failed');
-        yield { type: 'token', id: ids[n]! };
+        const id = ids[n]!;
+        // Logprobs when asked: the chosen token at -0.25, then ids above it, each lower.
+        const logprobs = req.logprobs === undefined ? undefined : [{ token: id, logprob: -0.25 }, ...Array.from({ length: req.logprobs }, (_, k) => ({ token: (id + k + 1) % this.info.vocabSize, logprob: -1 - k }))];
+        yield logprobs ? { type: 'token', id, logprobs } : { type: 'token', id };
       }
       finished = true;
       yield {
@@ -111,6 +116,7 @@ export class FakeEngine implements Engine {
         reason: n < req.maxTokens ? 'stop' : 'length',
         promptTokens: req.promptTokens.length,
         completionTokens: n,
+        cachedTokens: 0,
         timings: {
           prompt_n: req.promptTokens.length,
           prompt_ms: 1,
@@ -129,6 +135,15 @@ export class FakeEngine implements Engine {
       else this.waiting--;
       release();
     }
+  }
+
+  /** No prompt cache here: the disabled snapshot. */
+  cacheStats(): PromptCacheStats {
+    return disabledCacheStats(16);
+  }
+
+  cacheReset(): PromptCacheStats {
+    return disabledCacheStats(16);
   }
 
   async close(): Promise<void> {}

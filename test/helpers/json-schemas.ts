@@ -69,25 +69,25 @@ function propName(rng: Rng, i: number): string {
 }
 
 function stringSchema(rng: Rng): JsonSchema {
-  const maxLength = int(rng, 0, 10);
+  const maxLength = int(rng, 0, 8);
   const r = rng.uniform();
   if (r < 0.45) return { type: 'string', maxLength, ...(chance(rng, 0.3) ? { minLength: int(rng, 0, Math.min(3, maxLength)) } : {}) };
   if (r < 0.6) return { type: 'string', enum: [...new Set(Array.from({ length: int(rng, 1, 4) }, () => pick(rng, WORDS)))] };
   if (r < 0.65) return { type: 'string', const: pick(rng, WORDS) };
   if (r < 0.82) return { type: 'string', pattern: pick(rng, PATTERNS), maxLength: int(rng, 6, 12) };
-  const format = pick(rng, ['date', 'time', 'date-time', 'uuid', 'email']);
+  const format = pick(rng, ['date', 'time', 'date-time', 'uuid', 'email'] as const);
   const min = { date: 10, time: 9, 'date-time': 20, uuid: 36, email: 5 }[format];
   return { type: 'string', format, maxLength: min + int(rng, 0, 8) };
 }
 
 function numberSchema(rng: Rng): JsonSchema {
-  const type = chance(rng, 0.5) ? 'integer' : 'number';
+  const type = chance(rng, 0.7) ? 'integer' : 'number';
   const s: JsonSchema = { type };
   const lo = int(rng, -1000, 1000) / (type === 'number' && chance(rng, 0.5) ? 8 : 1);
   const span = int(rng, 0, 5000) / (type === 'number' && chance(rng, 0.5) ? 4 : 1);
-  // Bounds keep the digits few; an exclusive one now and then.
-  if (chance(rng, 0.85)) s[chance(rng, 0.2) ? 'exclusiveMinimum' : 'minimum'] = lo;
-  if (chance(rng, 0.85)) s[chance(rng, 0.2) ? 'exclusiveMaximum' : 'maximum'] = lo + span + 1;
+  // Bounds keep the digits few (an unbounded side allows 16 of them); an exclusive one now and then.
+  if (chance(rng, 0.95)) s[chance(rng, 0.2) ? 'exclusiveMinimum' : 'minimum'] = lo;
+  if (chance(rng, 0.95)) s[chance(rng, 0.2) ? 'exclusiveMaximum' : 'maximum'] = lo + span + 1;
   return s;
 }
 
@@ -216,8 +216,8 @@ export const REAL_WORLD_SCHEMAS: Array<{ name: string; schema: JsonSchema }> = [
     schema: obj({
       name: str(24),
       servings: { type: 'integer', minimum: 1, maximum: 12 },
-      ingredients: arr(obj({ item: str(16), amount: { type: 'number', exclusiveMinimum: 0, maximum: 1000 }, unit: { enum: ['g', 'ml', 'cup', 'tbsp', 'tsp', 'piece'] } }), 3, { minItems: 1 }),
-      steps: arr(str(40), 3),
+      ingredients: arr(obj({ item: str(16), amount: { type: 'number', exclusiveMinimum: 0, maximum: 1000 }, unit: { enum: ['g', 'ml', 'cup', 'tbsp', 'tsp', 'piece'] } }), 2, { minItems: 1 }),
+      steps: arr(str(32), 2),
     }),
   },
   {
@@ -277,7 +277,7 @@ export const REAL_WORLD_SCHEMAS: Array<{ name: string; schema: JsonSchema }> = [
       number: str(12, { pattern: '^INV-\\d{4,8}$' }),
       issued: str(10, { format: 'date' }),
       customer: obj({ name: str(20), billing: address }),
-      lines: arr(obj({ description: str(24), qty: { type: 'integer', minimum: 1, maximum: 100 }, unitPrice: { type: 'number', minimum: 0, maximum: 99999.99 } }), 3, { minItems: 1 }),
+      lines: arr(obj({ description: str(20), qty: { type: 'integer', minimum: 1, maximum: 100 }, unitPrice: { type: 'number', minimum: 0, maximum: 99999.99 } }), 2, { minItems: 1 }),
       currency: { enum: ['USD', 'EUR', 'JPY'] },
     }),
   },
@@ -292,7 +292,7 @@ export const REAL_WORLD_SCHEMAS: Array<{ name: string; schema: JsonSchema }> = [
   {
     name: 'flight-booking',
     schema: obj({
-      passengers: arr(obj({ first: str(12), last: str(12), seat: str(4, { pattern: '^\\d{1,2}[A-F]$' }) }), 3, { minItems: 1 }),
+      passengers: arr(obj({ first: str(12), last: str(12), seat: str(4, { pattern: '^\\d{1,2}[A-F]$' }) }), 2, { minItems: 1 }),
       from: str(3, { pattern: '^[A-Z]{3}$' }),
       to: str(3, { pattern: '^[A-Z]{3}$' }),
       departs: str(32, { format: 'date-time' }),
@@ -324,7 +324,7 @@ export const REAL_WORLD_SCHEMAS: Array<{ name: string; schema: JsonSchema }> = [
   },
   {
     name: 'meeting-times',
-    schema: obj({ topic: str(24), attendees: arr(str(24, { format: 'email' }), 3, { minItems: 1 }), slots: arr(obj({ day: str(10, { format: 'date' }), at: str(16, { format: 'time' }) }), 2, { minItems: 1 }) }),
+    schema: obj({ topic: str(24), attendees: arr(str(24, { format: 'email' }), 2, { minItems: 1 }), slots: arr(obj({ day: str(10, { format: 'date' }), at: str(16, { format: 'time' }) }), 2, { minItems: 1 }) }),
   },
 ];
 

@@ -1,0 +1,196 @@
+// response_format end to end: the official openai client against a live server on the
+// real engine (a random-weight Qwen3-shaped model with the real Qwen3 tokenizer), streaming
+// and not, chat and text completions, the length cut, and every 400 the reference lists.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { FakeEngine } from './helpers/fake-engine.js';
+import { makeAjv, REAL_WORLD_SCHEMAS } from './helpers/json-schemas.js';
+import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
+
+const ajv = makeAjv();
+const animal = REAL_WORLD_SCHEMAS.find((s) => s.name === 'animal')!.schema;
+const order = REAL_WORLD_SCHEMAS.find((s) => s.name === 'order')!.schema;
+const format = (schema: unknown) => ({ type: 'json_schema' as const, json_schema: { name: 'result', strict: true, schema: schema as Record<string, unknown> } });
+
+let dir: string;
+let engine: Engine;
+let server: RunningServer;
+let client: OpenAI;
+let model: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'structured-e2e-'));
+  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 1, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 5 }, dir);
+  engine = await loadEngine({ modelDir: dir, parallel: 4, contextSize: 4 * 1024 });
+  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  model = engine.info.id;
+});
+
+afterAll(async () => {
+  await server?.close();
+  await engine?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function rejected(p: Promise<unknown>): Promise<{ status: number; message: string }> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof OpenAI.APIError) return { status: err.status ?? 0, message: err.message };
+    throw err;
+  }
+  throw new Error('expected a rejection');
+}
+
+const post = (path: string, body: unknown) =>
+  fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('response_format json_schema', () => {
+  it('constrains chat completions', async () => {
+    const cases = [[animal, 1], [order, 2], [animal, 3]] as const;
+    await Promise.all(cases.map(async ([schema, seed]) => {
+      const res = await client.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'Name one animal and its habitat.' }],
+        response_format: format(schema),
+        temperature: 1,
+        seed,
+        max_tokens: 1000,
+      });
+      const choice = res.choices[0]!;
+      expect(choice.finish_reason).toBe('stop');
+      expect(ajv.validate(schema, JSON.parse(choice.message.content!))).toBe(true);
+    }));
+  });
+
+  it('constrains a streamed chat completion', async () => {
+    const stream = await client.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'An order, please.' }],
+      response_format: format(order),
+      temperature: 1,
+      seed: 7,
+      max_tokens: 1000,
+      stream: true,
+    });
+    let content = '';
+    const reasons: Array<string | null> = [];
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      content += choice.delta.content ?? '';
+      reasons.push(choice.finish_reason);
+    }
+    expect(reasons.at(-1)).toBe('stop');
+    expect(ajv.validate(order, JSON.parse(content))).toBe(true);
+  });
+
+  it('constrains text completions, streamed and not', async () => {
+    const request = { model, prompt: 'JSON:', response_format: format(animal), temperature: 1, seed: 4, max_tokens: 200 };
+    const res = await client.completions.create(request as OpenAI.CompletionCreateParamsNonStreaming);
+    expect(res.choices[0]!.finish_reason).toBe('stop');
+    expect(ajv.validate(animal, JSON.parse(res.choices[0]!.text))).toBe(true);
+    let text = '';
+    let last: string | null = null;
+    for await (const chunk of await client.completions.create({ ...request, stream: true } as OpenAI.CompletionCreateParamsStreaming)) {
+      text += chunk.choices[0]?.text ?? '';
+      last = chunk.choices[0]?.finish_reason ?? last;
+    }
+    expect(last).toBe('stop');
+    expect(text).toBe(res.choices[0]!.text);
+  });
+
+  it('ends with "length" when max_tokens cuts the document', async () => {
+    const res = await client.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'An order.' }],
+      response_format: format(order),
+      max_tokens: 5,
+    });
+    expect(res.choices[0]!.finish_reason).toBe('length');
+    expect(res.usage!.completion_tokens).toBe(5);
+    // A prefix of a valid document, however the tokens split it.
+    const content = res.choices[0]!.message.content!;
+    expect('{"orderId":"'.startsWith(content) || content.startsWith('{"orderId":"')).toBe(true);
+  });
+
+  it('leaves "text" and an absent response_format unconstrained', async () => {
+    for (const extra of [{ response_format: { type: 'text' as const } }, {}]) {
+      const res = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, temperature: 0, ...extra });
+      expect(res.choices[0]!.finish_reason).toBe('length');
+    }
+  });
+});
+
+describe('response_format 400s', () => {
+  const chat = (response_format: unknown) =>
+    client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], max_tokens: 4, response_format } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+
+  it('refuses json_object on both OpenAI routes', async () => {
+    for (const p of [chat({ type: 'json_object' }), client.completions.create({ model, prompt: 'x', max_tokens: 4, response_format: { type: 'json_object' } } as OpenAI.CompletionCreateParamsNonStreaming)]) {
+      const err = await rejected(p);
+      expect(err.status).toBe(400);
+      expect(err.message).toMatch(/json_object/);
+    }
+  });
+
+  it('names an unsupported keyword and never echoes the schema', async () => {
+    const err = await rejected(chat(format({ type: 'object', properties: { SECRET_NAME: { type: 'string', not: { const: 'SECRET_VALUE' } } } })));
+    expect(err.status).toBe(400);
+    expect(err.message).toContain('"not"');
+    expect(err.message).not.toMatch(/SECRET/);
+  });
+
+  it('refuses schemas over the limits with a short message', async () => {
+    const big = { type: 'string', description: 'SECRET'.repeat(12_000) };
+    let deep: Record<string, unknown> = { type: 'string' };
+    for (let i = 0; i < 20; i++) deep = { type: 'object', properties: { SECRET: deep } };
+    const refs = { type: 'object', properties: Object.fromEntries(Array.from({ length: 70 }, (_, i) => [`p${i}`, { $ref: '#/$defs/s' }])), $defs: { s: { type: 'string' } } };
+    for (const [schema, why] of [[big, /64 KiB/], [deep, /32 levels/], [refs, /64 \$ref/]] as const) {
+      const err = await rejected(chat(format(schema)));
+      expect(err.status).toBe(400);
+      expect(err.message).toMatch(why);
+      expect(err.message).not.toMatch(/SECRET/);
+      expect(err.message.length).toBeLessThan(200);
+    }
+  });
+
+  it('refuses a json_schema without a schema, and unknown types', async () => {
+    expect((await rejected(chat({ type: 'json_schema', json_schema: { name: 'x' } }))).status).toBe(400);
+    expect((await rejected(chat({ type: 'xml' }))).status).toBe(400);
+  });
+
+  it('refuses any response_format but {"type": "text"} on /completion', async () => {
+    for (const response_format of [format(animal), { type: 'json_object' }, { type: 'text', extra: 1 }]) {
+      const res = await post('/completion', { prompt: 'x', n_predict: 2, response_format });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/response_format/);
+    }
+    const ok = await post('/completion', { prompt: 'x', n_predict: 2, response_format: { type: 'text' } });
+    expect(ok.status).toBe(200);
+  });
+
+  it('answers UnsupportedTokenizer for a tokenizer it cannot walk', async () => {
+    const fake = await FakeEngine.create();
+    (fake.tokenizer as unknown as { modelType: string }).modelType = 'Unigram';
+    const other = await startServer(fake, { host: '127.0.0.1', port: 0 });
+    try {
+      const res = await fetch(`${other.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'x' }], response_format: format(animal) }),
+      });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/^UnsupportedTokenizer/);
+    } finally {
+      await other.close();
+    }
+  });
+});
