@@ -98,7 +98,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     if (n0 + r >= p.N) { break; }
     let col = p.n_offset + n0 + r;
     let i = m * p.y_stride + col;
-    var v = select(acc_b[r - 4u], acc_a[r], r < 4u);
+    var v: f32;
+    if (r < 4u) { v = acc_a[r]; } else { v = acc_b[r - 4u]; }
     if (HAS_BIAS) { v += bias[col]; }
     if (ACCUMULATE) { v += y[i]; }
     y[i] = v;

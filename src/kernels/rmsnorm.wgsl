@@ -15,7 +15,9 @@ struct Params { width: u32, rows_per_token: u32, per_seq: u32, eps: f32 }
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let r = gid.x;
   if (r >= row_count(p.per_seq) * p.rows_per_token) { return; }
-  let src = select(r, seq_last[r], p.per_seq == 1u) * p.width;
+  // A branch, not select(): seq_last holds only S entries, and select reads both sides.
+  var src = r * p.width;
+  if (p.per_seq == 1u) { src = seq_last[r] * p.width; }
   let dst = r * p.width;
   var ss = 0.0;
   for (var i = 0u; i < p.width; i++) { ss += x[src + i] * x[src + i]; }

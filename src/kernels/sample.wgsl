@@ -15,10 +15,14 @@
 // 4 out ids [S], 5 grammar masks [S, mask_words] (bit i%32 of word i/32 = token i allowed),
 // 6 logprobs out [S, 2 * (1 + MAX_TOP)] as (id, logprob) pairs, ended early by id 0xffffffff
 // when fewer tokens are candidates than were asked for.
-// Plan: one workgroup of 256 per sequence; reductions through workgroup memory.
+// Plan: one workgroup of 256 per sequence; reductions through workgroup memory. Once top-k
+// leaves at most CAP candidates (the usual case: k is tens), they are compacted in id order
+// into workgroup memory and every later stage scans that short list instead of the whole
+// vocabulary: the top-p bisection alone is 32 passes with an exp per token.
 const WG: u32 = 256u;
 const BISECT_STEPS: u32 = 32u;
 const MAX_TOP: u32 = 20u;
+const CAP: u32 = 1024u;
 const NONE: u32 = 0xffffffffu;
 // neg_inf is -inf from the host: WGSL has no way to spell it as a constant.
 struct Params { vocab: u32, mask_words: u32, neg_inf: f32 }
@@ -44,15 +48,32 @@ struct SeqParams {
 var<workgroup> red_f: array<f32, WG>;
 var<workgroup> red_u: array<u32, WG>;
 var<workgroup> pick: u32;
+var<workgroup> cand_l: array<f32, CAP>;
+var<workgroup> cand_i: array<u32, CAP>;
 
 var<private> base: u32;
 var<private> mask_base: u32;
 var<private> masked: bool;
+// The items the truncation stages scan: the whole row, or the compacted candidates.
+var<private> compact: bool;
+var<private> n_items: u32;
 
 // A masked token reads as -inf; every other value, -FLT_MAX included, is a candidate.
 fn logit(i: u32) -> f32 {
   if (masked && (masks[mask_base + i / 32u] & (1u << (i % 32u))) == 0u) { return p.neg_inf; }
   return logits[base + i];
+}
+
+fn item_logit(j: u32) -> f32 {
+  if (compact) { return cand_l[j]; }
+  return logit(j);
+}
+
+// A branch, not select(): select reads both operands, and cand_i[j] for a vocabulary index
+// is out of bounds (robustness is off: it would read past workgroup memory).
+fn item_id(j: u32) -> u32 {
+  if (compact) { return cand_i[j]; }
+  return j;
 }
 
 fn is_candidate(l: f32) -> bool {
@@ -135,8 +156,8 @@ fn reduce_best(hi: f32, prev_l: f32, prev_id: u32, lid: u32) -> u32 {
 // Unnormalised mass at inverse temperature inv_t of the tokens with lo <= logit <= hi.
 fn mass(lo: f32, hi: f32, mx: f32, inv_t: f32, lid: u32) -> f32 {
   var s = 0.0;
-  for (var i = lid; i < p.vocab; i += WG) {
-    let l = logit(i);
+  for (var i = lid; i < n_items; i += WG) {
+    let l = item_logit(i);
     if (l >= lo && l <= hi) { s += exp((l - mx) * inv_t); }
   }
   return reduce_sum(s, lid);
@@ -144,8 +165,34 @@ fn mass(lo: f32, hi: f32, mx: f32, inv_t: f32, lid: u32) -> f32 {
 
 fn count_at_least(t: f32, lid: u32) -> u32 {
   var c = 0u;
-  for (var i = lid; i < p.vocab; i += WG) { c += select(0u, 1u, logit(i) >= t); }
+  for (var i = lid; i < n_items; i += WG) { c += select(0u, 1u, item_logit(i) >= t); }
   return reduce_count(c, lid);
+}
+
+// Copies the n tokens with logit >= lo into cand_l/cand_i, in id order: each invocation
+// owns a contiguous id range and writes at the prefix sum of the counts before it.
+fn compact_from(lo: f32, n: u32, lid: u32) {
+  let chunk = (p.vocab + WG - 1u) / WG;
+  let start = min(lid * chunk, p.vocab);
+  let end = min(start + chunk, p.vocab);
+  var own = 0u;
+  for (var i = start; i < end; i++) { own += select(0u, 1u, logit(i) >= lo); }
+  workgroupBarrier();
+  red_u[lid] = own;
+  workgroupBarrier();
+  var at = 0u;
+  for (var j = 0u; j < lid; j++) { at += red_u[j]; }
+  for (var i = start; i < end; i++) {
+    let l = logit(i);
+    if (l >= lo) {
+      cand_l[at] = l;
+      cand_i[at] = i;
+      at++;
+    }
+  }
+  workgroupBarrier();
+  compact = true;
+  n_items = n;
 }
 
 fn write_logprob(seq: u32, slot: u32, id: u32, lp: f32) {
@@ -163,6 +210,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   base = seq * p.vocab;
   mask_base = seq * p.mask_words;
   masked = sp.masked != 0u;
+  compact = false;
+  n_items = p.vocab;
 
   let argmax = reduce_best(3.4e38, 3.4e38, 0u, lid);
   if (argmax == NONE) {
@@ -201,6 +250,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         if (count_at_least(unkey(mid), lid) >= sp.top_k) { a = mid; } else { b = mid - 1u; }
       }
       lo = unkey(a);
+      let kept_n = count_at_least(lo, lid);
+      if (kept_n <= CAP) { compact_from(lo, kept_n, lid); }
     }
     if (sp.top_p < 1.0) {
       let want = sp.top_p * mass(lo, hi_all, mx, 1.0, lid);
@@ -218,8 +269,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       // exp((l - mx) / T) >= S2 * Z  <=>  l >= mx + T * ln(S2 * Z).
       let z = mass(lo, hi_all, mx, inv_t, lid);
       var s2 = 0.0;
-      for (var i = lid; i < p.vocab; i += WG) {
-        let l = logit(i);
+      for (var i = lid; i < n_items; i += WG) {
+        let l = item_logit(i);
         if (l >= lo) { let e = exp((l - mx) * inv_t); s2 += e * e; }
       }
       let sum_sq = reduce_sum(s2, lid) / (z * z);
@@ -233,8 +284,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       let t_xtc = max(lo, mx + sp.temperature * log(sp.xtc_threshold * z));
       if (count_at_least(t_xtc, lid) >= 2u) {
         var m = 3.4e38;
-        for (var i = lid; i < p.vocab; i += WG) {
-          let l = logit(i);
+        for (var i = lid; i < n_items; i += WG) {
+          let l = item_logit(i);
           if (l >= t_xtc) { m = min(m, l); }
         }
         hi = reduce_min(m, lid);
@@ -243,12 +294,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
     // Inverse CDF in token-id order over [lo, hi]: each invocation owns a contiguous chunk.
     let kept = mass(lo, hi, mx, inv_t, lid);
-    let chunk = (p.vocab + WG - 1u) / WG;
-    let start = lid * chunk;
-    let end = min(start + chunk, p.vocab);
+    let chunk = (n_items + WG - 1u) / WG;
+    let start = min(lid * chunk, n_items);
+    let end = min(start + chunk, n_items);
     var own = 0.0;
     for (var i = start; i < end; i++) {
-      let l = logit(i);
+      let l = item_logit(i);
       if (l >= lo && l <= hi) { own += exp((l - mx) * inv_t); }
     }
     workgroupBarrier();
@@ -260,11 +311,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let goal = sp.u * kept;
     if (own > 0.0 && goal >= before && goal < before + own) {
       var acc = before;
-      var last = start;
+      var last = item_id(start);
       for (var i = start; i < end; i++) {
-        let l = logit(i);
+        let l = item_logit(i);
         if (l >= lo && l <= hi) {
-          last = i;
+          last = item_id(i);
           acc += exp((l - mx) * inv_t);
           if (acc > goal) { break; }
         }
@@ -278,6 +329,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   if (lid == 0u) { out[seq] = chosen; }
 
   if (sp.logprobs > 0u) {
+    // Logprobs are over the whole row, not the truncated candidates.
+    compact = false;
+    n_items = p.vocab;
     let log_z = log(mass(-3.40282346e38, 3.4e38, mx, 1.0, lid)) + mx;
     if (lid == 0u) { write_logprob(seq, 0u, chosen, logit(chosen) - log_z); }
     var prev_l = 3.4e38;

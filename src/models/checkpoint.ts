@@ -2,78 +2,50 @@
 // each tensor's bytes go from the file into a buffer mapped at creation, with no second
 // host copy. Quantized (MLX affine) weights stay packed; only their per-group scales and
 // biases, and the small vectors (norms, biases), are widened to f32 on the host.
-import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
-import { bf16ToF32, f16ToF32 } from './half.js';
-import { readSafetensorsHeader } from './safetensors.js';
+import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import type { WeightFormat } from '../runtime/kernel-source.js';
 import { filledBuffer, rowBytes, rowsPerPart, type GpuWeight, type WeightPart } from '../runtime/tensors.js';
 
-interface TensorEntry {
-  file: string;
-  dtype: string;
-  shape: number[];
-  offset: number;
-  length: number;
-}
-
 export class Checkpoint {
-  private readonly tensors = new Map<string, TensorEntry>();
+  private readonly tensors: Map<string, CheckpointTensor>;
   private readonly fds = new Map<string, number>();
 
   constructor(readonly dir: string) {
-    const index = join(dir, 'model.safetensors.index.json');
-    const files = existsSync(index)
-      ? [...new Set(Object.values((JSON.parse(readFileSync(index, 'utf8')) as { weight_map: Record<string, string> }).weight_map))]
-      : ['model.safetensors'];
-    for (const f of files) {
-      const path = join(dir, f);
-      const { tensors, dataStart } = readSafetensorsHeader(path);
-      for (const [name, t] of Object.entries(tensors)) {
-        const [begin, end] = t.data_offsets;
-        this.tensors.set(name, { file: path, dtype: t.dtype, shape: t.shape, offset: dataStart + begin, length: end - begin });
-      }
-    }
+    this.tensors = listCheckpointTensors(dir);
   }
 
   has(name: string): boolean {
     return this.tensors.has(name);
   }
 
-  entry(name: string): TensorEntry {
+  entry(name: string): CheckpointTensor {
     const t = this.tensors.get(name);
     if (!t) throw new Error(`${this.dir}: tensor ${name} not found`);
     return t;
   }
 
-  /** Reads `length` bytes of tensor `name` starting at byte `start` into `dst`. */
+  /** Reads `dst.length` bytes of tensor `name` starting at byte `start` into `dst`. */
   readInto(name: string, dst: Uint8Array, start = 0): void {
     const t = this.entry(name);
-    let fd = this.fds.get(t.file);
+    let fd = this.fds.get(t.path);
     if (fd === undefined) {
-      fd = openSync(t.file, 'r');
-      this.fds.set(t.file, fd);
+      fd = openSync(t.path, 'r');
+      this.fds.set(t.path, fd);
     }
+    const offset = t.header.dataStart + t.info.data_offsets[0] + start;
     let done = 0;
     while (done < dst.length) {
-      const n = readSync(fd, dst, done, dst.length - done, t.offset + start + done);
-      if (n === 0) throw new Error(`${t.file}: unexpected end of file in ${name}`);
+      const n = readSync(fd, dst, done, dst.length - done, offset + done);
+      if (n === 0) throw new Error(`${t.path}: unexpected end of file in ${name}`);
       done += n;
     }
   }
 
   /** A float tensor of any stored dtype, widened to f32. */
   readF32(name: string): Float32Array {
-    const t = this.entry(name);
-    const bytes = new Uint8Array(t.length);
-    this.readInto(name, bytes);
-    switch (t.dtype) {
-      case 'F32': return new Float32Array(bytes.buffer);
-      case 'F16': return f16ToF32(new Uint16Array(bytes.buffer));
-      case 'BF16': return bf16ToF32(new Uint16Array(bytes.buffer));
-      default: throw new Error(`${name}: dtype ${t.dtype} is not a float type`);
-    }
+    return readTensorF32(this.entry(name));
   }
 
   close(): void {
@@ -96,7 +68,7 @@ export function loadVector(device: GPUDevice, ckpt: Checkpoint, name: string): G
  */
 export function loadMatrix(device: GPUDevice, maxBinding: number, ckpt: Checkpoint, prefix: string, quant?: Quantization): GpuWeight {
   const name = `${prefix}.weight`;
-  const t = ckpt.entry(name);
+  const t = ckpt.entry(name).info;
   const [rows, stored] = t.shape;
   let format: WeightFormat;
   let cols = stored;
