@@ -15,8 +15,8 @@ const STEPS = 32;
 // Both sides compute in f32 (llama.cpp with an f32 KV cache, flash attention off) and differ
 // only in summation order and in exp/rsqrt implementations: over 2 layers that moves
 // log-probs by ~1e-5 relative to values of ~10 (observed 3.5e-5 to 8e-5), so 1e-3 has
-// ample headroom while a real
-// bug (RoPE pairing, GQA mapping, a missing bias or norm) moves them by ~1.
+// ample headroom while a real bug (RoPE pairing, GQA mapping, a missing bias or norm)
+// moves them by ~1.
 const LOGPROB_TOLERANCE = 1e-3;
 
 describe('engine vs llama.cpp on random checkpoints', () => {

@@ -4,7 +4,6 @@ import { create } from 'webgpu';
 import './webgpu-globals.js';
 
 export type Backend = 'auto' | 'metal' | 'vulkan' | 'd3d12' | 'd3d11' | 'opengl' | 'opengles' | 'swiftshader';
-export const BACKENDS: Backend[] = ['auto', 'metal', 'vulkan', 'd3d12', 'd3d11', 'opengl', 'opengles', 'swiftshader'];
 
 export interface Gpu {
   device: GPUDevice;
