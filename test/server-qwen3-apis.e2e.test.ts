@@ -5,7 +5,7 @@
 // function calls, each checked against the template rendered here or against
 // /v1/chat/completions, which runs the same pipeline.
 import Anthropic from '@anthropic-ai/sdk';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -15,7 +15,7 @@ import { ChatTemplate, type ChatMessage } from '../src/chat/template.js';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
-import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
+import { makeRandomCheckpoint, useThinkingQwen3Template } from './helpers/random-checkpoint.js';
 
 let dir: string;
 let engine: Engine;
@@ -29,14 +29,9 @@ beforeAll(async () => {
   makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 1 }, dir);
   // Qwen3's template closes an empty block when enable_thinking is false; the thinking
   // variants open one otherwise.
-  const configPath = join(dir, 'tokenizer_config.json');
-  const config = JSON.parse(readFileSync(configPath, 'utf8'));
-  const closeEmpty = "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
-  expect(config.chat_template).toContain(closeEmpty);
-  config.chat_template = config.chat_template.replace(closeEmpty, "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}");
-  writeFileSync(configPath, JSON.stringify(config));
+  const chatTemplate = useThinkingQwen3Template(dir);
   engine = await loadEngine({ modelDir: dir, parallel: 2 });
-  template = new ChatTemplate(config.chat_template, engine.tokenizer);
+  template = new ChatTemplate(chatTemplate, engine.tokenizer);
   server = await startServer(engine, { host: '127.0.0.1', port: 0 });
   openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
   anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });

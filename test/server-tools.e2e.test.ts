@@ -6,7 +6,7 @@
 // the call), "none" renders no tools, every refused tool_choice answers 400, and the
 // thinking template's reasoning is split off, capped by a thinking budget, and reported
 // as reasoning_only when nothing else came.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
-import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
+import { makeRandomCheckpoint, useThinkingQwen3Template } from './helpers/random-checkpoint.js';
 
 let dir: string;
 let engine: Engine;
@@ -26,12 +26,7 @@ beforeAll(async () => {
   makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 3 }, dir);
   // The thinking variant of the Qwen3 template: the generation prompt opens "<think>\n"
   // unless enable_thinking is false (then it closes an empty block, as the original does).
-  const configPath = join(dir, 'tokenizer_config.json');
-  const config = JSON.parse(readFileSync(configPath, 'utf8'));
-  const closeEmpty = "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
-  expect(config.chat_template).toContain(closeEmpty);
-  config.chat_template = config.chat_template.replace(closeEmpty, "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}");
-  writeFileSync(configPath, JSON.stringify(config));
+  useThinkingQwen3Template(dir);
   engine = await loadEngine({ modelDir: dir, parallel: 2 });
   server = await startServer(engine, { host: '127.0.0.1', port: 0 });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
