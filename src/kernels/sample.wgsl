@@ -113,17 +113,6 @@ fn reduce_min(v: f32, lid: u32) -> f32 {
   return workgroupUniformLoad(&red_f[0]);
 }
 
-fn reduce_count(v: u32, lid: u32) -> u32 {
-  workgroupBarrier();  // everyone has read the previous result
-  red_u[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (lid < s) { red_u[lid] += red_u[lid + s]; }
-    workgroupBarrier();
-  }
-  return workgroupUniformLoad(&red_u[0]);
-}
-
 // The best token with logit <= hi that comes after (prev_l, prev_id) in the order
 // "higher logit first, then lower id": with prev = (+inf, 0) it is the argmax at or below
 // hi; chained, it walks the top tokens. 0xffffffff when none is left.
@@ -167,7 +156,8 @@ fn mass(lo: f32, hi: f32, mx: f32, inv_t: f32, lid: u32) -> f32 {
 fn count_at_least(t: f32, lid: u32) -> u32 {
   var c = 0u;
   for (var i = lid; i < n_items; i += WG) { c += select(0u, 1u, item_logit(i) >= t); }
-  return reduce_count(c, lid);
+  // Counts stay far below 2^24, so the f32 sum is exact.
+  return u32(reduce_sum(f32(c), lid));
 }
 
 // The k-th largest (k <= WG) of the invocations' maxima over their strided tokens: k real
