@@ -3,10 +3,12 @@
 // once per token is the whole cost.
 // Bindings: 0 params, 1 step, 2 packed W [N, K*BITS/32] u32 viewed as vec4<u32>,
 // 3 scales, 4 biases [N, K/GROUP_SIZE] f32, 5 X [M, K] f32, 6 Y [M, y_stride], 7 bias.
+// X is declared by the runtime (Ops.matvecInput): a uniform array when its rows fit one
+// uniform binding, a storage array otherwise; the kernel indexes it the same either way.
 // Plan: one invocation per R = 8 output rows of one token (gid.y). The K loop walks
-// 32-value chunks: 8 vec4 of X (addresses uniform across the workgroup, which llvmpipe
-// broadcasts) against one 16-byte weight load per row (two for 8-bit). Per group the
-// affine map is applied once: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
+// 32-value chunks: 8 vec4 of X (the same for every invocation of the workgroup) against
+// one 16-byte weight load per row (two for 8-bit). Per group the affine map is applied
+// once: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
 // Every private array is indexed by constants only, so it stays in registers: a
 // runtime-indexed array becomes per-lane scratch memory on llvmpipe (measured 4x slower).
 override BITS: u32 = 4u;
@@ -19,7 +21,6 @@ struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32 }
 @group(0) @binding(2) var<storage, read> w_data: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> w_scales: array<f32>;
 @group(0) @binding(4) var<storage, read> w_biases: array<f32>;
-@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
 
@@ -56,8 +57,6 @@ fn rows_dot(ra: vec4<u32>, rb: vec4<u32>, at: u32, x: Chunk, acc: ptr<function, 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = gid.x * R;
-  // From workgroup_id, not global_invocation_id: llvmpipe can then prove the X
-  // addresses uniform and broadcast one load instead of gathering per lane.
   let m = wid.y;
   if (n0 >= p.N || m >= row_count(p.per_seq)) { return; }
   let vec_per_chunk = BITS / 4u;              // vec4<u32> per 32 values

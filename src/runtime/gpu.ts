@@ -14,6 +14,8 @@ export interface Gpu {
   /** The software rasteriser: kernels pick the layouts measured fastest on it. */
   isCpu: boolean;
   maxBinding: number;
+  /** Bytes one uniform binding may cover (matvec_q reads its input through one when it fits). */
+  maxUniformBinding: number;
 }
 
 // dawn.node crashes if the GPU object is collected while the process lives: keep it here.
@@ -72,6 +74,8 @@ export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
     requiredFeatures,
     requiredLimits: {
       maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+      maxUniformBufferBindingSize: l.maxUniformBufferBindingSize,
+      maxTextureDimension2D: l.maxTextureDimension2D,
       maxBufferSize: l.maxBufferSize,
       maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
       maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
@@ -92,6 +96,7 @@ export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
     hasSubgroups,
     isCpu,
     maxBinding: Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize),
+    maxUniformBinding: l.maxUniformBufferBindingSize,
   };
 }
 

@@ -19,9 +19,11 @@ function read(path: string): string {
   return text;
 }
 
-export function kernelSource(kernel: string, format?: WeightFormat): string {
+/** `declarations`: WGSL lines the runtime generates for this pipeline (see matvec_q.wgsl). */
+export function kernelSource(kernel: string, format?: WeightFormat, declarations = ''): string {
   const parts = [read('common.wgsl')];
   if (format) parts.push(read(`formats/${format}.wgsl`));
+  if (declarations) parts.push(declarations);
   parts.push(read(`${kernel}.wgsl`));
   return parts.join('\n');
 }

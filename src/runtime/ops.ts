@@ -2,7 +2,7 @@
 // recorded dispatches. Shapes that change per step come from the step uniform.
 import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
-import type { Dispatch, StepShape } from './program.js';
+import type { Dispatch, StepShape, Upload } from './program.js';
 import { storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
@@ -15,6 +15,8 @@ export class Ops {
   /** Written once per step: [n_tokens, n_seqs, n_bias]. */
   readonly step: GPUBuffer;
   private readonly dummy: GPUBuffer;
+  /** matmul_q's input textures, one per shape, shared by every linear layer of that width. */
+  private readonly inputTextures = new Map<string, GPUTexture>();
 
   constructor(readonly gpu: Gpu) {
     this.pipelines = new PipelineCache(gpu.device);
@@ -26,12 +28,12 @@ export class Ops {
     this.gpu.device.queue.writeBuffer(this.step, 0, new Uint32Array([shape.tokens, shape.seqs, shape.bias, 0]));
   }
 
-  private bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, buffers: Record<number, GPUBuffer>): GPUBindGroup {
+  private bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, resources: Record<number, GPUBuffer | GPUBindingResource>): GPUBindGroup {
     const entries: GPUBindGroupEntry[] = [
       { binding: 0, resource: { buffer: params } },
       { binding: 1, resource: { buffer: this.step } },
     ];
-    for (const [binding, buffer] of Object.entries(buffers)) entries.push({ binding: Number(binding), resource: { buffer } });
+    for (const [binding, r] of Object.entries(resources)) entries.push({ binding: Number(binding), resource: r instanceof GPUBuffer ? { buffer: r } : r });
     return this.gpu.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries });
   }
 
@@ -48,25 +50,34 @@ export class Ops {
   /**
    * Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq.
    * Quantized weights get two recorded kernels, and each step runs the one its row count
-   * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), matmul_q's 4x4 register
-   * tiles beyond (prefill). Float weights use the generic matmul with the format's loader.
+   * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), matmul_q's 16x8 register
+   * tiles beyond (prefill, batched decode), which reads X from a texture the rows are
+   * copied into first. Float weights use the generic matmul with the format's loader.
    */
   linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
     const common = { ACCUMULATE: !!opts.accumulate, HAS_BIAS: !!opts.bias };
     const rows = (s: StepShape) => (opts.perSeq ? s.seqs : s.tokens);
-    const variants: Array<{ pipeline: GPUComputePipeline; workgroups: (part: WeightPart, s: StepShape) => [number, number] }> = [];
+    const variants: Array<{
+      pipeline: GPUComputePipeline;
+      workgroups: (part: WeightPart, s: StepShape) => [number, number];
+      bindings?: Record<number, GPUBindingResource>;
+      upload?: Upload;
+    }> = [];
     if (w.format === 'q4' || w.format === 'q8') {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
       const q = { ...common, BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize };
+      const input = this.matvecInput(x, w.cols);
       variants.push(
         {
-          pipeline: this.pipelines.get('matvec_q', undefined, q),
+          pipeline: this.pipelines.get('matvec_q', undefined, q, input.declaration),
+          bindings: input.binding ? { 5: input.binding } : undefined,
           workgroups: (part, s) => (rows(s) <= MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 8), rows(s)] : [0, 0]),
         },
         {
           pipeline: this.pipelines.get('matmul_q', undefined, q),
-          workgroups: (part, s) => (rows(s) > MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 4), ceil(rows(s), 4)] : [0, 0]),
+          workgroups: (part, s) => (rows(s) > MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 16), ceil(rows(s), 8)] : [0, 0]),
+          ...this.matmulInput(label, x, w.cols, rows),
         },
       );
     } else {
@@ -82,10 +93,58 @@ export class Ops {
       return variants.map((v) => ({
         label,
         pipeline: v.pipeline,
-        bindGroup: this.bind(label, v.pipeline, params, buffers),
+        bindGroup: this.bind(label, v.pipeline, params, { ...buffers, ...v.bindings }),
+        upload: v.upload,
         workgroups: (s: StepShape) => v.workgroups(part, s),
       }));
     });
+  }
+
+  /**
+   * How matvec_q declares its input X (binding 5): a uniform array over the rows it can read
+   * when they fit one uniform binding, else a storage array. On llvmpipe a storage load whose
+   * address varies in a loop becomes a per-lane scalar loop with a bounds check per component,
+   * while a uniform load is one vector gather: measured 1.7 -> 3.0 GB/s of weights on an
+   * 8192x1024 4-bit matvec (scratch microbench, see bench/RESULTS.md).
+   */
+  private matvecInput(x: GPUBuffer, cols: number): { declaration: string; binding?: GPUBufferBinding } {
+    const rows = Math.min(MATVEC_MAX_ROWS, Math.floor(x.size / (cols * 4)));
+    const bytes = rows * cols * 4;
+    if (rows < 1 || bytes > this.gpu.maxUniformBinding || (x.usage & GPUBufferUsage.UNIFORM) === 0) {
+      return { declaration: '@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;' };
+    }
+    return {
+      declaration: `@group(0) @binding(5) var<uniform> x: array<vec4<f32>, ${bytes / 16}>;`,
+      binding: { buffer: x, offset: 0, size: bytes },
+    };
+  }
+
+  /**
+   * matmul_q's input: the rows of X copied into an rgba32float texture (binding 5) before
+   * the dispatch. The texture is shared by every linear layer with the same input shape;
+   * each copy runs right before its own dispatch, so sharing is safe.
+   */
+  private matmulInput(label: string, x: GPUBuffer, cols: number, rows: (s: StepShape) => number): { bindings: Record<number, GPUBindingResource>; upload: Upload } {
+    const capacity = Math.floor(x.size / (cols * 4));
+    const maxDim = this.gpu.device.limits.maxTextureDimension2D;
+    if (cols / 4 > maxDim || capacity > maxDim) {
+      throw new Error(`${label}: input of ${capacity} x ${cols} exceeds the ${maxDim}-texel texture limit; lower --batch-size`);
+    }
+    const key = `${cols}x${capacity}`;
+    let texture = this.inputTextures.get(key);
+    if (!texture) {
+      texture = this.gpu.device.createTexture({
+        label: `matmul input ${key}`,
+        size: [cols / 4, capacity],
+        format: 'rgba32float',
+        usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+      });
+      this.inputTextures.set(key, texture);
+    }
+    return {
+      bindings: { 5: texture.createView() },
+      upload: { from: x, to: texture, rowBytes: cols * 4, rows: (s) => Math.min(rows(s), capacity) },
+    };
   }
 
   embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer): Dispatch[] {
@@ -140,8 +199,8 @@ export class Ops {
 
   attention(q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, out: GPUBuffer, o: { heads: number; kvHeads: number; headDim: number; blockSize: number; scale: number }, meta: BatchMeta): Dispatch {
     if (o.headDim % 4 !== 0 || o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 4, at most 256)`);
-    const pipeline = this.pipelines.get('attention');
-    const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.headDim, o.blockSize, o.scale], [4]);
+    const pipeline = this.pipelines.get('attention', undefined, {}, `const D4: u32 = ${o.headDim / 4}u;`);
+    const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.blockSize, o.scale], [3]);
     return {
       label: 'attention',
       pipeline,

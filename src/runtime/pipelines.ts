@@ -9,11 +9,11 @@ export class PipelineCache {
 
   constructor(private readonly device: GPUDevice) {}
 
-  get(kernel: string, format?: WeightFormat, constants: Constants = {}): GPUComputePipeline {
-    const key = `${kernel}/${format ?? ''}/${JSON.stringify(constants)}`;
+  get(kernel: string, format?: WeightFormat, constants: Constants = {}, declarations = ''): GPUComputePipeline {
+    const key = `${kernel}/${format ?? ''}/${JSON.stringify(constants)}/${declarations}`;
     let pipeline = this.pipelines.get(key);
     if (!pipeline) {
-      const module = this.device.createShaderModule({ label: kernel, code: kernelSource(kernel, format) });
+      const module = this.device.createShaderModule({ label: kernel, code: kernelSource(kernel, format, declarations) });
       const numeric: Record<string, number> = {};
       for (const [k, v] of Object.entries(constants)) numeric[k] = Number(v);
       // The synchronous form: createComputePipelineAsync aborted on long llvmpipe compiles.

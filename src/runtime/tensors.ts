@@ -10,8 +10,9 @@ export function padded(bytes: number): number {
   return Math.max(16, Math.ceil(bytes / 16) * 16);
 }
 
+/** Activations: also bindable as a uniform, which matvec_q reads its input through. */
 export function storageBuffer(device: GPUDevice, bytes: number, label: string): GPUBuffer {
-  return device.createBuffer({ label, size: padded(bytes), usage: STORAGE });
+  return device.createBuffer({ label, size: padded(bytes), usage: STORAGE | GPUBufferUsage.UNIFORM });
 }
 
 /** A storage buffer created mapped, filled by `fill` straight into GPU-visible memory. */

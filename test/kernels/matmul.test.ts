@@ -1,6 +1,7 @@
 // Ops.linear: Y[m, n] (+)= sum_k X[m, k] W[n, k] (+ bias[n]). Float weights (f32, f16,
 // bf16) run matmul.wgsl with the format's loader; q4/q8 record matvec_q.wgsl (used for
-// <= 2 rows: decode) and matmul_q.wgsl (> 2 rows: prefill, 4x4 register tiles), and each
+// <= 2 rows: decode) and matmul_q.wgsl (> 2 rows: prefill, 16x8 register tiles, X read
+// from a texture after a row copy: one copy for 256-byte-aligned rows, row by row else), and each
 // step dispatches the one its row count selects. Covered: row counts around both tile
 // sizes and the matvec/matmul switch, weights split into parts, bias, accumulate,
 // per-sequence rows.
@@ -95,10 +96,11 @@ async function runCase(c: Case): Promise<void> {
 }
 
 // Row counts replayed through one recording: 1 and 2 (matvec for quantized weights), 3
-// (first matmul_q count, a partial 4-row tile), 5 and 13 (one row past full tiles), 4, 16.
-const MS = [1, 2, 3, 5, 13, 4, 16];
+// (first matmul_q count, a partial tile), 5 and 13 (one row past the float kernel's 4-row
+// tiles), 8 and 9 (a full 8-token matmul_q tile and one past), 4, 16.
+const MS = [1, 2, 3, 5, 13, 8, 9, 4, 16];
 
-describe('matmul: each format, M = 1, 2, 3, 5, 13, 4, 16', () => {
+describe('matmul: each format, M = 1, 2, 3, 5, 13, 8, 9, 4, 16', () => {
   for (const format of ['f32', 'f16', 'bf16'] as const) {
     it(`${format} K=172 N=37`, () => runCase({ format, K: 172, N: 37, Ms: MS, seed: 1 }));
   }
@@ -106,8 +108,8 @@ describe('matmul: each format, M = 1, 2, 3, 5, 13, 4, 16', () => {
     it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: MS, seed: 2 + groupSize }));
   }
   it('f16 N=133 spans three 64-column workgroups; M=7, 2', () => runCase({ format: 'f16', K: 44, N: 133, Ms: [7, 2], seed: 3 }));
-  it('q4 N=600 spans two 512-row matvec workgroups and three 256-row matmul_q ones', () =>
-    runCase({ format: 'q4', K: 64, N: 600, groupSize: 32, Ms: [1, 2, 6], seed: 12 }));
+  it('q4 N=1100 spans three 512-row matvec workgroups and two 1024-row matmul_q ones', () =>
+    runCase({ format: 'q4', K: 64, N: 1100, groupSize: 32, Ms: [1, 2, 6, 11], seed: 12 }));
   it('q8 N=9 (fewer rows than one matvec invocation covers)', () => runCase({ format: 'q8', K: 64, N: 9, groupSize: 64, Ms: [1, 3], seed: 13 }));
 });
 
