@@ -4,10 +4,13 @@
 // Bindings: 0 params, 1 step, 2 packed W (vec4<u32>), 3 scales, 4 biases (as matvec_q.wgsl),
 // 5 X as an rgba32float texture [K/4 wide, M high] (the runtime copies the X rows into it
 // before the dispatch: Dispatch.upload), 6 Y [M, y_stride], 7 bias.
-// Plan: register tiling. One invocation owns RR = 16 output rows x TT = 8 tokens. Per
+// Plan: register tiling. One invocation owns RR = 16 output rows x TT tokens (TT = 8, or 4
+// when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
 // 32-value chunk it loads the TT tokens' X once, then dequantizes each row's chunk once
 // (to q, before the affine map) and multiplies it with all TT tokens, so each weight byte
-// read serves 8 tokens and each X value 16 rows. Why X comes from a texture: on llvmpipe a
+// read serves TT tokens and each X value 16 rows. Workgroups of 16 invocations (256 rows)
+// give even the 1024-row projections of a small batch four workgroups to spread over cores
+// (measured 1.3x over 64 at 8 tokens, equal at 64). Why X comes from a texture: on llvmpipe a
 // storage load whose address varies in a loop becomes a per-lane scalar loop with a bounds
 // check per component, while a texel fetch is one vectorised gather; with the larger tile
 // that took an 8192x1024 4-bit matmul over 64 tokens from 2.5 to 0.6-0.9 ms per token.
@@ -19,7 +22,8 @@ override GROUP_SIZE: u32 = 64u;
 override ACCUMULATE: bool = false;
 override HAS_BIAS: bool = false;
 const RR: u32 = 16u;
-const TT: u32 = 8u;
+override TT: u32 = 8u;
+const TT_MAX: u32 = 8u;
 struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> w_data: array<vec4<u32>>;
@@ -71,7 +75,7 @@ fn chunk_sum(x: Chunk) -> f32 {
   return s.x + s.y + s.z + s.w;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(16)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = gid.x * RR;
   let m0 = wid.y * TT;
@@ -84,13 +88,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
 
   // acc[r][t]: output row n0 + r, token m0 + t. Rows past N and tokens past M re-read the
   // last row / token (valid memory) and are not written.
-  var acc: array<array<f32, TT>, RR>;
+  var acc: array<array<f32, TT_MAX>, RR>;
   for (var g = 0u; g < groups; g++) {
-    var dots: array<array<f32, TT>, RR>;
-    var xsum: array<f32, TT>;
+    var dots: array<array<f32, TT_MAX>, RR>;
+    var xsum: array<f32, TT_MAX>;
     for (var c = 0u; c < chunks_per_group; c++) {
       let chunk = g * chunks_per_group + c;
-      var xs: array<Chunk, TT>;
+      var xs: array<Chunk, TT_MAX>;
       for (var t = 0u; t < TT; t++) {
         xs[t] = load_x(chunk, min(m0 + t, M - 1u));
         xsum[t] += chunk_sum(xs[t]);

@@ -49,10 +49,11 @@ export class Ops {
 
   /**
    * Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq.
-   * Quantized weights get two recorded kernels, and each step runs the one its row count
-   * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), matmul_q's 16x8 register
-   * tiles beyond (prefill, batched decode), which reads X from a texture the rows are
-   * copied into first. Float weights use the generic matmul with the format's loader.
+   * Quantized weights get three recorded kernels, and each step runs the one its row count
+   * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), else matmul_q's register tiles
+   * (prefill, batched decode) of 16 rows x 4 tokens up to 4 rows, x 8 tokens above, which
+   * read X from a texture the rows are copied into first. Float weights use the generic
+   * matmul with the format's loader.
    */
   linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
@@ -74,11 +75,15 @@ export class Ops {
           bindings: input.binding ? { 5: input.binding } : undefined,
           workgroups: (part, s) => (rows(s) <= MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 8), rows(s)] : [0, 0]),
         },
-        {
-          pipeline: this.pipelines.get('matmul_q', undefined, q),
-          workgroups: (part, s) => (rows(s) > MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 16), ceil(rows(s), 8)] : [0, 0]),
+        ...[4, 8].map((tile) => ({
+          pipeline: this.pipelines.get('matmul_q', undefined, { ...q, TT: tile }),
+          workgroups: (part: WeightPart, s: StepShape): [number, number] => {
+            const n = rows(s);
+            const active = n > MATVEC_MAX_ROWS && (tile === 4 ? n <= 4 : n > 4);
+            return active ? [ceil(part.rows, 16 * 16), ceil(n, tile)] : [0, 0];
+          },
           ...this.matmulInput(label, x, w.cols, rows),
-        },
+        })),
       );
     } else {
       variants.push({
@@ -104,8 +109,8 @@ export class Ops {
    * How matvec_q declares its input X (binding 5): a uniform array over the rows it can read
    * when they fit one uniform binding, else a storage array. On llvmpipe a storage load whose
    * address varies in a loop becomes a per-lane scalar loop with a bounds check per component,
-   * while a uniform load is one vector gather: measured 1.7 -> 3.0 GB/s of weights on an
-   * 8192x1024 4-bit matvec (scratch microbench, see bench/RESULTS.md).
+   * while a uniform load is one vector gather: 3.3 -> 3.8 GB/s of weights on a 32768x1024
+   * 4-bit matvec and 2.7 -> 3.6 GB/s on 1024x3072 (bench/RESULTS.md).
    */
   private matvecInput(x: GPUBuffer, cols: number): { declaration: string; binding?: GPUBufferBinding } {
     const rows = Math.min(MATVEC_MAX_ROWS, Math.floor(x.size / (cols * 4)));
