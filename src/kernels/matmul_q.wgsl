@@ -2,8 +2,9 @@
 // or 8) over many tokens at once: prefill and batched decode, where the same weights serve
 // every token.
 // Bindings: 0 params, 1 step, 2 packed W (vec4<u32>), 3 scales, 4 biases (as matvec_q.wgsl),
-// 5 X as an rgba32float texture [K/4 wide, M high] (the runtime copies the X rows into it
-// before the dispatch: Dispatch.upload), 6 Y [M, y_stride], 7 bias.
+// 5 X as an rgba32float texture X_WIDTH texels wide holding [M, K] flat (vec4 i of X at
+// texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload),
+// 6 Y [M, y_stride], 7 bias.
 // Plan: register tiling. One invocation owns RR = 16 output rows x TT tokens (TT = 8, or 4
 // when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
 // 32-value chunk it loads the TT tokens' X once, then dequantizes each row's chunk once
@@ -21,6 +22,7 @@ override BITS: u32 = 4u;
 override GROUP_SIZE: u32 = 64u;
 override ACCUMULATE: bool = false;
 override HAS_BIAS: bool = false;
+override X_WIDTH: u32 = 1024u;
 const RR: u32 = 16u;
 override TT: u32 = 8u;
 const TT_MAX: u32 = 8u;
@@ -57,13 +59,16 @@ fn load_q(at: u32) -> Chunk {
   return Chunk(byt(w0.x), byt(w0.y), byt(w0.z), byt(w0.w), byt(w1.x), byt(w1.y), byt(w1.z), byt(w1.w));
 }
 
-// Chunk `chunk` of token m's X.
+// Chunk `chunk` of token m's X: 8 texels from a multiple of 8, so never across a texture
+// row (X_WIDTH is a power of two, K a multiple of 32).
 fn load_x(chunk: u32, m: u32) -> Chunk {
-  let c = chunk * 8u;
-  return Chunk(textureLoad(x_tex, vec2<u32>(c, m), 0), textureLoad(x_tex, vec2<u32>(c + 1u, m), 0),
-               textureLoad(x_tex, vec2<u32>(c + 2u, m), 0), textureLoad(x_tex, vec2<u32>(c + 3u, m), 0),
-               textureLoad(x_tex, vec2<u32>(c + 4u, m), 0), textureLoad(x_tex, vec2<u32>(c + 5u, m), 0),
-               textureLoad(x_tex, vec2<u32>(c + 6u, m), 0), textureLoad(x_tex, vec2<u32>(c + 7u, m), 0));
+  let i = m * (p.K / 4u) + chunk * 8u;
+  let c = i % X_WIDTH;
+  let r = i / X_WIDTH;
+  return Chunk(textureLoad(x_tex, vec2<u32>(c, r), 0), textureLoad(x_tex, vec2<u32>(c + 1u, r), 0),
+               textureLoad(x_tex, vec2<u32>(c + 2u, r), 0), textureLoad(x_tex, vec2<u32>(c + 3u, r), 0),
+               textureLoad(x_tex, vec2<u32>(c + 4u, r), 0), textureLoad(x_tex, vec2<u32>(c + 5u, r), 0),
+               textureLoad(x_tex, vec2<u32>(c + 6u, r), 0), textureLoad(x_tex, vec2<u32>(c + 7u, r), 0));
 }
 
 fn chunk_dot(q: Chunk, x: Chunk) -> f32 {

@@ -1,15 +1,15 @@
-// SwiGLU gate: out = silu(gate) * up, elementwise over [M, intermediate].
-// Bindings: 0 params, 1 step, 2 gate, 3 up, 4 out. Plan: one invocation per 4 elements.
+// SwiGLU gate, in place: gate = silu(gate) * up, elementwise over [M, intermediate]
+// (in place so no third intermediate-sized activation buffer is needed).
+// Bindings: 0 params, 1 step, 2 gate (read and written), 3 up. Plan: one invocation per 4 elements.
 struct Params { width4: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> gate: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> gate: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> up: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let i = gid.x;
   if (i >= step.n_tokens * p.width4) { return; }
   let g = gate[i];
-  out[i] = g / (1.0 + exp(-g)) * up[i];
+  gate[i] = g / (1.0 + exp(-g)) * up[i];
 }

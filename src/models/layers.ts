@@ -51,8 +51,8 @@ export function swigluMlp(ctx: BuildContext, layer: number): Dispatch[] {
   return [
     ...ops.linear(`${p}.gate_proj`, ctx.matrix(`${p}.gate_proj`), act.xn, act.gate),
     ...ops.linear(`${p}.up_proj`, ctx.matrix(`${p}.up_proj`), act.xn, act.up),
-    ops.swiglu(act.gate, act.up, act.act, cfg.intermediate),
-    ...ops.linear(`${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.act, act.h, { accumulate: true }),
+    ops.swiglu(act.gate, act.up, cfg.intermediate),
+    ...ops.linear(`${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.gate, act.h, { accumulate: true }),
   ];
 }
 

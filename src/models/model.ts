@@ -20,9 +20,9 @@ export interface Activations {
   qRaw: GPUBuffer;
   kRaw: GPUBuffer;
   attn: GPUBuffer;
+  /** The gate projection, then (in place) silu(gate) * up. */
   gate: GPUBuffer;
   up: GPUBuffer;
-  act: GPUBuffer;
   headIn: GPUBuffer;
   logits: GPUBuffer;
 }
@@ -103,10 +103,11 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
     attn: f32(T * qDim, 'attn'),
     gate: f32(T * cfg.intermediate, 'gate'),
     up: f32(T * cfg.intermediate, 'up'),
-    act: f32(T * cfg.intermediate, 'act'),
     headIn: f32(S * cfg.hidden, 'head_in'),
     logits: f32(S * cfg.vocab, 'logits'),
   };
+  // Quantized linear layers read their input through one shared texture: size it for the widest.
+  if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.xn.size, act.attn.size, act.gate.size, act.headIn.size));
   const blocks = Math.ceil(o.kvTokens / o.blockSize);
   const kvBytes = blocks * o.blockSize * kvDim * 4;
   if (kvBytes > gpu.maxBinding) throw new Error(`KV cache of ${kvBytes} bytes per layer exceeds one binding (${gpu.maxBinding}); lower --ctx-size`);

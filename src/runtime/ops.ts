@@ -9,14 +9,16 @@ const ceil = (a: number, b: number) => Math.ceil(a / b);
 
 /** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
 const MATVEC_MAX_ROWS = 2;
+/** Texels per row of matmul_q's input texture (a power of two: the kernel shifts and masks). */
+const MATMUL_INPUT_WIDTH = 1024;
 
 export class Ops {
   readonly pipelines: PipelineCache;
   /** Written once per step: [n_tokens, n_seqs, n_bias]. */
   readonly step: GPUBuffer;
   private readonly dummy: GPUBuffer;
-  /** matmul_q's input textures, one per shape, shared by every linear layer of that width. */
-  private readonly inputTextures = new Map<string, GPUTexture>();
+  /** matmul_q's input texture, shared by every quantized linear layer (Ops.matmulInput). */
+  private inputTexture?: GPUTexture;
 
   constructor(readonly gpu: Gpu) {
     this.pipelines = new PipelineCache(gpu.device);
@@ -76,13 +78,13 @@ export class Ops {
           workgroups: (part, s) => (rows(s) <= MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 8), rows(s)] : [0, 0]),
         },
         ...[4, 8].map((tile) => ({
-          pipeline: this.pipelines.get('matmul_q', undefined, { ...q, TT: tile }),
+          pipeline: this.pipelines.get('matmul_q', undefined, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }),
           workgroups: (part: WeightPart, s: StepShape): [number, number] => {
             const n = rows(s);
             const active = n > MATVEC_MAX_ROWS && (tile === 4 ? n <= 4 : n > 4);
             return active ? [ceil(part.rows, 16 * 16), ceil(n, tile)] : [0, 0];
           },
-          ...this.matmulInput(label, x, w.cols, rows),
+          ...this.matmulInput(x, w.cols, rows),
         })),
       );
     } else {
@@ -125,30 +127,31 @@ export class Ops {
   }
 
   /**
-   * matmul_q's input: the rows of X copied into an rgba32float texture (binding 5) before
-   * the dispatch. The texture is shared by every linear layer with the same input shape;
-   * each copy runs right before its own dispatch, so sharing is safe.
+   * Sizes the texture matmul_q reads its input through for the largest input (in bytes)
+   * any linear layer will have, so all layers share one; call before recording them.
    */
-  private matmulInput(label: string, x: GPUBuffer, cols: number, rows: (s: StepShape) => number): { bindings: Record<number, GPUBindingResource>; upload: Upload } {
+  reserveMatmulInput(bytes: number): void {
+    if (this.inputTexture && this.inputTexture.height * MATMUL_INPUT_WIDTH * 16 >= bytes) return;
+    this.inputTexture = this.gpu.device.createTexture({
+      label: 'matmul input',
+      size: [MATMUL_INPUT_WIDTH, Math.max(1, Math.ceil(bytes / (MATMUL_INPUT_WIDTH * 16)))],
+      format: 'rgba32float',
+      usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+    });
+  }
+
+  /**
+   * matmul_q's input: the rows of X copied, flat, into an rgba32float texture (binding 5)
+   * before the dispatch. Every linear layer shares the texture: each copy runs right before
+   * its own dispatch, so a later layer's copy cannot overwrite an input still being read.
+   */
+  private matmulInput(x: GPUBuffer, cols: number, rows: (s: StepShape) => number): { bindings: Record<number, GPUBindingResource>; upload: Upload } {
     const capacity = Math.floor(x.size / (cols * 4));
-    const maxDim = this.gpu.device.limits.maxTextureDimension2D;
-    if (cols / 4 > maxDim || capacity > maxDim) {
-      throw new Error(`${label}: input of ${capacity} x ${cols} exceeds the ${maxDim}-texel texture limit; lower --batch-size`);
-    }
-    const key = `${cols}x${capacity}`;
-    let texture = this.inputTextures.get(key);
-    if (!texture) {
-      texture = this.gpu.device.createTexture({
-        label: `matmul input ${key}`,
-        size: [cols / 4, capacity],
-        format: 'rgba32float',
-        usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
-      });
-      this.inputTextures.set(key, texture);
-    }
+    this.reserveMatmulInput(capacity * cols * 4);
+    const texture = this.inputTexture!;
     return {
       bindings: { 5: texture.createView() },
-      upload: { from: x, to: texture, rowBytes: cols * 4, rows: (s) => Math.min(rows(s), capacity) },
+      upload: { from: x, to: texture, bytes: (s) => Math.min(rows(s), capacity) * cols * 4 },
     };
   }
 
@@ -216,14 +219,15 @@ export class Ops {
     };
   }
 
-  swiglu(gate: GPUBuffer, up: GPUBuffer, out: GPUBuffer, width: number): Dispatch {
+  /** gate = silu(gate) * up, in place. */
+  swiglu(gate: GPUBuffer, up: GPUBuffer, width: number): Dispatch {
     if (width % 4 !== 0) throw new Error(`intermediate size ${width} is not a multiple of 4`);
     const pipeline = this.pipelines.get('swiglu');
     const params = uniformBuffer(this.gpu.device, [width / 4]);
     return {
       label: 'swiglu',
       pipeline,
-      bindGroup: this.bind('swiglu', pipeline, params, { 2: gate, 3: up, 4: out }),
+      bindGroup: this.bind('swiglu', pipeline, params, { 2: gate, 3: up }),
       workgroups: (s) => [ceil((s.tokens * width) / 4, 64)],
     };
   }

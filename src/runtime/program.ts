@@ -21,25 +21,23 @@ export interface Dispatch {
   upload?: Upload;
 }
 
-/** Rows of a storage buffer copied into a texture that a kernel reads instead. */
+/**
+ * The first bytes of a storage buffer copied into an rgba32float texture that a kernel
+ * reads instead, flat: byte b lands in texel b / 16 of the row-major texture.
+ */
 export interface Upload {
   from: GPUBuffer;
   to: GPUTexture;
-  /** Bytes per row in `from`; the texture is that many bytes wide. */
-  rowBytes: number;
-  rows: (shape: StepShape) => number;
+  bytes: (shape: StepShape) => number;
 }
 
-// A multi-row buffer-to-texture copy needs 256-byte-aligned rows; other widths go row by row.
-function encodeUpload(encoder: GPUCommandEncoder, u: Upload, rows: number): void {
-  const width = u.rowBytes / 16;
-  if (u.rowBytes % 256 === 0) {
-    encoder.copyBufferToTexture({ buffer: u.from, bytesPerRow: u.rowBytes, rowsPerImage: rows }, { texture: u.to }, [width, rows]);
-    return;
-  }
-  for (let r = 0; r < rows; r++) {
-    encoder.copyBufferToTexture({ buffer: u.from, offset: r * u.rowBytes }, { texture: u.to, origin: [0, r] }, [width, 1]);
-  }
+// Whole texture rows in one copy, then the partial last row (multiples of 16 bytes).
+function encodeUpload(encoder: GPUCommandEncoder, u: Upload, bytes: number): void {
+  const rowBytes = u.to.width * 16;
+  const rows = Math.floor(bytes / rowBytes);
+  if (rows > 0) encoder.copyBufferToTexture({ buffer: u.from, bytesPerRow: rowBytes, rowsPerImage: rows }, { texture: u.to }, [u.to.width, rows]);
+  const rest = bytes - rows * rowBytes;
+  if (rest > 0) encoder.copyBufferToTexture({ buffer: u.from, offset: rows * rowBytes }, { texture: u.to, origin: [0, rows] }, [rest / 16, 1]);
 }
 
 export class Program {
@@ -59,7 +57,7 @@ export class Program {
       if (d.upload) {
         pass?.end();
         pass = undefined;
-        encodeUpload(encoder, d.upload, d.upload.rows(shape));
+        encodeUpload(encoder, d.upload, d.upload.bytes(shape));
       }
       pass ??= encoder.beginComputePass();
       pass.setPipeline(d.pipeline);
