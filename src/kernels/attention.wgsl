@@ -2,11 +2,18 @@
 // 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads).
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache, 4 v_cache (layout as
 // in kv_write.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table, 8 out [M, heads, head_dim].
-// Plan: one invocation per (token, head) with an online softmax (running max and sum) in
-// registers, so any context length works without a scores buffer. The runtime generates
-// `const D4` (head_dim / 4, Ops.attention) so that q and the output accumulator are arrays
-// indexed only by constant-trip loops, which the compiler unrolls into registers: with a
-// runtime bound they were per-lane scratch memory on llvmpipe.
+// Plan: one invocation per head and group of TQ consecutive tokens (TQ = 1 for decode
+// steps, 2 with a prefill chunk; Ops.attention), with an online softmax (running max and
+// sum) in registers, so any context length works without a scores buffer. When the
+// group's tokens share a sequence, each key and value row is loaded once for both, the
+// later key masked for the earlier token; otherwise each token runs alone. The runtime
+// generates `const D4` (head_dim / 4) so that q and the accumulators are arrays indexed
+// only by constant-trip loops, which the compiler unrolls into registers: with runtime
+// bounds they were per-lane scratch memory on llvmpipe.
+override TQ: u32 = 1u;
+const TQ_MAX: u32 = 2u;
+// A masked score: exp(MASKED - max) is 0 once a real score has set the running max.
+const MASKED: f32 = -3.0e38;
 struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
@@ -17,27 +24,27 @@ struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
 @group(0) @binding(7) var<storage, read> block_table: array<u32>;
 @group(0) @binding(8) var<storage, read_write> out: array<vec4<f32>>;
 
-@compute @workgroup_size(16)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let row = gid.x;  // token * heads + head
-  if (row >= step.n_tokens * p.heads) { return; }
-  let m = row / p.heads;
-  let h = row % p.heads;
-  let kv_row = (h / (p.heads / p.kv_heads)) * D4;
-  let kv_stride = p.kv_heads * D4;
-  let qo = row * D4;
+// vec4 index of the first element of key/value row j of a sequence, for one KV head.
+fn kv_base(table: u32, j: u32, kv_row: u32) -> u32 {
+  let slot = block_table[table + j / p.block_size] * p.block_size + j % p.block_size;
+  return slot * p.kv_heads * D4 + kv_row;
+}
+
+// One token alone (decode, or a group spanning sequences).
+fn attend_one(m: u32, h: u32, kv_row: u32) {
+  let qo = (m * p.heads + h) * D4;
   let pos = token_pos[m];
   let table = token_table[m];
-
   var qs: array<vec4<f32>, D4>;  // q * scale
-  for (var d = 0u; d < D4; d++) { qs[d] = q[qo + d] * p.scale; }
   var acc: array<vec4<f32>, D4>;
-  for (var d = 0u; d < D4; d++) { acc[d] = vec4<f32>(0.0); }
-  var run_max = -3.0e38;
+  for (var d = 0u; d < D4; d++) {
+    qs[d] = q[qo + d] * p.scale;
+    acc[d] = vec4<f32>(0.0);
+  }
+  var run_max = MASKED;
   var run_sum = 0.0;
   for (var j = 0u; j <= pos; j++) {
-    let slot = block_table[table + j / p.block_size] * p.block_size + j % p.block_size;
-    let base = slot * kv_stride + kv_row;
+    let base = kv_base(table, j, kv_row);
     var s4 = vec4<f32>(0.0);
     for (var d = 0u; d < D4; d++) { s4 += qs[d] * k_cache[base + d]; }
     let s = s4.x + s4.y + s4.z + s4.w;
@@ -49,4 +56,68 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     run_max = new_max;
   }
   for (var d = 0u; d < D4; d++) { out[qo + d] = acc[d] / run_sum; }
+}
+
+@compute @workgroup_size(16)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let M = step.n_tokens;
+  if (gid.x >= ((M + TQ - 1u) / TQ) * p.heads) { return; }
+  let h = gid.x % p.heads;
+  let m0 = (gid.x / p.heads) * TQ;
+  let n = min(TQ, M - m0);  // tokens of this group
+  let kv_row = (h / (p.heads / p.kv_heads)) * D4;
+  let table = token_table[m0];
+  var one_seq = true;
+  for (var t = 1u; t < TQ; t++) {
+    if (t < n && token_table[m0 + t] != table) { one_seq = false; }
+  }
+  if (!one_seq || TQ == 1u) {
+    for (var t = 0u; t < n; t++) { attend_one(m0 + t, h, kv_row); }
+    return;
+  }
+
+  // Tokens past n repeat the group's last token and are not written.
+  var pos: array<u32, TQ_MAX>;
+  var qs: array<array<vec4<f32>, D4>, TQ_MAX>;
+  var acc: array<array<vec4<f32>, D4>, TQ_MAX>;
+  var run_max: array<f32, TQ_MAX>;
+  var run_sum: array<f32, TQ_MAX>;
+  var last = 0u;
+  for (var t = 0u; t < TQ; t++) {
+    let m = m0 + min(t, n - 1u);
+    pos[t] = token_pos[m];
+    last = max(last, pos[t]);
+    for (var d = 0u; d < D4; d++) {
+      qs[t][d] = q[(m * p.heads + h) * D4 + d] * p.scale;
+      acc[t][d] = vec4<f32>(0.0);
+    }
+    run_max[t] = MASKED;
+  }
+  for (var j = 0u; j <= last; j++) {
+    let base = kv_base(table, j, kv_row);
+    var s4: array<vec4<f32>, TQ_MAX>;
+    for (var d = 0u; d < D4; d++) {
+      let k = k_cache[base + d];
+      for (var t = 0u; t < TQ; t++) { s4[t] += qs[t][d] * k; }
+    }
+    var correction: array<f32, TQ_MAX>;
+    var w: array<f32, TQ_MAX>;
+    for (var t = 0u; t < TQ; t++) {
+      let s = select(MASKED, s4[t].x + s4[t].y + s4[t].z + s4[t].w, j <= pos[t]);
+      let new_max = max(run_max[t], s);
+      correction[t] = exp(run_max[t] - new_max);
+      w[t] = exp(s - new_max);
+      run_sum[t] = run_sum[t] * correction[t] + w[t];
+      run_max[t] = new_max;
+    }
+    for (var d = 0u; d < D4; d++) {
+      let v = v_cache[base + d];
+      for (var t = 0u; t < TQ; t++) { acc[t][d] = acc[t][d] * correction[t] + w[t] * v; }
+    }
+  }
+  for (var t = 0u; t < TQ; t++) {
+    if (t >= n) { break; }
+    let qo = ((m0 + t) * p.heads + h) * D4;
+    for (var d = 0u; d < D4; d++) { out[qo + d] = acc[t][d] / run_sum[t]; }
+  }
 }

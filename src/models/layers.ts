@@ -36,7 +36,7 @@ export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOpti
     ops.rope(`${p}.rope_q`, act.q, cfg.heads, cfg.headDim, meta.tokenPos, ctx.invFreq),
     ops.rope(`${p}.rope_k`, act.k, cfg.kvHeads, cfg.headDim, meta.tokenPos, ctx.invFreq),
     ops.kvWrite(act.k, act.v, kv.k[layer], kv.v[layer], cfg.kvHeads * cfg.headDim, kv.blockSize, meta),
-    ops.attention(act.q, kv.k[layer], kv.v[layer], act.attn, {
+    ...ops.attention(act.q, kv.k[layer], kv.v[layer], act.attn, {
       heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, blockSize: kv.blockSize, scale: 1 / Math.sqrt(cfg.headDim),
     }, meta),
     ...ops.linear(`${p}.o_proj`, ctx.matrix(`${p}.o_proj`), act.attn, act.h, { accumulate: true }),

@@ -9,6 +9,12 @@ const ceil = (a: number, b: number) => Math.ceil(a / b);
 
 /** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
 const MATVEC_MAX_ROWS = 2;
+/**
+ * Tokens per attention invocation in steps with a prefill chunk (attention.wgsl TQ): 2 halved
+ * prefill attention time on llvmpipe (2.8 -> 1.4 s over 256 tokens); 4 quartered it but took
+ * a minute to compile at head_dim 128.
+ */
+const ATTENTION_GROUP = 2;
 /** Texels per row of matmul_q's input texture (a power of two: the kernel shifts and masks). */
 const MATMUL_INPUT_WIDTH = 1024;
 
@@ -205,18 +211,31 @@ export class Ops {
     };
   }
 
-  attention(q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, out: GPUBuffer, o: { heads: number; kvHeads: number; headDim: number; blockSize: number; scale: number }, meta: BatchMeta): Dispatch {
+  /**
+   * Causal attention. Two recorded kernels: one token per invocation for steps of decode
+   * tokens only, and groups of ATTENTION_GROUP consecutive tokens (sharing each key and
+   * value load when they belong to one sequence) for steps with a prefill chunk.
+   */
+  attention(q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, out: GPUBuffer, o: { heads: number; kvHeads: number; headDim: number; blockSize: number; scale: number }, meta: BatchMeta): Dispatch[] {
     if (o.headDim % 4 !== 0 || o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 4, at most 256)`);
-    const pipeline = this.pipelines.get('attention', undefined, {}, `const D4: u32 = ${o.headDim / 4}u;`);
     const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.blockSize, o.scale], [3]);
-    return {
-      label: 'attention',
-      pipeline,
-      bindGroup: this.bind('attention', pipeline, params, {
-        2: q, 3: kCache, 4: vCache, 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
-      }),
-      workgroups: (s) => [ceil(s.tokens * o.heads, 16)],
-    };
+    // The group's registers grow with head_dim; past 128 even a pair compiles slowly.
+    const group = o.headDim <= 128 ? ATTENTION_GROUP : 1;
+    return [1, group].filter((tq, i) => i === 0 || tq > 1).map((tq) => {
+      const pipeline = this.pipelines.get('attention', undefined, { TQ: tq }, `const D4: u32 = ${o.headDim / 4}u;`);
+      const grouped = tq > 1;
+      return {
+        label: 'attention',
+        pipeline,
+        bindGroup: this.bind('attention', pipeline, params, {
+          2: q, 3: kCache, 4: vCache, 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
+        }),
+        workgroups: (s: StepShape): [number] => {
+          const prefill = s.tokens > s.seqs && group > 1;
+          return grouped === prefill ? [ceil(ceil(s.tokens, tq) * o.heads, 16)] : [0];
+        },
+      };
+    });
   }
 
   /** gate = silu(gate) * up, in place. */

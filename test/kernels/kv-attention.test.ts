@@ -90,7 +90,7 @@ async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed:
   const meta = metaUsed as BatchMeta;
   const dispatches = [
     h.ops.kvWrite(kBuf, vBuf, kCacheBuf, vCacheBuf, kvDim, blockSize, meta),
-    h.ops.attention(qBuf, kCacheBuf, vCacheBuf, outBuf, { heads, kvHeads, headDim, blockSize, scale }, meta),
+    ...h.ops.attention(qBuf, kCacheBuf, vCacheBuf, outBuf, { heads, kvHeads, headDim, blockSize, scale }, meta),
   ];
 
   // Block table in sequence order (offsets differ from the token order below).
