@@ -5,17 +5,18 @@
 // 5 X as an rgba32float texture X_WIDTH texels wide holding [M, K] flat (vec4 i of X at
 // texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload),
 // 6 Y [M, y_stride], 7 bias.
-// Plan: register tiling. One invocation owns RR = 16 output rows x TT tokens (TT = 8, or 4
+// Plan: register tiling. One invocation owns RR = 32 output rows x TT tokens (TT = 8, or 4
 // when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
 // 32-value chunk it loads the TT tokens' X once, then dequantizes each row's chunk once
 // (to q, before the affine map) and multiplies it with all TT tokens, so each weight byte
-// read serves TT tokens and each X value 16 rows. Workgroups of 16 invocations (256 rows)
-// give even the 1024-row projections of a small batch four workgroups to spread over cores
-// (measured 1.3x over 64 at 8 tokens, equal at 64). Why X comes from a texture: on llvmpipe a
-// storage load whose address varies in a loop becomes a per-lane scalar loop with a bounds
-// check per component, while a texel fetch is one vectorised gather; with the larger tile
-// that took an 8192x1024 4-bit matmul over 64 tokens from 2.5 to 0.6-0.9 ms per token.
-// The tile arrays are indexed only by constant-trip loops over RR and TT, which the
+// read serves TT tokens and each X value 32 rows. Small workgroups (16 invocations, 512
+// rows) give even the 1024-row projections of a small batch two workgroups to spread over
+// the cores. Why X comes from a texture: on llvmpipe a storage load whose address varies
+// in a loop becomes a per-lane scalar loop with a bounds check per component, while a
+// texel fetch is one vectorised gather. Measured on an 8192x1024 4-bit matmul over 64
+// tokens: 2.5 ms per token with storage X and 4x4 tiles, 0.6-0.9 with texture X and 16x8
+// tiles; 32x8 tiles are another 15% (bench/linear-q.ts, bench/RESULTS.md), at about twice
+// the compile time. The tile arrays are indexed only by constant-trip loops over RR and TT, which the
 // compiler unrolls, so they live in registers (a runtime-indexed private array becomes
 // per-lane scratch memory on llvmpipe).
 override BITS: u32 = 4u;
@@ -23,7 +24,7 @@ override GROUP_SIZE: u32 = 64u;
 override ACCUMULATE: bool = false;
 override HAS_BIAS: bool = false;
 override X_WIDTH: u32 = 1024u;
-const RR: u32 = 16u;
+const RR: u32 = 32u;
 override TT: u32 = 8u;
 const TT_MAX: u32 = 8u;
 struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32 }

@@ -59,7 +59,7 @@ export class Ops {
    * Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq.
    * Quantized weights get three recorded kernels, and each step runs the one its row count
    * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), else matmul_q's register tiles
-   * (prefill, batched decode) of 16 rows x 4 tokens up to 4 rows, x 8 tokens above, which
+   * (prefill, batched decode) of 32 rows x 4 tokens up to 4 rows, x 8 tokens above, which
    * read X from a texture the rows are copied into first. Float weights use the generic
    * matmul with the format's loader.
    */
@@ -88,7 +88,7 @@ export class Ops {
           workgroups: (part: WeightPart, s: StepShape): [number, number] => {
             const n = rows(s);
             const active = n > MATVEC_MAX_ROWS && (tile === 4 ? n <= 4 : n > 4);
-            return active ? [ceil(part.rows, 16 * 16), ceil(n, tile)] : [0, 0];
+            return active ? [ceil(part.rows, 32 * 16), ceil(n, tile)] : [0, 0];
           },
           ...this.matmulInput(x, w.cols, rows),
         })),

@@ -108,7 +108,7 @@ describe('matmul: each format, M = 1, 2, 3, 5, 13, 8, 9, 4, 16', () => {
     it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: MS, seed: 2 + groupSize }));
   }
   it('f16 N=133 spans three 64-column workgroups; M=7, 2', () => runCase({ format: 'f16', K: 44, N: 133, Ms: [7, 2], seed: 3 }));
-  it('q4 N=1100 spans three 512-row matvec workgroups and five 256-row matmul_q ones', () =>
+  it('q4 N=1100 spans three 512-row workgroups of each kernel', () =>
     runCase({ format: 'q4', K: 64, N: 1100, groupSize: 32, Ms: [1, 2, 6, 11], seed: 12 }));
   it('q8 N=9 (fewer rows than one matvec invocation covers)', () => runCase({ format: 'q8', K: 64, N: 9, groupSize: 64, Ms: [1, 3], seed: 13 }));
 });
