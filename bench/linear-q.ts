@@ -1,0 +1,163 @@
+// Check-and-bench for the quantized linear kernels (matvec_q, matmul_q) through Ops.linear,
+// on the bench model's layer shapes: every case is first checked against a CPU reference
+// over the dequantized weights, then timed. Rows M pick the kernel as the engine does:
+// M <= 2 matvec_q, else matmul_q (4-token tiles up to 4 rows, 8-token tiles above).
+// matvec_q runs twice: X through a uniform binding (the engine's path) and through a storage
+// binding (the fallback, taken when X lacks UNIFORM usage), which is the measured reason
+// for the first.
+//
+// Timing: each case is one submission of `reps` dispatches, repeated `rounds` times with the
+// cases interleaved; the minimum is reported, because other load on a shared machine only
+// ever adds time.
+//
+// Run: npx tsx bench/linear-q.ts   (BENCH_ROUNDS, default 5)
+import { quantizeAffine } from '../src/models/quantize.js';
+import { mapRead, openGpu, workDone } from '../src/runtime/gpu.js';
+import { Ops } from '../src/runtime/ops.js';
+import { Program } from '../src/runtime/program.js';
+import { filledBuffer, storageBuffer, type GpuWeight } from '../src/runtime/tensors.js';
+
+process.env.EGL_PLATFORM ??= 'surfaceless';
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const GROUP = 64;
+
+interface Case {
+  name: string;
+  N: number;
+  K: number;
+  M: number;
+  uniformX: boolean;
+}
+
+const shapes = [
+  { name: 'q_proj', N: 2048, K: 1024 },
+  { name: 'gate_proj', N: 3072, K: 1024 },
+  { name: 'down_proj', N: 1024, K: 3072 },
+  { name: 'lm_head', N: 151936, K: 1024 },
+];
+
+const gpu = await openGpu('opengles');
+const device = gpu.device;
+const ops = new Ops(gpu);
+console.log(`adapter: ${gpu.description}`);
+
+// Deterministic pseudo-random values in [-1, 1).
+function values(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = s / 2 ** 31 - 1;
+  }
+  return out;
+}
+
+function upload(data: Float32Array | Uint32Array, label: string): GPUBuffer {
+  return filledBuffer(device, data.byteLength, label, (dst) => dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)));
+}
+
+async function read(buffer: GPUBuffer, floats: number): Promise<Float32Array> {
+  const staging = device.createBuffer({ size: floats * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const enc = device.createCommandEncoder();
+  enc.copyBufferToBuffer(buffer, 0, staging, 0, floats * 4);
+  device.queue.submit([enc.finish()]);
+  const out = new Float32Array(await mapRead(staging));
+  staging.destroy();
+  return out;
+}
+
+interface Prepared {
+  c: Case;
+  program: Program;
+  y: GPUBuffer;
+  want: Float64Array;
+  weightBytes: number;
+  best: number;
+}
+
+async function prepare(c: Case, seed: number): Promise<Prepared> {
+  const q = quantizeAffine(values(c.N * c.K, seed), c.N, c.K, 4, GROUP);
+  const w: GpuWeight = {
+    format: 'q4', rows: c.N, cols: c.K, groupSize: GROUP,
+    parts: [{ rowStart: 0, rows: c.N, data: upload(q.packed, 'w'), scales: upload(q.scales, 'scales'), biases: upload(q.biases, 'biases') }],
+  };
+  const xHost = values(c.M * c.K, seed + 1);
+  // A buffer without UNIFORM usage sends matvec_q down its storage-binding path.
+  const x = c.uniformX ? storageBuffer(device, xHost.byteLength, 'x') : upload(xHost, 'x');
+  if (c.uniformX) device.queue.writeBuffer(x, 0, xHost);
+  const y = storageBuffer(device, c.M * c.N * 4, 'y');
+  const program = new Program();
+  program.add(...ops.linear(c.name, w, x, y));
+
+  // Reference: the dequantized weights in f64 (only the first rows of the LM head, for time).
+  const checkRows = Math.min(c.N, 4096);
+  const want = new Float64Array(c.M * checkRows);
+  const perWord = 8;
+  for (let n = 0; n < checkRows; n++) {
+    for (let k = 0; k < c.K; k++) {
+      const e = n * c.K + k;
+      const g = Math.floor(e / GROUP);
+      const wv = ((q.packed[Math.floor(e / perWord)]! >>> ((e % perWord) * 4)) & 15) * q.scales[g]! + q.biases[g]!;
+      for (let m = 0; m < c.M; m++) want[m * checkRows + n] += wv * xHost[m * c.K + k]!;
+    }
+  }
+  return { c, program, y, want, weightBytes: q.packed.byteLength + q.scales.byteLength * 2, best: Infinity };
+}
+
+async function run(p: Prepared, reps: number): Promise<number> {
+  ops.writeStep({ tokens: p.c.M, seqs: p.c.M, bias: 0 });
+  const enc = device.createCommandEncoder();
+  for (let r = 0; r < reps; r++) p.program.encode(enc, { tokens: p.c.M, seqs: p.c.M, bias: 0 });
+  const t = performance.now();
+  device.queue.submit([enc.finish()]);
+  await workDone(device.queue);
+  return (performance.now() - t) / reps;
+}
+
+async function check(p: Prepared): Promise<number> {
+  await run(p, 1);
+  const { N, K, M } = p.c;
+  const got = await read(p.y, M * N);
+  const rows = p.want.length / M;
+  let worst = 0;
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < rows; n++) {
+      const want = p.want[m * rows + n]!;
+      const err = Math.abs(got[m * N + n]! - want) / (1e-3 + Math.abs(want));
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  // f32 accumulation over K terms of magnitude ~1: a relative error far above K * 2^-24
+  // (or NaN) is a wrong kernel, not rounding.
+  if (!(worst < K * 2 ** -24 * 64)) throw new Error(`${p.c.name} M=${M}: relative error ${worst}`);
+  return worst;
+}
+
+const cases: Case[] = [];
+for (const s of shapes) {
+  cases.push({ ...s, M: 1, uniformX: true }, { ...s, M: 1, uniformX: false });
+  for (const M of s.name === 'lm_head' ? [8] : [4, 8, 64]) cases.push({ ...s, M, uniformX: true });
+}
+const prepared: Prepared[] = [];
+for (const [i, c] of cases.entries()) {
+  const p = await prepare(c, 17 + i);
+  const err = await check(p);
+  console.log(`checked ${c.name} N=${c.N} K=${c.K} M=${c.M}${c.M <= 2 ? (c.uniformX ? ' (uniform X)' : ' (storage X)') : ''}: worst relative error ${err.toExponential(1)}`);
+  prepared.push(p);
+}
+for (let round = 0; round < ROUNDS; round++) {
+  for (const p of prepared) {
+    const first = await run(p, 1);
+    const reps = Math.max(1, Math.min(20, Math.round(40 / Math.max(first, 0.1))));
+    p.best = Math.min(p.best, await run(p, reps));
+  }
+}
+
+console.log('\n| layer | N x K | rows M | kernel | ms | ms / row | weight GB/s | GMAC/s |');
+console.log('|---|---|---:|---|---:|---:|---:|---:|');
+for (const p of prepared) {
+  const { c, best } = p;
+  const kernel = c.M <= 2 ? `matvec_q, ${c.uniformX ? 'uniform' : 'storage'} X` : `matmul_q, ${c.M <= 4 ? 4 : 8}-token tiles`;
+  console.log(`| ${c.name} | ${c.N} x ${c.K} | ${c.M} | ${kernel} | ${best.toFixed(2)} | ${(best / c.M).toFixed(3)} | ${(p.weightBytes / best / 1e6).toFixed(2)} | ${((c.N * c.K * c.M) / best / 1e6).toFixed(1)} |`);
+}
+process.exit(0);
