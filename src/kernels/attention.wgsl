@@ -3,15 +3,16 @@
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache, 4 v_cache (layout as
 // in kv_write.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table, 8 out [M, heads, head_dim].
 // Plan: one invocation per head and group of TQ consecutive tokens (TQ = 1 for decode
-// steps, 2 with a prefill chunk; Ops.attention), with an online softmax (running max and
+// steps, 3 with a prefill chunk; Ops.attention), with an online softmax (running max and
 // sum) in registers, so any context length works without a scores buffer. When the
-// group's tokens share a sequence, each key and value row is loaded once for both, the
-// later key masked for the earlier token; otherwise each token runs alone. The runtime
+// group's tokens share a sequence, each key and value row is loaded once for all of them,
+// the later keys masked per token; otherwise each token runs alone. Workgroups of 8 (one
+// llvmpipe SIMD group) give a single decode token's heads at least two workgroups. The runtime
 // generates `const D4` (head_dim / 4) so that q and the accumulators are arrays indexed
 // only by constant-trip loops, which the compiler unrolls into registers: with runtime
 // bounds they were per-lane scratch memory on llvmpipe.
 override TQ: u32 = 1u;
-const TQ_MAX: u32 = 2u;
+const TQ_MAX: u32 = 3u;
 // A masked score: exp(MASKED - max) is 0 once a real score has set the running max.
 const MASKED: f32 = -3.0e38;
 struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
@@ -58,7 +59,7 @@ fn attend_one(m: u32, h: u32, kv_row: u32) {
   for (var d = 0u; d < D4; d++) { out[qo + d] = acc[d] / run_sum; }
 }
 
-@compute @workgroup_size(16)
+@compute @workgroup_size(8)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let M = step.n_tokens;
   if (gid.x >= ((M + TQ - 1u) / TQ) * p.heads) { return; }

@@ -10,11 +10,11 @@ const ceil = (a: number, b: number) => Math.ceil(a / b);
 /** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
 const MATVEC_MAX_ROWS = 2;
 /**
- * Tokens per attention invocation in steps with a prefill chunk (attention.wgsl TQ): 2 halved
- * prefill attention time on llvmpipe (2.8 -> 1.4 s over 256 tokens); 4 quartered it but took
- * a minute to compile at head_dim 128.
+ * Tokens per attention invocation in steps with a prefill chunk (attention.wgsl TQ). Over a
+ * 256-token prefill on llvmpipe: 1 token 2.8 s, 2 tokens 1.4 s, 3 tokens 1.0-1.1 s; 4 took a
+ * minute to compile at head_dim 128 (3: 16 s for the kernel tests' four head sizes).
  */
-const ATTENTION_GROUP = 2;
+const ATTENTION_GROUP = 3;
 /** Texels per row of matmul_q's input texture (a power of two: the kernel shifts and masks). */
 const MATMUL_INPUT_WIDTH = 1024;
 
@@ -219,7 +219,7 @@ export class Ops {
   attention(q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, out: GPUBuffer, o: { heads: number; kvHeads: number; headDim: number; blockSize: number; scale: number }, meta: BatchMeta): Dispatch[] {
     if (o.headDim % 4 !== 0 || o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 4, at most 256)`);
     const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.blockSize, o.scale], [3]);
-    // The group's registers grow with head_dim; past 128 even a pair compiles slowly.
+    // The group's registers grow with head_dim; past 128 a group compiles slowly.
     const group = o.headDim <= 128 ? ATTENTION_GROUP : 1;
     return [1, group].filter((tq, i) => i === 0 || tq > 1).map((tq) => {
       const pipeline = this.pipelines.get('attention', undefined, { TQ: tq }, `const D4: u32 = ${o.headDim / 4}u;`);
@@ -232,7 +232,7 @@ export class Ops {
         }),
         workgroups: (s: StepShape): [number] => {
           const prefill = s.tokens > s.seqs && group > 1;
-          return grouped === prefill ? [ceil(ceil(s.tokens, tq) * o.heads, 16)] : [0];
+          return grouped === prefill ? [ceil(ceil(s.tokens, tq) * o.heads, 8)] : [0];
         },
       };
     });
