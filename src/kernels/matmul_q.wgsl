@@ -21,13 +21,13 @@
 // per-lane scratch memory on llvmpipe).
 override BITS: u32 = 4u;
 override GROUP_SIZE: u32 = 64u;
-override ACCUMULATE: bool = false;
-override HAS_BIAS: bool = false;
 override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
 override TT: u32 = 8u;
 const TT_MAX: u32 = 8u;
-struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32 }
+// accumulate: add into Y (fuses the residual add after o_proj and down_proj); has_bias: add
+// bias[n]. Runtime flags rather than constants: one compiled kernel serves every layer.
+struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> w_data: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> w_scales: array<f32>;
@@ -129,8 +129,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
       let col = p.n_offset + n0 + r;
       let i = (m0 + t) * p.y_stride + col;
       var v = acc[r][t];
-      if (HAS_BIAS) { v += bias[col]; }
-      if (ACCUMULATE) { v += y[i]; }
+      if (p.has_bias != 0u) { v += bias[col]; }
+      if (p.accumulate != 0u) { v += y[i]; }
       y[i] = v;
     }
   }

@@ -65,7 +65,6 @@ export class Ops {
    */
   linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
-    const common = { ACCUMULATE: !!opts.accumulate, HAS_BIAS: !!opts.bias };
     const rows = (s: StepShape) => (opts.perSeq ? s.seqs : s.tokens);
     const variants: Array<{
       pipeline: GPUComputePipeline;
@@ -75,7 +74,7 @@ export class Ops {
     }> = [];
     if (w.format === 'q4' || w.format === 'q8') {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
-      const q = { ...common, BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize };
+      const q = { BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize };
       const input = this.matvecInput(x, w.cols);
       variants.push(
         {
@@ -95,13 +94,13 @@ export class Ops {
       );
     } else {
       variants.push({
-        pipeline: this.pipelines.get('matmul', w.format, common),
+        pipeline: this.pipelines.get('matmul', w.format),
         workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
       });
     }
     const perSeq = opts.perSeq ? 1 : 0;
     return w.parts.flatMap((part) => {
-      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, perSeq]);
+      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0]);
       const buffers = { ...this.weightBindings(part), 5: x, 6: y, 7: opts.bias ?? this.dummy };
       return variants.map((v) => ({
         label,
