@@ -16,7 +16,8 @@ export interface Activations {
   q: GPUBuffer;
   k: GPUBuffer;
   v: GPUBuffer;
-  /** Pre-norm q/k for families with per-head q/k norm. */
+  /** Pre-norm q/k for families with per-head q/k norm. qRaw, kRaw and attn may share the
+   * MLP's buffers (live ranges: q/k projection to norm, attention to o_proj). */
   qRaw: GPUBuffer;
   kRaw: GPUBuffer;
   attn: GPUBuffer;
@@ -92,17 +93,22 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   const S = o.maxSeqs;
   const qDim = cfg.heads * cfg.headDim;
   const kvDim = cfg.kvHeads * cfg.headDim;
+  // The MLP's buffers are dead while attention runs, so attention's short-lived buffers
+  // borrow them where they fit (host memory on a software adapter counts toward RSS).
+  const gate = f32(T * cfg.intermediate, 'gate');
+  const up = f32(T * cfg.intermediate, 'up');
+  const borrow = (from: GPUBuffer, floats: number, label: string) => (floats * 4 <= from.size ? from : f32(floats, label));
   const act: Activations = {
     h: f32(T * cfg.hidden, 'h'),
     xn: f32(T * cfg.hidden, 'xn'),
     q: f32(T * qDim, 'q'),
     k: f32(T * kvDim, 'k'),
     v: f32(T * kvDim, 'v'),
-    qRaw: f32(T * qDim, 'q_raw'),
-    kRaw: f32(T * kvDim, 'k_raw'),
-    attn: f32(T * qDim, 'attn'),
-    gate: f32(T * cfg.intermediate, 'gate'),
-    up: f32(T * cfg.intermediate, 'up'),
+    qRaw: borrow(gate, T * qDim, 'q_raw'),
+    kRaw: borrow(up, T * kvDim, 'k_raw'),
+    attn: borrow(gate, T * qDim, 'attn'),
+    gate,
+    up,
     headIn: f32(S * cfg.hidden, 'head_in'),
     logits: f32(S * cfg.vocab, 'logits'),
   };
