@@ -48,6 +48,8 @@ afterAll(async () => {
 
 interface NativeResult {
   content: string;
+  stop_type: string;
+  stopping_word: string;
   tokens_evaluated: number;
   tokens_cached: number;
   timings: { cache_n: number; prompt_n: number };
@@ -124,6 +126,23 @@ describe('prefix reuse', () => {
     let usage: OpenAI.CompletionUsage | undefined;
     for await (const chunk of stream) usage = chunk.usage ?? usage;
     expect(usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
+  });
+
+  it('reports the cached prompt tokens when a stop string ends the generation', async () => {
+    const { url } = main.server;
+    await reset(url);
+    const base = prompt(3, 70);
+    const first = await complete(url, { prompt: base, n_predict: 24 });
+    const stop = first.content.slice(10, 16);
+    expect(stop.length).toBe(6);
+    // Same prompt again: its full blocks come from the cache, and the stop string ends it.
+    const hit = await complete(url, { prompt: base, n_predict: 24, stop: [stop] });
+    expect(hit.stop_type).toBe('word');
+    expect(hit.stopping_word).toBe(stop);
+    expect(hit.tokens_cached).toBeGreaterThan(0);
+    expect(hit.tokens_cached % BLOCK).toBe(0);
+    expect(hit.timings.cache_n).toBe(hit.tokens_cached);
+    expect(hit.timings.prompt_n).toBe(base.length - hit.tokens_cached);
   });
 
   it('greedy output with a hit equals the cold output (cache_prompt: false) for several prompts', async () => {

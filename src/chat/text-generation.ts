@@ -112,6 +112,7 @@ async function* textEvents(
   const tokens: GeneratedToken[] | undefined = wantLogprobs ? [] : undefined;
   let text = '';
   let completionTokens = 0;
+  let cachedPrompt = 0;
   const done = (
     finishReason: FinishReason,
     stopString: string | undefined,
@@ -148,6 +149,7 @@ async function* textEvents(
     if (event.type === 'token') {
       clock.token();
       completionTokens++;
+      if (event.cachedTokens !== undefined) cachedPrompt = event.cachedTokens;
       const token: GeneratedToken = event.logprobs ? { id: event.id, logprobs: event.logprobs } : { id: event.id };
       tokens?.push(token);
       const match = stops.push(detokenizer.push(event.id));
@@ -156,9 +158,8 @@ async function* textEvents(
         yield { type: 'text', text: match.text, token };
       }
       if (match.stop !== undefined) {
-        // The engine's own count of cached prompt tokens comes with its 'done', which a
-        // stop string pre-empts: this timing counts the whole prompt, and cached_tokens 0.
-        yield done('stop', match.stop, clock.timings(promptTokens.length, completionTokens));
+        // A stop string pre-empts the engine's 'done': the cached count came with the first token.
+        yield done('stop', match.stop, clock.timings(promptTokens.length - cachedPrompt, completionTokens), promptTokens.length, cachedPrompt);
         return;
       }
       continue;

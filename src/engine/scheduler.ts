@@ -239,7 +239,9 @@ export class Scheduler implements Engine {
   private accept(seq: Sequence, { token, logprobs }: Sampled): void {
     if (this.eos.has(token)) return this.complete(seq, 'stop');
     seq.req.constraint?.accept(token);
-    seq.events.push(logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token });
+    const event: GenerationEvent = logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token };
+    if (seq.generated === 0) event.cachedTokens = seq.borrowed * this.blocks.blockSize;
+    seq.events.push(event);
     seq.generated++;
     seq.output.push(token);
     seq.next = token;

@@ -95,8 +95,12 @@ export interface Timings {
 }
 
 export type GenerationEvent =
-  /** `logprobs`: the chosen token's first, then the top ones, when the request asked. */
-  | { type: 'token'; id: number; logprobs?: TokenLogprob[] }
+  /**
+   * `logprobs`: the chosen token's first, then the top ones, when the request asked.
+   * `cachedTokens`, on the first token only: the prompt tokens the prompt cache served (also
+   * in 'done', which a consumer that stops early on a stop string never reads).
+   */
+  | { type: 'token'; id: number; logprobs?: TokenLogprob[]; cachedTokens?: number }
   /** `reason` is 'stop' when an end-of-generation token was sampled (it is not emitted as a token). */
   /** `cachedTokens` of the prompt came from the prompt cache; timings.prompt_n counts the rest. */
   | { type: 'done'; reason: FinishReason; promptTokens: number; completionTokens: number; cachedTokens: number; timings: Timings };
