@@ -9,6 +9,9 @@ const ceil = (a: number, b: number) => Math.ceil(a / b);
 
 /** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
 const MATVEC_MAX_ROWS = 2;
+/** Output rows per workgroup: matvec_q.wgsl's 64 invocations x R = 8, matmul_q.wgsl's 16 x RR = 32. */
+const MATVEC_ROWS_PER_WORKGROUP = 64 * 8;
+const MATMUL_ROWS_PER_WORKGROUP = 16 * 32;
 /**
  * Tokens per attention invocation in steps with a prefill chunk (attention.wgsl TQ). Over a
  * 256-token prefill on llvmpipe: 1 token 2.8 s, 2 tokens 1.4 s, 3 tokens 1.0-1.1 s; 4 took a
@@ -80,14 +83,14 @@ export class Ops {
         {
           pipeline: this.pipelines.get('matvec_q', undefined, q, input.declaration),
           bindings: input.binding ? { 5: input.binding } : undefined,
-          workgroups: (part, s) => (rows(s) <= MATVEC_MAX_ROWS ? [ceil(part.rows, 64 * 8), rows(s)] : [0, 0]),
+          workgroups: (part, s) => (rows(s) <= MATVEC_MAX_ROWS ? [ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP), rows(s)] : [0, 0]),
         },
         ...[4, 8].map((tile) => ({
           pipeline: this.pipelines.get('matmul_q', undefined, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }),
           workgroups: (part: WeightPart, s: StepShape): [number, number] => {
             const n = rows(s);
             const active = n > MATVEC_MAX_ROWS && (tile === 4 ? n <= 4 : n > 4);
-            return active ? [ceil(part.rows, 32 * 16), ceil(n, tile)] : [0, 0];
+            return active ? [ceil(part.rows, MATMUL_ROWS_PER_WORKGROUP), ceil(n, tile)] : [0, 0];
           },
           ...this.matmulInput(x, w.cols, rows),
         })),
@@ -116,8 +119,8 @@ export class Ops {
    * How matvec_q declares its input X (binding 5): a uniform array over the rows it can read
    * when they fit one uniform binding, else a storage array. On llvmpipe a storage load whose
    * address varies in a loop becomes a per-lane scalar loop with a bounds check per component,
-   * while a uniform load is one vector gather: 3.3 -> 3.8 GB/s of weights on a 32768x1024
-   * 4-bit matvec and 2.7 -> 3.6 GB/s on 1024x3072 (bench/RESULTS.md).
+   * while a uniform load is one vector gather: 3.3 -> 3.8 GB/s of weights on the bench
+   * model's decode shapes (bench/linear-q.ts).
    */
   private matvecInput(x: GPUBuffer, cols: number): { declaration: string; binding?: GPUBufferBinding } {
     const rows = Math.min(MATVEC_MAX_ROWS, Math.floor(x.size / (cols * 4)));
