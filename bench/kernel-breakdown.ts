@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ForwardRunner, type SampleInput } from '../src/engine/forward.js';
-import { loadModel } from '../src/models/model.js';
+import { loadModel, type LoadedModel } from '../src/models/model.js';
 import { openGpu, workDone, type Backend } from '../src/runtime/gpu.js';
 import type { Dispatch, StepShape } from '../src/runtime/program.js';
 import { writeBenchModel } from './bench-model.js';
@@ -90,6 +90,47 @@ function checkLogits(x: Float32Array): LogitCheck {
   return { nonFinite, min, max, mean, std: n ? Math.sqrt(Math.max(0, sq / n - mean * mean)) : NaN };
 }
 
+/** The engine's model shapes for parallel 1, contextSize 1024 (src/engine/load.ts). */
+export const ONE_SLOT_SHAPES = { maxTokens: 512, maxSeqs: 1, kvTokens: 2048, maxContext: 1024, blockSize: 16 };
+/** Greedy sampling, as the bench requests use. */
+export const GREEDY: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
+
+/**
+ * Replays every dispatch active in `shape` alone, with the batch metadata of the last pass
+ * still in place: one warm-up submission, then `reps` copies in one command buffer (enough
+ * for about `targetMs`), one wait; time / reps. Grouped by label, layer number stripped.
+ */
+export async function timeDispatchesAlone(model: LoadedModel, shape: StepShape, targetMs: number): Promise<{ groups: KernelGroup[]; sumMs: number; active: number }> {
+  const device = model.ops.gpu.device;
+  model.ops.writeStep(shape);
+  const timeAlone = async (d: Dispatch, reps: number) => {
+    const t = performance.now();
+    const enc = device.createCommandEncoder();
+    for (let r = 0; r < reps; r++) model.program.encode(enc, shape, (x) => x === d);
+    device.queue.submit([enc.finish()]);
+    await workDone(device.queue);
+    return (performance.now() - t) / reps;
+  };
+  const groups = new Map<string, KernelGroup>();
+  let sumMs = 0;
+  let active = 0;
+  for (const d of model.program.dispatches) {
+    const [x, y = 1, z = 1] = d.workgroups(shape);
+    if (x === 0 || y === 0 || z === 0) continue;
+    active++;
+    const first = await timeAlone(d, 1); // warm-up (and a first estimate)
+    const reps = Math.max(3, Math.min(50, Math.round(targetMs / Math.max(first, 0.05))));
+    const ms = await timeAlone(d, reps);
+    const label = d.label.replace(/^model\.layers\.\d+\./, '');
+    const g = groups.get(label) ?? { label, dispatches: 0, ms: 0 };
+    g.dispatches++;
+    g.ms += ms;
+    groups.set(label, g);
+    sumMs += ms;
+  }
+  return { groups: [...groups.values()].sort((a, b) => b.ms - a.ms), sumMs, active };
+}
+
 /** Token ids for a synthetic prompt: ordinary vocabulary entries, no special tokens. */
 export function syntheticPrompt(n: number, salt = 0): number[] {
   return Array.from({ length: n }, (_, i) => 1000 + ((i * 7919 + salt * 104729) % 100000));
@@ -102,13 +143,12 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
   const target = o.targetMsPerDispatch ?? 40;
   const t0 = performance.now();
   const gpu = await openGpu(o.backend ?? 'opengles');
-  // The engine's shapes for parallel 1, contextSize 1024 (src/engine/load.ts).
-  const model = await loadModel(gpu, modelDir, { maxTokens: 512, maxSeqs: 1, kvTokens: 2048, maxContext: 1024, blockSize: 16 });
+  const model = await loadModel(gpu, modelDir, ONE_SLOT_SHAPES);
   const loadMs = performance.now() - t0;
   const runner = new ForwardRunner(model);
   const device = gpu.device;
   const table = Array.from({ length: 64 }, (_, i) => i);
-  const sample: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
+  const sample = GREEDY;
 
   const prompt = syntheticPrompt(promptLen, 7);
   let [{ token }] = await runner.run([{ tokens: prompt, startPos: 0, table, sample }]);
@@ -139,40 +179,13 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
     if (r > 0) replays.push(performance.now() - t);
   }
 
-  const active = (d: Dispatch) => {
-    const [x, y = 1, z = 1] = d.workgroups(shape);
-    return x > 0 && y > 0 && z > 0;
-  };
-  const timeAlone = async (d: Dispatch, reps: number) => {
-    const t = performance.now();
-    const enc = device.createCommandEncoder();
-    for (let r = 0; r < reps; r++) model.program.encode(enc, shape, (x) => x === d);
-    device.queue.submit([enc.finish()]);
-    await workDone(device.queue);
-    return (performance.now() - t) / reps;
-  };
-  const groups = new Map<string, KernelGroup>();
-  let sum = 0;
-  let nActive = 0;
-  for (const d of model.program.dispatches) {
-    if (!active(d)) continue;
-    nActive++;
-    const first = await timeAlone(d, 1); // warm-up (and a first estimate)
-    const reps = Math.max(3, Math.min(50, Math.round(target / Math.max(first, 0.05))));
-    const ms = await timeAlone(d, reps);
-    const label = d.label.replace(/^model\.layers\.\d+\./, '');
-    const g = groups.get(label) ?? { label, dispatches: 0, ms: 0 };
-    g.dispatches++;
-    g.ms += ms;
-    groups.set(label, g);
-    sum += ms;
-  }
+  const alone = await timeDispatchesAlone(model, shape, target);
   return {
     adapter: gpu.description,
-    groups: [...groups.values()].sort((a, b) => b.ms - a.ms),
-    sumIsolatedMs: sum,
+    groups: alone.groups,
+    sumIsolatedMs: alone.sumMs,
     dispatchesRecorded: model.program.dispatches.length,
-    dispatchesActive: nActive,
+    dispatchesActive: alone.active,
     stepMedianMs: median(stepTimes),
     stepMeanMs: stepTimes.reduce((a, b) => a + b, 0) / stepTimes.length,
     steps: stepTimes.length,

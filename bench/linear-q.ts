@@ -11,7 +11,7 @@
 // ever adds time.
 //
 // Run: npx tsx bench/linear-q.ts   (BENCH_ROUNDS, default 5)
-import { quantizeAffine } from '../src/models/quantize.js';
+import { dequantizeAffine, quantizeAffine } from '../src/models/quantize.js';
 import { mapRead, openGpu, workDone } from '../src/runtime/gpu.js';
 import { Ops } from '../src/runtime/ops.js';
 import { Program } from '../src/runtime/program.js';
@@ -89,15 +89,15 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
   const program = new Program();
   program.add(...ops.linear(c.name, w, x, y));
 
-  // Reference: the dequantized weights in f64 (only the first rows of the LM head, for time).
+  // Reference over the dequantized weights, accumulated in f64 (only the first rows of the
+  // LM head, for time).
   const checkRows = Math.min(c.N, 4096);
+  const groups = (checkRows * c.K) / GROUP;
+  const wq = dequantizeAffine(q.packed.subarray(0, (checkRows * c.K) / 8), q.scales.subarray(0, groups), q.biases.subarray(0, groups), checkRows, c.K, 4, GROUP);
   const want = new Float64Array(c.M * checkRows);
-  const perWord = 8;
   for (let n = 0; n < checkRows; n++) {
     for (let k = 0; k < c.K; k++) {
-      const e = n * c.K + k;
-      const g = Math.floor(e / GROUP);
-      const wv = ((q.packed[Math.floor(e / perWord)]! >>> ((e % perWord) * 4)) & 15) * q.scales[g]! + q.biases[g]!;
+      const wv = wq[n * c.K + k]!;
       for (let m = 0; m < c.M; m++) want[m * checkRows + n] += wv * xHost[m * c.K + k]!;
     }
   }
