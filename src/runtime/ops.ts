@@ -223,19 +223,17 @@ export class Ops {
     const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.blockSize, o.scale], [3]);
     // The group's registers grow with head_dim; past 128 a group compiles slowly.
     const group = o.headDim <= 128 ? ATTENTION_GROUP : 1;
-    return [1, group].filter((tq, i) => i === 0 || tq > 1).map((tq) => {
+    // The group size a step runs with: tokens beyond one per sequence mean a prefill chunk.
+    const stepGroup = (s: StepShape) => (s.tokens > s.seqs ? group : 1);
+    return (group > 1 ? [1, group] : [1]).map((tq) => {
       const pipeline = this.pipelines.get('attention', undefined, { TQ: tq }, `const D4: u32 = ${o.headDim / 4}u;`);
-      const grouped = tq > 1;
       return {
         label: 'attention',
         pipeline,
         bindGroup: this.bind('attention', pipeline, params, {
           2: q, 3: kCache, 4: vCache, 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
         }),
-        workgroups: (s: StepShape): [number] => {
-          const prefill = s.tokens > s.seqs && group > 1;
-          return grouped === prefill ? [ceil(ceil(s.tokens, tq) * o.heads, 8)] : [0];
-        },
+        workgroups: (s: StepShape): [number] => (stepGroup(s) === tq ? [ceil(ceil(s.tokens, tq) * o.heads, 8)] : [0]),
       };
     });
   }
