@@ -15,7 +15,7 @@ import { dequantizeAffine, quantizeAffine } from '../src/models/quantize.js';
 import { mapRead, openGpu, workDone } from '../src/runtime/gpu.js';
 import { Ops } from '../src/runtime/ops.js';
 import { Program } from '../src/runtime/program.js';
-import { filledBuffer, storageBuffer, type GpuWeight } from '../src/runtime/tensors.js';
+import { filledBuffer, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
 
 process.env.EGL_PLATFORM ??= 'surfaceless';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -79,7 +79,11 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
   const q = quantizeAffine(values(c.N * c.K, seed), c.N, c.K, 4, GROUP);
   const w: GpuWeight = {
     format: 'q4', rows: c.N, cols: c.K, groupSize: GROUP,
-    parts: [{ rowStart: 0, rows: c.N, data: upload(q.packed, 'w'), scales: upload(q.scales, 'scales'), biases: upload(q.biases, 'biases') }],
+    parts: [{
+      rowStart: 0, rows: c.N,
+      data: weightData(device, 'q4', q.packed.byteLength, 'w', (dst) => dst.set(new Uint8Array(q.packed.buffer, q.packed.byteOffset, q.packed.byteLength))),
+      scales: upload(q.scales, 'scales'), biases: upload(q.biases, 'biases'),
+    }],
   };
   const xHost = values(c.M * c.K, seed + 1);
   // A buffer without UNIFORM usage sends matvec_q down its storage-binding path.

@@ -1,7 +1,7 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
 // or 8) over many tokens at once: prefill and batched decode, where the same weights serve
 // every token.
-// Bindings: 0 params, 1 step, 2 packed W (vec4<u32>), 3 scales, 4 biases (as matvec_q.wgsl),
+// Bindings: 0 params, 1 step, 2-4 W in its format file (as matvec_q.wgsl),
 // 5 X as an rgba32float texture X_WIDTH texels wide holding [M, K] flat (vec4 i of X at
 // texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload),
 // 6 Y [M, y_stride], 7 bias.
@@ -19,8 +19,6 @@
 // the compile time. The tile arrays are indexed only by constant-trip loops over RR and TT, which the
 // compiler unrolls, so they live in registers (a runtime-indexed private array becomes
 // per-lane scratch memory on llvmpipe).
-override BITS: u32 = 4u;
-override GROUP_SIZE: u32 = 64u;
 override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
 override TT: u32 = 8u;
@@ -29,9 +27,6 @@ const TT_MAX: u32 = 8u;
 // bias[n]. Runtime flags rather than constants: one compiled kernel serves every layer.
 struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> w_data: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> w_scales: array<f32>;
-@group(0) @binding(4) var<storage, read> w_biases: array<f32>;
 @group(0) @binding(5) var x_tex: texture_2d<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
@@ -52,11 +47,11 @@ fn load_q(at: u32) -> Chunk {
   let lo = vec4<u32>(0u, 4u, 8u, 12u);
   let hi = vec4<u32>(16u, 20u, 24u, 28u);
   if (BITS == 4u) {
-    let w = w_data[at];
+    let w = w_texel(at);
     return Chunk(nib(w.x, lo), nib(w.x, hi), nib(w.y, lo), nib(w.y, hi), nib(w.z, lo), nib(w.z, hi), nib(w.w, lo), nib(w.w, hi));
   }
-  let w0 = w_data[at];
-  let w1 = w_data[at + 1u];
+  let w0 = w_texel(at);
+  let w1 = w_texel(at + 1u);
   return Chunk(byt(w0.x), byt(w0.y), byt(w0.z), byt(w0.w), byt(w1.x), byt(w1.y), byt(w1.z), byt(w1.w));
 }
 

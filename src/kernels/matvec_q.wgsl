@@ -1,26 +1,24 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
 // or 8), one token per workgroup row: decode's hot loop, where reading the packed weights
 // once per token is the whole cost.
-// Bindings: 0 params, 1 step, 2 packed W [N, K*BITS/32] u32 viewed as vec4<u32>,
-// 3 scales, 4 biases [N, K/GROUP_SIZE] f32, 5 X [M, K] f32, 6 Y [M, y_stride], 7 bias.
-// X is declared by the runtime (Ops.matvecInput): a uniform array when its rows fit one
-// uniform binding, a storage array otherwise; the kernel indexes it the same either way.
-// Plan: one invocation per R = 8 output rows of one token (gid.y). The K loop walks
-// 32-value chunks: 8 vec4 of X (the same for every invocation of the workgroup) against
-// one 16-byte weight load per row (two for 8-bit). Per group the affine map is applied
-// once: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
-// Every private array is indexed by constants only, so it stays in registers: a
+// Bindings: 0 params, 1 step, 2-4 W in its format file (formats/q4.wgsl or q8.wgsl: BITS,
+// GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32>, scales and biases
+// [N, K/GROUP_SIZE] f32), 5 X f32, 6 Y [M, y_stride], 7 bias.
+// X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
+// array when its rows fit one uniform binding, else a storage array (indexed the same
+// either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
+// group (unrolled) and group_end once.
+// Plan: one invocation per R = 8 output rows of one token (gid.y). Each chunk of X (8 vec4,
+// the same for every invocation of the workgroup) meets one 16-byte weight texel per row
+// (two for 8-bit); per group the affine map is applied once:
+// sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
+// Every private value is indexed by constants only, so it stays in registers: a
 // runtime-indexed array becomes per-lane scratch memory on llvmpipe (measured 4x slower).
-override BITS: u32 = 4u;
-override GROUP_SIZE: u32 = 64u;
 const R: u32 = 8u;
 // accumulate: add into Y (fuses the residual add after o_proj and down_proj); has_bias: add
 // bias[n]. Runtime flags rather than constants: one compiled kernel serves every layer.
 struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> w_data: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> w_scales: array<f32>;
-@group(0) @binding(4) var<storage, read> w_biases: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
 
@@ -40,18 +38,44 @@ struct Chunk { a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, e: vec4<f
 // dot(q, x) over one 32-value chunk of one row starting at vec4<u32> index `at`.
 fn chunk_dot(at: u32, x: Chunk) -> f32 {
   if (BITS == 4u) {
-    let w = w_data[at];
+    let w = w_texel(at);
     return nibbles_dot(w.x, x.a, x.b) + nibbles_dot(w.y, x.c, x.d) + nibbles_dot(w.z, x.e, x.f) + nibbles_dot(w.w, x.g, x.h);
   }
-  let w0 = w_data[at];
-  let w1 = w_data[at + 1u];
+  let w0 = w_texel(at);
+  let w1 = w_texel(at + 1u);
   return bytes_dot(w0.x, x.a) + bytes_dot(w0.y, x.b) + bytes_dot(w0.z, x.c) + bytes_dot(w0.w, x.d)
        + bytes_dot(w1.x, x.e) + bytes_dot(w1.y, x.f) + bytes_dot(w1.z, x.g) + bytes_dot(w1.w, x.h);
 }
 
-fn rows_dot(ra: vec4<u32>, rb: vec4<u32>, at: u32, x: Chunk, acc: ptr<function, array<vec4<f32>, 2>>) {
-  (*acc)[0] += vec4<f32>(chunk_dot(ra.x + at, x), chunk_dot(ra.y + at, x), chunk_dot(ra.z + at, x), chunk_dot(ra.w + at, x));
-  (*acc)[1] += vec4<f32>(chunk_dot(rb.x + at, x), chunk_dot(rb.y + at, x), chunk_dot(rb.z + at, x), chunk_dot(rb.w + at, x));
+// The invocation's 8 rows: first packed texel (wa, wb) and first group index (ga, gb) of
+// each, four rows per vector.
+struct Rows { wa: vec4<u32>, wb: vec4<u32>, ga: vec4<u32>, gb: vec4<u32> }
+// The 8 rows' sums so far.
+struct Acc { a: vec4<f32>, b: vec4<f32> }
+// One group's partial dot products (before the affine map) and sum of X.
+struct Dots { a: vec4<f32>, b: vec4<f32>, xsum: f32 }
+
+// Adds 32-value chunk `chunk` of K (X from vec4 index x_base of x) to the group's dots.
+fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
+  let xi = x_base + chunk * 8u;
+  let xc = Chunk(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u], x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
+  let s4 = xc.a + xc.b + xc.c + xc.d + xc.e + xc.f + xc.g + xc.h;
+  (*d).xsum += s4.x + s4.y + s4.z + s4.w;
+  let at = chunk * (BITS / 4u);
+  (*d).a += vec4<f32>(chunk_dot(r.wa.x + at, xc), chunk_dot(r.wa.y + at, xc), chunk_dot(r.wa.z + at, xc), chunk_dot(r.wa.w + at, xc));
+  (*d).b += vec4<f32>(chunk_dot(r.wb.x + at, xc), chunk_dot(r.wb.y + at, xc), chunk_dot(r.wb.z + at, xc), chunk_dot(r.wb.w + at, xc));
+}
+
+// Applies group g's affine map to its dots, into the row sums.
+fn group_end(g: u32, d: Dots, r: Rows, acc: ptr<function, Acc>) {
+  let ga = r.ga + vec4<u32>(g);
+  let gb = r.gb + vec4<u32>(g);
+  let sa = vec4<f32>(w_scales[ga.x], w_scales[ga.y], w_scales[ga.z], w_scales[ga.w]);
+  let sb = vec4<f32>(w_scales[gb.x], w_scales[gb.y], w_scales[gb.z], w_scales[gb.w]);
+  let ba = vec4<f32>(w_biases[ga.x], w_biases[ga.y], w_biases[ga.z], w_biases[ga.w]);
+  let bb = vec4<f32>(w_biases[gb.x], w_biases[gb.y], w_biases[gb.z], w_biases[gb.w]);
+  (*acc).a += sa * d.a + ba * d.xsum;
+  (*acc).b += sb * d.b + bb * d.xsum;
 }
 
 @compute @workgroup_size(64)
@@ -59,46 +83,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let n0 = gid.x * R;
   let m = wid.y;
   if (n0 >= p.N || m >= row_count(p.per_seq)) { return; }
-  let vec_per_chunk = BITS / 4u;              // vec4<u32> per 32 values
-  let vec_per_row = (p.K / 32u) * vec_per_chunk;
-  let chunks_per_group = GROUP_SIZE / 32u;
+  let vec_per_row = (p.K / 32u) * (BITS / 4u);
   let groups = p.K / GROUP_SIZE;
-  let x_base = m * (p.K / 4u);
   // Rows past N re-read the last row (valid memory) and are not written.
   let last = p.N - 1u;
   let ra = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
   let rb = min(vec4<u32>(n0) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last));
-  let wa = ra * vec_per_row;
-  let wb = rb * vec_per_row;
-  let ga = ra * groups;
-  let gb = rb * groups;
-
-  var acc_a = vec4<f32>(0.0);
-  var acc_b = vec4<f32>(0.0);
-  for (var g = 0u; g < groups; g++) {
-    var dots: array<vec4<f32>, 2>;
-    var xsum = 0.0;
-    for (var c = 0u; c < chunks_per_group; c++) {
-      let chunk = g * chunks_per_group + c;
-      let xi = x_base + chunk * 8u;
-      let xc = Chunk(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u], x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
-      let s4 = xc.a + xc.b + xc.c + xc.d + xc.e + xc.f + xc.g + xc.h;
-      xsum += s4.x + s4.y + s4.z + s4.w;
-      rows_dot(wa, wb, chunk * vec_per_chunk, xc, &dots);
-    }
-    let sa = vec4<f32>(w_scales[ga.x + g], w_scales[ga.y + g], w_scales[ga.z + g], w_scales[ga.w + g]);
-    let sb = vec4<f32>(w_scales[gb.x + g], w_scales[gb.y + g], w_scales[gb.z + g], w_scales[gb.w + g]);
-    let ba = vec4<f32>(w_biases[ga.x + g], w_biases[ga.y + g], w_biases[ga.z + g], w_biases[ga.w + g]);
-    let bb = vec4<f32>(w_biases[gb.x + g], w_biases[gb.y + g], w_biases[gb.z + g], w_biases[gb.w + g]);
-    acc_a += sa * dots[0] + ba * xsum;
-    acc_b += sb * dots[1] + bb * xsum;
-  }
+  var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0));
+  k_loop(m, Rows(ra * vec_per_row, rb * vec_per_row, ra * groups, rb * groups), &acc);
   for (var r = 0u; r < R; r++) {
     if (n0 + r >= p.N) { break; }
     let col = p.n_offset + n0 + r;
     let i = m * p.y_stride + col;
     var v: f32;
-    if (r < 4u) { v = acc_a[r]; } else { v = acc_b[r - 4u]; }
+    if (r < 4u) { v = acc.a[r]; } else { v = acc.b[r - 4u]; }
     if (p.has_bias != 0u) { v += bias[col]; }
     if (p.accumulate != 0u) { v += y[i]; }
     y[i] = v;

@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import type { WeightFormat } from '../runtime/kernel-source.js';
-import { filledBuffer, rowBytes, rowsPerPart, type GpuWeight, type WeightPart } from '../runtime/tensors.js';
+import { filledBuffer, rowBytes, rowsPerPart, weightData, type GpuWeight, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -66,7 +66,7 @@ export function loadVector(device: GPUDevice, ckpt: Checkpoint, name: string): G
  * Uploads the matrix `<prefix>.weight` ([rows, cols]) in its stored format: a float dtype,
  * or MLX affine packed uint32 with `<prefix>.scales` / `.biases` beside it.
  */
-export function loadMatrix(device: GPUDevice, maxBinding: number, ckpt: Checkpoint, prefix: string, quant?: Quantization): GpuWeight {
+export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefix: string, quant?: Quantization): GpuWeight {
   const name = `${prefix}.weight`;
   const t = ckpt.entry(name).info;
   const [rows, stored] = t.shape;
@@ -83,7 +83,7 @@ export function loadMatrix(device: GPUDevice, maxBinding: number, ckpt: Checkpoi
     if (!f) throw new Error(`${name}: dtype ${t.dtype} is not supported`);
     format = f;
   }
-  const perPart = rowsPerPart(format, cols, maxBinding);
+  const perPart = rowsPerPart(format, cols, limits);
   const bytesPerRow = rowBytes(format, cols);
   const scales = groupSize ? ckpt.readF32(`${prefix}.scales`) : undefined;
   const biases = groupSize ? ckpt.readF32(`${prefix}.biases`) : undefined;
@@ -95,7 +95,7 @@ export function loadMatrix(device: GPUDevice, maxBinding: number, ckpt: Checkpoi
     const part: WeightPart = {
       rowStart,
       rows: n,
-      data: filledBuffer(device, n * bytesPerRow, label, (dst) => ckpt.readInto(name, dst, rowStart * bytesPerRow)),
+      data: weightData(device, format, n * bytesPerRow, label, (dst) => ckpt.readInto(name, dst, rowStart * bytesPerRow)),
     };
     if (scales && biases) {
       const slice = (a: Float32Array) => a.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow);

@@ -149,7 +149,7 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
     cfg,
     matrix: (prefix) => {
       let w = matrices.get(prefix);
-      if (!w) matrices.set(prefix, (w = loadMatrix(device, gpu.maxBinding, ckpt, prefix, cfg.quantization)));
+      if (!w) matrices.set(prefix, (w = loadMatrix(device, gpu, ckpt, prefix, cfg.quantization)));
       return w;
     },
     vector: (name) => loadVector(device, ckpt, name),

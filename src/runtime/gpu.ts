@@ -14,6 +14,8 @@ export interface Gpu {
   /** The software rasteriser: kernels pick the layouts measured fastest on it. */
   isCpu: boolean;
   maxBinding: number;
+  /** Rows of a 2D texture (packed weights are split into parts that fit: tensors.ts). */
+  maxTextureRows: number;
   /** Bytes one uniform binding may cover (matvec_q reads its input through one when it fits). */
   maxUniformBinding: number;
 }
@@ -97,6 +99,7 @@ export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
     isCpu,
     maxBinding: Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize),
     maxUniformBinding: l.maxUniformBufferBindingSize,
+    maxTextureRows: l.maxTextureDimension2D,
   };
 }
 

@@ -48,8 +48,8 @@ export class Ops {
     return this.gpu.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries });
   }
 
-  private weightBindings(part: WeightPart): Record<number, GPUBuffer> {
-    const b: Record<number, GPUBuffer> = { 2: part.data };
+  private weightBindings(part: WeightPart): Record<number, GPUBuffer | GPUBindingResource> {
+    const b: Record<number, GPUBuffer | GPUBindingResource> = { 2: part.data instanceof GPUTexture ? part.data.createView() : part.data };
     if (part.scales && part.biases) Object.assign(b, { 3: part.scales, 4: part.biases });
     return b;
   }
@@ -77,19 +77,20 @@ export class Ops {
     }> = [];
     if (w.format === 'q4' || w.format === 'q8') {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
-      const q = { BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize };
-      const input = this.matvecInput(x, w.cols);
+      const q = { GROUP_SIZE: w.groupSize };
+      const matvec = (n: number) => n <= MATVEC_MAX_ROWS;
+      const input = this.matvecInput(x, w.cols, w.groupSize);
+      variants.push({
+        pipeline: this.pipelines.get('matvec_q', w.format, q, input.declarations),
+        bindings: input.binding ? { 5: input.binding } : undefined,
+        workgroups: (part, s) => (matvec(rows(s)) ? [ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP), rows(s)] : [0, 0]),
+      });
       variants.push(
-        {
-          pipeline: this.pipelines.get('matvec_q', undefined, q, input.declaration),
-          bindings: input.binding ? { 5: input.binding } : undefined,
-          workgroups: (part, s) => (rows(s) <= MATVEC_MAX_ROWS ? [ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP), rows(s)] : [0, 0]),
-        },
         ...[4, 8].map((tile) => ({
-          pipeline: this.pipelines.get('matmul_q', undefined, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }),
+          pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }),
           workgroups: (part: WeightPart, s: StepShape): [number, number] => {
             const n = rows(s);
-            const active = n > MATVEC_MAX_ROWS && (tile === 4 ? n <= 4 : n > 4);
+            const active = !matvec(n) && (tile === 4 ? n <= 4 : n > 4);
             return active ? [ceil(part.rows, MATMUL_ROWS_PER_WORKGROUP), ceil(n, tile)] : [0, 0];
           },
           ...this.matmulInput(x, w.cols, rows),
@@ -116,20 +117,31 @@ export class Ops {
   }
 
   /**
-   * How matvec_q declares its input X (binding 5): a uniform array over the rows it can read
-   * when they fit one uniform binding, else a storage array. On llvmpipe a storage load whose
-   * address varies in a loop becomes a per-lane scalar loop with a bounds check per component,
-   * while a uniform load is one vector gather: 3.3 -> 3.8 GB/s of weights on the bench
-   * model's decode shapes (bench/linear-q.ts).
+   * matvec_q's generated declarations: its input X (binding 5) and the K loop. X is a
+   * uniform array over the rows it can read when they fit one uniform binding, else a
+   * storage array. On llvmpipe a storage load whose address varies in a loop becomes a
+   * per-lane scalar loop with a bounds check per component, while a uniform load is one
+   * vector gather; and the chunks of a group are unrolled here because llvmpipe ran the
+   * kernel's own loop over them 15-20% slower (bench/linear-q.ts measures both forms of X).
    */
-  private matvecInput(x: GPUBuffer, cols: number): { declaration: string; binding?: GPUBufferBinding } {
+  private matvecInput(x: GPUBuffer, cols: number, groupSize: number): { declarations: string; binding?: GPUBufferBinding } {
+    const chunks = groupSize / 32;
+    const kLoop = [
+      'fn k_loop(m: u32, r: Rows, acc: ptr<function, Acc>) {',
+      '  for (var g = 0u; g < p.K / GROUP_SIZE; g++) {',
+      '    var d = Dots(vec4<f32>(0.0), vec4<f32>(0.0), 0.0);',
+      ...Array.from({ length: chunks }, (_, c) => `    chunk_dots(g * ${chunks}u + ${c}u, m * (p.K / 4u), r, &d);`),
+      '    group_end(g, d, r, acc);',
+      '  }',
+      '}',
+    ];
     const rows = Math.min(MATVEC_MAX_ROWS, Math.floor(x.size / (cols * 4)));
     const bytes = rows * cols * 4;
     if (rows < 1 || bytes > this.gpu.maxUniformBinding || (x.usage & GPUBufferUsage.UNIFORM) === 0) {
-      return { declaration: '@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;' };
+      return { declarations: ['@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;', ...kLoop].join('\n') };
     }
     return {
-      declaration: `@group(0) @binding(5) var<uniform> x: array<vec4<f32>, ${bytes / 16}>;`,
+      declarations: [`@group(0) @binding(5) var<uniform> x: array<vec4<f32>, ${bytes / 16}>;`, ...kLoop].join('\n'),
       binding: { buffer: x, offset: 0, size: bytes },
     };
   }

@@ -1,5 +1,6 @@
-// GPU buffers for activations and weights. A weight whose bytes exceed one storage
-// binding is split by rows into parts, each its own buffer; ops dispatch once per part.
+// GPU buffers for activations and weights. A weight whose bytes exceed one binding is
+// split by rows into parts, each its own buffer (float formats) or texture (packed q4/q8);
+// ops dispatch once per part.
 import type { WeightFormat } from './kernel-source.js';
 import './webgpu-globals.js';
 
@@ -39,7 +40,8 @@ export function uniformBuffer(device: GPUDevice, words: ArrayLike<number>, float
 export interface WeightPart {
   rowStart: number;
   rows: number;
-  data: GPUBuffer;
+  /** Float formats: a storage buffer. q4/q8: an rgba32uint texture (packedTexture). */
+  data: GPUBuffer | GPUTexture;
   scales?: GPUBuffer;
   biases?: GPUBuffer;
 }
@@ -64,7 +66,47 @@ export function rowBytes(format: WeightFormat, cols: number): number {
   }
 }
 
-/** Rows per part so that each part's data fits one binding. */
-export function rowsPerPart(format: WeightFormat, cols: number, maxBinding: number): number {
-  return Math.max(1, Math.floor(maxBinding / rowBytes(format, cols)));
+/**
+ * Texels per row of a packed-weight texture: a power of two (kernels shift and mask), and
+ * small (8 KiB rows) so that a matrix's last texture row wastes little; the bench model's
+ * matrices fill theirs exactly.
+ */
+export const PACKED_TEXTURE_WIDTH = 512;
+const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
+
+/** Rows per part so that each part's data fits one binding (a buffer, or a texture's height). */
+export function rowsPerPart(format: WeightFormat, cols: number, limits: { maxBinding: number; maxTextureRows: number }): number {
+  const packed = format === 'q4' || format === 'q8';
+  const bytes = packed ? Math.min(limits.maxBinding, limits.maxTextureRows * PACKED_TEXTURE_ROW_BYTES) : limits.maxBinding;
+  return Math.max(1, Math.floor(bytes / rowBytes(format, cols)));
+}
+
+/**
+ * Packed q4/q8 weight words in an rgba32uint texture PACKED_TEXTURE_WIDTH texels wide, flat:
+ * vec4<u32> i of the data at texel (i % width, i / width). Why a texture: on llvmpipe a texel
+ * fetch is one vectorised gather, where a storage load whose address differs per invocation
+ * is a per-lane scalar loop (bench/linear-q.ts). `fill` writes the bytes into a mapped
+ * staging buffer, copied into the texture and released at once.
+ */
+export function packedTexture(device: GPUDevice, bytes: number, label: string, fill: (dst: Uint8Array) => void): GPUTexture {
+  const height = Math.max(1, Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
+  const staging = device.createBuffer({ label, size: height * PACKED_TEXTURE_ROW_BYTES, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
+  fill(new Uint8Array(staging.getMappedRange(), 0, bytes));
+  staging.unmap();
+  const texture = device.createTexture({
+    label,
+    size: [PACKED_TEXTURE_WIDTH, height],
+    format: 'rgba32uint',
+    usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+  });
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToTexture({ buffer: staging, bytesPerRow: PACKED_TEXTURE_ROW_BYTES, rowsPerImage: height }, { texture }, [PACKED_TEXTURE_WIDTH, height]);
+  device.queue.submit([encoder.finish()]);
+  staging.destroy();
+  return texture;
+}
+
+/** A weight part's data in the binding its format is read through. */
+export function weightData(device: GPUDevice, format: WeightFormat, bytes: number, label: string, fill: (dst: Uint8Array) => void): GPUBuffer | GPUTexture {
+  return format === 'q4' || format === 'q8' ? packedTexture(device, bytes, label, fill) : filledBuffer(device, bytes, label, fill);
 }

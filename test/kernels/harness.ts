@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { filledBuffer, rowBytes, type GpuWeight, type WeightPart } from '../../src/runtime/tensors.js';
+import { filledBuffer, rowBytes, storageBuffer, weightData, type GpuWeight, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine } from '../../src/models/quantize.js';
@@ -83,6 +83,16 @@ export class Harness {
   /** Refills the first `words` words of a buffer with the poison bits. */
   poison(buffer: GPUBuffer, words: number, bits = POISON_BITS): void {
     this.write(buffer, new Uint32Array(words).fill(bits));
+  }
+
+  /**
+   * An activation buffer as the engine allocates them (storage and uniform usage, so
+   * matvec_q reads it through a uniform binding), poisoned.
+   */
+  activation(words: number, label = 'activation'): GPUBuffer {
+    const buffer = storageBuffer(this.device, words * 4, label);
+    this.write(buffer, new Uint32Array(words).fill(POISON_BITS));
+    return buffer;
   }
 
   /** A storage buffer of `words` 32-bit words, each set to `bits` (the NaN poison by default). */
@@ -194,7 +204,8 @@ export class Harness {
     let rowStart = 0;
     for (const n of partRows) {
       const label = `w[${rowStart}:${rowStart + n}]`;
-      const part: WeightPart = { rowStart, rows: n, data: this.uploadBytes(bytes.subarray(rowStart * perRow, (rowStart + n) * perRow), label) };
+      const slice = bytes.subarray(rowStart * perRow, (rowStart + n) * perRow);
+      const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, slice.byteLength, label, (dst) => dst.set(slice)) };
       if (scales && biases) {
         part.scales = this.uploadF32(scales.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.scales`);
         part.biases = this.uploadF32(biases.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.biases`);

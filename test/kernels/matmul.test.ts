@@ -66,6 +66,8 @@ interface Case {
   /** Row counts replayed through the same recorded dispatches. */
   Ms: number[];
   seed: number;
+  /** X without uniform usage: matvec_q reads it through a storage binding. */
+  storageX?: boolean;
 }
 
 async function runCase(c: Case): Promise<void> {
@@ -73,7 +75,7 @@ async function runCase(c: Case): Promise<void> {
   const { K, N } = c;
   const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts });
   const bias = c.bias ? randomF32(rand, N) : undefined;
-  const xBuf = h.poisoned(MAX_ROWS * K, POISON_BITS, 'x');
+  const xBuf = c.storageX ? h.poisoned(MAX_ROWS * K, POISON_BITS, 'x') : h.activation(MAX_ROWS * K, 'x');
   const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
   const biasBuf = bias ? h.uploadF32(bias, 'bias') : undefined;
   const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate });
@@ -113,6 +115,14 @@ describe('matmul: each format, M = 1, 2, 3, 5, 13, 8, 9, 4, 16', () => {
   it('q8 N=9 (fewer rows than one matvec invocation covers)', () => runCase({ format: 'q8', K: 64, N: 9, groupSize: 64, Ms: [1, 3], seed: 13 }));
 });
 
+// matvec_q reads X through a uniform binding when X has uniform usage, as the engine's
+// activation buffers do (every case above); else through a storage binding.
+describe('matvec_q: X through a storage binding', () => {
+  for (const format of ['q4', 'q8'] as const) {
+    it(`${format} K=192 with a storage-only X`, () => runCase({ format, K: 192, N: 37, groupSize: 64, Ms: [1, 2, 3], seed: 15, storageX: true }));
+  }
+});
+
 describe('matmul: weight split into parts (rowStart offsets into Y)', () => {
   it('f32 in 3 parts [10, 15, 12]', () => runCase({ format: 'f32', K: 172, N: 37, parts: [10, 15, 12], Ms: [13, 1], seed: 4 }));
   it('bf16 in 2 parts [70, 63], crossing a workgroup boundary', () => runCase({ format: 'bf16', K: 52, N: 133, parts: [70, 63], Ms: [5], seed: 5 }));
@@ -141,7 +151,8 @@ describe('matmul: perSeq rows (the LM head over sampling sequences)', () => {
         const w = h.weight(randomF32(rand, N * K), N, K, format, { parts: [25, 12], groupSize: 64 });
         const bias = randomF32(rand, N);
         const x = inputRows(rand, seqs, K);
-        const xBuf = h.uploadF32(x, 'head_in');
+        const xBuf = h.activation(MAX_ROWS * K, 'head_in');
+        h.write(xBuf, x);
         const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'logits');
         await h.run(h.ops.linear('lm_head', w.gpu, xBuf, yBuf, { perSeq: true, bias: h.uploadF32(bias) }), { tokens: 13, seqs });
         const got = await h.readF32(yBuf, MAX_ROWS * N);
