@@ -1,9 +1,9 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
 // or 8), one token per workgroup row: decode's hot loop, where reading the packed weights
 // once per token is the whole cost.
-// Bindings: 0 params, 1 step, 2-4 W in its format file (formats/q4.wgsl or q8.wgsl: BITS,
-// GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32>, scales and biases
-// [N, K/GROUP_SIZE] f32), 5 X f32, 6 Y [M, y_stride], 7 bias.
+// Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
+// GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32>, w_scale / w_bias
+// for the group values [N, K/GROUP_SIZE]), 5 X f32, 6 Y [M, y_stride], 7 bias.
 // X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
 // array when its rows fit one uniform binding, else a storage array (indexed the same
 // either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
@@ -70,10 +70,10 @@ fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
 fn group_end(g: u32, d: Dots, r: Rows, acc: ptr<function, Acc>) {
   let ga = r.ga + vec4<u32>(g);
   let gb = r.gb + vec4<u32>(g);
-  let sa = vec4<f32>(w_scales[ga.x], w_scales[ga.y], w_scales[ga.z], w_scales[ga.w]);
-  let sb = vec4<f32>(w_scales[gb.x], w_scales[gb.y], w_scales[gb.z], w_scales[gb.w]);
-  let ba = vec4<f32>(w_biases[ga.x], w_biases[ga.y], w_biases[ga.z], w_biases[ga.w]);
-  let bb = vec4<f32>(w_biases[gb.x], w_biases[gb.y], w_biases[gb.z], w_biases[gb.w]);
+  let sa = vec4<f32>(w_scale(ga.x), w_scale(ga.y), w_scale(ga.z), w_scale(ga.w));
+  let sb = vec4<f32>(w_scale(gb.x), w_scale(gb.y), w_scale(gb.z), w_scale(gb.w));
+  let ba = vec4<f32>(w_bias(ga.x), w_bias(ga.y), w_bias(ga.z), w_bias(ga.w));
+  let bb = vec4<f32>(w_bias(gb.x), w_bias(gb.y), w_bias(gb.z), w_bias(gb.w));
   (*acc).a += sa * d.a + ba * d.xsum;
   (*acc).b += sb * d.b + bb * d.xsum;
 }

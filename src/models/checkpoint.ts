@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import type { WeightFormat } from '../runtime/kernel-source.js';
-import { filledBuffer, rowBytes, rowsPerPart, weightData, type GpuWeight, type WeightPart } from '../runtime/tensors.js';
+import { filledBuffer, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -55,6 +55,7 @@ export class Checkpoint {
 }
 
 const FLOAT_FORMATS: Record<string, WeightFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
+const SCALE_FORMATS: Record<string, ScaleFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
 
 /** Uploads an f32 vector (norm weight, bias). */
 export function loadVector(device: GPUDevice, ckpt: Checkpoint, name: string): GPUBuffer {
@@ -85,9 +86,13 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   }
   const perPart = rowsPerPart(format, cols, limits);
   const bytesPerRow = rowBytes(format, cols);
-  const scales = groupSize ? ckpt.readF32(`${prefix}.scales`) : undefined;
-  const biases = groupSize ? ckpt.readF32(`${prefix}.biases`) : undefined;
   const groupsPerRow = groupSize ? cols / groupSize : 0;
+  let scaleFormat: ScaleFormat | undefined;
+  if (groupSize) {
+    const dtypes = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info.dtype);
+    scaleFormat = SCALE_FORMATS[dtypes[0]!];
+    if (!scaleFormat || dtypes[1] !== dtypes[0]) throw new Error(`${prefix}: scales / biases dtypes ${dtypes.join(' / ')} are not one of F32, F16, BF16`);
+  }
   const parts: WeightPart[] = [];
   for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
     const n = Math.min(perPart, rows - rowStart);
@@ -95,16 +100,17 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     const part: WeightPart = {
       rowStart,
       rows: n,
-      data: weightData(device, format, n * bytesPerRow, label, (dst) => ckpt.readInto(name, dst, rowStart * bytesPerRow)),
+      data: weightData(device, format, n * bytesPerRow, label, (dst, offset) => ckpt.readInto(name, dst, rowStart * bytesPerRow + offset)),
     };
-    if (scales && biases) {
-      const slice = (a: Float32Array) => a.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow);
-      const upload = (a: Float32Array, what: string) =>
-        filledBuffer(device, a.byteLength, `${label}.${what}`, (dst) => dst.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength)));
-      part.scales = upload(slice(scales), 'scales');
-      part.biases = upload(slice(biases), 'biases');
+    if (scaleFormat) {
+      // Kept in their stored dtype (formats/affine.wgsl decodes it), read straight into the buffer.
+      const valueBytes = scaleFormat === 'f32' ? 4 : 2;
+      const upload = (what: string) =>
+        filledBuffer(device, n * groupsPerRow * valueBytes, `${label}.${what}`, (dst) => ckpt.readInto(`${prefix}.${what}`, dst, rowStart * groupsPerRow * valueBytes));
+      part.scales = upload('scales');
+      part.biases = upload('biases');
     }
     parts.push(part);
   }
-  return { format, rows, cols, groupSize, parts };
+  return { format, rows, cols, groupSize, scaleFormat, parts };
 }

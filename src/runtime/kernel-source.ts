@@ -22,7 +22,7 @@ function read(path: string): string {
 /** `declarations`: WGSL lines the runtime generates for this pipeline (see matvec_q.wgsl). */
 export function kernelSource(kernel: string, format?: WeightFormat, declarations = ''): string {
   const parts = [read('common.wgsl')];
-  if (format) parts.push(read(`formats/${format}.wgsl`));
+  if (format) parts.push(read(`formats/${format === 'q4' || format === 'q8' ? 'affine' : format}.wgsl`));
   if (declarations) parts.push(declarations);
   parts.push(read(`${kernel}.wgsl`));
   return parts.join('\n');

@@ -3,7 +3,7 @@
 import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
-import { storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+import { SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -55,7 +55,8 @@ export class Ops {
   }
 
   private weightConstants(w: GpuWeight): Record<string, number> {
-    return w.format === 'q4' || w.format === 'q8' ? { GROUP_SIZE: w.groupSize } : {};
+    if (w.format !== 'q4' && w.format !== 'q8') return {};
+    return { BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize, SCALE_FORMAT: SCALE_FORMAT_CODE[w.scaleFormat ?? 'f32'] };
   }
 
   /**
@@ -77,7 +78,7 @@ export class Ops {
     }> = [];
     if (w.format === 'q4' || w.format === 'q8') {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
-      const q = { GROUP_SIZE: w.groupSize };
+      const q = this.weightConstants(w);
       const matvec = (n: number) => n <= MATVEC_MAX_ROWS;
       const input = this.matvecInput(x, w.cols, w.groupSize);
       variants.push({

@@ -46,12 +46,18 @@ export interface WeightPart {
   biases?: GPUBuffer;
 }
 
+/** How q4/q8 scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
+export type ScaleFormat = 'f32' | 'f16' | 'bf16';
+export const SCALE_FORMAT_CODE: Record<ScaleFormat, number> = { f32: 0, f16: 1, bf16: 2 };
+
 /** A [rows, cols] matrix in one of the weight formats, resident on the GPU. */
 export interface GpuWeight {
   format: WeightFormat;
   rows: number;
   cols: number;
   groupSize: number;
+  /** q4/q8 only. */
+  scaleFormat?: ScaleFormat;
   parts: WeightPart[];
 }
 
@@ -77,7 +83,8 @@ const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
 /** Rows per part so that each part's data fits one binding (a buffer, or a texture's height). */
 export function rowsPerPart(format: WeightFormat, cols: number, limits: { maxBinding: number; maxTextureRows: number }): number {
   const packed = format === 'q4' || format === 'q8';
-  const bytes = packed ? Math.min(limits.maxBinding, limits.maxTextureRows * PACKED_TEXTURE_ROW_BYTES) : limits.maxBinding;
+  // One row short of the limit: packedTexture may add a row.
+  const bytes = packed ? Math.min(limits.maxBinding, (limits.maxTextureRows - 1) * PACKED_TEXTURE_ROW_BYTES) : limits.maxBinding;
   return Math.max(1, Math.floor(bytes / rowBytes(format, cols)));
 }
 
@@ -85,28 +92,38 @@ export function rowsPerPart(format: WeightFormat, cols: number, limits: { maxBin
  * Packed q4/q8 weight words in an rgba32uint texture PACKED_TEXTURE_WIDTH texels wide, flat:
  * vec4<u32> i of the data at texel (i % width, i / width). Why a texture: on llvmpipe a texel
  * fetch is one vectorised gather, where a storage load whose address differs per invocation
- * is a per-lane scalar loop (bench/linear-q.ts). `fill` writes the bytes into a mapped
- * staging buffer, copied into the texture and released at once.
+ * is a per-lane scalar loop (bench/linear-q.ts). `read(dst, offset)` fills dst with the
+ * bytes from `offset` on; they go up in slices of a few texture rows, so loading needs no
+ * staging copy of the whole part (a freed one stayed resident: +36 MiB RSS for the bench model).
  */
-export function packedTexture(device: GPUDevice, bytes: number, label: string, fill: (dst: Uint8Array) => void): GPUTexture {
-  const height = Math.max(1, Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
-  const staging = device.createBuffer({ label, size: height * PACKED_TEXTURE_ROW_BYTES, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
-  fill(new Uint8Array(staging.getMappedRange(), 0, bytes));
-  staging.unmap();
+const UPLOAD_SLICE_ROWS = 2;
+/** packedTexture's upload slice, reused across calls (writeTexture copies it before returning). */
+let uploadSlice: Uint8Array | undefined;
+
+export function packedTexture(device: GPUDevice, bytes: number, label: string, read: (dst: Uint8Array, offset: number) => void): GPUTexture {
+  // Never a power of two: llvmpipe compiles a kernel variant per texture shape class
+  // (power-of-two sides or not), so uniform shapes keep it to one variant per kernel.
+  let height = Math.max(1, Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
+  if ((height & (height - 1)) === 0) height += 1;
   const texture = device.createTexture({
     label,
     size: [PACKED_TEXTURE_WIDTH, height],
     format: 'rgba32uint',
     usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
   });
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToTexture({ buffer: staging, bytesPerRow: PACKED_TEXTURE_ROW_BYTES, rowsPerImage: height }, { texture }, [PACKED_TEXTURE_WIDTH, height]);
-  device.queue.submit([encoder.finish()]);
-  staging.destroy();
+  const slice = (uploadSlice ??= new Uint8Array(UPLOAD_SLICE_ROWS * PACKED_TEXTURE_ROW_BYTES));
+  for (let row = 0; row < height; row += UPLOAD_SLICE_ROWS) {
+    const rows = Math.min(UPLOAD_SLICE_ROWS, height - row);
+    const offset = row * PACKED_TEXTURE_ROW_BYTES;
+    const n = Math.max(0, Math.min(rows * PACKED_TEXTURE_ROW_BYTES, bytes - offset));
+    slice.fill(0, n);
+    if (n > 0) read(slice.subarray(0, n), offset);
+    device.queue.writeTexture({ texture, origin: [0, row] }, slice, { bytesPerRow: PACKED_TEXTURE_ROW_BYTES, rowsPerImage: rows }, [PACKED_TEXTURE_WIDTH, rows]);
+  }
   return texture;
 }
 
-/** A weight part's data in the binding its format is read through. */
-export function weightData(device: GPUDevice, format: WeightFormat, bytes: number, label: string, fill: (dst: Uint8Array) => void): GPUBuffer | GPUTexture {
-  return format === 'q4' || format === 'q8' ? packedTexture(device, bytes, label, fill) : filledBuffer(device, bytes, label, fill);
+/** A weight part's data in the binding its format is read through (`read` as packedTexture's). */
+export function weightData(device: GPUDevice, format: WeightFormat, bytes: number, label: string, read: (dst: Uint8Array, offset: number) => void): GPUBuffer | GPUTexture {
+  return format === 'q4' || format === 'q8' ? packedTexture(device, bytes, label, read) : filledBuffer(device, bytes, label, (dst) => read(dst, 0));
 }

@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { filledBuffer, rowBytes, storageBuffer, weightData, type GpuWeight, type WeightPart } from '../../src/runtime/tensors.js';
+import { filledBuffer, rowBytes, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine } from '../../src/models/quantize.js';
@@ -146,9 +146,10 @@ export class Harness {
    * Uploads a row-major [rows, cols] f32 matrix in `format`, split into parts of the given
    * row counts (one part by default). Returns the weight and the values the kernel should
    * see after dequantization (`effective`), decoded independently of the kernels: halves
-   * through src/models/half.ts, q4/q8 by unpacking words as formats/q4.wgsl documents.
+   * through src/models/half.ts, q4/q8 by unpacking words as formats/affine.wgsl documents,
+   * with scales and biases rounded to `scaleFormat` (bf16 by default, as mlx-lm stores them).
    */
-  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[] } = {}): TestWeight {
+  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat } = {}): TestWeight {
     if (host.length !== rows * cols) throw new Error(`weight: ${host.length} values for [${rows}, ${cols}]`);
     const partRows = opts.parts ?? [rows];
     if (partRows.reduce((a, b) => a + b, 0) !== rows) throw new Error(`weight: parts ${partRows} do not sum to ${rows}`);
@@ -156,8 +157,8 @@ export class Harness {
     let bytes: Uint8Array;
     let effective: Float32Array;
     let bound: Float32Array | undefined;
-    let scales: Float32Array | undefined;
-    let biases: Float32Array | undefined;
+    const scaleFormat = opts.scaleFormat ?? 'bf16';
+    let scaleBytes: ((a: 'scales' | 'biases', from: number, to: number) => Uint8Array) | undefined;
     switch (format) {
       case 'f32':
         bytes = new Uint8Array(host.slice().buffer);
@@ -180,14 +181,7 @@ export class Harness {
         const bitsPer = format === 'q4' ? 4 : 8;
         const q = quantizeAffine(host, rows, cols, bitsPer, groupSize);
         bytes = new Uint8Array(q.packed.buffer);
-        scales = q.scales;
-        biases = q.biases;
         effective = unpackAffine(q.packed, q.scales, q.biases, rows, cols, bitsPer, groupSize);
-        bound = new Float32Array(rows * cols);
-        for (let i = 0; i < rows * cols; i++) {
-          const g = Math.floor(i / groupSize);
-          bound[i] = Math.abs(effective[i]! - q.biases[g]!) + Math.abs(q.biases[g]!);
-        }
         // The quantizer itself: every element within one step of its group's grid.
         for (let i = 0; i < host.length; i++) {
           const s = Math.abs(q.scales[Math.floor(i / groupSize)]!);
@@ -195,6 +189,15 @@ export class Harness {
             throw new Error(`quantizer: element ${i} = ${host[i]} decodes to ${effective[i]} (scale ${s})`);
           }
         }
+        // What the GPU holds: scales and biases in their stored format, and what they decode to.
+        const stored = { scales: storeAs(q.scales, scaleFormat), biases: storeAs(q.biases, scaleFormat) };
+        effective = unpackAffine(q.packed, stored.scales.values, stored.biases.values, rows, cols, bitsPer, groupSize);
+        bound = new Float32Array(rows * cols);
+        for (let i = 0; i < rows * cols; i++) {
+          const b = stored.biases.values[Math.floor(i / groupSize)]!;
+          bound[i] = Math.abs(effective[i]! - b) + Math.abs(b);
+        }
+        scaleBytes = (a, from, to) => stored[a].bytes.subarray(from * stored[a].size, to * stored[a].size);
         break;
       }
     }
@@ -205,15 +208,15 @@ export class Harness {
     for (const n of partRows) {
       const label = `w[${rowStart}:${rowStart + n}]`;
       const slice = bytes.subarray(rowStart * perRow, (rowStart + n) * perRow);
-      const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, slice.byteLength, label, (dst) => dst.set(slice)) };
-      if (scales && biases) {
-        part.scales = this.uploadF32(scales.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.scales`);
-        part.biases = this.uploadF32(biases.subarray(rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.biases`);
+      const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, slice.byteLength, label, (dst, at) => dst.set(slice.subarray(at, at + dst.length))) };
+      if (scaleBytes) {
+        part.scales = this.uploadBytes(scaleBytes('scales', rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.scales`);
+        part.biases = this.uploadBytes(scaleBytes('biases', rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.biases`);
       }
       parts.push(part);
       rowStart += n;
     }
-    return { gpu: { format, rows, cols, groupSize, parts }, effective, bound: bound ?? effective.map(Math.abs) };
+    return { gpu: { format, rows, cols, groupSize, scaleFormat: scaleBytes ? scaleFormat : undefined, parts }, effective, bound: bound ?? effective.map(Math.abs) };
   }
 
   destroy(): void {
@@ -234,8 +237,15 @@ export interface TestWeight {
   bound: Float32Array;
 }
 
+/** Values in a scale format: their bytes as uploaded (`size` per value) and what they decode to. */
+function storeAs(values: Float32Array, format: ScaleFormat): { bytes: Uint8Array; size: number; values: Float32Array } {
+  if (format === 'f32') return { bytes: new Uint8Array(values.slice().buffer), size: 4, values };
+  const bits = format === 'f16' ? f32ToF16(values) : f32ToBf16(values);
+  return { bytes: new Uint8Array(bits.buffer), size: 2, values: format === 'f16' ? f16ToF32(bits) : bf16ToF32(bits) };
+}
+
 /**
- * MLX affine layout, as formats/q4.wgsl and q8.wgsl document it: element e of the
+ * MLX affine layout, as formats/affine.wgsl documents it: element e of the
  * row-major matrix sits in word e / (32 / bits) at bit (e % (32 / bits)) * bits, and
  * decodes to q * scale[g] + bias[g] with g = e / groupSize.
  */

@@ -14,6 +14,7 @@
 // (TestWeight.effective), so the format's own quantization error is not part of it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
+import type { ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
 
 let h: Harness;
@@ -68,12 +69,14 @@ interface Case {
   seed: number;
   /** X without uniform usage: matvec_q reads it through a storage binding. */
   storageX?: boolean;
+  /** q4/q8 scales and biases as stored (bf16 by default). */
+  scaleFormat?: ScaleFormat;
 }
 
 async function runCase(c: Case): Promise<void> {
   const rand = rng(c.seed);
   const { K, N } = c;
-  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts });
+  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts, scaleFormat: c.scaleFormat });
   const bias = c.bias ? randomF32(rand, N) : undefined;
   const xBuf = c.storageX ? h.poisoned(MAX_ROWS * K, POISON_BITS, 'x') : h.activation(MAX_ROWS * K, 'x');
   const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
@@ -117,6 +120,15 @@ describe('matmul: each format, M = 1, 2, 3, 5, 13, 8, 9, 4, 16', () => {
 
 // matvec_q reads X through a uniform binding when X has uniform usage, as the engine's
 // activation buffers do (every case above); else through a storage binding.
+describe('q4/q8: scales and biases in each stored format (bf16 above)', () => {
+  for (const scaleFormat of ['f32', 'f16'] as const) {
+    for (const format of ['q4', 'q8'] as const) {
+      it(`${format} ${scaleFormat} scales, group 32, 2 parts`, () =>
+        runCase({ format, K: 160, N: 37, groupSize: 32, parts: [17, 20], Ms: [1, 2, 5, 13], seed: 16, scaleFormat }));
+    }
+  }
+});
+
 describe('matvec_q: X through a storage binding', () => {
   for (const format of ['q4', 'q8'] as const) {
     it(`${format} K=192 with a storage-only X`, () => runCase({ format, K: 192, N: 37, groupSize: 64, Ms: [1, 2, 3], seed: 15, storageX: true }));
