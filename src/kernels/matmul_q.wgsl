@@ -76,44 +76,50 @@ fn chunk_sum(x: Chunk) -> f32 {
   return s.x + s.y + s.z + s.w;
 }
 
+// One group's partial sums for the tile: dot(q, x) per row and token, and sum(x) per token.
+struct Tile { dots: array<array<f32, TT_MAX>, RR>, xsum: array<f32, TT_MAX> }
+// Where the tile is: first row n0, first token m0, of M tokens; packed texels per W row.
+struct At { n0: u32, m0: u32, M: u32, vec_per_row: u32 }
+
+// Adds 32-value chunk `chunk` of K to the group's tile. The runtime's group_chunks calls
+// it once per chunk of the group, unrolled (Ops.linear): llvmpipe ran a loop over the
+// chunks 20-40% slower.
+fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
+  var xs: array<Chunk, TT_MAX>;
+  for (var tt = 0u; tt < TT; tt++) {
+    xs[tt] = load_x(chunk, min(at.m0 + tt, at.M - 1u));
+    (*t).xsum[tt] += chunk_sum(xs[tt]);
+  }
+  for (var r = 0u; r < RR; r++) {
+    let q = load_q(min(at.n0 + r, p.N - 1u) * at.vec_per_row + chunk * (BITS / 4u));
+    for (var tt = 0u; tt < TT; tt++) {
+      (*t).dots[r][tt] += chunk_dot(q, xs[tt]);
+    }
+  }
+}
+
 @compute @workgroup_size(16)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = gid.x * RR;
   let m0 = wid.y * TT;
   let M = row_count(p.per_seq);
   if (n0 >= p.N || m0 >= M) { return; }
-  let vec_per_chunk = BITS / 4u;
-  let vec_per_row = (p.K / 32u) * vec_per_chunk;
-  let chunks_per_group = GROUP_SIZE / 32u;
+  let at = At(n0, m0, M, (p.K / 32u) * (BITS / 4u));
   let groups = p.K / GROUP_SIZE;
 
   // acc[r][t]: output row n0 + r, token m0 + t. Rows past N and tokens past M re-read the
   // last row / token (valid memory) and are not written.
   var acc: array<array<f32, TT_MAX>, RR>;
   for (var g = 0u; g < groups; g++) {
-    var dots: array<array<f32, TT_MAX>, RR>;
-    var xsum: array<f32, TT_MAX>;
-    for (var c = 0u; c < chunks_per_group; c++) {
-      let chunk = g * chunks_per_group + c;
-      var xs: array<Chunk, TT_MAX>;
-      for (var t = 0u; t < TT; t++) {
-        xs[t] = load_x(chunk, min(m0 + t, M - 1u));
-        xsum[t] += chunk_sum(xs[t]);
-      }
-      for (var r = 0u; r < RR; r++) {
-        let q = load_q(min(n0 + r, p.N - 1u) * vec_per_row + chunk * vec_per_chunk);
-        for (var t = 0u; t < TT; t++) {
-          dots[r][t] += chunk_dot(q, xs[t]);
-        }
-      }
-    }
+    var tile: Tile;
+    group_chunks(g, at, &tile);
     // The affine map once per group: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
     for (var r = 0u; r < RR; r++) {
       let gi = min(n0 + r, p.N - 1u) * groups + g;
       let s = w_scale(gi);
       let b = w_bias(gi);
       for (var t = 0u; t < TT; t++) {
-        acc[r][t] += s * dots[r][t] + b * xsum[t];
+        acc[r][t] += s * tile.dots[r][t] + b * tile.xsum[t];
       }
     }
   }

@@ -88,7 +88,7 @@ export class Ops {
       });
       variants.push(
         ...[4, 8].map((tile) => ({
-          pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }),
+          pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulChunks(w.groupSize)),
           workgroups: (part: WeightPart, s: StepShape): [number, number] => {
             const n = rows(s);
             const active = !matvec(n) && (tile === 4 ? n <= 4 : n > 4);
@@ -285,6 +285,13 @@ export class Ops {
       workgroups: (s) => [s.seqs],
     };
   }
+}
+
+/** matmul_q's generated group_chunks: chunk_tile once per 32-value chunk of group g, unrolled. */
+function matmulChunks(groupSize: number): string {
+  const chunks = groupSize / 32;
+  const calls = Array.from({ length: chunks }, (_, c) => `  chunk_tile(g * ${chunks}u + ${c}u, at, t);`);
+  return ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...calls, '}'].join('\n');
 }
 
 /** u32 words of one sequence's grammar mask. */
