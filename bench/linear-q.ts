@@ -16,7 +16,7 @@ import { dequantizeAffine, quantizeAffine } from '../src/models/quantize.js';
 import { mapRead, openGpu, workDone } from '../src/runtime/gpu.js';
 import { Ops } from '../src/runtime/ops.js';
 import { Program } from '../src/runtime/program.js';
-import { filledBuffer, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
+import { filledBuffer, interleaveAffine, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
 
 process.env.EGL_PLATFORM ??= 'surfaceless';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -53,7 +53,14 @@ function values(n: number, seed: number): Float32Array {
   return out;
 }
 
-function upload(data: Float32Array | Uint32Array | Uint16Array, label: string): GPUBuffer {
+/** bf16 scales and biases side by side, as the loader stores them (interleaveAffine). */
+function interleaved(scales: Uint16Array, biases: Uint16Array): Uint8Array {
+  const out = new Uint8Array(scales.byteLength * 2);
+  interleaveAffine(new Uint8Array(scales.buffer, scales.byteOffset, scales.byteLength), new Uint8Array(biases.buffer, biases.byteOffset, biases.byteLength), 2, out);
+  return out;
+}
+
+function upload(data: Float32Array | Uint32Array | Uint16Array | Uint8Array, label: string): GPUBuffer {
   return filledBuffer(device, data.byteLength, label, (dst) => dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)));
 }
 
@@ -90,7 +97,7 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
     parts: [{
       rowStart: 0, rows: c.N,
       data: weightData(device, 'q4', q.packed.byteLength, 'w', (dst, at) => dst.set(new Uint8Array(q.packed.buffer, q.packed.byteOffset + at, dst.length))),
-      scales: upload(scales16, 'scales'), biases: upload(biases16, 'biases'),
+      affine: upload(interleaved(scales16, biases16), 'affine'),
     }],
   };
   const xHost = values(c.M * c.K, seed + 1);

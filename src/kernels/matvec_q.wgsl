@@ -2,8 +2,8 @@
 // or 8), one token per workgroup row: decode's hot loop, where reading the packed weights
 // once per token is the whole cost.
 // Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
-// GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32>, w_scale / w_bias
-// for the group values [N, K/GROUP_SIZE]), 5 X f32, 6 Y [M, y_stride], 7 bias.
+// GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32>, w_scale_bias for
+// the groups' [N, K/GROUP_SIZE] (scale, bias)), 5 X f32, 6 Y [M, y_stride], 7 bias.
 // X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
 // array when its rows fit one uniform binding, else a storage array (indexed the same
 // either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
@@ -70,10 +70,18 @@ fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
 fn group_end(g: u32, d: Dots, r: Rows, acc: ptr<function, Acc>) {
   let ga = r.ga + vec4<u32>(g);
   let gb = r.gb + vec4<u32>(g);
-  let sa = vec4<f32>(w_scale(ga.x), w_scale(ga.y), w_scale(ga.z), w_scale(ga.w));
-  let sb = vec4<f32>(w_scale(gb.x), w_scale(gb.y), w_scale(gb.z), w_scale(gb.w));
-  let ba = vec4<f32>(w_bias(ga.x), w_bias(ga.y), w_bias(ga.z), w_bias(ga.w));
-  let bb = vec4<f32>(w_bias(gb.x), w_bias(gb.y), w_bias(gb.z), w_bias(gb.w));
+  let a0 = w_scale_bias(ga.x);
+  let a1 = w_scale_bias(ga.y);
+  let a2 = w_scale_bias(ga.z);
+  let a3 = w_scale_bias(ga.w);
+  let b0 = w_scale_bias(gb.x);
+  let b1 = w_scale_bias(gb.y);
+  let b2 = w_scale_bias(gb.z);
+  let b3 = w_scale_bias(gb.w);
+  let sa = vec4<f32>(a0.x, a1.x, a2.x, a3.x);
+  let sb = vec4<f32>(b0.x, b1.x, b2.x, b3.x);
+  let ba = vec4<f32>(a0.y, a1.y, a2.y, a3.y);
+  let bb = vec4<f32>(b0.y, b1.y, b2.y, b3.y);
   (*acc).a += sa * d.a + ba * d.xsum;
   (*acc).b += sb * d.b + bb * d.xsum;
 }

@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import type { WeightFormat } from '../runtime/kernel-source.js';
-import { filledBuffer, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
+import { filledBuffer, interleaveAffine, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -103,12 +103,16 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
       data: weightData(device, format, n * bytesPerRow, label, (dst, offset) => ckpt.readInto(name, dst, rowStart * bytesPerRow + offset)),
     };
     if (scaleFormat) {
-      // Kept in their stored dtype (formats/affine.wgsl decodes it), read straight into the buffer.
+      // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by side.
       const valueBytes = scaleFormat === 'f32' ? 4 : 2;
-      const upload = (what: string) =>
-        filledBuffer(device, n * groupsPerRow * valueBytes, `${label}.${what}`, (dst) => ckpt.readInto(`${prefix}.${what}`, dst, rowStart * groupsPerRow * valueBytes));
-      part.scales = upload('scales');
-      part.biases = upload('biases');
+      const bytes = n * groupsPerRow * valueBytes;
+      const read = (what: string) => {
+        const dst = new Uint8Array(bytes);
+        ckpt.readInto(`${prefix}.${what}`, dst, rowStart * groupsPerRow * valueBytes);
+        return dst;
+      };
+      const [scales, biases] = [read('scales'), read('biases')];
+      part.affine = filledBuffer(device, 2 * bytes, `${label}.affine`, (dst) => interleaveAffine(scales, biases, valueBytes, dst));
     }
     parts.push(part);
   }

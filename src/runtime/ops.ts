@@ -50,7 +50,7 @@ export class Ops {
 
   private weightBindings(part: WeightPart): Record<number, GPUBuffer | GPUBindingResource> {
     const b: Record<number, GPUBuffer | GPUBindingResource> = { 2: part.data instanceof GPUTexture ? part.data.createView() : part.data };
-    if (part.scales && part.biases) Object.assign(b, { 3: part.scales, 4: part.biases });
+    if (part.affine) b[3] = part.affine;
     return b;
   }
 

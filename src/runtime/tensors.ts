@@ -42,8 +42,8 @@ export interface WeightPart {
   rows: number;
   /** Float formats: a storage buffer. q4/q8: an rgba32uint texture (packedTexture). */
   data: GPUBuffer | GPUTexture;
-  scales?: GPUBuffer;
-  biases?: GPUBuffer;
+  /** q4/q8: each group's scale and bias side by side (interleaveAffine). */
+  affine?: GPUBuffer;
 }
 
 /** How q4/q8 scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
@@ -121,6 +121,17 @@ export function packedTexture(device: GPUDevice, bytes: number, label: string, r
     device.queue.writeTexture({ texture, origin: [0, row] }, slice, { bytesPerRow: PACKED_TEXTURE_ROW_BYTES, rowsPerImage: rows }, [PACKED_TEXTURE_WIDTH, rows]);
   }
   return texture;
+}
+
+/**
+ * Writes each group's scale and bias side by side into dst, `valueBytes` each (their stored
+ * dtype): one 32-bit word per group for 16-bit values, two for f32 (formats/affine.wgsl).
+ */
+export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: number, dst: Uint8Array): void {
+  for (let g = 0, o = 0; o < scales.length; g += 2 * valueBytes, o += valueBytes) {
+    dst.set(scales.subarray(o, o + valueBytes), g);
+    dst.set(biases.subarray(o, o + valueBytes), g + valueBytes);
+  }
 }
 
 /** A weight part's data in the binding its format is read through (`read` as packedTexture's). */

@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { filledBuffer, rowBytes, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { filledBuffer, interleaveAffine, rowBytes, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine } from '../../src/models/quantize.js';
@@ -210,8 +210,10 @@ export class Harness {
       const slice = bytes.subarray(rowStart * perRow, (rowStart + n) * perRow);
       const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, slice.byteLength, label, (dst, at) => dst.set(slice.subarray(at, at + dst.length))) };
       if (scaleBytes) {
-        part.scales = this.uploadBytes(scaleBytes('scales', rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.scales`);
-        part.biases = this.uploadBytes(scaleBytes('biases', rowStart * groupsPerRow, (rowStart + n) * groupsPerRow), `${label}.biases`);
+        const [s0, s1] = [rowStart * groupsPerRow, (rowStart + n) * groupsPerRow];
+        const affine = new Uint8Array(2 * (s1 - s0) * (scaleFormat === 'f32' ? 4 : 2));
+        interleaveAffine(scaleBytes('scales', s0, s1), scaleBytes('biases', s0, s1), scaleFormat === 'f32' ? 4 : 2, affine);
+        part.affine = this.uploadBytes(affine, `${label}.affine`);
       }
       parts.push(part);
       rowStart += n;
