@@ -56,6 +56,9 @@ export class Checkpoint {
 
 const FLOAT_FORMATS: Record<string, WeightFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
 const SCALE_FORMATS: Record<string, ScaleFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
+/** Groups of scales and biases read at a time (loadMatrix), into two reused buffers. */
+const AFFINE_SLICE_GROUPS = 1 << 16;
+const affineSlices = [new Uint8Array(AFFINE_SLICE_GROUPS * 4), new Uint8Array(AFFINE_SLICE_GROUPS * 4)];
 
 /** Uploads an f32 vector (norm weight, bias). */
 export function loadVector(device: GPUDevice, ckpt: Checkpoint, name: string): GPUBuffer {
@@ -103,16 +106,21 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
       data: weightData(device, format, n * bytesPerRow, label, (dst, offset) => ckpt.readInto(name, dst, rowStart * bytesPerRow + offset)),
     };
     if (scaleFormat) {
-      // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by side.
+      // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by
+      // side, read through small reused slices (whole-part copies left garbage that raised
+      // the bench model's peak RSS while serving by ~12 MiB).
       const valueBytes = scaleFormat === 'f32' ? 4 : 2;
-      const bytes = n * groupsPerRow * valueBytes;
-      const read = (what: string) => {
-        const dst = new Uint8Array(bytes);
-        ckpt.readInto(`${prefix}.${what}`, dst, rowStart * groupsPerRow * valueBytes);
-        return dst;
-      };
-      const [scales, biases] = [read('scales'), read('biases')];
-      part.affine = filledBuffer(device, 2 * bytes, `${label}.affine`, (dst) => interleaveAffine(scales, biases, valueBytes, dst));
+      const groups = n * groupsPerRow;
+      const first = rowStart * groupsPerRow;
+      part.affine = filledBuffer(device, 2 * groups * valueBytes, `${label}.affine`, (dst) => {
+        for (let g = 0; g < groups; g += AFFINE_SLICE_GROUPS) {
+          const bytes = Math.min(AFFINE_SLICE_GROUPS, groups - g) * valueBytes;
+          const [scales, biases] = affineSlices.map((a) => a.subarray(0, bytes));
+          ckpt.readInto(`${prefix}.scales`, scales!, (first + g) * valueBytes);
+          ckpt.readInto(`${prefix}.biases`, biases!, (first + g) * valueBytes);
+          interleaveAffine(scales!, biases!, valueBytes, dst.subarray(2 * g * valueBytes, 2 * (g * valueBytes + bytes)));
+        }
+      });
     }
     parts.push(part);
   }

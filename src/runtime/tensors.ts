@@ -127,10 +127,13 @@ export function packedTexture(device: GPUDevice, bytes: number, label: string, r
  * Writes each group's scale and bias side by side into dst, `valueBytes` each (their stored
  * dtype): one 32-bit word per group for 16-bit values, two for f32 (formats/affine.wgsl).
  */
-export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: number, dst: Uint8Array): void {
-  for (let g = 0, o = 0; o < scales.length; g += 2 * valueBytes, o += valueBytes) {
-    dst.set(scales.subarray(o, o + valueBytes), g);
-    dst.set(biases.subarray(o, o + valueBytes), g + valueBytes);
+export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: 2 | 4, dst: Uint8Array): void {
+  const view = (a: Uint8Array) =>
+    valueBytes === 2 ? new Uint16Array(a.buffer, a.byteOffset, a.byteLength / 2) : new Uint32Array(a.buffer, a.byteOffset, a.byteLength / 4);
+  const [s, b, d] = [view(scales), view(biases), view(dst)];
+  for (let g = 0; g < s.length; g++) {
+    d[2 * g] = s[g]!;
+    d[2 * g + 1] = b[g]!;
   }
 }
 
