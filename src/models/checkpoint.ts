@@ -54,11 +54,11 @@ export class Checkpoint {
   }
 }
 
-const FLOAT_FORMATS: Record<string, WeightFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
-const SCALE_FORMATS: Record<string, ScaleFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
+/** Float dtypes: of float weights, and of q4/q8 scales and biases. */
+const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
 /** Groups of scales and biases read at a time (loadMatrix), into two reused buffers. */
 const AFFINE_SLICE_GROUPS = 1 << 16;
-const affineSlices = [new Uint8Array(AFFINE_SLICE_GROUPS * 4), new Uint8Array(AFFINE_SLICE_GROUPS * 4)];
+const [scaleSlice, biasSlice] = [new Uint8Array(AFFINE_SLICE_GROUPS * 4), new Uint8Array(AFFINE_SLICE_GROUPS * 4)];
 
 /** Uploads an f32 vector (norm weight, bias). */
 export function loadVector(device: GPUDevice, ckpt: Checkpoint, name: string): GPUBuffer {
@@ -93,7 +93,7 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   let scaleFormat: ScaleFormat | undefined;
   if (groupSize) {
     const dtypes = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info.dtype);
-    scaleFormat = SCALE_FORMATS[dtypes[0]!];
+    scaleFormat = FLOAT_FORMATS[dtypes[0]!];
     if (!scaleFormat || dtypes[1] !== dtypes[0]) throw new Error(`${prefix}: scales / biases dtypes ${dtypes.join(' / ')} are not one of F32, F16, BF16`);
   }
   const parts: WeightPart[] = [];
@@ -115,10 +115,10 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
       part.affine = filledBuffer(device, 2 * groups * valueBytes, `${label}.affine`, (dst) => {
         for (let g = 0; g < groups; g += AFFINE_SLICE_GROUPS) {
           const bytes = Math.min(AFFINE_SLICE_GROUPS, groups - g) * valueBytes;
-          const [scales, biases] = affineSlices.map((a) => a.subarray(0, bytes));
-          ckpt.readInto(`${prefix}.scales`, scales!, (first + g) * valueBytes);
-          ckpt.readInto(`${prefix}.biases`, biases!, (first + g) * valueBytes);
-          interleaveAffine(scales!, biases!, valueBytes, dst.subarray(2 * g * valueBytes, 2 * (g * valueBytes + bytes)));
+          const [scales, biases] = [scaleSlice.subarray(0, bytes), biasSlice.subarray(0, bytes)];
+          ckpt.readInto(`${prefix}.scales`, scales, (first + g) * valueBytes);
+          ckpt.readInto(`${prefix}.biases`, biases, (first + g) * valueBytes);
+          interleaveAffine(scales, biases, valueBytes, dst.subarray(2 * g * valueBytes, 2 * (g * valueBytes + bytes)));
         }
       });
     }

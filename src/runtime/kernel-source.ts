@@ -8,6 +8,11 @@ const KERNEL_DIR = fileURLToPath(new URL('../../src/kernels/', import.meta.url))
 
 export type WeightFormat = 'f32' | 'f16' | 'bf16' | 'q4' | 'q8';
 
+/** q4 / q8: MLX affine quantization, packed words in a texture (formats/affine.wgsl). */
+export function isAffine(format: WeightFormat): format is 'q4' | 'q8' {
+  return format === 'q4' || format === 'q8';
+}
+
 const cache = new Map<string, string>();
 
 function read(path: string): string {
@@ -22,7 +27,7 @@ function read(path: string): string {
 /** `declarations`: WGSL lines the runtime generates for this pipeline (see matvec_q.wgsl). */
 export function kernelSource(kernel: string, format?: WeightFormat, declarations = ''): string {
   const parts = [read('common.wgsl')];
-  if (format) parts.push(read(`formats/${format === 'q4' || format === 'q8' ? 'affine' : format}.wgsl`));
+  if (format) parts.push(read(`formats/${isAffine(format) ? 'affine' : format}.wgsl`));
   if (declarations) parts.push(declarations);
   parts.push(read(`${kernel}.wgsl`));
   return parts.join('\n');

@@ -3,7 +3,8 @@
 import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
-import { SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+import { isAffine } from './kernel-source.js';
+import { PACKED_TEXTURE_WIDTH, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -55,8 +56,13 @@ export class Ops {
   }
 
   private weightConstants(w: GpuWeight): Record<string, number> {
-    if (w.format !== 'q4' && w.format !== 'q8') return {};
-    return { BITS: w.format === 'q4' ? 4 : 8, GROUP_SIZE: w.groupSize, SCALE_FORMAT: SCALE_FORMAT_CODE[w.scaleFormat ?? 'f32'] };
+    if (!isAffine(w.format)) return {};
+    return {
+      BITS: w.format === 'q4' ? 4 : 8,
+      GROUP_SIZE: w.groupSize,
+      SCALE_FORMAT: SCALE_FORMAT_CODE[w.scaleFormat ?? 'f32'],
+      PACKED_WIDTH: PACKED_TEXTURE_WIDTH,
+    };
   }
 
   /**
@@ -76,7 +82,7 @@ export class Ops {
       bindings?: Record<number, GPUBindingResource>;
       upload?: Upload;
     }> = [];
-    if (w.format === 'q4' || w.format === 'q8') {
+    if (isAffine(w.format)) {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
       const q = this.weightConstants(w);
       const matvec = (n: number) => n <= MATVEC_MAX_ROWS;
@@ -86,15 +92,17 @@ export class Ops {
         bindings: input.binding ? { 5: input.binding } : undefined,
         workgroups: (part, s) => (matvec(rows(s)) ? [ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP), rows(s)] : [0, 0]),
       });
+      const tiled = this.matmulInput(x, w.cols, rows);
+      const groupChunks = ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...chunkCalls(w.groupSize, (chunk) => `  chunk_tile(${chunk}, at, t);`), '}'].join('\n');
       variants.push(
         ...[4, 8].map((tile) => ({
-          pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulChunks(w.groupSize)),
+          pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }, groupChunks),
           workgroups: (part: WeightPart, s: StepShape): [number, number] => {
             const n = rows(s);
             const active = !matvec(n) && (tile === 4 ? n <= 4 : n > 4);
             return active ? [ceil(part.rows, MATMUL_ROWS_PER_WORKGROUP), ceil(n, tile)] : [0, 0];
           },
-          ...this.matmulInput(x, w.cols, rows),
+          ...tiled,
         })),
       );
     } else {
@@ -126,12 +134,11 @@ export class Ops {
    * kernel's own loop over them 15-20% slower (bench/linear-q.ts measures both forms of X).
    */
   private matvecInput(x: GPUBuffer, cols: number, groupSize: number): { declarations: string; binding?: GPUBufferBinding } {
-    const chunks = groupSize / 32;
     const kLoop = [
       'fn k_loop(m: u32, r: Rows, acc: ptr<function, Acc>) {',
       '  for (var g = 0u; g < p.K / GROUP_SIZE; g++) {',
       '    var d = Dots(vec4<f32>(0.0), vec4<f32>(0.0), 0.0);',
-      ...Array.from({ length: chunks }, (_, c) => `    chunk_dots(g * ${chunks}u + ${c}u, m * (p.K / 4u), r, &d);`),
+      ...chunkCalls(groupSize, (chunk) => `    chunk_dots(${chunk}, m * (p.K / 4u), r, &d);`),
       '    group_end(g, d, r, acc);',
       '  }',
       '}',
@@ -287,11 +294,13 @@ export class Ops {
   }
 }
 
-/** matmul_q's generated group_chunks: chunk_tile once per 32-value chunk of group g, unrolled. */
-function matmulChunks(groupSize: number): string {
+/**
+ * One generated line per 32-value chunk of group `g`, `call` given the chunk's index: the
+ * quantized kernels' chunk loops, unrolled (llvmpipe ran them as real loops, 15-40% slower).
+ */
+function chunkCalls(groupSize: number, call: (chunk: string) => string): string[] {
   const chunks = groupSize / 32;
-  const calls = Array.from({ length: chunks }, (_, c) => `  chunk_tile(g * ${chunks}u + ${c}u, at, t);`);
-  return ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...calls, '}'].join('\n');
+  return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
 }
 
 /** u32 words of one sequence's grammar mask. */

@@ -1,7 +1,7 @@
 // GPU buffers for activations and weights. A weight whose bytes exceed one binding is
 // split by rows into parts, each its own buffer (float formats) or texture (packed q4/q8);
 // ops dispatch once per part.
-import type { WeightFormat } from './kernel-source.js';
+import { isAffine, type WeightFormat } from './kernel-source.js';
 import './webgpu-globals.js';
 
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
@@ -73,33 +73,33 @@ export function rowBytes(format: WeightFormat, cols: number): number {
 }
 
 /**
- * Texels per row of a packed-weight texture: a power of two (kernels shift and mask), and
- * small (8 KiB rows) so that a matrix's last texture row wastes little; the bench model's
- * matrices fill theirs exactly.
+ * Texels per row of a packed-weight texture (formats/affine.wgsl PACKED_WIDTH, set from
+ * here): a power of two (kernels shift and mask), and small (8 KiB rows) so that a matrix's
+ * last texture row wastes little; the bench model's matrices fill theirs exactly.
  */
 export const PACKED_TEXTURE_WIDTH = 512;
 const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
 
 /** Rows per part so that each part's data fits one binding (a buffer, or a texture's height). */
 export function rowsPerPart(format: WeightFormat, cols: number, limits: { maxBinding: number; maxTextureRows: number }): number {
-  const packed = format === 'q4' || format === 'q8';
   // One row short of the limit: packedTexture may add a row.
-  const bytes = packed ? Math.min(limits.maxBinding, (limits.maxTextureRows - 1) * PACKED_TEXTURE_ROW_BYTES) : limits.maxBinding;
+  const bytes = isAffine(format) ? Math.min(limits.maxBinding, (limits.maxTextureRows - 1) * PACKED_TEXTURE_ROW_BYTES) : limits.maxBinding;
   return Math.max(1, Math.floor(bytes / rowBytes(format, cols)));
 }
+
+/** Texture rows per writeTexture while uploading packed weights (16 KiB). */
+const UPLOAD_SLICE_ROWS = 2;
+/** packedTexture's upload slice, reused across calls (writeTexture copies it before returning). */
+let uploadSlice: Uint8Array | undefined;
 
 /**
  * Packed q4/q8 weight words in an rgba32uint texture PACKED_TEXTURE_WIDTH texels wide, flat:
  * vec4<u32> i of the data at texel (i % width, i / width). Why a texture: on llvmpipe a texel
  * fetch is one vectorised gather, where a storage load whose address differs per invocation
  * is a per-lane scalar loop (bench/linear-q.ts). `read(dst, offset)` fills dst with the
- * bytes from `offset` on; they go up in slices of a few texture rows, so loading needs no
- * staging copy of the whole part (a freed one stayed resident: +36 MiB RSS for the bench model).
+ * bytes from `offset` on; they go up in small slices, so loading needs no staging copy of
+ * the whole part (a freed one left ~25 MiB more resident for the bench model).
  */
-const UPLOAD_SLICE_ROWS = 2;
-/** packedTexture's upload slice, reused across calls (writeTexture copies it before returning). */
-let uploadSlice: Uint8Array | undefined;
-
 export function packedTexture(device: GPUDevice, bytes: number, label: string, read: (dst: Uint8Array, offset: number) => void): GPUTexture {
   // Never a power of two: llvmpipe compiles a kernel variant per texture shape class
   // (power-of-two sides or not), so uniform shapes keep it to one variant per kernel.
@@ -139,5 +139,5 @@ export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBy
 
 /** A weight part's data in the binding its format is read through (`read` as packedTexture's). */
 export function weightData(device: GPUDevice, format: WeightFormat, bytes: number, label: string, read: (dst: Uint8Array, offset: number) => void): GPUBuffer | GPUTexture {
-  return format === 'q4' || format === 'q8' ? packedTexture(device, bytes, label, read) : filledBuffer(device, bytes, label, (dst) => read(dst, 0));
+  return isAffine(format) ? packedTexture(device, bytes, label, read) : filledBuffer(device, bytes, label, (dst) => read(dst, 0));
 }

@@ -211,8 +211,9 @@ export class Harness {
       const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, slice.byteLength, label, (dst, at) => dst.set(slice.subarray(at, at + dst.length))) };
       if (scaleBytes) {
         const [s0, s1] = [rowStart * groupsPerRow, (rowStart + n) * groupsPerRow];
-        const affine = new Uint8Array(2 * (s1 - s0) * (scaleFormat === 'f32' ? 4 : 2));
-        interleaveAffine(scaleBytes('scales', s0, s1), scaleBytes('biases', s0, s1), scaleFormat === 'f32' ? 4 : 2, affine);
+        const valueBytes = scaleFormat === 'f32' ? 4 : 2;
+        const affine = new Uint8Array(2 * (s1 - s0) * valueBytes);
+        interleaveAffine(scaleBytes('scales', s0, s1), scaleBytes('biases', s0, s1), valueBytes, affine);
         part.affine = this.uploadBytes(affine, `${label}.affine`);
       }
       parts.push(part);

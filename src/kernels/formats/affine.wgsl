@@ -2,7 +2,8 @@
 // Row-major [N, K] packed 32 / BITS values per u32 from the low bits up; per group of
 // GROUP_SIZE columns a scale and a bias: w = q * scale + bias. K % GROUP_SIZE == 0, so a
 // group never crosses a row and the group index is element / GROUP_SIZE.
-// Bindings: 2 the packed words in an rgba32uint texture PACKED_WIDTH texels wide, flat:
+// Bindings: 2 the packed words in an rgba32uint texture PACKED_WIDTH texels wide (a power
+// of two, set by the runtime), flat:
 // texel i holds words 4i .. 4i+3 (runtime/tensors.ts packedTexture); 3 each group's scale
 // and bias side by side, in the dtype the checkpoint stores them (SCALE_FORMAT): 0 f32 (two
 // words per group), 1 f16 or 2 bf16 (one word per group, scale in the low half), so one
@@ -10,7 +11,7 @@
 override BITS: u32 = 4u;
 override GROUP_SIZE: u32 = 64u;
 override SCALE_FORMAT: u32 = 0u;
-const PACKED_WIDTH: u32 = 512u;
+override PACKED_WIDTH: u32 = 512u;
 @group(0) @binding(2) var w_packed: texture_2d<u32>;
 @group(0) @binding(3) var<storage, read> w_affine: array<u32>;
 
