@@ -1,5 +1,6 @@
 // The Dawn device: adapter choice, optional features, limits, and readback that keeps
 // Node's event loop alive while Dawn works.
+import { availableParallelism } from 'node:os';
 import { create } from 'webgpu';
 import './webgpu-globals.js';
 
@@ -35,6 +36,12 @@ async function tryAdapter(backend: Backend): Promise<{ adapter: GPUAdapter; back
   if (backend === 'opengles' || backend === 'opengl') {
     // Without a display, Mesa's EGL needs the surfaceless platform to give llvmpipe.
     process.env.EGL_PLATFORM ??= 'surfaceless';
+    // llvmpipe runs each dispatch's workgroups on a pool of this many threads (default: one
+    // per core). With one per core, a thread the OS parks for a moment leaves a core idle
+    // for the rest of the dispatch: on the 2-core dev VM decode steps ran in phases of
+    // 100 ms and 140-170 ms. Twice as many lets the others take up its workgroups (median
+    // step 119-132 -> 109-110 ms, p90 151-168 -> 122-129 ms; scratch A/B, issue 3 note).
+    process.env.LP_NUM_THREADS ??= String(2 * availableParallelism());
     compat = true;
     options.push(`backend=${backend}`);
   } else if (backend === 'swiftshader') {
