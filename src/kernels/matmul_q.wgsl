@@ -3,8 +3,8 @@
 // every token.
 // Bindings: 0 params, 1 step, 2-4 W in its format file (as matvec_q.wgsl),
 // 5 X as an rgba32float texture X_WIDTH texels wide holding [M, K] flat (vec4 i of X at
-// texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload),
-// 6 Y [M, y_stride], 7 bias.
+// texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload, and
+// declares the binding and x_texel(), which reads one texel), 6 Y [M, y_stride], 7 bias.
 // Plan: register tiling. One invocation owns RR = 32 output rows x TT tokens (TT = 8, or 4
 // when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
 // 32-value chunk it loads the TT tokens' X once, then dequantizes each row's chunk once
@@ -27,7 +27,6 @@ const TT_MAX: u32 = 8u;
 // bias[n]. Runtime flags rather than constants: one compiled kernel serves every layer.
 struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(5) var x_tex: texture_2d<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
 
@@ -61,10 +60,8 @@ fn load_x(chunk: u32, m: u32) -> Chunk {
   let i = m * (p.K / 4u) + chunk * 8u;
   let c = i % X_WIDTH;
   let r = i / X_WIDTH;
-  return Chunk(textureLoad(x_tex, vec2<u32>(c, r), 0), textureLoad(x_tex, vec2<u32>(c + 1u, r), 0),
-               textureLoad(x_tex, vec2<u32>(c + 2u, r), 0), textureLoad(x_tex, vec2<u32>(c + 3u, r), 0),
-               textureLoad(x_tex, vec2<u32>(c + 4u, r), 0), textureLoad(x_tex, vec2<u32>(c + 5u, r), 0),
-               textureLoad(x_tex, vec2<u32>(c + 6u, r), 0), textureLoad(x_tex, vec2<u32>(c + 7u, r), 0));
+  return Chunk(x_texel(vec2<u32>(c, r)), x_texel(vec2<u32>(c + 1u, r)), x_texel(vec2<u32>(c + 2u, r)), x_texel(vec2<u32>(c + 3u, r)),
+               x_texel(vec2<u32>(c + 4u, r)), x_texel(vec2<u32>(c + 5u, r)), x_texel(vec2<u32>(c + 6u, r)), x_texel(vec2<u32>(c + 7u, r)));
 }
 
 fn chunk_dot(q: Chunk, x: Chunk) -> f32 {

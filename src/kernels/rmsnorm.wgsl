@@ -1,10 +1,10 @@
 // RMSNorm: y[r, :] = x[src(r), :] / sqrt(mean(x^2) + eps) * weight.
 // Bindings: 0 params, 1 step, 2 x, 3 weight [width] f32, 4 y, 5 seq_last [S] u32.
-// Rows are tokens x rows_per_token (rows_per_token = heads for Qwen3's per-head q/k
-// norm), or, with per_seq, one row per sampling sequence read from its last token.
+// Rows are tokens, or, with per_seq, one row per sampling sequence read from its last
+// token. (Qwen3's per-head q/k norm is fused into rope.wgsl.)
 // Plan: one invocation per row, two passes over the row; rows are short (<= hidden),
 // and llvmpipe runs workgroup reductions slower than a serial loop.
-struct Params { width: u32, rows_per_token: u32, per_seq: u32, eps: f32 }
+struct Params { width: u32, per_seq: u32, eps: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> weight: array<f32>;
@@ -14,7 +14,7 @@ struct Params { width: u32, rows_per_token: u32, per_seq: u32, eps: f32 }
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let r = gid.x;
-  if (r >= row_count(p.per_seq) * p.rows_per_token) { return; }
+  if (r >= row_count(p.per_seq)) { return; }
   // A branch, not select(): seq_last holds only S entries, and select reads both sides.
   var src = r * p.width;
   if (p.per_seq == 1u) { src = seq_last[r] * p.width; }

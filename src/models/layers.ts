@@ -15,26 +15,20 @@ export function embed(ctx: BuildContext): Dispatch[] {
   return ctx.ops.embedding(ctx.matrix('model.embed_tokens'), ctx.meta.tokens, ctx.act.h);
 }
 
-/** h += o_proj(attention(rope(q), rope(k), v)) over the normed input xn. */
+/** h += o_proj(attention(rope(q), rope(k), v)) over the normed input xn (q and k per-head normed first with qkNorm). */
 export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOptions = {}): Dispatch[] {
   const { ops, cfg, act, kv, meta } = ctx;
   const p = `model.layers.${layer}.self_attn`;
   const bias = (name: string) => (o.qkvBias ? ctx.vector(`${p}.${name}.bias`) : undefined);
-  const qOut = o.qkNorm ? act.qRaw : act.q;
-  const kOut = o.qkNorm ? act.kRaw : act.k;
   const d: Dispatch[] = [
-    ...ops.linear(`${p}.q_proj`, ctx.matrix(`${p}.q_proj`), act.xn, qOut, { bias: bias('q_proj') }),
-    ...ops.linear(`${p}.k_proj`, ctx.matrix(`${p}.k_proj`), act.xn, kOut, { bias: bias('k_proj') }),
+    ...ops.linear(`${p}.q_proj`, ctx.matrix(`${p}.q_proj`), act.xn, act.q, { bias: bias('q_proj') }),
+    ...ops.linear(`${p}.k_proj`, ctx.matrix(`${p}.k_proj`), act.xn, act.k, { bias: bias('k_proj') }),
     ...ops.linear(`${p}.v_proj`, ctx.matrix(`${p}.v_proj`), act.xn, act.v, { bias: bias('v_proj') }),
   ];
-  if (o.qkNorm) {
-    const norm = (name: string, x: GPUBuffer, y: GPUBuffer, heads: number) =>
-      ops.rmsnorm(`${p}.${name}`, x, ctx.vector(`${p}.${name}.weight`), y, { width: cfg.headDim, eps: cfg.rmsEps, rowsPerToken: heads });
-    d.push(norm('q_norm', act.qRaw, act.q, cfg.heads), norm('k_norm', act.kRaw, act.k, cfg.kvHeads));
-  }
+  const norm = (name: string) => (o.qkNorm ? { weight: ctx.vector(`${p}.${name}.weight`), eps: cfg.rmsEps } : undefined);
   d.push(
-    ops.rope(`${p}.rope_q`, act.q, cfg.heads, cfg.headDim, meta.tokenPos, ctx.invFreq),
-    ops.rope(`${p}.rope_k`, act.k, cfg.kvHeads, cfg.headDim, meta.tokenPos, ctx.invFreq),
+    ops.rope(`${p}.rope_q`, act.q, cfg.heads, cfg.headDim, meta.tokenPos, ctx.invFreq, norm('q_norm')),
+    ops.rope(`${p}.rope_k`, act.k, cfg.kvHeads, cfg.headDim, meta.tokenPos, ctx.invFreq, norm('k_norm')),
     ops.kvWrite(act.k, act.v, kv.k[layer], kv.v[layer], cfg.kvHeads * cfg.headDim, kv.blockSize, meta),
     ...ops.attention(act.q, kv.k[layer], kv.v[layer], act.attn, {
       heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, blockSize: kv.blockSize, scale: 1 / Math.sqrt(cfg.headDim),

@@ -16,10 +16,7 @@ export interface Activations {
   q: GPUBuffer;
   k: GPUBuffer;
   v: GPUBuffer;
-  /** Pre-norm q/k for families with per-head q/k norm. qRaw, kRaw and attn may share the
-   * MLP's buffers (live ranges: q/k projection to norm, attention to o_proj). */
-  qRaw: GPUBuffer;
-  kRaw: GPUBuffer;
+  /** May share the MLP's gate buffer (live from attention to o_proj). */
   attn: GPUBuffer;
   /** The gate projection, then (in place) silu(gate) * up. */
   gate: GPUBuffer;
@@ -104,8 +101,6 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
     q: f32(T * qDim, 'q'),
     k: f32(T * kvDim, 'k'),
     v: f32(T * kvDim, 'v'),
-    qRaw: borrow(gate, T * qDim, 'q_raw'),
-    kRaw: borrow(up, T * kvDim, 'k_raw'),
     attn: borrow(gate, T * qDim, 'attn'),
     gate,
     up,

@@ -19,6 +19,8 @@ export interface Gpu {
   maxTextureRows: number;
   /** Bytes one uniform binding may cover (matvec_q reads its input through one when it fits). */
   maxUniformBinding: number;
+  /** WGSL may read storage textures (matmul_q reads its input through one when it can). */
+  readOnlyStorageTextures: boolean;
 }
 
 // dawn.node crashes if the GPU object is collected while the process lives: keep it here.
@@ -30,7 +32,7 @@ function nativeBackendFor(platform: NodeJS.Platform): Backend {
   return 'vulkan';
 }
 
-async function tryAdapter(backend: Backend): Promise<{ adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
+async function tryAdapter(backend: Backend): Promise<{ gpu: GPU; adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
   const options: string[] = [];
   let compat = false;
   if (backend === 'opengles' || backend === 'opengl') {
@@ -56,7 +58,7 @@ async function tryAdapter(backend: Backend): Promise<{ adapter: GPUAdapter; back
   const gpu = create(options);
   instances.push(gpu);
   const adapter = await gpu.requestAdapter(compat ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
-  return adapter ? { adapter, backend, compat } : undefined;
+  return adapter ? { gpu, adapter, backend, compat } : undefined;
 }
 
 export const MISSING_ADAPTER_HELP =
@@ -72,7 +74,7 @@ export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
     if (found) break;
   }
   if (!found) throw new Error(MISSING_ADAPTER_HELP + (requested === 'auto' ? '' : ` (requested backend: ${requested})`));
-  const { adapter, backend, compat } = found;
+  const { gpu, adapter, backend, compat } = found;
   const hasF16 = adapter.features.has('shader-f16');
   const hasSubgroups = adapter.features.has('subgroups');
   const requiredFeatures: GPUFeatureName[] = [];
@@ -107,6 +109,7 @@ export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
     maxBinding: Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize),
     maxUniformBinding: l.maxUniformBufferBindingSize,
     maxTextureRows: l.maxTextureDimension2D,
+    readOnlyStorageTextures: gpu.wgslLanguageFeatures.has('readonly_and_readwrite_storage_textures'),
   };
 }
 

@@ -1,10 +1,13 @@
 // rope.wgsl through Ops.rope: in-place rotary embedding with HF rotate_half pairing
-// (i, i + head_dim/2) per head, angle = f32(pos) * inv_freq[i] from a host table.
+// (i, i + head_dim/2) per head, angle = f32(pos) * inv_freq[i] from a host table; and with
+// `norm`, fused after a per-head RMSNorm (Qwen3's q/k norm), checked against the unfused
+// math: RMSNorm, then RoPE, in float64.
 //
 // Tolerance: |got - want| <= 2^-11 * (|xa| + |xb|) + 2^-22 * |want|. The reference forms
 // the angle exactly as the kernel does (one f32 product), then uses float64 cos/sin; WGSL
 // only promises f32 cos/sin to 2^-11 absolute error, and each output is xa*c -/+ xb*s.
-// Positions stay below 2048 so angles are small enough for that bound to be meaningful on
+// With norm, the normed pair's own error (rmsnorm.test.ts: (head_dim + 16) * 2^-24
+// relative) is added to the pair's bound. Positions stay below 2048 so angles are small enough for that bound to be meaningful on
 // llvmpipe (its range reduction is measured below, not assumed, in 'large positions').
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectClose, expectUnchanged, Harness, randomF32, rng } from './harness.js';
@@ -85,4 +88,65 @@ describe('rope', () => {
     // Not a spec guarantee outside [-pi, pi]; a regression guard on the implementation.
     expect(worst, 'worst |err| / tol at large angles').toBeLessThanOrEqual(1);
   });
+});
+
+describe('rope with per-head RMSNorm (NORM)', () => {
+  /** Per-head RMSNorm (as rmsnorm.wgsl rounds eps) then RoPE, in float64. */
+  function normedReference(x: Float32Array, weight: Float32Array, eps: number, pos: number[], freq: Float32Array, heads: number, headDim: number) {
+    const exact = new Float64Array(pos.length * heads * headDim);
+    for (let r = 0; r < pos.length * heads; r++) {
+      let ss = 0;
+      for (let i = 0; i < headDim; i++) ss += x[r * headDim + i]! ** 2;
+      const inv = 1 / Math.sqrt(ss / headDim + Math.fround(eps));
+      for (let i = 0; i < headDim; i++) exact[r * headDim + i] = x[r * headDim + i]! * inv * weight[i]!;
+    }
+    const half = headDim / 2;
+    const want = new Float64Array(exact.length);
+    const tol = new Float64Array(exact.length);
+    for (let r = 0; r < pos.length * heads; r++) {
+      const m = Math.floor(r / heads);
+      for (let i = 0; i < half; i++) {
+        const angle = Math.fround(pos[m]! * freq[i]!);
+        const [c, s] = [Math.cos(angle), Math.sin(angle)];
+        const a = r * headDim + i;
+        const b = a + half;
+        const [ya, yb] = [exact[a]!, exact[b]!];
+        want[a] = ya * c - yb * s;
+        want[b] = yb * c + ya * s;
+        const t = (2 ** -11 + (headDim + 16) * 2 ** -24) * (Math.abs(ya) + Math.abs(yb)) + 1e-35;
+        tol[a] = t + 2 ** -22 * Math.abs(want[a]!);
+        tol[b] = t + 2 ** -22 * Math.abs(want[b]!);
+      }
+    }
+    return { want, tol };
+  }
+
+  const cases = [
+    { heads: 3, headDim: 8, pos: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] },
+    { heads: 16, headDim: 128, pos: [5] },
+    { heads: 8, headDim: 128, pos: [0, 1, 2, 100, 101] },
+    { heads: 1, headDim: 64, pos: [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13, 14, 15, 16] },
+  ];
+  for (const c of cases) {
+    it(`heads ${c.heads} head_dim ${c.headDim}, ${c.pos.length} tokens`, async () => {
+      const rand = rng(c.heads * 31 + c.headDim);
+      const M = c.pos.length;
+      const rows = MAX_TOKENS * c.heads;
+      // Per-head magnitudes from 1e-4 (eps dominates) to 1e3, and a head of zeros.
+      const mags = [1, 1e-4, 1e3, 0, 0.01, 30];
+      const x = new Float32Array(rows * c.headDim);
+      for (let r = 0; r < rows; r++) for (let i = 0; i < c.headDim; i++) x[r * c.headDim + i] = mags[r % mags.length]! * (2 * rand() - 1);
+      const weight = randomF32(rand, c.headDim, 0.5, 1.5);
+      const freq = invFreq(c.headDim, 1e6);
+      const xBuf = h.uploadF32(x, 'q');
+      const posBuf = h.uploadU32([...c.pos, ...new Array(MAX_TOKENS - M).fill(0)], 'token_pos');
+      const d = h.ops.rope('rope_q', xBuf, c.heads, c.headDim, posBuf, h.uploadF32(freq), { weight: h.uploadF32(weight), eps: 1e-6 });
+      await h.run(d, { tokens: M, seqs: 1 });
+      const got = await h.readF32(xBuf, rows * c.headDim);
+      const n = M * c.heads * c.headDim;
+      const ref = normedReference(x, weight, 1e-6, c.pos, freq, c.heads, c.headDim);
+      expectClose('norm + rope', got.subarray(0, n), ref.want, (i) => ref.tol[i]!);
+      expectUnchanged(`norm + rope M=${M}: rows >= M`, got, x, n, rows * c.headDim);
+    });
+  }
 });
