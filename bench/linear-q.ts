@@ -96,7 +96,7 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
     format: 'q4', rows: c.N, cols: c.K, groupSize: GROUP, scaleFormat: 'bf16',
     parts: [{
       rowStart: 0, rows: c.N,
-      data: weightData(device, 'q4', q.packed.byteLength, 'w', (dst, at) => dst.set(new Uint8Array(q.packed.buffer, q.packed.byteOffset + at, dst.length))),
+      data: weightData(device, 'q4', c.N, c.K, 'w', (dst, at) => dst.set(new Uint8Array(q.packed.buffer, q.packed.byteOffset + at, dst.length))),
       affine: upload(interleaved(scales16, biases16), 'affine'),
     }],
   };

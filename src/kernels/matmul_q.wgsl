@@ -41,16 +41,17 @@ fn byt(w: u32) -> vec4<f32> {
   return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
 }
 
-// The quantized values of the chunk starting at vec4<u32> index `at` of W.
-fn load_q(at: u32) -> Chunk {
+// The quantized values of chunk `chunk` of W's row n (rows of row_texels texels).
+fn load_q(n: u32, chunk: u32, row_texels: u32) -> Chunk {
   let lo = vec4<u32>(0u, 4u, 8u, 12u);
   let hi = vec4<u32>(16u, 20u, 24u, 28u);
+  let at = w_row_texel(n, chunk * (BITS / 4u), row_texels);
   if (BITS == 4u) {
     let w = w_texel(at);
     return Chunk(nib(w.x, lo), nib(w.x, hi), nib(w.y, lo), nib(w.y, hi), nib(w.z, lo), nib(w.z, hi), nib(w.w, lo), nib(w.w, hi));
   }
   let w0 = w_texel(at);
-  let w1 = w_texel(at + 1u);
+  let w1 = w_texel(at + PACKED_TILE_ROWS);
   return Chunk(byt(w0.x), byt(w0.y), byt(w0.z), byt(w0.w), byt(w1.x), byt(w1.y), byt(w1.z), byt(w1.w));
 }
 
@@ -88,7 +89,7 @@ fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
     (*t).xsum[tt] += chunk_sum(xs[tt]);
   }
   for (var r = 0u; r < RR; r++) {
-    let q = load_q(min(at.n0 + r, p.N - 1u) * at.vec_per_row + chunk * (BITS / 4u));
+    let q = load_q(min(at.n0 + r, p.N - 1u), chunk, at.vec_per_row);
     for (var tt = 0u; tt < TT; tt++) {
       (*t).dots[r][tt] += chunk_dot(q, xs[tt]);
     }

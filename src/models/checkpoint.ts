@@ -103,7 +103,7 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     const part: WeightPart = {
       rowStart,
       rows: n,
-      data: weightData(device, format, n * bytesPerRow, label, (dst, offset) => ckpt.readInto(name, dst, rowStart * bytesPerRow + offset)),
+      data: weightData(device, format, n, cols, label, (dst, offset) => ckpt.readInto(name, dst, rowStart * bytesPerRow + offset)),
     };
     if (scaleFormat) {
       // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by

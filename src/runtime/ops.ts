@@ -4,7 +4,7 @@ import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
 import { isAffine } from './kernel-source.js';
-import { PACKED_TEXTURE_WIDTH, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -62,6 +62,7 @@ export class Ops {
       GROUP_SIZE: w.groupSize,
       SCALE_FORMAT: SCALE_FORMAT_CODE[w.scaleFormat ?? 'f32'],
       PACKED_WIDTH: PACKED_TEXTURE_WIDTH,
+      PACKED_TILE_ROWS,
     };
   }
 

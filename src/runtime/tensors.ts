@@ -80,11 +80,20 @@ export function rowBytes(format: WeightFormat, cols: number): number {
 export const PACKED_TEXTURE_WIDTH = 512;
 const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
 
+/**
+ * Rows of a packed weight stored side by side (formats/affine.wgsl PACKED_TILE_ROWS, set
+ * from here): texel c of rows 8t .. 8t + 7 are consecutive, so the 8 rows one matvec_q
+ * invocation reads are one sequential stream instead of 8. On llvmpipe: matvec_q over the
+ * LM head 19.4 -> 17.0 ms (scratch A/B, issue 3 note); matmul_q unchanged.
+ */
+export const PACKED_TILE_ROWS = 8;
+
 /** Rows per part so that each part's data fits one binding (a buffer, or a texture's height). */
 export function rowsPerPart(format: WeightFormat, cols: number, limits: { maxBinding: number; maxTextureRows: number }): number {
-  // One row short of the limit: packedTexture may add a row.
-  const bytes = isAffine(format) ? Math.min(limits.maxBinding, (limits.maxTextureRows - 1) * PACKED_TEXTURE_ROW_BYTES) : limits.maxBinding;
-  return Math.max(1, Math.floor(bytes / rowBytes(format, cols)));
+  if (!isAffine(format)) return Math.max(1, Math.floor(limits.maxBinding / rowBytes(format, cols)));
+  // One texture row short of the limit (packedTexture may add one), whole tiles.
+  const bytes = Math.min(limits.maxBinding, (limits.maxTextureRows - 1) * PACKED_TEXTURE_ROW_BYTES);
+  return Math.max(PACKED_TILE_ROWS, Math.floor(bytes / rowBytes(format, cols) / PACKED_TILE_ROWS) * PACKED_TILE_ROWS);
 }
 
 /** Texture rows per writeTexture while uploading packed weights (16 KiB). */
@@ -92,15 +101,21 @@ const UPLOAD_SLICE_ROWS = 2;
 /** packedTexture's upload slice, reused across calls (writeTexture copies it before returning). */
 let uploadSlice: Uint8Array | undefined;
 
+/** Row-major source bytes: fills dst from byte `offset` of the rows on. */
+export type RowReader = (dst: Uint8Array, offset: number) => void;
+
 /**
- * Packed q4/q8 weight words in an rgba32uint texture PACKED_TEXTURE_WIDTH texels wide, flat:
- * vec4<u32> i of the data at texel (i % width, i / width). Why a texture: on llvmpipe a texel
- * fetch is one vectorised gather, where a storage load whose address differs per invocation
- * is a per-lane scalar loop (bench/linear-q.ts). `read(dst, offset)` fills dst with the
- * bytes from `offset` on; they go up in small slices, so loading needs no staging copy of
- * the whole part (a freed one left ~25 MiB more resident for the bench model).
+ * Packed q4/q8 weight words in an rgba32uint texture PACKED_TEXTURE_WIDTH texels wide, in
+ * tiles of PACKED_TILE_ROWS rows: texel c of row n is vec4<u32> (n / 8) * 8 * row_texels
+ * + c * 8 + n % 8 of the data, at texel (i % width, i / width); rows past `rows` are zeros.
+ * Why a texture: on llvmpipe a texel fetch is one vectorised gather, where a storage load
+ * whose address differs per invocation is a per-lane scalar loop (bench/linear-q.ts). The
+ * data goes up in small slices, so loading needs no staging copy of the whole part (a freed
+ * one left ~25 MiB more resident for the bench model).
  */
-export function packedTexture(device: GPUDevice, bytes: number, label: string, read: (dst: Uint8Array, offset: number) => void): GPUTexture {
+export function packedTexture(device: GPUDevice, rows: number, bytesPerRow: number, label: string, read: RowReader): GPUTexture {
+  const tileBytes = PACKED_TILE_ROWS * bytesPerRow;
+  const bytes = Math.ceil(rows / PACKED_TILE_ROWS) * tileBytes;
   // Never a power of two: llvmpipe compiles a kernel variant per texture shape class
   // (power-of-two sides or not), so uniform shapes keep it to one variant per kernel.
   let height = Math.max(1, Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
@@ -112,15 +127,56 @@ export function packedTexture(device: GPUDevice, bytes: number, label: string, r
     usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
   });
   const slice = (uploadSlice ??= new Uint8Array(UPLOAD_SLICE_ROWS * PACKED_TEXTURE_ROW_BYTES));
+  const tiles = tileReader(rows, bytesPerRow, read);
   for (let row = 0; row < height; row += UPLOAD_SLICE_ROWS) {
-    const rows = Math.min(UPLOAD_SLICE_ROWS, height - row);
+    const sliceRows = Math.min(UPLOAD_SLICE_ROWS, height - row);
     const offset = row * PACKED_TEXTURE_ROW_BYTES;
-    const n = Math.max(0, Math.min(rows * PACKED_TEXTURE_ROW_BYTES, bytes - offset));
+    const n = Math.max(0, Math.min(sliceRows * PACKED_TEXTURE_ROW_BYTES, bytes - offset));
     slice.fill(0, n);
-    if (n > 0) read(slice.subarray(0, n), offset);
-    device.queue.writeTexture({ texture, origin: [0, row] }, slice, { bytesPerRow: PACKED_TEXTURE_ROW_BYTES, rowsPerImage: rows }, [PACKED_TEXTURE_WIDTH, rows]);
+    if (n > 0) tiles(slice.subarray(0, n), offset);
+    device.queue.writeTexture({ texture, origin: [0, row] }, slice, { bytesPerRow: PACKED_TEXTURE_ROW_BYTES, rowsPerImage: sliceRows }, [PACKED_TEXTURE_WIDTH, sliceRows]);
   }
   return texture;
+}
+
+/**
+ * Fills dst with the tiled bytes from `offset` on, reading the row-major source one tile
+ * of rows at a time (the upload slices are consecutive, so each tile is built once).
+ */
+function tileReader(rows: number, bytesPerRow: number, read: RowReader): (dst: Uint8Array, offset: number) => void {
+  const texelsPerRow = bytesPerRow / 16;
+  const tileBytes = PACKED_TILE_ROWS * bytesPerRow;
+  const rowMajor = new Uint8Array(tileBytes);
+  const tiled = new Uint8Array(tileBytes);
+  const [src, out] = [new Uint32Array(rowMajor.buffer), new Uint32Array(tiled.buffer)];
+  let loaded = -1;
+  const load = (t: number) => {
+    const first = t * PACKED_TILE_ROWS;
+    const have = Math.min(PACKED_TILE_ROWS, rows - first) * bytesPerRow;
+    rowMajor.fill(0, have);
+    read(rowMajor.subarray(0, have), first * bytesPerRow);
+    let o = 0;
+    for (let c = 0; c < texelsPerRow; c++) {
+      for (let r = 0; r < PACKED_TILE_ROWS; r++, o += 4) {
+        const from = (r * texelsPerRow + c) * 4;
+        out[o] = src[from]!;
+        out[o + 1] = src[from + 1]!;
+        out[o + 2] = src[from + 2]!;
+        out[o + 3] = src[from + 3]!;
+      }
+    }
+    loaded = t;
+  };
+  return (dst, offset) => {
+    for (let o = 0; o < dst.length;) {
+      const t = Math.floor((offset + o) / tileBytes);
+      if (t !== loaded) load(t);
+      const within = offset + o - t * tileBytes;
+      const n = Math.min(tileBytes - within, dst.length - o);
+      dst.set(tiled.subarray(within, within + n), o);
+      o += n;
+    }
+  };
 }
 
 /**
@@ -137,7 +193,8 @@ export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBy
   }
 }
 
-/** A weight part's data in the binding its format is read through (`read` as packedTexture's). */
-export function weightData(device: GPUDevice, format: WeightFormat, bytes: number, label: string, read: (dst: Uint8Array, offset: number) => void): GPUBuffer | GPUTexture {
-  return isAffine(format) ? packedTexture(device, bytes, label, read) : filledBuffer(device, bytes, label, (dst) => read(dst, 0));
+/** A weight part's rows in the binding their format is read through (read: row-major bytes). */
+export function weightData(device: GPUDevice, format: WeightFormat, rows: number, cols: number, label: string, read: RowReader): GPUBuffer | GPUTexture {
+  const bytesPerRow = rowBytes(format, cols);
+  return isAffine(format) ? packedTexture(device, rows, bytesPerRow, label, read) : filledBuffer(device, rows * bytesPerRow, label, (dst) => read(dst, 0));
 }

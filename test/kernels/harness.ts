@@ -208,7 +208,7 @@ export class Harness {
     for (const n of partRows) {
       const label = `w[${rowStart}:${rowStart + n}]`;
       const slice = bytes.subarray(rowStart * perRow, (rowStart + n) * perRow);
-      const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, slice.byteLength, label, (dst, at) => dst.set(slice.subarray(at, at + dst.length))) };
+      const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, n, cols, label, (dst, at) => dst.set(slice.subarray(at, at + dst.length))) };
       if (scaleBytes) {
         const [s0, s1] = [rowStart * groupsPerRow, (rowStart + n) * groupsPerRow];
         const valueBytes = scaleFormat === 'f32' ? 4 : 2;

@@ -3,8 +3,10 @@
 // GROUP_SIZE columns a scale and a bias: w = q * scale + bias. K % GROUP_SIZE == 0, so a
 // group never crosses a row and the group index is element / GROUP_SIZE.
 // Bindings: 2 the packed words in an rgba32uint texture PACKED_WIDTH texels wide (a power
-// of two, set by the runtime), flat:
-// texel i holds words 4i .. 4i+3 (runtime/tensors.ts packedTexture); 3 each group's scale
+// of two), flat, in tiles of PACKED_TILE_ROWS rows (both set by the runtime:
+// runtime/tensors.ts packedTexture): texel c (words 4c .. 4c+3) of row n is texel
+// (n / PACKED_TILE_ROWS) * PACKED_TILE_ROWS * row_texels + c * PACKED_TILE_ROWS
+// + n % PACKED_TILE_ROWS, so a tile's rows are read side by side; 3 each group's scale
 // and bias side by side, in the dtype the checkpoint stores them (SCALE_FORMAT): 0 f32 (two
 // words per group), 1 f16 or 2 bf16 (one word per group, scale in the low half), so one
 // load serves both.
@@ -12,12 +14,18 @@ override BITS: u32 = 4u;
 override GROUP_SIZE: u32 = 64u;
 override SCALE_FORMAT: u32 = 0u;
 override PACKED_WIDTH: u32 = 512u;
+override PACKED_TILE_ROWS: u32 = 8u;
 @group(0) @binding(2) var w_packed: texture_2d<u32>;
 @group(0) @binding(3) var<storage, read> w_affine: array<u32>;
 
-// Words 4i .. 4i+3 of the packed data.
+// Texel i of the packed data, flat.
 fn w_texel(i: u32) -> vec4<u32> {
   return textureLoad(w_packed, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH), 0);
+}
+
+// Flat index of texel c of row n, for rows of `row_texels` texels.
+fn w_row_texel(n: u32, c: u32, row_texels: u32) -> u32 {
+  return (n / PACKED_TILE_ROWS) * PACKED_TILE_ROWS * row_texels + c * PACKED_TILE_ROWS + n % PACKED_TILE_ROWS;
 }
 
 // Group g's (scale, bias).
@@ -29,11 +37,11 @@ fn w_scale_bias(g: u32) -> vec2<f32> {
 }
 
 fn w_load4(n: u32, k: u32, K: u32) -> vec4<f32> {
-  let e = n * K + k;
   let per_word = 32u / BITS;
-  let word = w_texel(e / (4u * per_word))[(e / per_word) % 4u] >> ((e % per_word) * BITS);
+  let per_texel = 4u * per_word;
+  let word = w_texel(w_row_texel(n, k / per_texel, K / per_texel))[(k / per_word) % 4u] >> ((k % per_word) * BITS);
   let mask = (1u << BITS) - 1u;
   let q = vec4<u32>(word, word >> BITS, word >> (2u * BITS), word >> (3u * BITS)) & vec4<u32>(mask);
-  let sb = w_scale_bias(e / GROUP_SIZE);
+  let sb = w_scale_bias((n * K + k) / GROUP_SIZE);
   return vec4<f32>(q) * sb.x + sb.y;
 }
