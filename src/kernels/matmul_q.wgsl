@@ -4,7 +4,8 @@
 // Bindings: 0 params, 1 step, 2-4 W in its format file (as matvec_q.wgsl),
 // 5 X as an rgba32float texture X_WIDTH texels wide holding [M, K] flat (vec4 i of X at
 // texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload, and
-// declares the binding and x_texel(), which reads one texel), 6 Y [M, y_stride], 7 bias.
+// declares the binding and x_texel(), which reads one texel); the outputs (6-9) and params
+// are linear_out.wgsl's.
 // Plan: register tiling. One invocation owns RR = 32 output rows x TT tokens (TT = 8, or 4
 // when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
 // 32-value chunk it loads the TT tokens' X once, then dequantizes each row's chunk once
@@ -23,12 +24,6 @@ override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
 override TT: u32 = 8u;
 const TT_MAX: u32 = 8u;
-// accumulate: add into Y (fuses the residual add after o_proj and down_proj); has_bias: add
-// bias[n]. Runtime flags rather than constants: one compiled kernel serves every layer.
-struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(6) var<storage, read_write> y: array<f32>;
-@group(0) @binding(7) var<storage, read> bias: array<f32>;
 
 // 32 consecutive values of one row: of W as quantized values (0 .. 2^BITS-1), or of X.
 struct Chunk { a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, e: vec4<f32>, f: vec4<f32>, g: vec4<f32>, h: vec4<f32> }
@@ -66,7 +61,15 @@ fn load_x(chunk: u32, m: u32) -> Chunk {
 }
 
 fn chunk_dot(q: Chunk, x: Chunk) -> f32 {
-  return dot(q.a, x.a) + dot(q.b, x.b) + dot(q.c, x.c) + dot(q.d, x.d) + dot(q.e, x.e) + dot(q.f, x.f) + dot(q.g, x.g) + dot(q.h, x.h);
+  var s = q.a * x.a;
+  s = fma(q.b, x.b, s);
+  s = fma(q.c, x.c, s);
+  s = fma(q.d, x.d, s);
+  s = fma(q.e, x.e, s);
+  s = fma(q.f, x.f, s);
+  s = fma(q.g, x.g, s);
+  s = fma(q.h, x.h, s);
+  return (s.x + s.y) + (s.z + s.w);
 }
 
 fn chunk_sum(x: Chunk) -> f32 {
@@ -124,12 +127,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     if (m0 + t >= M) { break; }
     for (var r = 0u; r < RR; r++) {
       if (n0 + r >= p.N) { break; }
-      let col = p.n_offset + n0 + r;
-      let i = (m0 + t) * p.y_stride + col;
-      var v = acc[r][t];
-      if (p.has_bias != 0u) { v += bias[col]; }
-      if (p.accumulate != 0u) { v += y[i]; }
-      y[i] = v;
+      store_y(m0 + t, p.n_offset + n0 + r, acc[r][t]);
     }
   }
 }

@@ -4,7 +4,7 @@
 // Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
 // GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32> in tiles of
 // PACKED_TILE_ROWS rows, w_scale_bias for the groups' [N, K/GROUP_SIZE] (scale, bias)),
-// 5 X f32, 6 Y [M, y_stride], 7 bias.
+// 5 X f32; the outputs (6-9) and params are linear_out.wgsl's.
 // X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
 // array when its rows fit one uniform binding, else a storage array (indexed the same
 // either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
@@ -17,12 +17,6 @@
 // Every private value is indexed by constants only, so it stays in registers: a
 // runtime-indexed array becomes per-lane scratch memory on llvmpipe (measured 4x slower).
 const R: u32 = 8u;
-// accumulate: add into Y (fuses the residual add after o_proj and down_proj); has_bias: add
-// bias[n]. Runtime flags rather than constants: one compiled kernel serves every layer.
-struct Params { K: u32, N: u32, n_offset: u32, y_stride: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(6) var<storage, read_write> y: array<f32>;
-@group(0) @binding(7) var<storage, read> bias: array<f32>;
 
 fn nibbles_dot(w: u32, a: vec4<f32>, b: vec4<f32>) -> f32 {
   let lo = vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
@@ -106,12 +100,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   k_loop(m, Rows(wa, wb, ra * groups, rb * groups), &acc);
   for (var r = 0u; r < R; r++) {
     if (n0 + r >= p.N) { break; }
-    let col = p.n_offset + n0 + r;
-    let i = m * p.y_stride + col;
     var v: f32;
     if (r < 4u) { v = acc.a[r]; } else { v = acc.b[r - 4u]; }
-    if (p.has_bias != 0u) { v += bias[col]; }
-    if (p.accumulate != 0u) { v += y[i]; }
-    y[i] = v;
+    store_y(m, p.n_offset + n0 + r, v);
   }
 }

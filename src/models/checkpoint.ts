@@ -60,69 +60,109 @@ const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', 
 const AFFINE_SLICE_GROUPS = 1 << 16;
 const [scaleSlice, biasSlice] = [new Uint8Array(AFFINE_SLICE_GROUPS * 4), new Uint8Array(AFFINE_SLICE_GROUPS * 4)];
 
-/** Uploads an f32 vector (norm weight, bias). */
-export function loadVector(device: GPUDevice, ckpt: Checkpoint, name: string): GPUBuffer {
-  const data = ckpt.readF32(name);
-  return filledBuffer(device, data.byteLength, name, (dst) => dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)));
+/** Uploads f32 vectors (norm weights, biases), several concatenated into one buffer. */
+export function loadVector(device: GPUDevice, ckpt: Checkpoint, ...names: string[]): GPUBuffer {
+  const parts = names.map((name) => ckpt.readF32(name));
+  const data = new Float32Array(parts.reduce((n, v) => n + v.length, 0));
+  let at = 0;
+  for (const v of parts) { data.set(v, at); at += v.length; }
+  return filledBuffer(device, data.byteLength, names.join('+'), (dst) => dst.set(new Uint8Array(data.buffer)));
+}
+
+/** One stored matrix's layout: `<prefix>.weight` [rows, cols] in `format`. */
+interface StoredMatrix {
+  rows: number;
+  cols: number;
+  format: WeightFormat;
+  groupSize: number;
+  scaleFormat?: ScaleFormat;
+}
+
+function storedMatrix(ckpt: Checkpoint, prefix: string, quant?: Quantization): StoredMatrix {
+  const name = `${prefix}.weight`;
+  const t = ckpt.entry(name).info;
+  const [rows, stored] = t.shape;
+  if (t.dtype !== 'U32') {
+    const format = FLOAT_FORMATS[t.dtype];
+    if (!format) throw new Error(`${name}: dtype ${t.dtype} is not supported`);
+    return { rows, cols: stored, format, groupSize: 0 };
+  }
+  if (!quant || !ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: packed uint32 weight without quantization config and scales`);
+  const dtypes = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info.dtype);
+  const scaleFormat = FLOAT_FORMATS[dtypes[0]!];
+  if (!scaleFormat || dtypes[1] !== dtypes[0]) throw new Error(`${prefix}: scales / biases dtypes ${dtypes.join(' / ')} are not one of F32, F16, BF16`);
+  return { rows, cols: (stored * 32) / quant.bits, format: quant.bits === 4 ? 'q4' : 'q8', groupSize: quant.groupSize, scaleFormat };
+}
+
+/**
+ * Reads bytes [offset, offset + dst.length) of the row-wise concatenation of `tensors`
+ * (each `rows` rows of `bytesPerRow` bytes).
+ */
+function readStacked(ckpt: Checkpoint, tensors: Array<{ name: string; rows: number }>, bytesPerRow: number, dst: Uint8Array, offset: number): void {
+  let start = 0;
+  let done = 0;
+  for (const t of tensors) {
+    const size = t.rows * bytesPerRow;
+    const from = offset + done - start;
+    if (done < dst.length && from < size) {
+      const n = Math.min(size - from, dst.length - done);
+      ckpt.readInto(t.name, dst.subarray(done, done + n), from);
+      done += n;
+    }
+    start += size;
+  }
 }
 
 /**
  * Uploads the matrix `<prefix>.weight` ([rows, cols]) in its stored format: a float dtype,
- * or MLX affine packed uint32 with `<prefix>.scales` / `.biases` beside it.
+ * or MLX affine packed uint32 with `<prefix>.scales` / `.biases` beside it. Several prefixes
+ * stack their matrices' rows into one weight (same format and width), so one dispatch
+ * computes them all (Ops.linear writes each source's rows to its own output).
  */
-export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefix: string, quant?: Quantization): GpuWeight {
-  const name = `${prefix}.weight`;
-  const t = ckpt.entry(name).info;
-  const [rows, stored] = t.shape;
-  let format: WeightFormat;
-  let cols = stored;
-  let groupSize = 0;
-  if (t.dtype === 'U32') {
-    if (!quant || !ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: packed uint32 weight without quantization config and scales`);
-    format = quant.bits === 4 ? 'q4' : 'q8';
-    cols = (stored * 32) / quant.bits;
-    groupSize = quant.groupSize;
-  } else {
-    const f = FLOAT_FORMATS[t.dtype];
-    if (!f) throw new Error(`${name}: dtype ${t.dtype} is not supported`);
-    format = f;
+export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefixes: string[], quant?: Quantization): GpuWeight {
+  const sources = prefixes.map((prefix) => ({ prefix, ...storedMatrix(ckpt, prefix, quant) }));
+  const { cols, format, groupSize, scaleFormat } = sources[0]!;
+  for (const s of sources) {
+    if (s.cols !== cols || s.format !== format || s.groupSize !== groupSize || s.scaleFormat !== scaleFormat) {
+      throw new Error(`${prefixes.join(' + ')}: matrices of different widths or formats cannot be stacked`);
+    }
   }
+  const rows = sources.reduce((n, s) => n + s.rows, 0);
+  const tensors = (what: string) => sources.map((s) => ({ name: `${s.prefix}.${what}`, rows: s.rows }));
+  const [weights, scales, biases] = [tensors('weight'), tensors('scales'), tensors('biases')];
   const perPart = rowsPerPart(format, cols, limits);
   const bytesPerRow = rowBytes(format, cols);
   const groupsPerRow = groupSize ? cols / groupSize : 0;
-  let scaleFormat: ScaleFormat | undefined;
-  if (groupSize) {
-    const dtypes = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info.dtype);
-    scaleFormat = FLOAT_FORMATS[dtypes[0]!];
-    if (!scaleFormat || dtypes[1] !== dtypes[0]) throw new Error(`${prefix}: scales / biases dtypes ${dtypes.join(' / ')} are not one of F32, F16, BF16`);
-  }
   const parts: WeightPart[] = [];
   for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
     const n = Math.min(perPart, rows - rowStart);
-    const label = `${prefix}[${rowStart}:${rowStart + n}]`;
+    const label = `${prefixes.join('+')}[${rowStart}:${rowStart + n}]`;
     const part: WeightPart = {
       rowStart,
       rows: n,
-      data: weightData(device, format, n, cols, label, (dst, offset) => ckpt.readInto(name, dst, rowStart * bytesPerRow + offset)),
+      data: weightData(device, format, n, cols, label, (dst, offset) => readStacked(ckpt, weights, bytesPerRow, dst, rowStart * bytesPerRow + offset)),
     };
     if (scaleFormat) {
       // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by
       // side, read through small reused slices (whole-part copies left garbage that raised
       // the bench model's peak RSS while serving by ~12 MiB).
       const valueBytes = scaleFormat === 'f32' ? 4 : 2;
+      const groupBytes = groupsPerRow * valueBytes;
       const groups = n * groupsPerRow;
       const first = rowStart * groupsPerRow;
       part.affine = filledBuffer(device, 2 * groups * valueBytes, `${label}.affine`, (dst) => {
         for (let g = 0; g < groups; g += AFFINE_SLICE_GROUPS) {
           const bytes = Math.min(AFFINE_SLICE_GROUPS, groups - g) * valueBytes;
-          const [scales, biases] = [scaleSlice.subarray(0, bytes), biasSlice.subarray(0, bytes)];
-          ckpt.readInto(`${prefix}.scales`, scales, (first + g) * valueBytes);
-          ckpt.readInto(`${prefix}.biases`, biases, (first + g) * valueBytes);
-          interleaveAffine(scales, biases, valueBytes, dst.subarray(2 * g * valueBytes, 2 * (g * valueBytes + bytes)));
+          const [s, b] = [scaleSlice.subarray(0, bytes), biasSlice.subarray(0, bytes)];
+          readStacked(ckpt, scales, groupBytes, s, (first + g) * valueBytes);
+          readStacked(ckpt, biases, groupBytes, b, (first + g) * valueBytes);
+          interleaveAffine(s, b, valueBytes, dst.subarray(2 * g * valueBytes, 2 * (g * valueBytes + bytes)));
         }
       });
     }
     parts.push(part);
   }
-  return { format, rows, cols, groupSize, scaleFormat, parts };
+  const weight: GpuWeight = { format, rows, cols, groupSize, scaleFormat, parts };
+  if (sources.length > 1) weight.segments = sources.map((s) => s.rows);
+  return weight;
 }

@@ -15,20 +15,21 @@ export function embed(ctx: BuildContext): Dispatch[] {
   return ctx.ops.embedding(ctx.matrix('model.embed_tokens'), ctx.meta.tokens, ctx.act.h);
 }
 
-/** h += o_proj(attention(rope(q), rope(k), v)) over the normed input xn (q and k per-head normed first with qkNorm). */
+/**
+ * h += o_proj(attention(rope(q), rope(k), v)) over the normed input xn (q and k per-head
+ * normed first with qkNorm). q, k and v come from one stacked projection.
+ */
 export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOptions = {}): Dispatch[] {
   const { ops, cfg, act, kv, meta } = ctx;
   const p = `model.layers.${layer}.self_attn`;
-  const bias = (name: string) => (o.qkvBias ? ctx.vector(`${p}.${name}.bias`) : undefined);
-  const d: Dispatch[] = [
-    ...ops.linear(`${p}.q_proj`, ctx.matrix(`${p}.q_proj`), act.xn, act.q, { bias: bias('q_proj') }),
-    ...ops.linear(`${p}.k_proj`, ctx.matrix(`${p}.k_proj`), act.xn, act.k, { bias: bias('k_proj') }),
-    ...ops.linear(`${p}.v_proj`, ctx.matrix(`${p}.v_proj`), act.xn, act.v, { bias: bias('v_proj') }),
-  ];
-  const norm = (name: string) => (o.qkNorm ? { weight: ctx.vector(`${p}.${name}.weight`), eps: cfg.rmsEps } : undefined);
+  const qkv = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
+  const bias = o.qkvBias ? ctx.vector(...qkv.map((name) => `${name}.bias`)) : undefined;
+  const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, ctx.matrix(...qkv), act.xn, [act.q, act.k, act.v], { bias })];
+  const norm = (name: string) => (o.qkNorm ? ctx.vector(`${p}.${name}.weight`) : undefined);
   d.push(
-    ops.rope(`${p}.rope_q`, act.q, cfg.heads, cfg.headDim, meta.tokenPos, ctx.invFreq, norm('q_norm')),
-    ops.rope(`${p}.rope_k`, act.k, cfg.kvHeads, cfg.headDim, meta.tokenPos, ctx.invFreq, norm('k_norm')),
+    ops.rope(`${p}.rope`, { x: act.q, heads: cfg.heads, norm: norm('q_norm') }, { x: act.k, heads: cfg.kvHeads, norm: norm('k_norm') }, {
+      headDim: cfg.headDim, tokenPos: meta.tokenPos, invFreq: ctx.invFreq, eps: cfg.rmsEps,
+    }),
     ops.kvWrite(act.k, act.v, kv.k[layer], kv.v[layer], cfg.kvHeads * cfg.headDim, kv.blockSize, meta),
     ...ops.attention(act.q, kv.k[layer], kv.v[layer], act.attn, {
       heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, blockSize: kv.blockSize, scale: 1 / Math.sqrt(cfg.headDim),
@@ -38,13 +39,12 @@ export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOpti
   return d;
 }
 
-/** h += down(silu(gate(xn)) * up(xn)). */
+/** h += down(silu(gate(xn)) * up(xn)), gate and up from one stacked projection. */
 export function swigluMlp(ctx: BuildContext, layer: number): Dispatch[] {
   const { ops, cfg, act } = ctx;
   const p = `model.layers.${layer}.mlp`;
   return [
-    ...ops.linear(`${p}.gate_proj`, ctx.matrix(`${p}.gate_proj`), act.xn, act.gate),
-    ...ops.linear(`${p}.up_proj`, ctx.matrix(`${p}.up_proj`), act.xn, act.up),
+    ...ops.linear(`${p}.gate_up_proj`, ctx.matrix(`${p}.gate_proj`, `${p}.up_proj`), act.xn, [act.gate, act.up]),
     ops.swiglu(act.gate, act.up, cfg.intermediate),
     ...ops.linear(`${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.gate, act.h, { accumulate: true }),
   ];

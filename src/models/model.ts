@@ -36,10 +36,10 @@ export interface KvCache {
 export interface BuildContext {
   ops: Ops;
   cfg: ModelConfig;
-  /** Loads `<prefix>.weight` in its stored format. */
-  matrix(prefix: string): GpuWeight;
-  /** Loads an f32 vector tensor. */
-  vector(name: string): GPUBuffer;
+  /** Loads `<prefix>.weight` in its stored format; several prefixes stack their rows into one weight. */
+  matrix(...prefixes: string[]): GpuWeight;
+  /** Loads an f32 vector tensor; several names concatenate into one buffer. */
+  vector(...names: string[]): GPUBuffer;
   has(name: string): boolean;
   act: Activations;
   kv: KvCache;
@@ -142,12 +142,13 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   const ctx: BuildContext = {
     ops,
     cfg,
-    matrix: (prefix) => {
-      let w = matrices.get(prefix);
-      if (!w) matrices.set(prefix, (w = loadMatrix(device, gpu, ckpt, prefix, cfg.quantization)));
+    matrix: (...prefixes) => {
+      const key = prefixes.join('+');
+      let w = matrices.get(key);
+      if (!w) matrices.set(key, (w = loadMatrix(device, gpu, ckpt, prefixes, cfg.quantization)));
       return w;
     },
-    vector: (name) => loadVector(device, ckpt, name),
+    vector: (...names) => loadVector(device, ckpt, ...names),
     has: (name) => ckpt.has(name),
     act,
     kv,

@@ -1,5 +1,5 @@
 // Assembles a kernel's WGSL: the shared prelude, the weight-format functions the kernel
-// reads weights through (if any), then the kernel file itself.
+// reads weights through (if any), the shared pieces it builds on, then the kernel file.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -12,6 +12,13 @@ export type WeightFormat = 'f32' | 'f16' | 'bf16' | 'q4' | 'q8';
 export function isAffine(format: WeightFormat): format is 'q4' | 'q8' {
   return format === 'q4' || format === 'q8';
 }
+
+/** Shared WGSL files a kernel builds on, included before it. */
+const SHARED: Record<string, string[]> = {
+  matmul: ['linear_out'],
+  matvec_q: ['linear_out'],
+  matmul_q: ['linear_out'],
+};
 
 const cache = new Map<string, string>();
 
@@ -28,6 +35,7 @@ function read(path: string): string {
 export function kernelSource(kernel: string, format?: WeightFormat, declarations = ''): string {
   const parts = [read('common.wgsl')];
   if (format) parts.push(read(`formats/${isAffine(format) ? 'affine' : format}.wgsl`));
+  for (const shared of SHARED[kernel] ?? []) parts.push(read(`${shared}.wgsl`));
   if (declarations) parts.push(declarations);
   parts.push(read(`${kernel}.wgsl`));
   return parts.join('\n');

@@ -27,6 +27,8 @@ export class Ops {
   /** Written once per step: [n_tokens, n_seqs, n_bias]. */
   readonly step: GPUBuffer;
   private readonly dummy: GPUBuffer;
+  /** Stand-ins for a linear layer's unused outputs (linear_out.wgsl): two, as writable bindings may not alias. */
+  private readonly dummyOutputs: [GPUBuffer, GPUBuffer];
   /** matmul_q's input texture, shared by every quantized linear layer (Ops.matmulInput). */
   private inputTexture?: GPUTexture;
 
@@ -34,6 +36,7 @@ export class Ops {
     this.pipelines = new PipelineCache(gpu.device);
     this.step = gpu.device.createBuffer({ label: 'step', size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
     this.dummy = storageBuffer(gpu.device, 16, 'dummy');
+    this.dummyOutputs = [storageBuffer(gpu.device, 16, 'dummy_y1'), storageBuffer(gpu.device, 16, 'dummy_y2')];
   }
 
   writeStep(shape: StepShape): void {
@@ -68,14 +71,23 @@ export class Ops {
 
   /**
    * Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq.
+   * A weight stacked from several matrices (GpuWeight.segments) takes one output buffer per
+   * source, in order: q/k/v or gate/up in one dispatch.
    * Quantized weights get three recorded kernels, and each step runs the one its row count
    * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), else matmul_q's register tiles
    * (prefill, batched decode) of 32 rows x 4 tokens up to 4 rows, x 8 tokens above, which
    * read X from a texture the rows are copied into first. Float weights use the generic
    * matmul with the format's loader.
    */
-  linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
+  linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
+    const outputs = Array.isArray(y) ? y : [y];
+    const segments = w.segments ?? [w.rows];
+    if (outputs.length !== segments.length || outputs.length > 3) throw new Error(`${label}: ${outputs.length} outputs for a weight stacked from ${segments.length} matrices (at most 3)`);
+    if (opts.accumulate && outputs.length > 1) throw new Error(`${label}: accumulate into a stacked weight's outputs`);
+    // Where outputs 1 and 2 start among the stacked rows (w.rows when absent).
+    const split1 = segments.length > 1 ? segments[0]! : w.rows;
+    const split2 = segments.length > 2 ? segments[0]! + segments[1]! : w.rows;
     const rows = (s: StepShape) => (opts.perSeq ? s.seqs : s.tokens);
     const variants: Array<{
       pipeline: GPUComputePipeline;
@@ -115,8 +127,10 @@ export class Ops {
     }
     const perSeq = opts.perSeq ? 1 : 0;
     return w.parts.flatMap((part) => {
-      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0]);
-      const buffers = { ...this.weightBindings(part), 5: x, 6: y, 7: opts.bias ?? this.dummy };
+      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, split1, split2, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0]);
+      const buffers = {
+        ...this.weightBindings(part), 5: x, 6: outputs[0]!, 7: opts.bias ?? this.dummy, 8: outputs[1] ?? this.dummyOutputs[0], 9: outputs[2] ?? this.dummyOutputs[1],
+      };
       return variants.map((v) => ({
         label,
         pipeline: v.pipeline,
@@ -223,15 +237,23 @@ export class Ops {
     };
   }
 
-  /** Rotary embedding of x in place; with `norm`, each head is RMS-normed first (Qwen3 q/k norm). */
-  rope(label: string, x: GPUBuffer, heads: number, headDim: number, tokenPos: GPUBuffer, invFreq: GPUBuffer, norm?: { weight: GPUBuffer; eps: number }): Dispatch {
-    const pipeline = this.pipelines.get('rope', undefined, { NORM: norm !== undefined });
-    const params = uniformBuffer(this.gpu.device, [heads, headDim, norm?.eps ?? 0], [2]);
+  /**
+   * Rotary embedding of q and k (when given) in place, in one dispatch; with `norm`, each
+   * head is RMS-normed first (Qwen3's q/k norm: both inputs carry a norm weight).
+   */
+  rope(label: string, q: RopeInput, k: RopeInput | undefined, o: { headDim: number; tokenPos: GPUBuffer; invFreq: GPUBuffer; eps?: number }): Dispatch {
+    const norm = q.norm !== undefined;
+    if (k && (k.norm !== undefined) !== norm) throw new Error(`${label}: q and k must both carry a norm weight or neither`);
+    const pipeline = this.pipelines.get('rope', undefined, { NORM: norm });
+    const kvHeads = k?.heads ?? 0;
+    const params = uniformBuffer(this.gpu.device, [q.heads, kvHeads, o.headDim, o.eps ?? 0], [3]);
     return {
       label,
       pipeline,
-      bindGroup: this.bind(label, pipeline, params, { 2: x, 3: tokenPos, 4: invFreq, 5: norm?.weight ?? this.dummy }),
-      workgroups: (s) => [ceil(s.tokens * heads, 64)],
+      bindGroup: this.bind(label, pipeline, params, {
+        2: q.x, 6: k?.x ?? this.dummyOutputs[0], 3: o.tokenPos, 4: o.invFreq, 5: q.norm ?? this.dummy, 7: k?.norm ?? this.dummy,
+      }),
+      workgroups: (s) => [ceil(s.tokens * (q.heads + kvHeads), 64)],
     };
   }
 
@@ -316,6 +338,13 @@ export class Ops {
 function chunkCalls(groupSize: number, call: (chunk: string) => string): string[] {
   const chunks = groupSize / 32;
   return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
+}
+
+/** One input of Ops.rope: [tokens, heads, head_dim] rotated in place, normed first with `norm`. */
+export interface RopeInput {
+  x: GPUBuffer;
+  heads: number;
+  norm?: GPUBuffer;
 }
 
 /** u32 words of one sequence's grammar mask. */

@@ -59,6 +59,8 @@ export interface GpuWeight {
   /** q4/q8 only. */
   scaleFormat?: ScaleFormat;
   parts: WeightPart[];
+  /** Rows of each matrix this one stacks (q/k/v, gate/up), in order; absent for one matrix. */
+  segments?: number[];
 }
 
 /** Bytes of one row of data in each format. */

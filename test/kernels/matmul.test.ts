@@ -184,3 +184,47 @@ describe('matmul: perSeq rows (the LM head over sampling sequences)', () => {
     });
   }
 });
+
+describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to its own output', () => {
+  async function runStacked(format: WeightFormat, segments: number[], o: { parts?: number[]; bias?: boolean; seed: number }): Promise<void> {
+    const rand = rng(o.seed);
+    const K = 96;
+    const N = segments.reduce((a, b) => a + b, 0);
+    const w = h.weight(randomF32(rand, N * K), N, K, format, { groupSize: 32, parts: o.parts });
+    w.gpu.segments = segments;
+    const bias = o.bias ? randomF32(rand, N) : undefined;
+    const xBuf = h.activation(MAX_ROWS * K, 'x');
+    const outs = segments.map((n, i) => h.poisoned(MAX_ROWS * n, POISON_BITS, `y${i}`));
+    const dispatches = h.ops.linear('stacked', w.gpu, xBuf, outs, { bias: bias && h.uploadF32(bias, 'bias') });
+    for (const M of [1, 2, 5, 13]) {
+      const x = inputRows(rand, M, K);
+      h.write(xBuf, x);
+      for (const [i, n] of segments.entries()) h.write(outs[i]!, new Uint32Array(MAX_ROWS * n).fill(POISON_BITS));
+      await h.run(dispatches, { tokens: M, seqs: 1 });
+      const { want, tol } = reference(x, w, M, { bias });
+      let start = 0;
+      for (const [i, n] of segments.entries()) {
+        const got = await h.readF32(outs[i]!, MAX_ROWS * n);
+        const at = (m: number, c: number) => m * N + start + c;
+        const wantSeg = Float64Array.from({ length: M * n }, (_, j) => want[at(Math.floor(j / n), j % n)]!);
+        const tolSeg = Float64Array.from({ length: M * n }, (_, j) => tol[at(Math.floor(j / n), j % n)]!);
+        expectClose(`${format} segment ${i} M=${M}`, got.subarray(0, M * n), wantSeg, (j) => tolSeg[j]!);
+        expectPoisoned(`${format} segment ${i} M=${M}: rows >= M`, got, M * n, MAX_ROWS * n);
+        start += n;
+      }
+    }
+  }
+  for (const format of ['f32', 'bf16', 'q4', 'q8'] as const) {
+    it(`${format}: three segments [16, 8, 8] with bias`, () => runStacked(format, [16, 8, 8], { bias: true, seed: 40 }));
+    it(`${format}: segments [13, 7, 17] across 2 parts [20, 17]`, () => runStacked(format, [13, 7, 17], { parts: [20, 17], seed: 41 }));
+  }
+  it('q4: two segments [600, 520] spanning several workgroups', () => runStacked('q4', [600, 520], { seed: 42 }));
+  it('rejects an output count that does not match the segments, and accumulate into segments', () => {
+    const w = h.weight(randomF32(rng(43), 24 * 32), 24, 32, 'q4', { groupSize: 32 });
+    w.gpu.segments = [8, 16];
+    const x = h.activation(MAX_ROWS * 32, 'x');
+    const y = h.activation(MAX_ROWS * 16, 'y');
+    expect(() => h.ops.linear('bad', w.gpu, x, [y])).toThrow(/1 outputs for a weight stacked from 2/);
+    expect(() => h.ops.linear('bad', w.gpu, x, [y, h.activation(MAX_ROWS * 16)], { accumulate: true })).toThrow(/accumulate/);
+  });
+});

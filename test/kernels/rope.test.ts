@@ -1,7 +1,8 @@
 // rope.wgsl through Ops.rope: in-place rotary embedding with HF rotate_half pairing
-// (i, i + head_dim/2) per head, angle = f32(pos) * inv_freq[i] from a host table; and with
-// `norm`, fused after a per-head RMSNorm (Qwen3's q/k norm), checked against the unfused
-// math: RMSNorm, then RoPE, in float64.
+// (i, i + head_dim/2) per head, angle = f32(pos) * inv_freq[i] from a host table, of q and
+// k in one dispatch (each case runs both, with different head counts, and q alone); and
+// with `norm`, fused after a per-head RMSNorm (Qwen3's q/k norm, each with its own
+// weight), checked against the unfused math: RMSNorm, then RoPE, in float64.
 //
 // Tolerance: |got - want| <= 2^-11 * (|xa| + |xb|) + 2^-22 * |want|. The reference forms
 // the angle exactly as the kernel does (one f32 product), then uses float64 cos/sin; WGSL
@@ -46,19 +47,35 @@ function reference(x: Float32Array, pos: ArrayLike<number>, freq: Float32Array, 
   return { want, tol };
 }
 
-/** Runs rope on a [MAX_TOKENS, heads, head_dim] buffer; rows >= M must come back bit-identical. */
-async function runRope(heads: number, headDim: number, pos: number[], theta: number, seed: number) {
+/**
+ * Runs rope on q [MAX_TOKENS, heads, head_dim] and, with kvHeads > 0, k [MAX_TOKENS,
+ * kvHeads, head_dim] in the same dispatch; rows >= M must come back bit-identical. Returns
+ * q and k's results and references concatenated.
+ */
+async function runRope(heads: number, headDim: number, pos: number[], theta: number, seed: number, kvHeads = Math.max(1, heads - 1)) {
   const rand = rng(seed);
   const M = pos.length;
   const freq = invFreq(headDim, theta);
-  const x = randomF32(rand, MAX_TOKENS * heads * headDim);
-  const xBuf = h.uploadF32(x, 'q');
   const posBuf = h.uploadU32([...pos, ...new Array(MAX_TOKENS - M).fill(0)], 'token_pos');
-  await h.run(h.ops.rope('rope', xBuf, heads, headDim, posBuf, h.uploadF32(freq)), { tokens: M, seqs: 1 });
-  const got = await h.readF32(xBuf, MAX_TOKENS * heads * headDim);
-  const ref = reference(x, pos, freq, M, heads, headDim);
-  expectUnchanged(`rope M=${M}: rows >= M`, got, x, M * heads * headDim, MAX_TOKENS * heads * headDim);
-  return { got, ...ref, n: M * heads * headDim };
+  const inputs = [heads, kvHeads].filter((n) => n > 0).map((n, i) => {
+    const x = randomF32(rand, MAX_TOKENS * n * headDim);
+    return { x, buf: h.uploadF32(x, i === 0 ? 'q' : 'k'), heads: n };
+  });
+  const [q, k] = inputs;
+  await h.run(h.ops.rope('rope', { x: q!.buf, heads }, k && { x: k.buf, heads: k.heads }, { headDim, tokenPos: posBuf, invFreq: h.uploadF32(freq) }), { tokens: M, seqs: 1 });
+  const got: number[] = [];
+  const want: number[] = [];
+  const tol: number[] = [];
+  for (const input of inputs) {
+    const all = await h.readF32(input.buf, MAX_TOKENS * input.heads * headDim);
+    const n = M * input.heads * headDim;
+    expectUnchanged(`rope M=${M}, ${input.heads} heads: rows >= M`, all, input.x, n, all.length);
+    const ref = reference(input.x, pos, freq, M, input.heads, headDim);
+    got.push(...all.subarray(0, n));
+    want.push(...ref.want);
+    tol.push(...ref.tol);
+  }
+  return { got: Float32Array.from(got), want: Float64Array.from(want), tol: Float64Array.from(tol), n: got.length };
 }
 
 describe('rope', () => {
@@ -75,6 +92,11 @@ describe('rope', () => {
       expectClose('rope', r.got.subarray(0, r.n), r.want, (i) => r.tol[i]!);
     });
   }
+
+  it('q alone (no k heads)', async () => {
+    const r = await runRope(3, 8, [4, 9, 1], 10000, 41, 0);
+    expectClose('rope q only', r.got.subarray(0, r.n), r.want, (i) => r.tol[i]!);
+  });
 
   it('position 0 is the identity (bit-exact)', async () => {
     const r = await runRope(4, 16, [0, 0, 0], 10000, 99);
@@ -122,31 +144,36 @@ describe('rope with per-head RMSNorm (NORM)', () => {
   }
 
   const cases = [
-    { heads: 3, headDim: 8, pos: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] },
-    { heads: 16, headDim: 128, pos: [5] },
-    { heads: 8, headDim: 128, pos: [0, 1, 2, 100, 101] },
-    { heads: 1, headDim: 64, pos: [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13, 14, 15, 16] },
+    { heads: 3, kvHeads: 2, headDim: 8, pos: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] },
+    { heads: 16, kvHeads: 8, headDim: 128, pos: [5] },
+    { heads: 8, kvHeads: 8, headDim: 128, pos: [0, 1, 2, 100, 101] },
+    { heads: 1, kvHeads: 1, headDim: 64, pos: [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13, 14, 15, 16] },
   ];
   for (const c of cases) {
-    it(`heads ${c.heads} head_dim ${c.headDim}, ${c.pos.length} tokens`, async () => {
+    it(`q ${c.heads} heads, k ${c.kvHeads}, head_dim ${c.headDim}, ${c.pos.length} tokens`, async () => {
       const rand = rng(c.heads * 31 + c.headDim);
       const M = c.pos.length;
-      const rows = MAX_TOKENS * c.heads;
+      const freq = invFreq(c.headDim, 1e6);
+      const posBuf = h.uploadU32([...c.pos, ...new Array(MAX_TOKENS - M).fill(0)], 'token_pos');
       // Per-head magnitudes from 1e-4 (eps dominates) to 1e3, and a head of zeros.
       const mags = [1, 1e-4, 1e3, 0, 0.01, 30];
-      const x = new Float32Array(rows * c.headDim);
-      for (let r = 0; r < rows; r++) for (let i = 0; i < c.headDim; i++) x[r * c.headDim + i] = mags[r % mags.length]! * (2 * rand() - 1);
-      const weight = randomF32(rand, c.headDim, 0.5, 1.5);
-      const freq = invFreq(c.headDim, 1e6);
-      const xBuf = h.uploadF32(x, 'q');
-      const posBuf = h.uploadU32([...c.pos, ...new Array(MAX_TOKENS - M).fill(0)], 'token_pos');
-      const d = h.ops.rope('rope_q', xBuf, c.heads, c.headDim, posBuf, h.uploadF32(freq), { weight: h.uploadF32(weight), eps: 1e-6 });
-      await h.run(d, { tokens: M, seqs: 1 });
-      const got = await h.readF32(xBuf, rows * c.headDim);
-      const n = M * c.heads * c.headDim;
-      const ref = normedReference(x, weight, 1e-6, c.pos, freq, c.heads, c.headDim);
-      expectClose('norm + rope', got.subarray(0, n), ref.want, (i) => ref.tol[i]!);
-      expectUnchanged(`norm + rope M=${M}: rows >= M`, got, x, n, rows * c.headDim);
+      const inputs = [c.heads, c.kvHeads].map((heads, j) => {
+        const rows = MAX_TOKENS * heads;
+        const x = new Float32Array(rows * c.headDim);
+        for (let r = 0; r < rows; r++) for (let i = 0; i < c.headDim; i++) x[r * c.headDim + i] = mags[(r + j) % mags.length]! * (2 * rand() - 1);
+        const weight = randomF32(rand, c.headDim, 0.5, 1.5);
+        return { heads, x, weight, buf: h.uploadF32(x, j === 0 ? 'q' : 'k') };
+      });
+      const [q, k] = inputs.map((i) => ({ x: i.buf, heads: i.heads, norm: h.uploadF32(i.weight) }));
+      await h.run(h.ops.rope('rope', q!, k, { headDim: c.headDim, tokenPos: posBuf, invFreq: h.uploadF32(freq), eps: 1e-6 }), { tokens: M, seqs: 1 });
+      for (const [j, input] of inputs.entries()) {
+        const what = j === 0 ? 'q' : 'k';
+        const got = await h.readF32(input.buf, input.x.length);
+        const n = M * input.heads * c.headDim;
+        const ref = normedReference(input.x, input.weight, 1e-6, c.pos, freq, input.heads, c.headDim);
+        expectClose(`norm + rope (${what})`, got.subarray(0, n), ref.want, (i) => ref.tol[i]!);
+        expectUnchanged(`norm + rope (${what}) M=${M}: rows >= M`, got, input.x, n, input.x.length);
+      }
     });
   }
 });
