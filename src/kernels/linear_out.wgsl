@@ -2,16 +2,17 @@
 // bindings 6-9 and store_y. A weight stacked from several matrices (q/k/v, gate/up: one
 // dispatch instead of three or two; on llvmpipe a dispatch costs 30-50 us however little
 // it computes, and a 1024-row projection fills only two workgroups) writes each source's
-// rows to its own buffer: output column col < split1 goes to y [M, split1], col < split2 to
-// y1 [M, split2 - split1], the rest to y2 [M, cols - split2]. An unstacked weight has
-// split1 = split2 = cols, so every column goes to y; a weight split into parts (one
-// dispatch each) puts its part's rows at n_offset.
-// Bindings: 0 params, 6 y rw, 7 bias [cols] (a dummy without has_bias), 8 y1 rw, 9 y2 rw
+// rows to its own buffer: of the n_total output columns (the whole weight's rows; N is this
+// part's), col < split1 goes to y [M, split1], col < split2 to y1 [M, split2 - split1], the
+// rest to y2 [M, n_total - split2]. An unstacked weight has split1 = split2 = n_total, so
+// every column goes to y; a weight split into parts (one dispatch each) puts its part's
+// rows at n_offset.
+// Bindings: 0 params, 6 y rw, 7 bias [n_total] (a dummy without has_bias), 8 y1 rw, 9 y2 rw
 // (distinct dummies when unused: writable bindings may not alias).
 // accumulate (y only): add into Y, which fuses the residual add after o_proj and down_proj;
 // has_bias: add bias[col]. Runtime flags rather than constants: one compiled kernel serves
 // every layer.
-struct Params { K: u32, N: u32, n_offset: u32, cols: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
+struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
@@ -29,6 +30,6 @@ fn store_y(m: u32, col: u32, value: f32) {
   } else if (col < p.split2) {
     y1[m * (p.split2 - p.split1) + col - p.split1] = v;
   } else {
-    y2[m * (p.cols - p.split2) + col - p.split2] = v;
+    y2[m * (p.n_total - p.split2) + col - p.split2] = v;
   }
 }
