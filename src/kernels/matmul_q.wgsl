@@ -8,25 +8,31 @@
 // are linear_out.wgsl's.
 // Plan: register tiling. One invocation owns RR = 32 output rows x TT tokens (TT = 8, or 4
 // when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
-// 32-value chunk it loads the TT tokens' X once, then dequantizes each row's chunk once
-// (to q, before the affine map) and multiplies it with all TT tokens, so each weight byte
-// read serves TT tokens and each X value 32 rows. Small workgroups (16 invocations, 512
-// rows) give even the 1024-row projections of a small batch two workgroups to spread over
-// the cores. Why X comes from a texture: on llvmpipe a storage load whose address varies
-// in a loop becomes a per-lane scalar loop with a bounds check per component, while a
-// texel fetch is one vectorised gather. Measured on an 8192x1024 4-bit matmul over 64
-// tokens: 2.5 ms per token with storage X and 4x4 tiles, 0.6-0.9 with texture X and 16x8
-// tiles; 32x8 tiles are another 15% (bench/linear-q.ts, bench/RESULTS.md), at about twice
-// the compile time. The tile arrays are indexed only by constant-trip loops over RR and TT, which the
-// compiler unrolls, so they live in registers (a runtime-indexed private array becomes
-// per-lane scratch memory on llvmpipe).
+// 32-value chunk it loads the TT tokens' X once, so each X value serves 32 rows, then walks
+// the rows one at a time: it fetches the row's packed chunk and, for 4 values of k at a
+// time, dequantizes them (to q, before the affine map) and adds their products with all TT
+// tokens into TT running sums, so each weight byte read serves TT tokens. That loop order
+// keeps the live set to TT sums, one quad of q and one of X: llvmpipe runs 8 invocations
+// per 256-bit vector, so each WGSL scalar is a vector register, and a row's whole 32-value
+// chunk of q (the previous order: a dot product per row and token) did not fit and was
+// reloaded from the stack for every token (17-20% slower; bench/RESULTS.md, sixth session).
+// llvmpipe lowers fma() to a multiply and an add, and those two are about half the time.
+// Small workgroups (16 invocations, 512 rows) give even the 1024-row projections of a small
+// batch two workgroups to spread over the cores. Why X comes from a texture: on llvmpipe a
+// storage load whose address varies in a loop becomes a per-lane scalar loop with a bounds
+// check per component, while a texel fetch is one vectorised gather. Measured on an
+// 8192x1024 4-bit matmul over 64 tokens: 2.5 ms per token with storage X and 4x4 tiles,
+// 0.6-0.9 with texture X and 16x8 tiles; 32x8 tiles are another 15% (bench/linear-q.ts,
+// bench/RESULTS.md), at about twice the compile time. The tile arrays are indexed only by
+// constant-trip loops over RR and TT, which the compiler unrolls, so they live in
+// registers (a runtime-indexed private array becomes per-lane scratch memory on llvmpipe);
+// the unroller is forced only where a loop's trip count equals the length of the array it
+// indexes, which is why the tiles are not split into sub-blocks of rows (2 rows at a time
+// was 30-40% slower).
 override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
 override TT: u32 = 8u;
 const TT_MAX: u32 = 8u;
-
-// 32 consecutive values of one row: of W as quantized values (0 .. 2^BITS-1), or of X.
-struct Chunk { a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, e: vec4<f32>, f: vec4<f32>, g: vec4<f32>, h: vec4<f32> }
 
 fn nib(w: u32, shift: vec4<u32>) -> vec4<f32> {
   return vec4<f32>((vec4<u32>(w) >> shift) & vec4<u32>(15u));
@@ -36,45 +42,26 @@ fn byt(w: u32) -> vec4<f32> {
   return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
 }
 
-// The quantized values of chunk `chunk` of W's row n (rows of row_texels texels).
-fn load_q(n: u32, chunk: u32, row_texels: u32) -> Chunk {
-  let lo = vec4<u32>(0u, 4u, 8u, 12u);
-  let hi = vec4<u32>(16u, 20u, 24u, 28u);
-  let at = w_row_texel(n, chunk * (BITS / 4u), row_texels);
+// Quantized values f*4 .. f*4+3 (f < 8) of a 32-value chunk of one W row, from the chunk's
+// packed words w0 (and w1 for BITS = 8).
+fn quads(w0: vec4<u32>, w1: vec4<u32>, f: u32) -> vec4<f32> {
   if (BITS == 4u) {
-    let w = w_texel(at);
-    return Chunk(nib(w.x, lo), nib(w.x, hi), nib(w.y, lo), nib(w.y, hi), nib(w.z, lo), nib(w.z, hi), nib(w.w, lo), nib(w.w, hi));
+    return nib(w0[f / 2u], select(vec4<u32>(0u, 4u, 8u, 12u), vec4<u32>(16u, 20u, 24u, 28u), f % 2u == 1u));
   }
-  let w0 = w_texel(at);
-  let w1 = w_texel(at + PACKED_TILE_ROWS);
-  return Chunk(byt(w0.x), byt(w0.y), byt(w0.z), byt(w0.w), byt(w1.x), byt(w1.y), byt(w1.z), byt(w1.w));
+  return byt(select(w0, w1, f >= 4u)[f % 4u]);
 }
 
 // Chunk `chunk` of token m's X: 8 texels from a multiple of 8, so never across a texture
 // row (X_WIDTH is a power of two, K a multiple of 32).
-fn load_x(chunk: u32, m: u32) -> Chunk {
+fn load_x(chunk: u32, m: u32) -> array<vec4<f32>, 8> {
   let i = m * (p.K / 4u) + chunk * 8u;
   let c = i % X_WIDTH;
   let r = i / X_WIDTH;
-  return Chunk(x_texel(vec2<u32>(c, r)), x_texel(vec2<u32>(c + 1u, r)), x_texel(vec2<u32>(c + 2u, r)), x_texel(vec2<u32>(c + 3u, r)),
-               x_texel(vec2<u32>(c + 4u, r)), x_texel(vec2<u32>(c + 5u, r)), x_texel(vec2<u32>(c + 6u, r)), x_texel(vec2<u32>(c + 7u, r)));
-}
-
-fn chunk_dot(q: Chunk, x: Chunk) -> f32 {
-  var s = q.a * x.a;
-  s = fma(q.b, x.b, s);
-  s = fma(q.c, x.c, s);
-  s = fma(q.d, x.d, s);
-  s = fma(q.e, x.e, s);
-  s = fma(q.f, x.f, s);
-  s = fma(q.g, x.g, s);
-  s = fma(q.h, x.h, s);
-  return (s.x + s.y) + (s.z + s.w);
-}
-
-fn chunk_sum(x: Chunk) -> f32 {
-  let s = x.a + x.b + x.c + x.d + x.e + x.f + x.g + x.h;
-  return s.x + s.y + s.z + s.w;
+  var x: array<vec4<f32>, 8>;
+  for (var f = 0u; f < 8u; f++) {
+    x[f] = x_texel(vec2<u32>(c + f, r));
+  }
+  return x;
 }
 
 // One group's partial sums for the tile: dot(q, x) per row and token, and sum(x) per token.
@@ -82,19 +69,32 @@ struct Tile { dots: array<array<f32, TT_MAX>, RR>, xsum: array<f32, TT_MAX> }
 // Where the tile is: first row n0, first token m0, of M tokens; packed texels per W row.
 struct At { n0: u32, m0: u32, M: u32, vec_per_row: u32 }
 
-// Adds 32-value chunk `chunk` of K to the group's tile. The runtime's group_chunks calls
-// it once per chunk of the group, unrolled (Ops.linear): llvmpipe ran a loop over the
-// chunks 20-40% slower.
+// Adds 32-value chunk `chunk` of K to the group's tile, in the order the plan above gives.
+// The runtime's group_chunks calls it once per chunk of the group, unrolled (Ops.linear):
+// llvmpipe ran a loop over the chunks 20-40% slower.
 fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
-  var xs: array<Chunk, TT_MAX>;
+  var xs: array<array<vec4<f32>, 8>, TT_MAX>;
   for (var tt = 0u; tt < TT; tt++) {
     xs[tt] = load_x(chunk, min(at.m0 + tt, at.M - 1u));
-    (*t).xsum[tt] += chunk_sum(xs[tt]);
+    var s = vec4<f32>(0.0);
+    for (var f = 0u; f < 8u; f++) { s += xs[tt][f]; }
+    (*t).xsum[tt] += (s.x + s.y) + (s.z + s.w);
   }
   for (var r = 0u; r < RR; r++) {
-    let q = load_q(min(at.n0 + r, p.N - 1u), chunk, at.vec_per_row);
+    let w = w_row_texel(min(at.n0 + r, p.N - 1u), chunk * (BITS / 4u), at.vec_per_row);
+    let w0 = w_texel(w);
+    var w1 = w0;
+    if (BITS == 8u) { w1 = w_texel(w + PACKED_TILE_ROWS); }
+    var d: array<f32, TT_MAX>;
+    for (var f = 0u; f < 8u; f++) {
+      let q = quads(w0, w1, f);
+      for (var tt = 0u; tt < TT; tt++) {
+        let x = xs[tt][f];
+        d[tt] = fma(q.w, x.w, fma(q.z, x.z, fma(q.y, x.y, fma(q.x, x.x, d[tt]))));
+      }
+    }
     for (var tt = 0u; tt < TT; tt++) {
-      (*t).dots[r][tt] += chunk_dot(q, xs[tt]);
+      (*t).dots[r][tt] += d[tt];
     }
   }
 }

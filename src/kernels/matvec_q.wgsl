@@ -9,14 +9,24 @@
 // array when its rows fit one uniform binding, else a storage array (indexed the same
 // either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
 // group (unrolled) and group_end once.
-// Plan: one invocation per R = 8 output rows of one token (gid.y): one tile of the packed
-// weights (PACKED_TILE_ROWS = 8), so its rows' texels for a chunk are adjacent. Each chunk of X (8 vec4, the
-// same for every invocation of the workgroup) meets one 16-byte weight texel per row (two
-// for 8-bit); per group the affine map is applied once:
+// Plan: one invocation per R = 32 output rows of one token (gid.y): four tiles of the
+// packed weights (PACKED_TILE_ROWS = 8), so each tile's texels for a chunk are adjacent.
+// Each chunk of X (8 vec4, the same for every invocation of the workgroup) meets one
+// 16-byte weight texel per row (two for 8-bit); per group the affine map is applied once:
 // sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
+// Why 32 rows: on llvmpipe an X load is a per-lane gather even though every lane reads the
+// same address (8 scalar loads and inserts per value; only constant offsets become one
+// broadcast load), so each X chunk is made to serve as many rows as possible. Against 8
+// rows per invocation, 32 took 8-18% off every decode projection (the LM head 18.8 ->
+// 16.4 ms); 64 was no faster (bench/RESULTS.md, sixth session). Workgroups of 16
+// invocations keep 512 rows per workgroup, so a 1024-row projection still has two.
 // Every private value is indexed by constants only, so it stays in registers: a
-// runtime-indexed array becomes per-lane scratch memory on llvmpipe (measured 4x slower).
-const R: u32 = 8u;
+// runtime-indexed array becomes per-lane scratch memory on llvmpipe (measured 4x slower);
+// the loops over the rows' vectors run exactly as many times as the arrays they index are
+// long, which is what makes the compiler unroll them.
+const R: u32 = 32u;
+// The rows as vec4s.
+const RV: u32 = R / 4u;
 
 fn nibbles_dot(w: u32, a: vec4<f32>, b: vec4<f32>) -> f32 {
   let lo = vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
@@ -44,13 +54,13 @@ fn chunk_dot(at: u32, x: Chunk) -> f32 {
        + bytes_dot(w1.x, x.e) + bytes_dot(w1.y, x.f) + bytes_dot(w1.z, x.g) + bytes_dot(w1.w, x.h);
 }
 
-// The invocation's 8 rows: first packed texel (wa, wb; one tile) and first group index
-// (ga, gb) of each, four rows per vector.
-struct Rows { wa: vec4<u32>, wb: vec4<u32>, ga: vec4<u32>, gb: vec4<u32> }
-// The 8 rows' sums so far.
-struct Acc { a: vec4<f32>, b: vec4<f32> }
+// The invocation's rows, four per vector: first packed texel (w) and first group index
+// (g) of each.
+struct Rows { w: array<vec4<u32>, RV>, g: array<vec4<u32>, RV> }
+// The rows' sums so far.
+struct Acc { a: array<vec4<f32>, RV> }
 // One group's partial dot products (before the affine map) and sum of X.
-struct Dots { a: vec4<f32>, b: vec4<f32>, xsum: f32 }
+struct Dots { a: array<vec4<f32>, RV>, xsum: f32 }
 
 // Adds 32-value chunk `chunk` of K (X from vec4 index x_base of x) to the group's dots.
 fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
@@ -59,31 +69,25 @@ fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
   let s4 = xc.a + xc.b + xc.c + xc.d + xc.e + xc.f + xc.g + xc.h;
   (*d).xsum += s4.x + s4.y + s4.z + s4.w;
   let at = chunk * (BITS / 4u) * PACKED_TILE_ROWS;
-  (*d).a += vec4<f32>(chunk_dot(r.wa.x + at, xc), chunk_dot(r.wa.y + at, xc), chunk_dot(r.wa.z + at, xc), chunk_dot(r.wa.w + at, xc));
-  (*d).b += vec4<f32>(chunk_dot(r.wb.x + at, xc), chunk_dot(r.wb.y + at, xc), chunk_dot(r.wb.z + at, xc), chunk_dot(r.wb.w + at, xc));
+  for (var i = 0u; i < RV; i++) {
+    let w = r.w[i];
+    (*d).a[i] += vec4<f32>(chunk_dot(w.x + at, xc), chunk_dot(w.y + at, xc), chunk_dot(w.z + at, xc), chunk_dot(w.w + at, xc));
+  }
 }
 
 // Applies group g's affine map to its dots, into the row sums.
 fn group_end(g: u32, d: Dots, r: Rows, acc: ptr<function, Acc>) {
-  let ga = r.ga + vec4<u32>(g);
-  let gb = r.gb + vec4<u32>(g);
-  let a0 = w_scale_bias(ga.x);
-  let a1 = w_scale_bias(ga.y);
-  let a2 = w_scale_bias(ga.z);
-  let a3 = w_scale_bias(ga.w);
-  let b0 = w_scale_bias(gb.x);
-  let b1 = w_scale_bias(gb.y);
-  let b2 = w_scale_bias(gb.z);
-  let b3 = w_scale_bias(gb.w);
-  let sa = vec4<f32>(a0.x, a1.x, a2.x, a3.x);
-  let sb = vec4<f32>(b0.x, b1.x, b2.x, b3.x);
-  let ba = vec4<f32>(a0.y, a1.y, a2.y, a3.y);
-  let bb = vec4<f32>(b0.y, b1.y, b2.y, b3.y);
-  (*acc).a += sa * d.a + ba * d.xsum;
-  (*acc).b += sb * d.b + bb * d.xsum;
+  for (var i = 0u; i < RV; i++) {
+    let gi = r.g[i] + vec4<u32>(g);
+    let a0 = w_scale_bias(gi.x);
+    let a1 = w_scale_bias(gi.y);
+    let a2 = w_scale_bias(gi.z);
+    let a3 = w_scale_bias(gi.w);
+    (*acc).a[i] += vec4<f32>(a0.x, a1.x, a2.x, a3.x) * d.a[i] + vec4<f32>(a0.y, a1.y, a2.y, a3.y) * d.xsum;
+  }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(16)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = gid.x * R;
   let m = wid.y;
@@ -92,16 +96,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let groups = p.K / GROUP_SIZE;
   // Rows past N re-read the last row (valid memory) and are not written.
   let last = p.N - 1u;
-  let ra = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
-  let rb = min(vec4<u32>(n0) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last));
-  let wa = vec4<u32>(w_row_texel(ra.x, 0u, row_texels), w_row_texel(ra.y, 0u, row_texels), w_row_texel(ra.z, 0u, row_texels), w_row_texel(ra.w, 0u, row_texels));
-  let wb = vec4<u32>(w_row_texel(rb.x, 0u, row_texels), w_row_texel(rb.y, 0u, row_texels), w_row_texel(rb.z, 0u, row_texels), w_row_texel(rb.w, 0u, row_texels));
-  var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0));
-  k_loop(m, Rows(wa, wb, ra * groups, rb * groups), &acc);
-  for (var r = 0u; r < R; r++) {
-    if (n0 + r >= p.N) { break; }
-    var v: f32;
-    if (r < 4u) { v = acc.a[r]; } else { v = acc.b[r - 4u]; }
-    store_y(m, p.n_offset + n0 + r, v);
+  var rows: Rows;
+  for (var i = 0u; i < RV; i++) {
+    let r = min(vec4<u32>(n0 + 4u * i) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
+    rows.w[i] = vec4<u32>(w_row_texel(r.x, 0u, row_texels), w_row_texel(r.y, 0u, row_texels), w_row_texel(r.z, 0u, row_texels), w_row_texel(r.w, 0u, row_texels));
+    rows.g[i] = r * groups;
+  }
+  var acc: Acc;
+  k_loop(m, rows, &acc);
+  for (var i = 0u; i < RV; i++) {
+    for (var j = 0u; j < 4u; j++) {
+      let r = 4u * i + j;
+      if (n0 + r < p.N) { store_y(m, p.n_offset + n0 + r, acc.a[i][j]); }
+    }
   }
 }

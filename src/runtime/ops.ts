@@ -10,8 +10,8 @@ const ceil = (a: number, b: number) => Math.ceil(a / b);
 
 /** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
 const MATVEC_MAX_ROWS = 2;
-/** Output rows per workgroup: matvec_q.wgsl's 64 invocations x R = 8, matmul_q.wgsl's 16 x RR = 32. */
-const MATVEC_ROWS_PER_WORKGROUP = 64 * 8;
+/** Output rows per workgroup: matvec_q.wgsl's 16 invocations x R = 32, matmul_q.wgsl's 16 x RR = 32. */
+const MATVEC_ROWS_PER_WORKGROUP = 16 * 32;
 const MATMUL_ROWS_PER_WORKGROUP = 16 * 32;
 /**
  * Tokens per attention invocation in steps with a prefill chunk (attention.wgsl TQ). Over a
@@ -153,7 +153,7 @@ export class Ops {
     const kLoop = [
       'fn k_loop(m: u32, r: Rows, acc: ptr<function, Acc>) {',
       '  for (var g = 0u; g < p.K / GROUP_SIZE; g++) {',
-      '    var d = Dots(vec4<f32>(0.0), vec4<f32>(0.0), 0.0);',
+      '    var d: Dots;',
       ...chunkCalls(groupSize, (chunk) => `    chunk_dots(${chunk}, m * (p.K / 4u), r, &d);`),
       '    group_end(g, d, r, acc);',
       '  }',

@@ -84,9 +84,10 @@ const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
 
 /**
  * Rows of a packed weight stored side by side (formats/affine.wgsl PACKED_TILE_ROWS, set
- * from here): texel c of rows 8t .. 8t + 7 are consecutive, so the 8 rows one matvec_q
- * invocation reads are one sequential stream instead of 8. On llvmpipe: matvec_q over the
- * LM head 19.4 -> 17.0 ms (scratch A/B, issue 3 note); matmul_q unchanged.
+ * from here): texel c of rows 8t .. 8t + 7 are consecutive, so 8 rows a kernel reads
+ * together are one sequential stream instead of 8. On llvmpipe: matvec_q (then 8 rows per
+ * invocation) over the LM head 19.4 -> 17.0 ms (scratch A/B, issue 3 note); matmul_q
+ * unchanged. With 32 rows per invocation, tiles of 32 measured the same as tiles of 8.
  */
 export const PACKED_TILE_ROWS = 8;
 
