@@ -18,7 +18,11 @@
 // Caveat: a dispatch repeated alone finds its weights in cache more often than in the full
 // step, so isolated times can undercount memory-bound kernels.
 //
-// Run alone: npx tsx bench/kernel-breakdown.ts [modelDir]
+// With BENCH_SEQS=N (option `seqs`) every step runs N sequences side by side, as the
+// engine's batched decode does with N streams: the same prompt length each, one token per
+// sequence per decode step.
+//
+// Run alone: npx tsx bench/kernel-breakdown.ts [modelDir]   (BENCH_SEQS, default 1)
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -82,6 +86,8 @@ export interface BreakdownOptions {
   rounds?: number;
   /** Timed decode steps per round. */
   decodeSteps?: number;
+  /** Sequences decoded side by side (a batched step with one token each). */
+  seqs?: number;
   /** Aim for this much wall time per isolated dispatch measurement (ms). */
   targetMsPerDispatch?: number;
   log?: (msg: string) => void;
@@ -160,29 +166,34 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
   const promptLen = o.promptTokens ?? 16;
   const rounds = o.rounds ?? 3;
   const decodeSteps = o.decodeSteps ?? 8;
+  const seqs = o.seqs ?? 1;
   const target = o.targetMsPerDispatch ?? 20;
   const t0 = performance.now();
   const gpu = await openGpu(o.backend ?? 'opengles');
-  const model = await loadModel(gpu, modelDir, ONE_SLOT_SHAPES);
+  const model = await loadModel(gpu, modelDir, { ...ONE_SLOT_SHAPES, maxSeqs: seqs });
   const loadMs = performance.now() - t0;
   const runner = new ForwardRunner(model);
   const device = gpu.device;
-  const table = Array.from({ length: 64 }, (_, i) => i);
+  // Each sequence its own KV blocks: the pool's blocks split evenly, at most a context's worth.
+  const { kvTokens, blockSize, maxContext } = ONE_SLOT_SHAPES;
+  const blocksEach = Math.min(maxContext / blockSize, Math.floor(kvTokens / blockSize / seqs));
+  if (promptLen + 2 + decodeSteps > blocksEach * blockSize) throw new Error(`${seqs} sequences of ${promptLen + 2 + decodeSteps} tokens do not fit the KV pool`);
+  const tables = Array.from({ length: seqs }, (_, s) => Array.from({ length: blocksEach }, (_, i) => s * blocksEach + i));
   const sample = GREEDY;
 
-  const prompt = syntheticPrompt(promptLen, 7);
-  let token = 0;
+  const prompts = tables.map((_, s) => syntheticPrompt(promptLen, 7 + s));
+  let tokens: number[] = [];
   let pos = 0;
   const decode = async () => {
     const t = performance.now();
-    [{ token }] = await runner.run([{ tokens: [token], startPos: pos, table, sample }]);
+    tokens = (await runner.run(tables.map((table, s) => ({ tokens: [tokens[s]!], startPos: pos, table, sample })))).map((r) => r.token);
     pos++;
     return performance.now() - t;
   };
   // The replays below leave garbage in the activations and the KV cache (in-place and
   // accumulating kernels run many times over), so each round starts the sequence over:
   // its prefill and decode steps rewrite every position they attend to.
-  const shape: StepShape = { tokens: 1, seqs: 1, bias: 0 };
+  const shape: StepShape = { tokens: seqs, seqs, bias: 0 };
   const stepTimes: number[] = [];
   const replays: number[] = [];
   const sums: number[] = [];
@@ -193,16 +204,16 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
   let logitsAfterDecode: LogitCheck | undefined;
   let firstPos = 0;
   for (let r = 0; r < rounds; r++) {
-    [{ token }] = await runner.run([{ tokens: prompt, startPos: 0, table, sample }]);
-    logitsAfterPrefill ??= checkLogits(await runner.readLogits(1));
+    tokens = (await runner.run(tables.map((table, s) => ({ tokens: prompts[s]!, startPos: 0, table, sample })))).map((r) => r.token);
+    logitsAfterPrefill ??= checkLogits(await runner.readLogits(seqs));
     pos = promptLen;
     for (let i = 0; i < 2; i++) await decode();
     firstPos = pos;
     const steps: number[] = [];
     for (let i = 0; i < decodeSteps; i++) steps.push(await decode());
     stepTimes.push(...steps);
-    logitsAfterDecode = checkLogits(await runner.readLogits(1));
-    // The metadata buffers hold the last decode step (one token at position pos - 1).
+    logitsAfterDecode = checkLogits(await runner.readLogits(seqs));
+    // The metadata buffers hold the last decode step (one token per sequence at position pos - 1).
     model.ops.writeStep(shape);
     const roundReplays: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -264,7 +275,7 @@ export function breakdownMarkdown(b: KernelBreakdown): string {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   process.env.EGL_PLATFORM ??= 'surfaceless';
   const dir = writeBenchModel(process.argv[2] ?? join(tmpdir(), 'mlxcel-bench', 'qwen3-0.6b-4bit'));
-  const b = await kernelBreakdown(dir, { log: (m) => console.error(m) });
+  const b = await kernelBreakdown(dir, { seqs: Number(process.env.BENCH_SEQS ?? 1), log: (m) => console.error(m) });
   console.log(`adapter: ${b.adapter}; load ${b.loadMs.toFixed(0)} ms`);
   console.log(breakdownMarkdown(b));
   console.log('logits after prefill', b.logitsAfterPrefill, 'after decode', b.logitsAfterDecode);
