@@ -1,7 +1,8 @@
 // Ops.linear: Y[m, n] (+)= sum_k X[m, k] W[n, k] (+ bias[n]). Float weights (f32, f16,
 // bf16) run matmul.wgsl with the format's loader; q4/q8 record matvec_q.wgsl (used for
-// <= 2 rows: decode) and matmul_q.wgsl (> 2 rows: prefill, 16x8 register tiles, X read
-// from a texture after a row copy: one copy for 256-byte-aligned rows, row by row else), and each
+// <= 2 rows: decode; 32 rows per invocation) and matmul_q.wgsl (> 2 rows: prefill, register
+// tiles of 32 rows x 4 or 8 tokens, X read from a texture after a row copy: one copy for
+// 256-byte-aligned rows, row by row else), and each
 // step dispatches the one its row count selects. Covered: row counts around both tile
 // sizes and the matvec/matmul switch, weights split into parts, bias, accumulate,
 // per-sequence rows.
