@@ -14,8 +14,9 @@
 // tokens into TT running sums, so each weight byte read serves TT tokens. That loop order
 // keeps the live set to TT sums, one quad of q and one of X: llvmpipe runs 8 invocations
 // per 256-bit vector, so each WGSL scalar is a vector register, and a row's whole 32-value
-// chunk of q (the previous order: a dot product per row and token) did not fit and was
-// reloaded from the stack for every token (17-20% slower; bench/RESULTS.md, sixth session).
+// chunk of q, live across the token loop in the previous order (a dot product per row and
+// token), does not fit in registers (that order was 14-20% slower; bench/RESULTS.md, sixth
+// session).
 // llvmpipe lowers fma() to a multiply and an add, and those two are about half the time.
 // Small workgroups (16 invocations, 512 rows) give even the 1024-row projections of a small
 // batch two workgroups to spread over the cores. Why X comes from a texture: on llvmpipe a
@@ -25,10 +26,10 @@
 // 0.6-0.9 with texture X and 16x8 tiles; 32x8 tiles are another 15% (bench/linear-q.ts,
 // bench/RESULTS.md), at about twice the compile time. The tile arrays are indexed only by
 // constant-trip loops over RR and TT, which the compiler unrolls, so they live in
-// registers (a runtime-indexed private array becomes per-lane scratch memory on llvmpipe);
-// the unroller is forced only where a loop's trip count equals the length of the array it
-// indexes, which is why the tiles are not split into sub-blocks of rows (2 rows at a time
-// was 30-40% slower).
+// registers (a runtime-indexed private array becomes per-lane scratch memory on llvmpipe).
+// NIR forces that unrolling where a loop's trip count equals the length of an array it
+// indexes, which is one reason the rows are not taken in sub-blocks (2 rows at a time was
+// 30-80% slower, depending on how the arrays were shaped).
 override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
 override TT: u32 = 8u;

@@ -20,10 +20,10 @@
 // rows per invocation, 32 took 8-18% off every decode projection (the LM head 18.8 ->
 // 16.4 ms); 64 was no faster (bench/RESULTS.md, sixth session). Workgroups of 16
 // invocations keep 512 rows per workgroup, so a 1024-row projection still has two.
-// Every private value is indexed by constants only, so it stays in registers: a
-// runtime-indexed array becomes per-lane scratch memory on llvmpipe (measured 4x slower);
-// the loops over the rows' vectors run exactly as many times as the arrays they index are
-// long, which is what makes the compiler unroll them.
+// Every private value is indexed by constants only, so it lives in registers or plain
+// stack slots: a runtime-indexed array becomes per-lane scratch memory on llvmpipe
+// (measured 4x slower). The loops over the rows' vectors run exactly as many times as the
+// arrays they index are long, which makes NIR unroll them.
 const R: u32 = 32u;
 // The rows as vec4s.
 const RV: u32 = R / 4u;
