@@ -39,6 +39,8 @@ export interface ServeOptions {
   cacheCapacityBytes?: number;
   cacheMaxEntries?: number;
   cacheTtlSecs?: number;
+  /** --no-warmup skips running every kernel once at load; undefined = on. */
+  warmup?: boolean;
 }
 
 export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
@@ -108,6 +110,8 @@ const FLAGS: Flag[] = [
   { name: 'cache-capacity-bytes', env: ['LLAMA_ARG_CACHE_CAPACITY_BYTES'], value: 'N', help: "prompt-cache KV bytes, on top of the slots' own (default: as many as the slots' KV)" },
   { name: 'cache-max-entries', env: ['LLAMA_ARG_CACHE_MAX_ENTRIES'], value: 'N', help: 'prompt-cache blocks (16 tokens each) kept at most (default: 1024)' },
   { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: 'seconds an unused cached block is kept, 0 = no expiry (default: 3600)' },
+  // llama-server has --no-warmup and no variable for it.
+  { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
 ];
 
 /** Variables read that belong to no flag. */
@@ -121,7 +125,7 @@ export const HELP_TEXT = [
   'Options:',
   ...FLAGS.map((f) => {
     const names = `${f.short ? `-${f.short}, ` : '    '}--${f.name}${f.negation ? `, --${f.negation}` : ''}${f.value ? ` ${f.value}` : ''}`;
-    return `  ${names.padEnd(25)} ${f.help}\n  ${''.padEnd(26)}(env: ${f.env.join(', ')})`;
+    return `  ${names.padEnd(25)} ${f.help}${f.env.length ? `\n  ${''.padEnd(26)}(env: ${f.env.join(', ')})` : ''}`;
   }),
   `  ${'-h, --help'.padEnd(26)}show this help`,
   '',
@@ -203,6 +207,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       conversationStoreTtlSecs: optionalInteger('conversation-store-ttl-secs', 0),
       chatTemplateKwargs: jsonObject('chat-template-kwargs', get('chat-template-kwargs')),
       cachePrompt: getSwitch('cache-prompt'),
+      warmup: getSwitch('warmup'),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),

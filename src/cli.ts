@@ -45,6 +45,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       cacheCapacityBytes: options.cacheCapacityBytes,
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
+      warmup: options.warmup,
     }),
   );
 

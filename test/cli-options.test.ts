@@ -156,3 +156,17 @@ describe('parseCli: observability and sampling-default flags', () => {
     for (const text of [...names, ...vars]) expect(HELP_TEXT).toContain(text);
   });
 });
+
+describe('parseCli: --no-warmup', () => {
+  it('turns the load-time warm-up off, --warmup back on (the last wins); unset by default', () => {
+    expect(parse(['--no-warmup'])).toMatchObject({ options: { warmup: false } });
+    expect(parse(['--no-warmup', '--warmup'])).toMatchObject({ options: { warmup: true } });
+    expect((parse([]) as { options: Record<string, unknown> }).options.warmup).toBeUndefined();
+  });
+
+  it('lists it in --help without a variable line (llama-server has none)', () => {
+    const line = HELP_TEXT.split('\n').findIndex((l) => l.includes('--warmup, --no-warmup'));
+    expect(line).toBeGreaterThan(-1);
+    expect(HELP_TEXT.split('\n')[line + 1]).not.toContain('(env:');
+  });
+});

@@ -26,6 +26,29 @@ describe('stories260k', () => {
     await engine.close();
   });
 
+  it('warmUp runs each pipeline once per batch shape and leaves no trace in what follows', async () => {
+    const runner = await openRunner(MODEL);
+    const { program } = runner.model;
+    const encode = program.encode.bind(program);
+    const ran = new Map<number, string[]>();
+    program.encode = (encoder, shape, only) =>
+      encode(encoder, shape, (d) => {
+        const take = !only || only(d);
+        if (take) ran.set(shape.tokens, [...(ran.get(shape.tokens) ?? []), d.label]);
+        return take;
+      });
+    await runner.warmUp();
+    program.encode = encode;
+    expect([...ran.keys()]).toEqual([5, 3, 1]);
+    for (const [tokens, labels] of ran) {
+      const active = program.dispatches.filter((d) => d.workgroups({ tokens, seqs: 1, bias: 0 }).every((n) => n > 0));
+      expect(labels.length).toBe(new Set(active.map((d) => d.pipeline)).size);
+    }
+    const c = expected.cases[0]!;
+    const { tokens } = await greedy(runner, c.prompt_token_ids, c.max_tokens);
+    expect(tokens).toEqual(c.expected_token_ids);
+  });
+
   it('final-position logits match the reference within 1e-4', async () => {
     const runner = await openRunner(MODEL);
     const ref = expected.reference_logits;

@@ -47,4 +47,6 @@ export interface EngineOptions {
   /** Default 3600; 0 = no TTL. */
   cacheTtlSecs?: number;
   backend?: string;
+  /** Run every kernel once before serving (ForwardRunner.warmUp); --no-warmup turns it off. Default on. */
+  warmup?: boolean;
 }

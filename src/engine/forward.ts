@@ -3,6 +3,7 @@
 // few logprobs a request asked for).
 import { mapRead, workDone } from '../runtime/gpu.js';
 import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAM_WORDS } from '../runtime/ops.js';
+import type { Dispatch } from '../runtime/program.js';
 import type { LoadedModel } from '../models/model.js';
 
 /** A penalty on one token: logit -> (repeat-penalised logit) - subtract. */
@@ -52,6 +53,11 @@ export interface SeqChunk {
 }
 
 const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
+/**
+ * Batch sizes whose steps select different kernels: 5 tokens takes matmul_q's 8-token
+ * tiles and the prefill attention, 3 its 4-token tiles, 1 the matvecs and decode attention.
+ */
+const WARMUP_TOKENS = [5, 3, 1];
 /** Ends a sequence's logprob list early (sample.wgsl). */
 const NO_TOKEN = 0xffffffff;
 
@@ -68,8 +74,32 @@ export class ForwardRunner {
     });
   }
 
-  /** Runs the chunks; returns what each chunk that asked to sample got, in order. */
-  async run(chunks: SeqChunk[]): Promise<Sampled[]> {
+  /**
+   * Dispatches every pipeline of the forward pass once in each batch shape, so that the
+   * driver compiles what it compiles on first use now rather than in a user's first
+   * request: on llvmpipe with a cold shader cache that first request took 25-30 s for
+   * Qwen3-0.6B (with a warm cache ~0.2 s more than later ones). Only each pipeline's first active dispatch
+   * runs, so the values are garbage; they land in activations every step rewrites and in
+   * KV block 0 at positions a sequence writes before it reads them.
+   */
+  async warmUp(): Promise<void> {
+    const sample: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
+    for (const n of new Set(WARMUP_TOKENS.map((t) => Math.min(t, this.model.maxTokens)))) {
+      const seen = new Set<GPUComputePipeline>();
+      const firstOfEach = (d: Dispatch) => {
+        if (seen.has(d.pipeline)) return false;
+        seen.add(d.pipeline);
+        return true;
+      };
+      await this.run([{ tokens: new Array<number>(n).fill(0), startPos: 0, table: [0], sample }], firstOfEach);
+    }
+  }
+
+  /**
+   * Runs the chunks; returns what each chunk that asked to sample got, in order. `only`
+   * restricts the step to some of its dispatches (warmUp).
+   */
+  async run(chunks: SeqChunk[], only?: (d: Dispatch) => boolean): Promise<Sampled[]> {
     const { model } = this;
     const { meta } = model;
     const queue = model.ops.gpu.device.queue;
@@ -105,7 +135,7 @@ export class ForwardRunner {
     const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias };
     model.ops.writeStep(shape);
     const encoder = model.ops.gpu.device.createCommandEncoder();
-    model.program.encode(encoder, shape);
+    model.program.encode(encoder, shape, only);
     const wantLogprobs = samples.some((s) => s.topLogprobs !== undefined);
     if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
     if (wantLogprobs) encoder.copyBufferToBuffer(meta.logprobs, 0, this.staging, model.maxSeqs * 4, nSeqs * LOGPROB_WORDS * 4);

@@ -46,6 +46,8 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
     maxContext: perSlot,
     blockSize: BLOCK_SIZE,
   });
+  const runner = new ForwardRunner(model);
+  if (o.warmup !== false) await runner.warmUp();
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {
@@ -55,7 +57,7 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
     contextSize: perSlot,
     eosTokenIds: [...eos],
   };
-  return new Scheduler(info, tokenizer, gpu.description, new ForwardRunner(model), {
+  return new Scheduler(info, tokenizer, gpu.description, runner, {
     slots,
     maxQueue: o.maxQueue ?? 64,
     cache: {

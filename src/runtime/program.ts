@@ -47,12 +47,13 @@ export class Program {
     this.dispatches.push(...d);
   }
 
+  /** Records the dispatches active in `shape` (those `only` accepts, if given: it sees active ones only). */
   encode(encoder: GPUCommandEncoder, shape: StepShape, only?: (d: Dispatch) => boolean): void {
     let pass: GPUComputePassEncoder | undefined;
     for (const d of this.dispatches) {
-      if (only && !only(d)) continue;
       const [x, y = 1, z = 1] = d.workgroups(shape);
       if (x === 0 || y === 0 || z === 0) continue;
+      if (only && !only(d)) continue;
       if (Math.max(x, y, z) > MAX_WORKGROUPS) throw new Error(`${d.label}: ${x}x${y}x${z} workgroups exceed ${MAX_WORKGROUPS} per dimension`);
       if (d.upload) {
         pass?.end();
