@@ -164,6 +164,11 @@ describe('parseCli: --no-warmup', () => {
     expect((parse([]) as { options: Record<string, unknown> }).options.warmup).toBeUndefined();
   });
 
+  it('rejects a value on the switch', () => {
+    expect(() => parse(['--no-warmup=1'])).toThrow(CliError);
+    expect(() => parse(['--warmup=false'])).toThrow(CliError);
+  });
+
   it('lists it in --help without a variable line (llama-server has none)', () => {
     const line = HELP_TEXT.split('\n').findIndex((l) => l.includes('--warmup, --no-warmup'));
     expect(line).toBeGreaterThan(-1);

@@ -1,7 +1,8 @@
 // The real trained stories260k model reproduces llama2.c's greedy outputs token for token
 // (expected.json was cross-checked by run.c, a numpy reference and llama.cpp).
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { ForwardRunner } from '../src/engine/forward.js';
 import { loadEngine } from '../src/engine/load.js';
 import { greedy, openRunner } from './helpers/model-harness.js';
 
@@ -47,6 +48,23 @@ describe('stories260k', () => {
     const c = expected.cases[0]!;
     const { tokens } = await greedy(runner, c.prompt_token_ids, c.max_tokens);
     expect(tokens).toEqual(c.expected_token_ids);
+  });
+
+  it('warmup: false (--no-warmup) loads without warming up and generates the same tokens', async () => {
+    const warmUp = vi.spyOn(ForwardRunner.prototype, 'warmUp');
+    try {
+      const engine = await loadEngine({ modelDir: MODEL, backend: 'opengles', warmup: false });
+      expect(warmUp).not.toHaveBeenCalled();
+      const c = expected.cases[0]!;
+      const out: number[] = [];
+      for await (const ev of engine.generate({ promptTokens: c.prompt_token_ids, maxTokens: c.max_tokens, sampling: { temperature: 0, topK: 0, topP: 1 } })) {
+        if (ev.type === 'token') out.push(ev.id);
+      }
+      expect(out).toEqual(c.expected_token_ids);
+      await engine.close();
+    } finally {
+      warmUp.mockRestore();
+    }
   });
 
   it('final-position logits match the reference within 1e-4', async () => {
