@@ -12,7 +12,14 @@
 // accumulate (y only): add into Y, which fuses the residual add after o_proj and down_proj;
 // has_bias: add bias[col]. Runtime flags rather than constants: one compiled kernel serves
 // every layer.
-struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32 }
+// The input side's one shared rule, RMSNorm fused into the input (NORM, declared by the
+// runtime with norm_w: Ops.normInput): the X rows are then the raw residual stream, and
+// the kernel computes RMSNorm(x) W^T as ((x * norm_w) W^T) * norm_scale(sum(x^2)): each X
+// value is multiplied by its norm weight as it is loaded, the sum of squares comes from the
+// same loads, and the finished dot products are scaled once, before the bias. That saves
+// the norm's own dispatch before the q/k/v and gate/up projections (on llvmpipe a dispatch
+// costs 50-100 us however little it computes) and its output buffer.
+struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, norm_eps: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
@@ -32,4 +39,10 @@ fn store_y(m: u32, col: u32, value: f32) {
   } else {
     y2[m * (p.n_total - p.split2) + col - p.split2] = v;
   }
+}
+
+// 1 / rms of a row whose squares sum to ss (rounded as rmsnorm.wgsl rounds it); 1 without NORM.
+fn norm_scale(ss: f32) -> f32 {
+  if (!NORM) { return 1.0; }
+  return inverseSqrt(ss / f32(p.K) + p.norm_eps);
 }

@@ -4,7 +4,8 @@
 // Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
 // GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32> in tiles of
 // PACKED_TILE_ROWS rows, w_scale_bias for the groups' [N, K/GROUP_SIZE] (scale, bias)),
-// 5 X f32; the outputs (6-9) and params are linear_out.wgsl's.
+// 5 X f32, 10 the norm weight with NORM; the outputs (6-9), params and NORM are
+// linear_out.wgsl's.
 // X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
 // array when its rows fit one uniform binding, else a storage array (indexed the same
 // either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
@@ -58,14 +59,22 @@ fn chunk_dot(at: u32, x: Chunk) -> f32 {
 // (g) of each.
 struct Rows { w: array<vec4<u32>, RV>, g: array<vec4<u32>, RV> }
 // The rows' sums so far.
-struct Acc { a: array<vec4<f32>, RV> }
-// One group's partial dot products (before the affine map) and sum of X.
-struct Dots { a: array<vec4<f32>, RV>, xsum: f32 }
+struct Acc { a: array<vec4<f32>, RV>, ss: f32 }
+// One group's partial dot products (before the affine map), sum of X and, with NORM, sum of
+// the raw X squared.
+struct Dots { a: array<vec4<f32>, RV>, xsum: f32, ss: f32 }
 
 // Adds 32-value chunk `chunk` of K (X from vec4 index x_base of x) to the group's dots.
 fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
   let xi = x_base + chunk * 8u;
-  let xc = Chunk(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u], x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
+  var xc = Chunk(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u], x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
+  if (NORM) {
+    (*d).ss += dot(xc.a, xc.a) + dot(xc.b, xc.b) + dot(xc.c, xc.c) + dot(xc.d, xc.d)
+             + dot(xc.e, xc.e) + dot(xc.f, xc.f) + dot(xc.g, xc.g) + dot(xc.h, xc.h);
+    let wi = chunk * 8u;
+    xc = Chunk(xc.a * norm_w(wi), xc.b * norm_w(wi + 1u), xc.c * norm_w(wi + 2u), xc.d * norm_w(wi + 3u),
+               xc.e * norm_w(wi + 4u), xc.f * norm_w(wi + 5u), xc.g * norm_w(wi + 6u), xc.h * norm_w(wi + 7u));
+  }
   let s4 = xc.a + xc.b + xc.c + xc.d + xc.e + xc.f + xc.g + xc.h;
   (*d).xsum += s4.x + s4.y + s4.z + s4.w;
   let at = chunk * (BITS / 4u) * PACKED_TILE_ROWS;
@@ -77,6 +86,7 @@ fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
 
 // Applies group g's affine map to its dots, into the row sums.
 fn group_end(g: u32, d: Dots, r: Rows, acc: ptr<function, Acc>) {
+  (*acc).ss += d.ss;
   for (var i = 0u; i < RV; i++) {
     let gi = r.g[i] + vec4<u32>(g);
     let a0 = w_scale_bias(gi.x);
@@ -104,10 +114,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   }
   var acc: Acc;
   k_loop(m, rows, &acc);
+  let scale = norm_scale(acc.ss);
   for (var i = 0u; i < RV; i++) {
     for (var j = 0u; j < 4u; j++) {
       let r = 4u * i + j;
-      if (n0 + r < p.N) { store_y(m, p.n_offset + n0 + r, acc.a[i][j]); }
+      if (n0 + r < p.N) { store_y(m, p.n_offset + n0 + r, acc.a[i][j] * scale); }
     }
   }
 }

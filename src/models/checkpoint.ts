@@ -60,13 +60,16 @@ const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', 
 const AFFINE_SLICE_GROUPS = 1 << 16;
 const [scaleSlice, biasSlice] = [new Uint8Array(AFFINE_SLICE_GROUPS * 4), new Uint8Array(AFFINE_SLICE_GROUPS * 4)];
 
-/** Uploads f32 vectors (norm weights, biases), several concatenated into one buffer. */
+/**
+ * Uploads f32 vectors (norm weights, biases), several concatenated into one buffer, which
+ * a kernel may also bind as a uniform (the linear layers' fused norm: Ops.normInput).
+ */
 export function loadVector(device: GPUDevice, ckpt: Checkpoint, ...names: string[]): GPUBuffer {
   const parts = names.map((name) => ckpt.readF32(name));
   const data = new Float32Array(parts.reduce((n, v) => n + v.length, 0));
   let at = 0;
   for (const v of parts) { data.set(v, at); at += v.length; }
-  return filledBuffer(device, data.byteLength, names.join('+'), (dst) => dst.set(new Uint8Array(data.buffer)));
+  return filledBuffer(device, data.byteLength, names.join('+'), (dst) => dst.set(new Uint8Array(data.buffer)), true);
 }
 
 /** One stored matrix's layout: `<prefix>.weight` [rows, cols] in `format`. */

@@ -1,5 +1,6 @@
 // The layers every decoder family here shares, each recording its dispatches. Families
 // compose them (see llama.ts); the math is in src/kernels.
+import type { LinearNorm } from '../runtime/ops.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { BuildContext } from './model.js';
 
@@ -16,18 +17,20 @@ export function embed(ctx: BuildContext): Dispatch[] {
 }
 
 /**
- * h += o_proj(attention(rope(q), rope(k), v)) over the normed input xn (q and k per-head
- * normed first with qkNorm). q, k and v come from one stacked projection.
+ * h += o_proj(attention(rope(q), rope(k), v)) over input_layernorm(h) (q and k per-head
+ * normed first with qkNorm). q, k and v come from one stacked projection, which applies
+ * the norm to its input itself.
  */
 export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOptions = {}): Dispatch[] {
   const { ops, cfg, act, kv, meta } = ctx;
   const p = `model.layers.${layer}.self_attn`;
   const qkv = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
   const bias = o.qkvBias ? ctx.vector(...qkv.map((name) => `${name}.bias`)) : undefined;
-  const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, ctx.matrix(...qkv), act.xn, [act.q, act.k, act.v], { bias })];
-  const norm = (name: string) => (o.qkNorm ? ctx.vector(`${p}.${name}.weight`) : undefined);
+  const inputNorm = norm(ctx, `model.layers.${layer}.input_layernorm`);
+  const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, ctx.matrix(...qkv), act.h, [act.q, act.k, act.v], { bias, norm: inputNorm })];
+  const headNorm = (name: string) => (o.qkNorm ? ctx.vector(`${p}.${name}.weight`) : undefined);
   d.push(
-    ops.rope(`${p}.rope`, { x: act.q, heads: cfg.heads, norm: norm('q_norm') }, { x: act.k, heads: cfg.kvHeads, norm: norm('k_norm') }, {
+    ops.rope(`${p}.rope`, { x: act.q, heads: cfg.heads, norm: headNorm('q_norm') }, { x: act.k, heads: cfg.kvHeads, norm: headNorm('k_norm') }, {
       headDim: cfg.headDim, tokenPos: meta.tokenPos, invFreq: ctx.invFreq, eps: cfg.rmsEps,
     }),
     ops.kvWrite(act.k, act.v, kv.k[layer], kv.v[layer], cfg.kvHeads * cfg.headDim, kv.blockSize, meta),
@@ -39,21 +42,24 @@ export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOpti
   return d;
 }
 
-/** h += down(silu(gate(xn)) * up(xn)), gate and up from one stacked projection. */
+/**
+ * h += down(silu(gate(xn)) * up(xn)), xn = post_attention_layernorm(h), gate and up from
+ * one stacked projection that applies the norm to its input itself.
+ */
 export function swigluMlp(ctx: BuildContext, layer: number): Dispatch[] {
   const { ops, cfg, act } = ctx;
   const p = `model.layers.${layer}.mlp`;
+  const inputNorm = norm(ctx, `model.layers.${layer}.post_attention_layernorm`);
   return [
-    ...ops.linear(`${p}.gate_up_proj`, ctx.matrix(`${p}.gate_proj`, `${p}.up_proj`), act.xn, [act.gate, act.up]),
+    ...ops.linear(`${p}.gate_up_proj`, ctx.matrix(`${p}.gate_proj`, `${p}.up_proj`), act.h, [act.gate, act.up], { norm: inputNorm }),
     ops.swiglu(act.gate, act.up, cfg.intermediate),
     ...ops.linear(`${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.gate, act.h, { accumulate: true }),
   ];
 }
 
-/** RMSNorm of the residual stream into xn, before a block. */
-export function norm(ctx: BuildContext, name: string): Dispatch {
-  const { ops, cfg, act } = ctx;
-  return ops.rmsnorm(name, act.h, ctx.vector(`${name}.weight`), act.xn, { width: cfg.hidden, eps: cfg.rmsEps });
+/** The RMSNorm `name` before a block, for the block's first projection to apply. */
+function norm(ctx: BuildContext, name: string): LinearNorm {
+  return { weight: ctx.vector(`${name}.weight`), eps: ctx.cfg.rmsEps };
 }
 
 /**

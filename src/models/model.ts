@@ -12,7 +12,6 @@ import { ropeInvFreq } from './rope.js';
 /** Buffers for one pass of up to maxTokens tokens, reused by every layer. */
 export interface Activations {
   h: GPUBuffer;
-  xn: GPUBuffer;
   q: GPUBuffer;
   k: GPUBuffer;
   v: GPUBuffer;
@@ -97,7 +96,6 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   const borrow = (from: GPUBuffer, floats: number, label: string) => (floats * 4 <= from.size ? from : f32(floats, label));
   const act: Activations = {
     h: f32(T * cfg.hidden, 'h'),
-    xn: f32(T * cfg.hidden, 'xn'),
     q: f32(T * qDim, 'q'),
     k: f32(T * kvDim, 'k'),
     v: f32(T * kvDim, 'v'),
@@ -108,7 +106,7 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
     logits: f32(S * cfg.vocab, 'logits'),
   };
   // Quantized linear layers read their input through one shared texture: size it for the widest.
-  if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.xn.size, act.attn.size, act.gate.size, act.headIn.size));
+  if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.h.size, act.attn.size, act.gate.size, act.headIn.size));
   const blocks = Math.ceil(o.kvTokens / o.blockSize);
   const kvBytes = blocks * o.blockSize * kvDim * 4;
   if (kvBytes > gpu.maxBinding) throw new Error(`KV cache of ${kvBytes} bytes per layer exceeds one binding (${gpu.maxBinding}); lower --ctx-size`);

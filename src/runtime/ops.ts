@@ -78,8 +78,10 @@ export class Ops {
    * (prefill, batched decode) of 32 rows x 4 tokens up to 4 rows, x 8 tokens above, which
    * read X from a texture the rows are copied into first. Float weights use the generic
    * matmul with the format's loader.
+   * With `norm`, X is the raw residual stream and the layer computes RMSNorm(X) W^T, the
+   * norm fused into its input (linear_out.wgsl).
    */
-  linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean } = {}): Dispatch[] {
+  linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean; norm?: LinearNorm } = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
     const outputs = Array.isArray(y) ? y : [y];
     const segments = w.segments ?? [w.rows];
@@ -89,6 +91,7 @@ export class Ops {
     const split1 = segments.length > 1 ? segments[0]! : w.rows;
     const split2 = segments.length > 2 ? segments[0]! + segments[1]! : w.rows;
     const rows = (s: StepShape) => (opts.perSeq ? s.seqs : s.tokens);
+    const norm = this.normInput(w.cols, opts.norm?.weight);
     const variants: Array<{
       pipeline: GPUComputePipeline;
       workgroups: (part: WeightPart, s: StepShape) => [number, number];
@@ -101,13 +104,13 @@ export class Ops {
       const matvec = (n: number) => n <= MATVEC_MAX_ROWS;
       const input = this.matvecInput(x, w.cols, w.groupSize);
       variants.push({
-        pipeline: this.pipelines.get('matvec_q', w.format, q, input.declarations),
+        pipeline: this.pipelines.get('matvec_q', w.format, q, `${input.declarations}\n${norm.declarations}`),
         bindings: input.binding ? { 5: input.binding } : undefined,
         workgroups: (part, s) => (matvec(rows(s)) ? [ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP), rows(s)] : [0, 0]),
       });
       const tiled = this.matmulInput(x, w.cols, rows);
       const groupChunks = ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...chunkCalls(w.groupSize, (chunk) => `  chunk_tile(${chunk}, at, t);`), '}'].join('\n');
-      const matmulDeclarations = `${this.matmulInputDeclarations()}\n${groupChunks}`;
+      const matmulDeclarations = `${this.matmulInputDeclarations()}\n${groupChunks}\n${norm.declarations}`;
       variants.push(
         ...[4, 8].map((tile) => ({
           pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulDeclarations),
@@ -121,16 +124,17 @@ export class Ops {
       );
     } else {
       variants.push({
-        pipeline: this.pipelines.get('matmul', w.format),
+        pipeline: this.pipelines.get('matmul', w.format, {}, norm.declarations),
         workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
       });
     }
     const perSeq = opts.perSeq ? 1 : 0;
     return w.parts.flatMap((part) => {
-      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, split1, split2, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0]);
-      const buffers = {
+      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, split1, split2, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0, opts.norm?.eps ?? 0], [9]);
+      const buffers: Record<number, GPUBuffer | GPUBindingResource> = {
         ...this.weightBindings(part), 5: x, 6: outputs[0]!, 7: opts.bias ?? this.dummy, 8: outputs[1] ?? this.dummyOutputs[0], 9: outputs[2] ?? this.dummyOutputs[1],
       };
+      if (norm.binding) buffers[10] = norm.binding;
       return variants.map((v) => ({
         label,
         pipeline: v.pipeline,
@@ -167,6 +171,23 @@ export class Ops {
     return {
       declarations: [`@group(0) @binding(5) var<uniform> x: array<vec4<f32>, ${bytes / 16}>;`, ...kLoop].join('\n'),
       binding: { buffer: x, offset: 0, size: bytes },
+    };
+  }
+
+  /**
+   * The linear kernels' NORM and norm_w(i), vec4 i of the norm weight (binding 10), for a
+   * layer with a fused RMSNorm (linear_out.wgsl). The weight is a uniform array where it
+   * fits one uniform binding: read at addresses that vary in a loop, that is one vector
+   * gather on llvmpipe against a per-lane loop for storage (as matvecInput explains).
+   */
+  private normInput(cols: number, weight?: GPUBuffer): { declarations: string; binding?: GPUBufferBinding } {
+    if (!weight) return { declarations: 'const NORM = false;\nfn norm_w(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }' };
+    const bytes = cols * 4;
+    const uniform = bytes <= this.gpu.maxUniformBinding && (weight.usage & GPUBufferUsage.UNIFORM) !== 0;
+    const binding = uniform ? `var<uniform> norm_weight: array<vec4<f32>, ${cols / 4}>;` : 'var<storage, read> norm_weight: array<vec4<f32>>;';
+    return {
+      declarations: ['const NORM = true;', `@group(0) @binding(10) ${binding}`, 'fn norm_w(i: u32) -> vec4<f32> { return norm_weight[i]; }'].join('\n'),
+      binding: { buffer: weight, offset: 0, size: bytes },
     };
   }
 
@@ -338,6 +359,13 @@ export class Ops {
 function chunkCalls(groupSize: number, call: (chunk: string) => string): string[] {
   const chunks = groupSize / 32;
   return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
+}
+
+/** The RMSNorm a linear layer applies to its input rows first (Ops.linear's `norm`). */
+export interface LinearNorm {
+  /** [K] f32. */
+  weight: GPUBuffer;
+  eps: number;
 }
 
 /** One input of Ops.rope: [tokens, heads, head_dim] rotated in place, normed first with `norm`. */

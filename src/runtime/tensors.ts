@@ -16,9 +16,13 @@ export function storageBuffer(device: GPUDevice, bytes: number, label: string): 
   return device.createBuffer({ label, size: padded(bytes), usage: STORAGE | GPUBufferUsage.UNIFORM });
 }
 
-/** A storage buffer created mapped, filled by `fill` straight into GPU-visible memory. */
-export function filledBuffer(device: GPUDevice, bytes: number, label: string, fill: (dst: Uint8Array) => void): GPUBuffer {
-  const buffer = device.createBuffer({ label, size: padded(bytes), usage: STORAGE, mappedAtCreation: true });
+/**
+ * A storage buffer created mapped, filled by `fill` straight into GPU-visible memory;
+ * `uniform`: also bindable as a uniform (small vectors a kernel may read that way).
+ */
+export function filledBuffer(device: GPUDevice, bytes: number, label: string, fill: (dst: Uint8Array) => void, uniform = false): GPUBuffer {
+  const usage = uniform ? STORAGE | GPUBufferUsage.UNIFORM : STORAGE;
+  const buffer = device.createBuffer({ label, size: padded(bytes), usage, mappedAtCreation: true });
   fill(new Uint8Array(buffer.getMappedRange(), 0, bytes));
   buffer.unmap();
   return buffer;

@@ -5,7 +5,7 @@
 // 256-byte-aligned rows, row by row else), and each
 // step dispatches the one its row count selects. Covered: row counts around both tile
 // sizes and the matvec/matmul switch, weights split into parts, bias, accumulate,
-// per-sequence rows.
+// per-sequence rows, and the RMSNorm fused into the input (`norm`).
 //
 // Tolerance: |got - want| <= (K + 2) * 2^-24 * sum_k |X[m,k]| B[n,k] (+ |bias| and |Y0| terms):
 // the worst-case bound for an f32 dot product of length K (Higham's gamma_K) plus the
@@ -13,6 +13,10 @@
 // q4/q8 (matvec_q/matmul_q sum scale * dot(q, x) and bias * sum(x) separately, and those
 // can cancel). The reference uses the exact values the kernel decodes
 // (TestWeight.effective), so the format's own quantization error is not part of it.
+// With `norm` the reference is exact RMSNorm(X) (eps rounded to f32, as the kernel holds
+// it) times W, and the bound is doubled in K on the normed input's magnitudes: the sum of
+// squares (K roundings), inverseSqrt (2 ULP) and the weight and scale products add about
+// K/2 + 4 relative roundings to the dot product's K + 2.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import type { ScaleFormat } from '../../src/runtime/tensors.js';
@@ -33,7 +37,7 @@ function inputRows(rand: () => number, M: number, K: number): Float32Array {
   return x;
 }
 
-interface RefOptions { bias?: Float32Array; init?: Float32Array }
+interface RefOptions { bias?: Float32Array; init?: Float32Array; norm?: { weight: Float32Array; eps: number } }
 
 /** float64 reference and per-element tolerance for rows [0, M). */
 function reference(x: Float32Array, w: TestWeight, M: number, o: RefOptions = {}): { want: Float64Array; tol: Float64Array } {
@@ -41,17 +45,23 @@ function reference(x: Float32Array, w: TestWeight, M: number, o: RefOptions = {}
   const want = new Float64Array(M * N);
   const tol = new Float64Array(M * N);
   for (let m = 0; m < M; m++) {
+    const row = Float64Array.from(x.subarray(m * K, (m + 1) * K));
+    if (o.norm) {
+      const inv = 1 / Math.sqrt(row.reduce((a, v) => a + v * v, 0) / K + Math.fround(o.norm.eps));
+      for (let k = 0; k < K; k++) row[k] = row[k]! * inv * o.norm.weight[k]!;
+    }
+    const rounding = o.norm ? 2 * K + 8 : K + 2;
     for (let n = 0; n < N; n++) {
       let s = 0;
       let mag = 0;
       for (let k = 0; k < K; k++) {
-        s += x[m * K + k]! * w.effective[n * K + k]!;
-        mag += Math.abs(x[m * K + k]!) * w.bound[n * K + k]!;
+        s += row[k]! * w.effective[n * K + k]!;
+        mag += Math.abs(row[k]!) * w.bound[n * K + k]!;
       }
       if (o.bias) { s += o.bias[n]!; mag += Math.abs(o.bias[n]!); }
       if (o.init) { s += o.init[m * N + n]!; mag += Math.abs(o.init[m * N + n]!); }
       want[m * N + n] = s;
-      tol[m * N + n] = (K + 2) * U * mag + 1e-30;
+      tol[m * N + n] = rounding * U * mag + 1e-30;
     }
   }
   return { want, tol };
@@ -72,6 +82,8 @@ interface Case {
   storageX?: boolean;
   /** q4/q8 scales and biases as stored (bf16 by default). */
   scaleFormat?: ScaleFormat;
+  /** RMSNorm fused into the input, its weight in a buffer bindable as a uniform, or (`'storage'`) not. */
+  norm?: 'uniform' | 'storage';
 }
 
 async function runCase(c: Case): Promise<void> {
@@ -82,10 +94,18 @@ async function runCase(c: Case): Promise<void> {
   const xBuf = c.storageX ? h.poisoned(MAX_ROWS * K, POISON_BITS, 'x') : h.activation(MAX_ROWS * K, 'x');
   const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
   const biasBuf = bias ? h.uploadF32(bias, 'bias') : undefined;
-  const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate });
+  const norm = c.norm ? { weight: randomF32(rand, K, 0.5, 1.5), eps: 1e-5 } : undefined;
+  let normBuf: GPUBuffer | undefined;
+  if (norm) {
+    normBuf = c.norm === 'uniform' ? h.activation(K, 'norm') : h.poisoned(K, POISON_BITS, 'norm');
+    h.write(normBuf, norm.weight);
+  }
+  const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate, norm: normBuf && { weight: normBuf, eps: norm.eps } });
   expect(dispatches.length % (c.parts?.length ?? 1)).toBe(0);
   for (const M of c.Ms) {
     const x = inputRows(rand, M, K);
+    // Rows of very different scales: the fused norm must bring each to unit RMS itself.
+    if (norm) for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) x[m * K + k]! *= 10 ** ((m % 5) - 2);
     h.write(xBuf, x);
     // Y: rows < M hold the residual to accumulate into (or poison), rows >= M poison.
     const y0 = new Float32Array(MAX_ROWS * N);
@@ -95,7 +115,7 @@ async function runCase(c: Case): Promise<void> {
     h.write(yBuf, y0);
     await h.run(dispatches, { tokens: M, seqs: 1 });
     const got = await h.readF32(yBuf, MAX_ROWS * N);
-    const { want, tol } = reference(x, w, M, { bias, init });
+    const { want, tol } = reference(x, w, M, { bias, init, norm });
     expectClose(`${c.format} K=${K} N=${N} M=${M}`, got.subarray(0, M * N), want, (i) => tol[i]!);
     expectPoisoned(`${c.format} M=${M}: rows >= M`, got, M * N, MAX_ROWS * N);
   }
@@ -152,6 +172,15 @@ describe('matmul: bias and accumulate', () => {
   it('q8 accumulate', () => runCase({ format: 'q8', K: 96, N: 37, groupSize: 32, accumulate: true, Ms: [1, 2, 3, 13], seed: 14 }));
 });
 
+describe('matmul: RMSNorm fused into the input (norm)', () => {
+  it('f32 with bias and accumulate', () => runCase({ format: 'f32', K: 172, N: 37, Ms: [1, 5, 13], bias: true, accumulate: true, seed: 50, norm: 'uniform' }));
+  it('bf16, the norm weight through a storage binding', () => runCase({ format: 'bf16', K: 52, N: 37, Ms: [2, 7], seed: 51, norm: 'storage' }));
+  it('q4 group 64 in 2 parts, M = 1, 2, 3, 8, 13', () =>
+    runCase({ format: 'q4', K: 192, N: 37, groupSize: 64, parts: [20, 17], Ms: [1, 2, 3, 8, 13], seed: 52, norm: 'uniform' }));
+  it('q8 group 32 with bias, the norm weight through a storage binding', () =>
+    runCase({ format: 'q8', K: 160, N: 37, groupSize: 32, bias: true, Ms: [1, 4, 9], seed: 53, norm: 'storage' }));
+});
+
 describe('matmul: perSeq rows (the LM head over sampling sequences)', () => {
   // tokens = 13 while seqs <= 6: the row count (and, for q4/q8, matvec vs matmul_q) must
   // follow seqs, not tokens.
@@ -199,6 +228,8 @@ describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to
     const dispatches = h.ops.linear('stacked', w.gpu, xBuf, outs, { bias: bias && h.uploadF32(bias, 'bias') });
     for (const M of [1, 2, 5, 13]) {
       const x = inputRows(rand, M, K);
+    // Rows of very different scales: the fused norm must bring each to unit RMS itself.
+    if (norm) for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) x[m * K + k]! *= 10 ** ((m % 5) - 2);
       h.write(xBuf, x);
       for (const [i, n] of segments.entries()) h.write(outs[i]!, new Uint32Array(MAX_ROWS * n).fill(POISON_BITS));
       await h.run(dispatches, { tokens: M, seqs: 1 });
