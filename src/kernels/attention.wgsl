@@ -1,7 +1,7 @@
 // Causal attention of each token over its own sequence's cached keys/values (positions
 // 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads).
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache, 4 v_cache (layout as
-// in kv_write.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table, 8 out [M, heads, head_dim].
+// in rope_kv_write.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table, 8 out [M, heads, head_dim].
 // Plan: one invocation per head and group of TQ consecutive tokens (TQ = 1 for decode
 // steps, 3 with a prefill chunk; Ops.attention), with an online softmax (running max and
 // sum) in registers, so any context length works without a scores buffer. When the

@@ -28,12 +28,11 @@ export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOpti
   const bias = o.qkvBias ? ctx.vector(...qkv.map((name) => `${name}.bias`)) : undefined;
   const inputNorm = norm(ctx, `model.layers.${layer}.input_layernorm`);
   const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, ctx.matrix(...qkv), act.h, [act.q, act.k, act.v], { bias, norm: inputNorm })];
-  const headNorm = (name: string) => (o.qkNorm ? ctx.vector(`${p}.${name}.weight`) : undefined);
+  const headNorm = o.qkNorm ? ctx.vector(`${p}.q_norm.weight`, `${p}.k_norm.weight`) : undefined;
   d.push(
-    ops.rope(`${p}.rope`, { x: act.q, heads: cfg.heads, norm: headNorm('q_norm') }, { x: act.k, heads: cfg.kvHeads, norm: headNorm('k_norm') }, {
-      headDim: cfg.headDim, tokenPos: meta.tokenPos, invFreq: ctx.invFreq, eps: cfg.rmsEps,
-    }),
-    ops.kvWrite(act.k, act.v, kv.k[layer], kv.v[layer], cfg.kvHeads * cfg.headDim, kv.blockSize, meta),
+    ops.ropeKvWrite(`${p}.rope_kv_write`, {
+      q: act.q, k: act.k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer], vCache: kv.v[layer], blockSize: kv.blockSize,
+    }, { headDim: cfg.headDim, invFreq: ctx.invFreq, headNorm, eps: cfg.rmsEps }, meta),
     ...ops.attention(act.q, kv.k[layer], kv.v[layer], act.attn, {
       heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, blockSize: kv.blockSize, scale: 1 / Math.sqrt(cfg.headDim),
     }, meta),

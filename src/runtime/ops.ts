@@ -259,35 +259,20 @@ export class Ops {
   }
 
   /**
-   * Rotary embedding of q and k (when given) in place, in one dispatch; with `norm`, each
-   * head is RMS-normed first (Qwen3's q/k norm: both inputs carry a norm weight).
+   * Rotary embedding of q (in place) and k, and the append of this pass's k and v to the
+   * layer's paged KV cache, in one dispatch (rope_kv_write.wgsl). With `headNorm` ([2 *
+   * head_dim]: q's weight, then k's), each head is RMS-normed first (Qwen3's q/k norm).
    */
-  rope(label: string, q: RopeInput, k: RopeInput | undefined, o: { headDim: number; tokenPos: GPUBuffer; invFreq: GPUBuffer; eps?: number }): Dispatch {
-    const norm = q.norm !== undefined;
-    if (k && (k.norm !== undefined) !== norm) throw new Error(`${label}: q and k must both carry a norm weight or neither`);
-    const pipeline = this.pipelines.get('rope', undefined, { NORM: norm });
-    const kvHeads = k?.heads ?? 0;
-    const params = uniformBuffer(this.gpu.device, [q.heads, kvHeads, o.headDim, o.eps ?? 0], [3]);
+  ropeKvWrite(label: string, a: RopeKvInputs, o: { headDim: number; invFreq: GPUBuffer; headNorm?: GPUBuffer; eps?: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
+    const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: o.headNorm !== undefined });
+    const params = uniformBuffer(this.gpu.device, [a.heads, a.kvHeads, o.headDim, o.eps ?? 0, a.blockSize], [3]);
     return {
       label,
       pipeline,
       bindGroup: this.bind(label, pipeline, params, {
-        2: q.x, 6: k?.x ?? this.dummyOutputs[0], 3: o.tokenPos, 4: o.invFreq, 5: q.norm ?? this.dummy, 7: k?.norm ?? this.dummy,
+        2: a.q, 3: meta.tokenPos, 4: o.invFreq, 5: o.headNorm ?? this.dummy, 6: a.k, 7: a.v, 8: meta.tokenTable, 9: meta.blockTable, 10: a.kCache, 11: a.vCache,
       }),
-      workgroups: (s) => [ceil(s.tokens * (q.heads + kvHeads), 64)],
-    };
-  }
-
-  kvWrite(k: GPUBuffer, v: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, kvDim: number, blockSize: number, meta: BatchMeta): Dispatch {
-    const pipeline = this.pipelines.get('kv_write');
-    const params = uniformBuffer(this.gpu.device, [kvDim, blockSize]);
-    return {
-      label: 'kv_write',
-      pipeline,
-      bindGroup: this.bind('kv_write', pipeline, params, {
-        2: k, 3: v, 4: meta.tokenPos, 5: meta.tokenTable, 6: meta.blockTable, 7: kCache, 8: vCache,
-      }),
-      workgroups: (s) => [ceil((s.tokens * kvDim) / 4, 64)],
+      workgroups: (s) => [ceil(s.tokens * (a.heads + a.kvHeads), 64)],
     };
   }
 
@@ -368,11 +353,16 @@ export interface LinearNorm {
   eps: number;
 }
 
-/** One input of Ops.rope: [tokens, heads, head_dim] rotated in place, normed first with `norm`. */
-export interface RopeInput {
-  x: GPUBuffer;
+/** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache. */
+export interface RopeKvInputs {
+  q: GPUBuffer;
+  k: GPUBuffer;
+  v: GPUBuffer;
   heads: number;
-  norm?: GPUBuffer;
+  kvHeads: number;
+  kCache: GPUBuffer;
+  vCache: GPUBuffer;
+  blockSize: number;
 }
 
 /** u32 words of one sequence's grammar mask. */

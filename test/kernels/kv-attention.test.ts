@@ -1,11 +1,12 @@
-// kv_write.wgsl + attention.wgsl recorded together (as a layer records them) and replayed
+// rope_kv_write.wgsl + attention.wgsl recorded together (as a layer records them) and replayed
 // for two passes: a mixed pass (fresh prefill, continuation chunk, decodes, several
 // sequences of different lengths) and then one decode token per sequence. The paged cache
 // uses a shuffled block table; slots no sequence owns (and slots past each sequence's
 // length) hold NaN poison, so attention reading one position too far, or the wrong
 // block, turns the output into NaN. GQA maps query head h to KV head h / (heads / kv_heads).
 //
-// Cache check: bit-exact (kv_write is a copy), and every other slot untouched.
+// Cache check: bit-exact (the rotary embedding runs with zero frequencies here, so k and v
+// are copied as they are, and q left as it is), and every other slot untouched.
 // Attention tolerance, per (token, head, channel), first-order error propagation:
 //   A * (2 ds + (2 L + 2 (3 + 2 G) + 16) * 2^-24),  A = sum_j p_j |v_j|,
 // where ds = (head_dim + 2) 2^-24 * scale * max_j sum_d |q_d k_jd| bounds the f32 score
@@ -81,7 +82,7 @@ async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed:
   const vBuf = h.poisoned(MAX_TOKENS * kvDim, POISON_BITS, 'v');
   const outBuf = h.poisoned(MAX_TOKENS * qDim, POISON_BITS, 'attn');
   const tableEntries = seqs.reduce((n, s) => n + s.table.length, 0);
-  // kv_write and attention read only these three of the batch metadata.
+  // rope_kv_write and attention read only these three of the batch metadata.
   const metaUsed: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> = {
     tokenPos: h.poisoned(MAX_TOKENS, POISON_BITS, 'token_pos'),
     tokenTable: h.poisoned(MAX_TOKENS, POISON_BITS, 'token_table'),
@@ -89,7 +90,9 @@ async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed:
   };
   const meta = metaUsed as BatchMeta;
   const dispatches = [
-    h.ops.kvWrite(kBuf, vBuf, kCacheBuf, vCacheBuf, kvDim, blockSize, meta),
+    h.ops.ropeKvWrite('rope_kv_write', { q: qBuf, k: kBuf, v: vBuf, heads, kvHeads, kCache: kCacheBuf, vCache: vCacheBuf, blockSize }, {
+      headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)),
+    }, meta),
     ...h.ops.attention(qBuf, kCacheBuf, vCacheBuf, outBuf, { heads, kvHeads, headDim, blockSize, scale }, meta),
   ];
 
@@ -185,7 +188,7 @@ async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed:
   }
 }
 
-describe('kv_write + attention, paged cache, several sequences per pass', () => {
+describe('rope_kv_write + attention, paged cache, several sequences per pass', () => {
   // Fresh prefill, a decode deep into its context, a continuation chunk, a first token.
   const mixed: SeqSpec[] = [
     { history: 0, chunk: 7 },

@@ -1,8 +1,11 @@
-// rope.wgsl through Ops.rope: in-place rotary embedding with HF rotate_half pairing
-// (i, i + head_dim/2) per head, angle = f32(pos) * inv_freq[i] from a host table, of q and
-// k in one dispatch (each case runs both, with different head counts, and q alone); and
-// with `norm`, fused after a per-head RMSNorm (Qwen3's q/k norm, each with its own
-// weight), checked against the unfused math: RMSNorm, then RoPE, in float64.
+// rope_kv_write.wgsl through Ops.ropeKvWrite: rotary embedding with HF rotate_half pairing
+// (i, i + head_dim/2) per head, angle = f32(pos) * inv_freq[i] from a host table, of q in
+// place and of k into the paged KV cache, with v copied there, in one dispatch; and with a
+// head norm, fused after a per-head RMSNorm (Qwen3's q/k norm, each with its own weight),
+// checked against the unfused math: RMSNorm, then RoPE, in float64. The cache is poisoned
+// and each token given a block of its own, reached through a block table of poison but for
+// the one entry its position selects, so a write to the wrong slot shows up; v must land
+// bit-exact, and every slot not written must keep its poison.
 //
 // Tolerance: |got - want| <= 2^-11 * (|xa| + |xb|) + 2^-22 * |want|. The reference forms
 // the angle exactly as the kernel does (one f32 product), then uses float64 cos/sin; WGSL
@@ -11,7 +14,7 @@
 // relative) is added to the pair's bound. Positions stay below 2048 so angles are small enough for that bound to be meaningful on
 // llvmpipe (its range reduction is measured below, not assumed, in 'large positions').
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectClose, expectUnchanged, Harness, randomF32, rng } from './harness.js';
+import { expectClose, expectUnchanged, Harness, POISON_BITS, randomF32, rng } from './harness.js';
 
 let h: Harness;
 beforeAll(async () => { h = await Harness.open(); });
@@ -47,38 +50,81 @@ function reference(x: Float32Array, pos: ArrayLike<number>, freq: Float32Array, 
   return { want, tol };
 }
 
+const BLOCK = 64;
+
+interface RopeKvRun {
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  pos: number[];
+  freq: Float32Array;
+  /** [MAX_TOKENS, heads, head_dim] and [MAX_TOKENS, kv_heads, head_dim]. */
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  /** q's head-norm weight, then k's. */
+  headNorm?: Float32Array;
+}
+
 /**
- * Runs rope on q [MAX_TOKENS, heads, head_dim] and, with kvHeads > 0, k [MAX_TOKENS,
- * kvHeads, head_dim] in the same dispatch; rows >= M must come back bit-identical. Returns
- * q and k's results and references concatenated.
+ * Runs Ops.ropeKvWrite over M = pos.length tokens, token m in a block of its own: returns q
+ * (all MAX_TOKENS rows; rows >= M must come back bit-identical) and the first M tokens' k
+ * and v rows as read back from the cache, after checking every other cache slot kept its
+ * poison.
  */
+async function runRopeKv(r: RopeKvRun): Promise<{ q: Float32Array; k: Float32Array; v: Float32Array }> {
+  const M = r.pos.length;
+  const kvDim = r.kvHeads * r.headDim;
+  const pad = (a: number[]) => [...a, ...new Array(MAX_TOKENS - a.length).fill(POISON_BITS)];
+  const tokenTable: number[] = [];
+  const blockTable: number[] = [];
+  r.pos.forEach((p, m) => {
+    tokenTable.push(blockTable.length);
+    blockTable.push(...new Array(Math.floor(p / BLOCK)).fill(POISON_BITS), m);
+  });
+  const slot = (m: number) => m * BLOCK + (r.pos[m]! % BLOCK);
+  const cacheWords = MAX_TOKENS * BLOCK * kvDim;
+  const qBuf = h.uploadF32(r.q, 'q');
+  const kCache = h.poisoned(cacheWords, POISON_BITS, 'k_cache');
+  const vCache = h.poisoned(cacheWords, POISON_BITS, 'v_cache');
+  const meta = { tokenPos: h.uploadU32(pad(r.pos), 'token_pos'), tokenTable: h.uploadU32(pad(tokenTable), 'token_table'), blockTable: h.uploadU32(blockTable, 'block_table') };
+  await h.run(h.ops.ropeKvWrite('rope_kv_write', {
+    q: qBuf, k: h.uploadF32(r.k, 'k'), v: h.uploadF32(r.v, 'v'), heads: r.heads, kvHeads: r.kvHeads, kCache, vCache, blockSize: BLOCK,
+  }, { headDim: r.headDim, invFreq: h.uploadF32(r.freq), headNorm: r.headNorm && h.uploadF32(r.headNorm), eps: 1e-6 }, meta), { tokens: M, seqs: 1 });
+  const q = await h.readF32(qBuf, r.q.length);
+  expectUnchanged(`q M=${M}: rows >= M`, q, r.q, M * r.heads * r.headDim, r.q.length);
+  const rows = async (cache: GPUBuffer, what: string) => {
+    const all = await h.readF32(cache, cacheWords);
+    const out = new Float32Array(M * kvDim);
+    const written = new Set(r.pos.map((_, m) => slot(m)));
+    for (let m = 0; m < M; m++) out.set(all.subarray(slot(m) * kvDim, (slot(m) + 1) * kvDim), m * kvDim);
+    const untouched = new Float32Array(cacheWords);
+    new Uint32Array(untouched.buffer).fill(POISON_BITS);
+    for (const s of written) untouched.set(all.subarray(s * kvDim, (s + 1) * kvDim), s * kvDim);
+    expectUnchanged(`${what}: slots not written`, all, untouched, 0, cacheWords);
+    return out;
+  };
+  const k = await rows(kCache, 'k_cache');
+  const v = await rows(vCache, 'v_cache');
+  expectUnchanged(`v_cache M=${M}: v copied`, v, r.v, 0, M * kvDim);
+  return { q, k, v };
+}
+
+/** rope over q and k [MAX_TOKENS, heads, head_dim] of random values: results and references of q's and k's first M rows, concatenated. */
 async function runRope(heads: number, headDim: number, pos: number[], theta: number, seed: number, kvHeads = Math.max(1, heads - 1)) {
   const rand = rng(seed);
   const M = pos.length;
   const freq = invFreq(headDim, theta);
-  const posBuf = h.uploadU32([...pos, ...new Array(MAX_TOKENS - M).fill(0)], 'token_pos');
-  const inputs = [heads, kvHeads].filter((n) => n > 0).map((n, i) => {
-    const x = randomF32(rand, MAX_TOKENS * n * headDim);
-    return { x, buf: h.uploadF32(x, i === 0 ? 'q' : 'k'), heads: n };
-  });
-  const [q, k] = inputs;
-  await h.run(h.ops.rope('rope', { x: q!.buf, heads }, k && { x: k.buf, heads: k.heads }, { headDim, tokenPos: posBuf, invFreq: h.uploadF32(freq) }), { tokens: M, seqs: 1 });
-  const got: number[] = [];
-  const want: number[] = [];
-  const tol: number[] = [];
-  for (const input of inputs) {
-    const all = await h.readF32(input.buf, MAX_TOKENS * input.heads * headDim);
-    const n = M * input.heads * headDim;
-    expectUnchanged(`rope M=${M}, ${input.heads} heads: rows >= M`, all, input.x, n, all.length);
-    const ref = reference(input.x, pos, freq, M, input.heads, headDim);
-    got.push(...all.subarray(0, n));
-    want.push(...ref.want);
-    tol.push(...ref.tol);
-  }
-  return { got: Float32Array.from(got), want: Float64Array.from(want), tol: Float64Array.from(tol), n: got.length };
+  const q = randomF32(rand, MAX_TOKENS * heads * headDim);
+  const k = randomF32(rand, MAX_TOKENS * kvHeads * headDim);
+  const out = await runRopeKv({ heads, kvHeads, headDim, pos, freq, q, k, v: randomF32(rand, MAX_TOKENS * kvHeads * headDim) });
+  const refQ = reference(q, pos, freq, M, heads, headDim);
+  const refK = reference(k, pos, freq, M, kvHeads, headDim);
+  const got = Float32Array.from([...out.q.subarray(0, M * heads * headDim), ...out.k]);
+  return { got, want: Float64Array.from([...refQ.want, ...refK.want]), tol: Float64Array.from([...refQ.tol, ...refK.tol]), n: got.length };
 }
 
-describe('rope', () => {
+describe('rope_kv_write', () => {
   const cases = [
     { heads: 3, headDim: 8, pos: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], theta: 10000 },
     { heads: 3, headDim: 8, pos: [17], theta: 10000 },
@@ -92,11 +138,6 @@ describe('rope', () => {
       expectClose('rope', r.got.subarray(0, r.n), r.want, (i) => r.tol[i]!);
     });
   }
-
-  it('q alone (no k heads)', async () => {
-    const r = await runRope(3, 8, [4, 9, 1], 10000, 41, 0);
-    expectClose('rope q only', r.got.subarray(0, r.n), r.want, (i) => r.tol[i]!);
-  });
 
   it('position 0 is the identity (bit-exact)', async () => {
     const r = await runRope(4, 16, [0, 0, 0], 10000, 99);
@@ -112,7 +153,7 @@ describe('rope', () => {
   });
 });
 
-describe('rope with per-head RMSNorm (NORM)', () => {
+describe('rope_kv_write with per-head RMSNorm (NORM)', () => {
   /** Per-head RMSNorm (as rmsnorm.wgsl rounds eps) then RoPE, in float64. */
   function normedReference(x: Float32Array, weight: Float32Array, eps: number, pos: number[], freq: Float32Array, heads: number, headDim: number) {
     const exact = new Float64Array(pos.length * heads * headDim);
@@ -154,25 +195,22 @@ describe('rope with per-head RMSNorm (NORM)', () => {
       const rand = rng(c.heads * 31 + c.headDim);
       const M = c.pos.length;
       const freq = invFreq(c.headDim, 1e6);
-      const posBuf = h.uploadU32([...c.pos, ...new Array(MAX_TOKENS - M).fill(0)], 'token_pos');
       // Per-head magnitudes from 1e-4 (eps dominates) to 1e3, and a head of zeros.
       const mags = [1, 1e-4, 1e3, 0, 0.01, 30];
       const inputs = [c.heads, c.kvHeads].map((heads, j) => {
         const rows = MAX_TOKENS * heads;
         const x = new Float32Array(rows * c.headDim);
         for (let r = 0; r < rows; r++) for (let i = 0; i < c.headDim; i++) x[r * c.headDim + i] = mags[(r + j) % mags.length]! * (2 * rand() - 1);
-        const weight = randomF32(rand, c.headDim, 0.5, 1.5);
-        return { heads, x, weight, buf: h.uploadF32(x, j === 0 ? 'q' : 'k') };
+        return { heads, x, weight: randomF32(rand, c.headDim, 0.5, 1.5) };
       });
-      const [q, k] = inputs.map((i) => ({ x: i.buf, heads: i.heads, norm: h.uploadF32(i.weight) }));
-      await h.run(h.ops.rope('rope', q!, k, { headDim: c.headDim, tokenPos: posBuf, invFreq: h.uploadF32(freq), eps: 1e-6 }), { tokens: M, seqs: 1 });
-      for (const [j, input] of inputs.entries()) {
-        const what = j === 0 ? 'q' : 'k';
-        const got = await h.readF32(input.buf, input.x.length);
-        const n = M * input.heads * c.headDim;
+      const [q, k] = [inputs[0]!, inputs[1]!];
+      const out = await runRopeKv({
+        heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, pos: c.pos, freq, q: q.x, k: k.x,
+        v: randomF32(rand, MAX_TOKENS * c.kvHeads * c.headDim), headNorm: Float32Array.from([...q.weight, ...k.weight]),
+      });
+      for (const [what, input, got] of [['q', q, out.q], ['k', k, out.k]] as const) {
         const ref = normedReference(input.x, input.weight, 1e-6, c.pos, freq, input.heads, c.headDim);
-        expectClose(`norm + rope (${what})`, got.subarray(0, n), ref.want, (i) => ref.tol[i]!);
-        expectUnchanged(`norm + rope (${what}) M=${M}: rows >= M`, got, input.x, n, input.x.length);
+        expectClose(`norm + rope (${what})`, got.subarray(0, M * input.heads * c.headDim), ref.want, (i) => ref.tol[i]!);
       }
     });
   }
