@@ -19,6 +19,13 @@
 // same loads, and the finished dot products are scaled once, before the bias. That saves
 // the norm's own dispatch before the q/k/v and gate/up projections (on llvmpipe a dispatch
 // costs 50-100 us however little it computes) and its output buffer.
+// GLU (matvec_q and matmul_q; Ops.gatedLinear): the weight is a SwiGLU's gate and up with
+// their rows interleaved in blocks of 16 (GpuWeight.gluBlock), so of the 32 rows an
+// invocation owns, the first 16 are gate rows and the last 16 the up rows of the same 16
+// columns; the kernel stores glu(gate, up) as column (n_offset + n0) / 2 + r, r < 16
+// (n_total is then the output's width, half the weight's rows). That saves the SwiGLU's
+// own dispatch and the up projection's trip through memory.
+override GLU: bool = false;
 struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, norm_eps: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
@@ -45,4 +52,8 @@ fn store_y(m: u32, col: u32, value: f32) {
 fn norm_scale(ss: f32) -> f32 {
   if (!NORM) { return 1.0; }
   return inverseSqrt(ss / f32(p.K) + p.norm_eps);
+}
+
+fn glu(gate: f32, up: f32) -> f32 {
+  return gate / (1.0 + exp(-gate)) * up;
 }

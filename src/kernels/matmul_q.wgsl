@@ -140,6 +140,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   for (var t = 0u; t < TT; t++) {
     if (m0 + t >= M) { break; }
     let scale = norm_scale(ss[t]);
+    if (GLU) {
+      // Rows 0 to RR/2 - 1 are gate rows, the rest the matching up rows (linear_out.wgsl);
+      // the loop runs RR times, as long as the array, so that it unrolls (see above).
+      for (var r = 0u; r < RR; r++) {
+        if (r < RR / 2u) { store_y(m0 + t, (p.n_offset + n0) / 2u + r, glu(acc[r][t] * scale, acc[r + RR / 2u][t] * scale)); }
+      }
+      continue;
+    }
     for (var r = 0u; r < RR; r++) {
       if (n0 + r >= p.N) { break; }
       store_y(m0 + t, p.n_offset + n0 + r, acc[r][t] * scale);

@@ -115,6 +115,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   var acc: Acc;
   k_loop(m, rows, &acc);
   let scale = norm_scale(acc.ss);
+  if (GLU) {
+    // Vectors 0 to RV/2 - 1 hold gate rows, the rest the matching up rows (linear_out.wgsl).
+    // The loop runs RV times, as long as the array, so that it unrolls (see above).
+    for (var i = 0u; i < RV; i++) {
+      if (i < RV / 2u) {
+        let gate = acc.a[i] * scale;
+        let up = acc.a[i + RV / 2u] * scale;
+        for (var j = 0u; j < 4u; j++) { store_y(m, (p.n_offset + n0) / 2u + 4u * i + j, glu(gate[j], up[j])); }
+      }
+    }
+    return;
+  }
   for (var i = 0u; i < RV; i++) {
     for (var j = 0u; j < 4u; j++) {
       let r = 4u * i + j;

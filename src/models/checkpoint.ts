@@ -5,8 +5,8 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
-import type { WeightFormat } from '../runtime/kernel-source.js';
-import { filledBuffer, interleaveAffine, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
+import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
+import { filledBuffer, GLU_BLOCK_ROWS, interleaveAffine, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -97,19 +97,27 @@ function storedMatrix(ckpt: Checkpoint, prefix: string, quant?: Quantization): S
   return { rows, cols: (stored * 32) / quant.bits, format: quant.bits === 4 ? 'q4' : 'q8', groupSize: quant.groupSize, scaleFormat };
 }
 
+/** Rows [first, first + rows) of one tensor: a stretch of a stacked weight's rows. */
+interface RowRun {
+  name: string;
+  first: number;
+  rows: number;
+}
+
 /**
- * Reads bytes [offset, offset + dst.length) of the row-wise concatenation of `tensors`
- * (each `rows` rows of `bytesPerRow` bytes).
+ * Reads bytes [offset, offset + dst.length) of the row-wise concatenation of `runs` (rows
+ * of `bytesPerRow` bytes).
  */
-function readStacked(ckpt: Checkpoint, tensors: Array<{ name: string; rows: number }>, bytesPerRow: number, dst: Uint8Array, offset: number): void {
+function readStacked(ckpt: Checkpoint, runs: RowRun[], bytesPerRow: number, dst: Uint8Array, offset: number): void {
   let start = 0;
   let done = 0;
-  for (const t of tensors) {
-    const size = t.rows * bytesPerRow;
+  for (const run of runs) {
+    if (done === dst.length) break;
+    const size = run.rows * bytesPerRow;
     const from = offset + done - start;
-    if (done < dst.length && from < size) {
+    if (from < size) {
       const n = Math.min(size - from, dst.length - done);
-      ckpt.readInto(t.name, dst.subarray(done, done + n), from);
+      ckpt.readInto(run.name, dst.subarray(done, done + n), run.first * bytesPerRow + from);
       done += n;
     }
     start += size;
@@ -117,12 +125,29 @@ function readStacked(ckpt: Checkpoint, tensors: Array<{ name: string; rows: numb
 }
 
 /**
+ * The order a weight stacked from `sources` holds their rows in, as runs of
+ * (source, first row, rows): each source whole, one after another, or with `block`, the
+ * sources taking turns `block` rows at a time.
+ */
+function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ source: number; first: number; rows: number }> {
+  if (!block) return sources.map((s, source) => ({ source, first: 0, rows: s.rows }));
+  const runs: Array<{ source: number; first: number; rows: number }> = [];
+  for (let first = 0; first < sources[0]!.rows; first += block) {
+    for (let source = 0; source < sources.length; source++) runs.push({ source, first, rows: block });
+  }
+  return runs;
+}
+
+/**
  * Uploads the matrix `<prefix>.weight` ([rows, cols]) in its stored format: a float dtype,
  * or MLX affine packed uint32 with `<prefix>.scales` / `.biases` beside it. Several prefixes
  * stack their matrices' rows into one weight (same format and width), so one dispatch
  * computes them all (Ops.linear writes each source's rows to its own output).
+ * `glu`: the prefixes are a SwiGLU's gate and up. Where the quantized kernels can apply the
+ * SwiGLU themselves (q4/q8, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
+ * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
  */
-export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefixes: string[], quant?: Quantization): GpuWeight {
+export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefixes: string[], quant?: Quantization, o: { glu?: boolean } = {}): GpuWeight {
   const sources = prefixes.map((prefix) => ({ prefix, ...storedMatrix(ckpt, prefix, quant) }));
   const { cols, format, groupSize, scaleFormat } = sources[0]!;
   for (const s of sources) {
@@ -131,9 +156,13 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     }
   }
   const rows = sources.reduce((n, s) => n + s.rows, 0);
-  const tensors = (what: string) => sources.map((s) => ({ name: `${s.prefix}.${what}`, rows: s.rows }));
+  const glu = o.glu === true && isAffine(format) && sources.length === 2 && sources[0]!.rows === sources[1]!.rows && sources[0]!.rows % GLU_BLOCK_ROWS === 0;
+  const order = stackOrder(sources, glu ? GLU_BLOCK_ROWS : undefined);
+  const tensors = (what: string): RowRun[] => order.map((r) => ({ name: `${sources[r.source]!.prefix}.${what}`, first: r.first, rows: r.rows }));
   const [weights, scales, biases] = [tensors('weight'), tensors('scales'), tensors('biases')];
-  const perPart = rowsPerPart(format, cols, limits);
+  // An interleaved weight's parts hold whole gate/up block pairs.
+  const pairRows = 2 * GLU_BLOCK_ROWS;
+  const perPart = glu ? Math.max(pairRows, Math.floor(rowsPerPart(format, cols, limits) / pairRows) * pairRows) : rowsPerPart(format, cols, limits);
   const bytesPerRow = rowBytes(format, cols);
   const groupsPerRow = groupSize ? cols / groupSize : 0;
   const parts: WeightPart[] = [];
@@ -167,5 +196,6 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   }
   const weight: GpuWeight = { format, rows, cols, groupSize, scaleFormat, parts };
   if (sources.length > 1) weight.segments = sources.map((s) => s.rows);
+  if (glu) weight.gluBlock = GLU_BLOCK_ROWS;
   return weight;
 }

@@ -43,15 +43,15 @@ export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOpti
 
 /**
  * h += down(silu(gate(xn)) * up(xn)), xn = post_attention_layernorm(h), gate and up from
- * one stacked projection that applies the norm to its input itself.
+ * one projection that applies the norm to its input itself (and the SwiGLU to its output,
+ * where the format allows: Ops.gatedLinear).
  */
 export function swigluMlp(ctx: BuildContext, layer: number): Dispatch[] {
-  const { ops, cfg, act } = ctx;
+  const { ops, act } = ctx;
   const p = `model.layers.${layer}.mlp`;
   const inputNorm = norm(ctx, `model.layers.${layer}.post_attention_layernorm`);
   return [
-    ...ops.linear(`${p}.gate_up_proj`, ctx.matrix(`${p}.gate_proj`, `${p}.up_proj`), act.h, [act.gate, act.up], { norm: inputNorm }),
-    ops.swiglu(act.gate, act.up, cfg.intermediate),
+    ...ops.gatedLinear(`${p}.gate_up_proj`, ctx.gluMatrix(`${p}.gate_proj`, `${p}.up_proj`), act.h, act.gate, act.up, { norm: inputNorm }),
     ...ops.linear(`${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.gate, act.h, { accumulate: true }),
   ];
 }

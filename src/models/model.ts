@@ -17,8 +17,9 @@ export interface Activations {
   v: GPUBuffer;
   /** May share the MLP's gate buffer (live from attention to o_proj). */
   attn: GPUBuffer;
-  /** The gate projection, then (in place) silu(gate) * up. */
+  /** silu(gate) * up: the MLP's hidden activations (Ops.gatedLinear). */
   gate: GPUBuffer;
+  /** The up projection, where the SwiGLU runs as its own kernel. */
   up: GPUBuffer;
   headIn: GPUBuffer;
   logits: GPUBuffer;
@@ -37,6 +38,8 @@ export interface BuildContext {
   cfg: ModelConfig;
   /** Loads `<prefix>.weight` in its stored format; several prefixes stack their rows into one weight. */
   matrix(...prefixes: string[]): GpuWeight;
+  /** A SwiGLU's gate and up matrices as one weight for Ops.gatedLinear (loadMatrix `glu`). */
+  gluMatrix(gate: string, up: string): GpuWeight;
   /** Loads an f32 vector tensor; several names concatenate into one buffer. */
   vector(...names: string[]): GPUBuffer;
   has(name: string): boolean;
@@ -146,6 +149,7 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
       if (!w) matrices.set(key, (w = loadMatrix(device, gpu, ckpt, prefixes, cfg.quantization)));
       return w;
     },
+    gluMatrix: (gate, up) => loadMatrix(device, gpu, ckpt, [gate, up], cfg.quantization, { glu: true }),
     vector: (...names) => loadVector(device, ckpt, ...names),
     has: (name) => ckpt.has(name),
     act,

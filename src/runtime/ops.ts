@@ -4,7 +4,7 @@ import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
 import { isAffine } from './kernel-source.js';
-import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+import { GLU_BLOCK_ROWS, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -81,15 +81,18 @@ export class Ops {
    * With `norm`, X is the raw residual stream and the layer computes RMSNorm(X) W^T, the
    * norm fused into its input (linear_out.wgsl).
    */
-  linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], opts: { accumulate?: boolean; bias?: GPUBuffer; perSeq?: boolean; norm?: LinearNorm } = {}): Dispatch[] {
+  linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], opts: LinearOptions = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
     const outputs = Array.isArray(y) ? y : [y];
-    const segments = w.segments ?? [w.rows];
+    // A gated weight's two matrices give one output, of half the rows.
+    const segments = opts.glu ? [w.rows / 2] : (w.segments ?? [w.rows]);
+    const outRows = segments.reduce((a, b) => a + b, 0);
     if (outputs.length !== segments.length || outputs.length > 3) throw new Error(`${label}: ${outputs.length} outputs for a weight stacked from ${segments.length} matrices (at most 3)`);
     if (opts.accumulate && outputs.length > 1) throw new Error(`${label}: accumulate into a stacked weight's outputs`);
-    // Where outputs 1 and 2 start among the stacked rows (w.rows when absent).
-    const split1 = segments.length > 1 ? segments[0]! : w.rows;
-    const split2 = segments.length > 2 ? segments[0]! + segments[1]! : w.rows;
+    if (opts.glu) this.checkGlu(label, w, opts);
+    // Where outputs 1 and 2 start among the output columns (outRows when absent).
+    const split1 = segments.length > 1 ? segments[0]! : outRows;
+    const split2 = segments.length > 2 ? segments[0]! + segments[1]! : outRows;
     const rows = (s: StepShape) => (opts.perSeq ? s.seqs : s.tokens);
     const norm = this.normInput(w.cols, opts.norm?.weight);
     const variants: Array<{
@@ -100,7 +103,7 @@ export class Ops {
     }> = [];
     if (isAffine(w.format)) {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
-      const q = this.weightConstants(w);
+      const q = { ...this.weightConstants(w), GLU: opts.glu === true };
       const matvec = (n: number) => n <= MATVEC_MAX_ROWS;
       const input = this.matvecInput(x, w.cols, w.groupSize);
       variants.push({
@@ -130,7 +133,7 @@ export class Ops {
     }
     const perSeq = opts.perSeq ? 1 : 0;
     return w.parts.flatMap((part) => {
-      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, w.rows, split1, split2, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0, opts.norm?.eps ?? 0], [9]);
+      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, outRows, split1, split2, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0, opts.norm?.eps ?? 0], [9]);
       const buffers: Record<number, GPUBuffer | GPUBindingResource> = {
         ...this.weightBindings(part), 5: x, 6: outputs[0]!, 7: opts.bias ?? this.dummy, 8: outputs[1] ?? this.dummyOutputs[0], 9: outputs[2] ?? this.dummyOutputs[1],
       };
@@ -143,6 +146,26 @@ export class Ops {
         workgroups: (s: StepShape) => v.workgroups(part, s),
       }));
     });
+  }
+
+  /**
+   * out = silu(X W_gate^T) * (X W_up^T), X normed first with `norm`, for a weight loaded
+   * with loadMatrix's `glu`. Where its rows are interleaved (GpuWeight.gluBlock: q4/q8), one
+   * dispatch whose kernel applies the SwiGLU to its finished rows (linear_out.wgsl GLU);
+   * otherwise the stacked projection into out and `up`, then swiglu.wgsl in place.
+   */
+  gatedLinear(label: string, w: GpuWeight, x: GPUBuffer, out: GPUBuffer, up: GPUBuffer, opts: { norm?: LinearNorm } = {}): Dispatch[] {
+    if (w.gluBlock) return this.linear(label, w, x, out, { ...opts, glu: true });
+    if (w.segments?.length !== 2 || w.segments[0] !== w.segments[1]) throw new Error(`${label}: a gated linear layer needs a weight stacked from gate and up`);
+    return [...this.linear(label, w, x, [out, up], opts), this.swiglu(out, up, w.segments[0])];
+  }
+
+  /** The GLU epilogue's preconditions: interleaved blocks that match the kernels' rows, whole block pairs per part, and nothing added after the SwiGLU. */
+  private checkGlu(label: string, w: GpuWeight, opts: LinearOptions): void {
+    const pair = 2 * GLU_BLOCK_ROWS;
+    if (!isAffine(w.format) || w.gluBlock !== GLU_BLOCK_ROWS) throw new Error(`${label}: the GLU epilogue needs a q4/q8 weight interleaved in blocks of ${GLU_BLOCK_ROWS} rows`);
+    if (w.parts.some((part) => part.rowStart % pair !== 0 || part.rows % pair !== 0)) throw new Error(`${label}: a part of an interleaved gate/up weight splits a block pair`);
+    if (opts.bias || opts.accumulate || opts.perSeq) throw new Error(`${label}: bias, accumulate and perSeq do not combine with the GLU epilogue`);
   }
 
   /**
@@ -344,6 +367,17 @@ export class Ops {
 function chunkCalls(groupSize: number, call: (chunk: string) => string): string[] {
   const chunks = groupSize / 32;
   return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
+}
+
+export interface LinearOptions {
+  /** Add into Y (the residual stream) instead of overwriting it. */
+  accumulate?: boolean;
+  bias?: GPUBuffer;
+  /** Rows are sampling sequences (each one's last token), not tokens: the LM head. */
+  perSeq?: boolean;
+  norm?: LinearNorm;
+  /** Y = silu(gate) * up of an interleaved gate/up weight (Ops.gatedLinear). */
+  glu?: boolean;
 }
 
 /** The RMSNorm a linear layer applies to its input rows first (Ops.linear's `norm`). */

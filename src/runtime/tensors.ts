@@ -65,7 +65,19 @@ export interface GpuWeight {
   parts: WeightPart[];
   /** Rows of each matrix this one stacks (q/k/v, gate/up), in order; absent for one matrix. */
   segments?: number[];
+  /**
+   * A gate/up weight whose two matrices' rows alternate in blocks of GLU_BLOCK_ROWS (gate
+   * rows 0-15, up rows 0-15, gate rows 16-31, ...), for kernels that apply the SwiGLU to
+   * their own output rows (Ops.gatedLinear); absent when the rows are stacked.
+   */
+  gluBlock?: number;
 }
+
+/**
+ * Rows per block of an interleaved gate/up weight (GpuWeight.gluBlock): half the 32 rows a
+ * matvec_q or matmul_q invocation owns, so each invocation holds matching gate and up rows.
+ */
+export const GLU_BLOCK_ROWS = 16;
 
 /** Bytes of one row of data in each format. */
 export function rowBytes(format: WeightFormat, cols: number): number {

@@ -18,8 +18,9 @@
 // squares (K roundings), inverseSqrt (2 ULP) and the weight and scale products add about
 // K/2 + 4 relative roundings to the dot product's K + 2.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { WeightFormat } from '../../src/runtime/kernel-source.js';
-import type { ScaleFormat } from '../../src/runtime/tensors.js';
+import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
+import type { LinearNorm } from '../../src/runtime/ops.js';
+import { GLU_BLOCK_ROWS, type ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
 
 let h: Harness;
@@ -95,12 +96,12 @@ async function runCase(c: Case): Promise<void> {
   const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
   const biasBuf = bias ? h.uploadF32(bias, 'bias') : undefined;
   const norm = c.norm ? { weight: randomF32(rand, K, 0.5, 1.5), eps: 1e-5 } : undefined;
-  let normBuf: GPUBuffer | undefined;
+  let normArg: LinearNorm | undefined;
   if (norm) {
-    normBuf = c.norm === 'uniform' ? h.activation(K, 'norm') : h.poisoned(K, POISON_BITS, 'norm');
-    h.write(normBuf, norm.weight);
+    normArg = { weight: c.norm === 'uniform' ? h.activation(K, 'norm') : h.poisoned(K, POISON_BITS, 'norm'), eps: norm.eps };
+    h.write(normArg.weight, norm.weight);
   }
-  const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate, norm: normBuf && { weight: normBuf, eps: norm.eps } });
+  const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate, norm: normArg });
   expect(dispatches.length % (c.parts?.length ?? 1)).toBe(0);
   for (const M of c.Ms) {
     const x = inputRows(rand, M, K);
@@ -228,8 +229,6 @@ describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to
     const dispatches = h.ops.linear('stacked', w.gpu, xBuf, outs, { bias: bias && h.uploadF32(bias, 'bias') });
     for (const M of [1, 2, 5, 13]) {
       const x = inputRows(rand, M, K);
-    // Rows of very different scales: the fused norm must bring each to unit RMS itself.
-    if (norm) for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) x[m * K + k]! *= 10 ** ((m % 5) - 2);
       h.write(xBuf, x);
       for (const [i, n] of segments.entries()) h.write(outs[i]!, new Uint32Array(MAX_ROWS * n).fill(POISON_BITS));
       await h.run(dispatches, { tokens: M, seqs: 1 });
@@ -258,5 +257,81 @@ describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to
     const y = h.activation(MAX_ROWS * 16, 'y');
     expect(() => h.ops.linear('bad', w.gpu, x, [y])).toThrow(/1 outputs for a weight stacked from 2/);
     expect(() => h.ops.linear('bad', w.gpu, x, [y, h.activation(MAX_ROWS * 16)], { accumulate: true })).toThrow(/accumulate/);
+  });
+});
+
+// Ops.gatedLinear: silu(X G^T) * (X U^T). q4/q8 weights loaded with `glu` hold G's and U's
+// rows interleaved in blocks of GLU_BLOCK_ROWS, and the kernels apply the SwiGLU to their
+// own rows; float weights stack G over U and run swiglu.wgsl after. Tolerance: the dot
+// products' bounds (tg, tu, as above) carried through y = silu(g) u (|silu'| <= 1.1), plus
+// exp's 3 + 2|g| ULP and a few roundings of y itself.
+describe('matmul: gated (SwiGLU) projection', () => {
+  async function runGated(format: WeightFormat, I: number, o: { parts?: number[]; norm?: boolean; Ms: number[]; seed: number }): Promise<void> {
+    const rand = rng(o.seed);
+    const K = 96;
+    const [gate, up] = [randomF32(rand, I * K), randomF32(rand, I * K)];
+    const interleaved = isAffine(format);
+    // Row r of the weight: which matrix and row it holds.
+    const source = (r: number) => {
+      if (!interleaved) return r < I ? { m: gate, row: r } : { m: up, row: r - I };
+      const block = Math.floor(r / GLU_BLOCK_ROWS);
+      return { m: block % 2 === 0 ? gate : up, row: Math.floor(block / 2) * GLU_BLOCK_ROWS + (r % GLU_BLOCK_ROWS) };
+    };
+    const host = new Float32Array(2 * I * K);
+    for (let r = 0; r < 2 * I; r++) {
+      const { m, row } = source(r);
+      host.set(m.subarray(row * K, (row + 1) * K), r * K);
+    }
+    const w = h.weight(host, 2 * I, K, format, { groupSize: 32, parts: o.parts });
+    w.gpu.segments = [I, I];
+    if (interleaved) w.gpu.gluBlock = GLU_BLOCK_ROWS;
+    const rowOf = (which: Float32Array, j: number) => [...Array(2 * I).keys()].find((r) => source(r).m === which && source(r).row === j)!;
+    const norm = o.norm ? { weight: randomF32(rand, K, 0.5, 1.5), eps: 1e-5 } : undefined;
+    let normArg: LinearNorm | undefined;
+    if (norm) {
+      normArg = { weight: h.activation(K, 'norm'), eps: norm.eps };
+      h.write(normArg.weight, norm.weight);
+    }
+    const xBuf = h.activation(MAX_ROWS * K, 'x');
+    const outBuf = h.activation(MAX_ROWS * I, 'out');
+    const dispatches = h.ops.gatedLinear('gate_up', w.gpu, xBuf, outBuf, h.activation(MAX_ROWS * I, 'up'), { norm: normArg });
+    expect(dispatches.length).toBe((o.parts?.length ?? 1) * (interleaved ? 3 : 1) + (interleaved ? 0 : 1));
+    for (const M of o.Ms) {
+      const x = inputRows(rand, M, K);
+      h.write(xBuf, x);
+      h.poison(outBuf, MAX_ROWS * I);
+      await h.run(dispatches, { tokens: M, seqs: 1 });
+      const got = await h.readF32(outBuf, MAX_ROWS * I);
+      const ref = reference(x, w, M, { norm });
+      const want = new Float64Array(M * I);
+      const tol = new Float64Array(M * I);
+      for (let m = 0; m < M; m++) {
+        for (let j = 0; j < I; j++) {
+          const [gi, ui] = [m * 2 * I + rowOf(gate, j), m * 2 * I + rowOf(up, j)];
+          const [g, u] = [ref.want[gi]!, ref.want[ui]!];
+          const silu = g / (1 + Math.exp(-g));
+          want[m * I + j] = silu * u;
+          tol[m * I + j] = 1.1 * Math.abs(u) * ref.tol[gi]! + Math.abs(silu) * ref.tol[ui]! + (8 + 2 * Math.abs(g)) * U * Math.abs(silu * u) + 1e-30;
+        }
+      }
+      expectClose(`${format} gated I=${I} M=${M}`, got.subarray(0, M * I), want, (i) => tol[i]!);
+      expectPoisoned(`${format} gated M=${M}: rows >= M`, got, M * I, MAX_ROWS * I);
+    }
+  }
+
+  for (const format of ['q4', 'q8'] as const) {
+    it(`${format}: 48 columns (3 blocks of each), M = 1, 2, 3, 5, 9`, () => runGated(format, 48, { Ms: [1, 2, 3, 5, 9], seed: 60 }));
+  }
+  it('q4: 272 columns over several workgroups, in 2 parts, normed input', () => runGated('q4', 272, { parts: [320, 224], norm: true, Ms: [1, 4, 13], seed: 61 }));
+  it('f32 (stacked, then swiglu.wgsl): 40 columns', () => runGated('f32', 40, { Ms: [1, 5], seed: 62 }));
+  it('rejects a part that splits a block pair, and bias', () => {
+    const w = h.weight(randomF32(rng(63), 64 * 32), 64, 32, 'q4', { groupSize: 32, parts: [16, 48] });
+    w.gpu.segments = [32, 32];
+    w.gpu.gluBlock = GLU_BLOCK_ROWS;
+    const [x, y] = [h.activation(MAX_ROWS * 32, 'x'), h.activation(MAX_ROWS * 32, 'y')];
+    expect(() => h.ops.gatedLinear('bad', w.gpu, x, y, y)).toThrow(/splits a block pair/);
+    const whole = h.weight(randomF32(rng(64), 64 * 32), 64, 32, 'q4', { groupSize: 32 });
+    whole.gpu.gluBlock = GLU_BLOCK_ROWS;
+    expect(() => h.ops.linear('bad', whole.gpu, x, y, { glu: true, bias: h.uploadF32(new Float32Array(64)) })).toThrow(/bias/);
   });
 });
