@@ -10,23 +10,22 @@
 // Bindings: 0 params, 6 y rw, 7 bias [n_total] (a dummy without has_bias), 8 y1 rw, 9 y2 rw
 // (distinct dummies when unused: writable bindings may not alias).
 // accumulate (y only): add into Y, which fuses the residual add after o_proj and down_proj;
-// has_bias: add bias[col]. Runtime flags rather than constants: one compiled kernel serves
-// every layer.
-// The input side's one shared rule, RMSNorm fused into the input (NORM, declared by the
-// runtime with norm_w: Ops.normInput): the X rows are then the raw residual stream, and
-// the kernel computes RMSNorm(x) W^T as ((x * norm_w) W^T) * norm_scale(sum(x^2)): each X
-// value is multiplied by its norm weight as it is loaded, the sum of squares comes from the
-// same loads, and the finished dot products are scaled once, before the bias. That saves
-// the norm's own dispatch before the q/k/v and gate/up projections (on llvmpipe a dispatch
-// costs 50-100 us however little it computes) and its output buffer.
-// GLU (matvec_q and matmul_q; Ops.gatedLinear): the weight is a SwiGLU's gate and up with
+// has_bias: add bias[col].
+// norm_eps: matvec_q's fused RMSNorm (documented there).
+// glu (matmul_q; matvec_q takes it as the constant GLU; Ops.gatedLinear): the weight is a SwiGLU's gate and up with
 // their rows interleaved in blocks of 16 (GpuWeight.gluBlock), so of the 32 rows an
 // invocation owns, the first 16 are gate rows and the last 16 the up rows of the same 16
 // columns; the kernel stores glu(gate, up) as column (n_offset + n0) / 2 + r, r < 16
 // (n_total is then the output's width, half the weight's rows). That saves the SwiGLU's
 // own dispatch and the up projection's trip through memory.
-override GLU: bool = false;
-struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, norm_eps: f32 }
+// Runtime flags rather than constants where that costs nothing, so one compiled kernel
+// serves every layer: matmul_q's pipelines are large (about 9 MiB of llvmpipe code each),
+// and making norm and glu constants there too tripled them, which cost 50 MiB of RSS, 0.7 s
+// of warm load and 50 s of cold compile. But in a hot loop a runtime flag is not free (a
+// runtime norm flag cost matmul_q 25% at 8 tokens, and matvec_q about 6% per decode step),
+// so the small matvec_q takes NORM and GLU as constants, and matmul_q reads its input
+// normed by rmsnorm.wgsl (Ops.linear) and has no norm at all.
+struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, glu: u32, norm_eps: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
@@ -46,12 +45,6 @@ fn store_y(m: u32, col: u32, value: f32) {
   } else {
     y2[m * (p.n_total - p.split2) + col - p.split2] = v;
   }
-}
-
-// 1 / rms of a row whose squares sum to ss (rounded as rmsnorm.wgsl rounds it); 1 without NORM.
-fn norm_scale(ss: f32) -> f32 {
-  if (!NORM) { return 1.0; }
-  return inverseSqrt(ss / f32(p.K) + p.norm_eps);
 }
 
 fn glu(gate: f32, up: f32) -> f32 {

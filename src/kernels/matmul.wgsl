@@ -1,6 +1,6 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]): every linear layer, prefill and decode.
-// Bindings: 0 params, 1 step, 2-4 weight part (format), 5 X [M, K] f32, 10 the norm weight
-// with NORM; the outputs (6-9), params and NORM are linear_out.wgsl's.
+// Bindings: 0 params, 1 step, 2-4 weight part (format), 5 X [M, K] f32; the outputs (6-9)
+// and params are linear_out.wgsl's.
 // Plan: one invocation per output column n and a tile of TM = 4 rows of X, so each
 // weight quad is dequantized once and used four times. (On llvmpipe the X loads, though the
 // same for the whole workgroup, are per-lane loads: see matmul_q.wgsl for the faster layout.)
@@ -19,24 +19,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let r2 = min(m0 + 2u, M - 1u) * k4s;
   let r3 = min(m0 + 3u, M - 1u) * k4s;
   var acc = vec4<f32>(0.0);
-  var ss = vec4<f32>(0.0);
   for (var kq = 0u; kq < k4s; kq++) {
     let w = w_load4(n, kq * 4u, p.K);
-    var x0 = x[r0 + kq];
-    var x1 = x[r1 + kq];
-    var x2 = x[r2 + kq];
-    var x3 = x[r3 + kq];
-    if (NORM) {
-      ss += vec4<f32>(dot(x0, x0), dot(x1, x1), dot(x2, x2), dot(x3, x3));
-      let nw = norm_w(kq);
-      x0 *= nw;
-      x1 *= nw;
-      x2 *= nw;
-      x3 *= nw;
-    }
-    acc += vec4<f32>(dot(w, x0), dot(w, x1), dot(w, x2), dot(w, x3));
+    acc += vec4<f32>(dot(w, x[r0 + kq]), dot(w, x[r1 + kq]), dot(w, x[r2 + kq]), dot(w, x[r3 + kq]));
   }
   for (var t = 0u; t < 4u && m0 + t < M; t++) {
-    store_y(m0 + t, p.n_offset + n, acc[t] * norm_scale(ss[t]));
+    store_y(m0 + t, p.n_offset + n, acc[t]);
   }
 }

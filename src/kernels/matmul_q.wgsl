@@ -4,8 +4,8 @@
 // Bindings: 0 params, 1 step, 2-4 W in its format file (as matvec_q.wgsl),
 // 5 X as an rgba32float texture X_WIDTH texels wide holding [M, K] flat (vec4 i of X at
 // texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload, and
-// declares the binding and x_texel(), which reads one texel), 10 the norm weight with NORM;
-// the outputs (6-9), params and NORM are linear_out.wgsl's.
+// declares the binding and x_texel(), which reads one texel); the outputs (6-9) and params
+// are linear_out.wgsl's.
 // Plan: register tiling. One invocation owns RR = 32 output rows x TT tokens (TT = 8, or 4
 // when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
 // 32-value chunk it loads the TT tokens' X once, so each X value serves 32 rows, then walks
@@ -65,9 +65,8 @@ fn load_x(chunk: u32, m: u32) -> array<vec4<f32>, 8> {
   return x;
 }
 
-// One group's partial sums for the tile: dot(q, x) per row and token, sum(x) per token and,
-// with NORM, the sum of the raw X squared per token.
-struct Tile { dots: array<array<f32, TT_MAX>, RR>, xsum: array<f32, TT_MAX>, ss: array<f32, TT_MAX> }
+// One group's partial sums for the tile: dot(q, x) per row and token, and sum(x) per token.
+struct Tile { dots: array<array<f32, TT_MAX>, RR>, xsum: array<f32, TT_MAX> }
 // Where the tile is: first row n0, first token m0, of M tokens; packed texels per W row.
 struct At { n0: u32, m0: u32, M: u32, vec_per_row: u32 }
 
@@ -76,18 +75,8 @@ struct At { n0: u32, m0: u32, M: u32, vec_per_row: u32 }
 // llvmpipe ran a loop over the chunks 20-40% slower.
 fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
   var xs: array<array<vec4<f32>, 8>, TT_MAX>;
-  var nw: array<vec4<f32>, 8>;
-  if (NORM) {
-    for (var f = 0u; f < 8u; f++) { nw[f] = norm_w(chunk * 8u + f); }
-  }
   for (var tt = 0u; tt < TT; tt++) {
     xs[tt] = load_x(chunk, min(at.m0 + tt, at.M - 1u));
-    if (NORM) {
-      for (var f = 0u; f < 8u; f++) {
-        (*t).ss[tt] += dot(xs[tt][f], xs[tt][f]);
-        xs[tt][f] *= nw[f];
-      }
-    }
     var s = vec4<f32>(0.0);
     for (var f = 0u; f < 8u; f++) { s += xs[tt][f]; }
     (*t).xsum[tt] += (s.x + s.y) + (s.z + s.w);
@@ -123,11 +112,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   // acc[r][t]: output row n0 + r, token m0 + t. Rows past N and tokens past M re-read the
   // last row / token (valid memory) and are not written.
   var acc: array<array<f32, TT_MAX>, RR>;
-  var ss: array<f32, TT_MAX>;
   for (var g = 0u; g < groups; g++) {
     var tile: Tile;
     group_chunks(g, at, &tile);
-    for (var t = 0u; t < TT; t++) { ss[t] += tile.ss[t]; }
     // The affine map once per group: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
     for (var r = 0u; r < RR; r++) {
       let gi = min(n0 + r, p.N - 1u) * groups + g;
@@ -139,18 +126,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   }
   for (var t = 0u; t < TT; t++) {
     if (m0 + t >= M) { break; }
-    let scale = norm_scale(ss[t]);
-    if (GLU) {
+    if (p.glu != 0u) {
       // Rows 0 to RR/2 - 1 are gate rows, the rest the matching up rows (linear_out.wgsl);
       // the loop runs RR times, as long as the array, so that it unrolls (see above).
       for (var r = 0u; r < RR; r++) {
-        if (r < RR / 2u) { store_y(m0 + t, (p.n_offset + n0) / 2u + r, glu(acc[r][t] * scale, acc[r + RR / 2u][t] * scale)); }
+        if (r < RR / 2u) { store_y(m0 + t, (p.n_offset + n0) / 2u + r, glu(acc[r][t], acc[r + RR / 2u][t])); }
       }
       continue;
     }
     for (var r = 0u; r < RR; r++) {
       if (n0 + r >= p.N) { break; }
-      store_y(m0 + t, p.n_offset + n0 + r, acc[r][t] * scale);
+      store_y(m0 + t, p.n_offset + n0 + r, acc[r][t]);
     }
   }
 }

@@ -4,12 +4,19 @@
 // Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
 // GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32> in tiles of
 // PACKED_TILE_ROWS rows, w_scale_bias for the groups' [N, K/GROUP_SIZE] (scale, bias)),
-// 5 X f32, 10 the norm weight with NORM; the outputs (6-9), params and NORM are
-// linear_out.wgsl's.
+// 5 X f32, 10 the norm weight (read with NORM); the outputs (6-9), params and GLU's row
+// layout are linear_out.wgsl's (GLU here is a constant: see there).
 // X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
 // array when its rows fit one uniform binding, else a storage array (indexed the same
 // either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
 // group (unrolled) and group_end once.
+// With NORM the layer's RMSNorm is fused into its input (Ops.linear): X is then the raw
+// residual stream, and the kernel computes RMSNorm(x) W^T as ((x * norm_w) W^T) *
+// norm_scale(sum(x^2)): each X value is multiplied by its norm weight (norm_w, binding 10,
+// declared by the runtime: Ops.normInput) as it is loaded, the sum of squares comes from the
+// same loads, and the finished dot products are scaled once, before the bias. That saves
+// the norm's own dispatch before the q/k/v and gate/up projections of a decode step (on
+// llvmpipe a dispatch costs 50-100 us however little it computes).
 // Plan: one invocation per R = 32 output rows of one token (gid.y): four tiles of the
 // packed weights (PACKED_TILE_ROWS = 8), so each tile's texels for a chunk are adjacent.
 // Each chunk of X (8 vec4, the same for every invocation of the workgroup) meets one
@@ -25,9 +32,17 @@
 // stack slots: a runtime-indexed array becomes per-lane scratch memory on llvmpipe
 // (measured 4x slower). The loops over the rows' vectors run exactly as many times as the
 // arrays they index are long, which makes NIR unroll them.
+override NORM: bool = false;
+override GLU: bool = false;
 const R: u32 = 32u;
 // The rows as vec4s.
 const RV: u32 = R / 4u;
+
+// 1 / rms of a row whose squares sum to ss (rounded as rmsnorm.wgsl rounds it); 1 without norm.
+fn norm_scale(ss: f32) -> f32 {
+  if (!NORM) { return 1.0; }
+  return inverseSqrt(ss / f32(p.K) + p.norm_eps);
+}
 
 fn nibbles_dot(w: u32, a: vec4<f32>, b: vec4<f32>) -> f32 {
   let lo = vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
@@ -60,7 +75,7 @@ fn chunk_dot(at: u32, x: Chunk) -> f32 {
 struct Rows { w: array<vec4<u32>, RV>, g: array<vec4<u32>, RV> }
 // The rows' sums so far.
 struct Acc { a: array<vec4<f32>, RV>, ss: f32 }
-// One group's partial dot products (before the affine map), sum of X and, with NORM, sum of
+// One group's partial dot products (before the affine map), sum of X and, with norm, sum of
 // the raw X squared.
 struct Dots { a: array<vec4<f32>, RV>, xsum: f32, ss: f32 }
 

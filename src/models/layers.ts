@@ -58,7 +58,7 @@ export function swigluMlp(ctx: BuildContext, layer: number): Dispatch[] {
 
 /** The RMSNorm `name` before a block, for the block's first projection to apply. */
 function norm(ctx: BuildContext, name: string): LinearNorm {
-  return { weight: ctx.vector(`${name}.weight`), eps: ctx.cfg.rmsEps };
+  return { weight: ctx.vector(`${name}.weight`), eps: ctx.cfg.rmsEps, out: ctx.act.xn };
 }
 
 /**

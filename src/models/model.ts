@@ -12,6 +12,8 @@ import { ropeInvFreq } from './rope.js';
 /** Buffers for one pass of up to maxTokens tokens, reused by every layer. */
 export interface Activations {
   h: GPUBuffer;
+  /** The normed residual stream, where a linear layer cannot fuse its norm (LinearNorm). */
+  xn: GPUBuffer;
   q: GPUBuffer;
   k: GPUBuffer;
   v: GPUBuffer;
@@ -99,6 +101,7 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   const borrow = (from: GPUBuffer, floats: number, label: string) => (floats * 4 <= from.size ? from : f32(floats, label));
   const act: Activations = {
     h: f32(T * cfg.hidden, 'h'),
+    xn: f32(T * cfg.hidden, 'xn'),
     q: f32(T * qDim, 'q'),
     k: f32(T * kvDim, 'k'),
     v: f32(T * kvDim, 'v'),

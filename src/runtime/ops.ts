@@ -31,6 +31,7 @@ export class Ops {
   private readonly dummyOutputs: [GPUBuffer, GPUBuffer];
   /** matmul_q's input texture, shared by every quantized linear layer (Ops.matmulInput). */
   private inputTexture?: GPUTexture;
+  private zeroBuffer?: GPUBuffer;
 
   constructor(readonly gpu: Gpu) {
     this.pipelines = new PipelineCache(gpu.device);
@@ -78,8 +79,9 @@ export class Ops {
    * (prefill, batched decode) of 32 rows x 4 tokens up to 4 rows, x 8 tokens above, which
    * read X from a texture the rows are copied into first. Float weights use the generic
    * matmul with the format's loader.
-   * With `norm`, X is the raw residual stream and the layer computes RMSNorm(X) W^T, the
-   * norm fused into its input (linear_out.wgsl).
+   * With `norm`, X is the raw residual stream and the layer computes RMSNorm(X) W^T:
+   * matvec_q fuses the norm into its input, the other kernels get a recorded rmsnorm.wgsl
+   * dispatch before them (LinearNorm).
    */
   linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], opts: LinearOptions = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
@@ -94,7 +96,18 @@ export class Ops {
     const split1 = segments.length > 1 ? segments[0]! : outRows;
     const split2 = segments.length > 2 ? segments[0]! + segments[1]! : outRows;
     const rows = (s: StepShape) => (opts.perSeq ? s.seqs : s.tokens);
-    const norm = this.normInput(w.cols, opts.norm?.weight);
+    if (opts.norm && opts.perSeq) throw new Error(`${label}: norm does not combine with perSeq`);
+    const matvec = (n: number) => isAffine(w.format) && n <= MATVEC_MAX_ROWS;
+    // matvec_q applies the norm itself; the other kernels read X normed by rmsnorm.wgsl first,
+    // in the steps that run them (linear_out.wgsl says why).
+    const pre: Dispatch[] = [];
+    let normed = x;
+    if (opts.norm) {
+      const n = opts.norm;
+      const d = this.rmsnorm(`${label}.norm`, x, n.weight, n.out, { width: w.cols, eps: n.eps });
+      pre.push({ ...d, workgroups: (s) => (matvec(s.tokens) ? [0] : d.workgroups(s)) });
+      normed = n.out;
+    }
     const variants: Array<{
       pipeline: GPUComputePipeline;
       workgroups: (part: WeightPart, s: StepShape) => [number, number];
@@ -103,17 +116,17 @@ export class Ops {
     }> = [];
     if (isAffine(w.format)) {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
-      const q = { ...this.weightConstants(w), GLU: opts.glu === true };
-      const matvec = (n: number) => n <= MATVEC_MAX_ROWS;
+      const q = this.weightConstants(w);
       const input = this.matvecInput(x, w.cols, w.groupSize);
+      const norm = this.normInput(w.cols, opts.norm?.weight);
       variants.push({
-        pipeline: this.pipelines.get('matvec_q', w.format, q, `${input.declarations}\n${norm.declarations}`),
-        bindings: input.binding ? { 5: input.binding } : undefined,
+        pipeline: this.pipelines.get('matvec_q', w.format, { ...q, NORM: opts.norm !== undefined, GLU: opts.glu === true }, `${input.declarations}\n${norm.declarations}`),
+        bindings: input.binding ? { 5: input.binding, 10: norm.binding } : { 5: x, 10: norm.binding },
         workgroups: (part, s) => (matvec(rows(s)) ? [ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP), rows(s)] : [0, 0]),
       });
-      const tiled = this.matmulInput(x, w.cols, rows);
+      const tiled = this.matmulInput(normed, w.cols, rows);
       const groupChunks = ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...chunkCalls(w.groupSize, (chunk) => `  chunk_tile(${chunk}, at, t);`), '}'].join('\n');
-      const matmulDeclarations = `${this.matmulInputDeclarations()}\n${groupChunks}\n${norm.declarations}`;
+      const matmulDeclarations = `${this.matmulInputDeclarations()}\n${groupChunks}`;
       variants.push(
         ...[4, 8].map((tile) => ({
           pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulDeclarations),
@@ -127,17 +140,18 @@ export class Ops {
       );
     } else {
       variants.push({
-        pipeline: this.pipelines.get('matmul', w.format, {}, norm.declarations),
+        pipeline: this.pipelines.get('matmul', w.format),
+        bindings: { 5: { buffer: normed } },
         workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
       });
     }
     const perSeq = opts.perSeq ? 1 : 0;
-    return w.parts.flatMap((part) => {
-      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, outRows, split1, split2, perSeq, opts.accumulate ? 1 : 0, opts.bias ? 1 : 0, opts.norm?.eps ?? 0], [9]);
+    return [...pre, ...w.parts.flatMap((part) => {
+      const flags = [opts.accumulate, opts.bias, opts.glu].map((f) => (f ? 1 : 0));
+      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, outRows, split1, split2, perSeq, ...flags, opts.norm?.eps ?? 0], [10]);
       const buffers: Record<number, GPUBuffer | GPUBindingResource> = {
-        ...this.weightBindings(part), 5: x, 6: outputs[0]!, 7: opts.bias ?? this.dummy, 8: outputs[1] ?? this.dummyOutputs[0], 9: outputs[2] ?? this.dummyOutputs[1],
+        ...this.weightBindings(part), 6: outputs[0]!, 7: opts.bias ?? this.dummy, 8: outputs[1] ?? this.dummyOutputs[0], 9: outputs[2] ?? this.dummyOutputs[1],
       };
-      if (norm.binding) buffers[10] = norm.binding;
       return variants.map((v) => ({
         label,
         pipeline: v.pipeline,
@@ -145,7 +159,7 @@ export class Ops {
         upload: v.upload,
         workgroups: (s: StepShape) => v.workgroups(part, s),
       }));
-    });
+    })];
   }
 
   /**
@@ -198,20 +212,26 @@ export class Ops {
   }
 
   /**
-   * The linear kernels' NORM and norm_w(i), vec4 i of the norm weight (binding 10), for a
-   * layer with a fused RMSNorm (linear_out.wgsl). The weight is a uniform array where it
-   * fits one uniform binding: read at addresses that vary in a loop, that is one vector
-   * gather on llvmpipe against a per-lane loop for storage (as matvecInput explains).
+   * matvec_q's norm_w(i), vec4 i of the norm weight (binding 10) that a layer with a fused
+   * RMSNorm reads (NORM); a layer without one binds zeros, as WGSL counts the binding used
+   * either way. A uniform array where the weight fits one uniform binding: read at
+   * addresses that vary in a loop, that is one vector gather on llvmpipe against a per-lane
+   * loop for storage (as matvecInput explains).
    */
-  private normInput(cols: number, weight?: GPUBuffer): { declarations: string; binding?: GPUBufferBinding } {
-    if (!weight) return { declarations: 'const NORM = false;\nfn norm_w(i: u32) -> vec4<f32> { return vec4<f32>(1.0); }' };
+  private normInput(cols: number, weight: GPUBuffer | undefined): { declarations: string; binding: GPUBufferBinding } {
     const bytes = cols * 4;
-    const uniform = bytes <= this.gpu.maxUniformBinding && (weight.usage & GPUBufferUsage.UNIFORM) !== 0;
+    const uniform = bytes <= this.gpu.maxUniformBinding && (!weight || (weight.usage & GPUBufferUsage.UNIFORM) !== 0);
     const binding = uniform ? `var<uniform> norm_weight: array<vec4<f32>, ${cols / 4}>;` : 'var<storage, read> norm_weight: array<vec4<f32>>;';
     return {
-      declarations: ['const NORM = true;', `@group(0) @binding(10) ${binding}`, 'fn norm_w(i: u32) -> vec4<f32> { return norm_weight[i]; }'].join('\n'),
-      binding: { buffer: weight, offset: 0, size: bytes },
+      declarations: `@group(0) @binding(10) ${binding}\nfn norm_w(i: u32) -> vec4<f32> { return norm_weight[i]; }`,
+      binding: { buffer: weight ?? this.zeros(bytes), offset: 0, size: bytes },
     };
+  }
+
+  /** A zero-filled buffer (storage and uniform) of at least `bytes`: the stand-in for an absent norm weight. */
+  private zeros(bytes: number): GPUBuffer {
+    if (!this.zeroBuffer || this.zeroBuffer.size < bytes) this.zeroBuffer = storageBuffer(this.gpu.device, bytes, 'zeros');
+    return this.zeroBuffer;
   }
 
   /**
@@ -380,11 +400,17 @@ export interface LinearOptions {
   glu?: boolean;
 }
 
-/** The RMSNorm a linear layer applies to its input rows first (Ops.linear's `norm`). */
+/**
+ * The RMSNorm a linear layer applies to its input rows first (Ops.linear's `norm`):
+ * matvec_q fuses it into its input; the other kernels read it from `out`, written by
+ * rmsnorm.wgsl in the steps that run them.
+ */
 export interface LinearNorm {
   /** [K] f32. */
   weight: GPUBuffer;
   eps: number;
+  /** [max tokens, K] f32. */
+  out: GPUBuffer;
 }
 
 /** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache. */

@@ -13,10 +13,11 @@
 // q4/q8 (matvec_q/matmul_q sum scale * dot(q, x) and bias * sum(x) separately, and those
 // can cancel). The reference uses the exact values the kernel decodes
 // (TestWeight.effective), so the format's own quantization error is not part of it.
-// With `norm` the reference is exact RMSNorm(X) (eps rounded to f32, as the kernel holds
-// it) times W, and the bound is doubled in K on the normed input's magnitudes: the sum of
-// squares (K roundings), inverseSqrt (2 ULP) and the weight and scale products add about
-// K/2 + 4 relative roundings to the dot product's K + 2.
+// With `norm` (fused into matvec_q's input; rmsnorm.wgsl first for the other kernels) the
+// reference is exact RMSNorm(X) (eps rounded to f32, as the kernels hold it) times W, and
+// the bound is doubled in K on the normed input's magnitudes: the sum of squares (K
+// roundings), inverseSqrt (2 ULP) and the weight and scale products add about K/2 + 4
+// relative roundings to the dot product's K + 2.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
 import type { LinearNorm } from '../../src/runtime/ops.js';
@@ -98,11 +99,12 @@ async function runCase(c: Case): Promise<void> {
   const norm = c.norm ? { weight: randomF32(rand, K, 0.5, 1.5), eps: 1e-5 } : undefined;
   let normArg: LinearNorm | undefined;
   if (norm) {
-    normArg = { weight: c.norm === 'uniform' ? h.activation(K, 'norm') : h.poisoned(K, POISON_BITS, 'norm'), eps: norm.eps };
+    normArg = { weight: c.norm === 'uniform' ? h.activation(K, 'norm') : h.poisoned(K, POISON_BITS, 'norm'), eps: norm.eps, out: h.activation(MAX_ROWS * K, 'xn') };
     h.write(normArg.weight, norm.weight);
   }
   const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate, norm: normArg });
-  expect(dispatches.length % (c.parts?.length ?? 1)).toBe(0);
+  // Per part, one dispatch per kernel; with norm, one rmsnorm before them.
+  expect((dispatches.length - (norm ? 1 : 0)) % (c.parts?.length ?? 1)).toBe(0);
   for (const M of c.Ms) {
     const x = inputRows(rand, M, K);
     // Rows of very different scales: the fused norm must bring each to unit RMS itself.
@@ -289,13 +291,13 @@ describe('matmul: gated (SwiGLU) projection', () => {
     const norm = o.norm ? { weight: randomF32(rand, K, 0.5, 1.5), eps: 1e-5 } : undefined;
     let normArg: LinearNorm | undefined;
     if (norm) {
-      normArg = { weight: h.activation(K, 'norm'), eps: norm.eps };
+      normArg = { weight: h.activation(K, 'norm'), eps: norm.eps, out: h.activation(MAX_ROWS * K, 'xn') };
       h.write(normArg.weight, norm.weight);
     }
     const xBuf = h.activation(MAX_ROWS * K, 'x');
     const outBuf = h.activation(MAX_ROWS * I, 'out');
     const dispatches = h.ops.gatedLinear('gate_up', w.gpu, xBuf, outBuf, h.activation(MAX_ROWS * I, 'up'), { norm: normArg });
-    expect(dispatches.length).toBe((o.parts?.length ?? 1) * (interleaved ? 3 : 1) + (interleaved ? 0 : 1));
+    expect(dispatches.length).toBe((o.parts?.length ?? 1) * (interleaved ? 3 : 1) + (interleaved ? 0 : 1) + (norm ? 1 : 0));
     for (const M of o.Ms) {
       const x = inputRows(rand, M, K);
       h.write(xBuf, x);
