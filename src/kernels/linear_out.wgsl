@@ -12,12 +12,12 @@
 // accumulate (y only): add into Y, which fuses the residual add after o_proj and down_proj;
 // has_bias: add bias[col].
 // norm_eps: matvec_q's fused RMSNorm (documented there).
-// glu (matmul_q; matvec_q takes it as the constant GLU; Ops.gatedLinear): the weight is a SwiGLU's gate and up with
-// their rows interleaved in blocks of 16 (GpuWeight.gluBlock), so of the 32 rows an
-// invocation owns, the first 16 are gate rows and the last 16 the up rows of the same 16
-// columns; the kernel stores glu(gate, up) as column (n_offset + n0) / 2 + r, r < 16
-// (n_total is then the output's width, half the weight's rows). That saves the SwiGLU's
-// own dispatch and the up projection's trip through memory.
+// glu (matmul_q; matvec_q takes it as the constant GLU; Ops.gatedLinear): the weight is
+// a SwiGLU's gate and up with their rows interleaved in blocks of 16 (GpuWeight.gluBlock),
+// so of the 32 rows an invocation owns, the first 16 are gate rows and the last 16 the up
+// rows of the same 16 columns; the kernel stores glu(gate, up) as column
+// (n_offset + n0) / 2 + r, r < 16 (n_total is then the output's width, half the weight's
+// rows). That saves the SwiGLU's own dispatch and the up projection's trip through memory.
 // Runtime flags rather than constants where that costs nothing, so one compiled kernel
 // serves every layer: matmul_q's pipelines are large (about 9 MiB of llvmpipe code each),
 // and making norm and glu constants there too tripled them, which cost 50 MiB of RSS, 0.7 s

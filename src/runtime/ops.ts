@@ -105,7 +105,7 @@ export class Ops {
     if (opts.norm) {
       const n = opts.norm;
       const d = this.rmsnorm(`${label}.norm`, x, n.weight, n.out, { width: w.cols, eps: n.eps });
-      pre.push({ ...d, workgroups: (s) => (matvec(s.tokens) ? [0] : d.workgroups(s)) });
+      pre.push({ ...d, workgroups: (s) => (matvec(rows(s)) ? [0] : d.workgroups(s)) });
       normed = n.out;
     }
     const variants: Array<{
