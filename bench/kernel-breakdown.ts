@@ -8,15 +8,18 @@
 // prefill a short prompt, decode 2 + `decodeSteps` tokens through ForwardRunner (timing each
 // step: the engine's own per-step path, writes + one submission + readback of the token
 // id); replay the whole program in one submission with no readback (the GPU-side step);
-// and, with the batch metadata of the last decode step still in place, replay each
-// dispatch alone: one warm-up submission, then `reps` and 2 x `reps` copies of it in one
-// command buffer each, one wait each; the difference / reps. The step is compared with the
-// isolated sum of its own round: this VM's speed drifts by 20-30% over tens of seconds
+// and, with the batch metadata of the last decode step still in place, time each kernel
+// alone two ways (timeAlone): each dispatch repeated back to back, and each kernel's
+// dispatches of every layer swept in program order (timeKernelsSwept). The step is compared
+// with the sums of its own round: this VM's speed drifts by 20-30% over tens of seconds
 // (whole rounds of decode steps at 90 or at 115 ms), which a step timed minutes apart from
 // the sum passes straight into the ratio.
 //
-// Caveat: a dispatch repeated alone finds its weights in cache more often than in the full
-// step, so isolated times can undercount memory-bound kernels.
+// Why both: a dispatch repeated alone reads its weights from the core's L2, which the step
+// (each layer's weights once) never does, so it could undercount the memory-bound
+// projections; a sweep reads each layer's weights once, as the step does. On this VM the
+// two sums agree within 1-2% (bench/RESULTS.md, eighth session), so the cache is not what
+// separates the step from its kernels.
 //
 // With BENCH_SEQS=N (option `seqs`) every step runs N sequences side by side, as the
 // engine's batched decode does with N streams: the same prompt length each, one token per
@@ -51,10 +54,14 @@ export interface LogitCheck {
 
 export interface KernelBreakdown {
   adapter: string;
-  /** Per label: the median over rounds of its isolated time per step. */
+  /** Per label: the median over rounds of its isolated time per step (each dispatch repeated alone). */
   groups: KernelGroup[];
   /** Sum over every dispatch of its isolated time: the median over rounds. */
   sumIsolatedMs: number;
+  /** Per label: the median over rounds of its time with its layers swept (timeKernelsSwept). */
+  sweptGroups: KernelGroup[];
+  /** Sum over labels of the swept times: the median over rounds. */
+  sumSweptMs: number;
   /** Dispatches recorded / active in the decode shape. */
   dispatchesRecorded: number;
   dispatchesActive: number;
@@ -69,6 +76,9 @@ export interface KernelBreakdown {
    */
   roundRatios: number[];
   stepVsSum: number;
+  /** The same against the swept sums. */
+  sweptRoundRatios: number[];
+  stepVsSweptSum: number;
   /** Context length (positions) over the timed steps. */
   positions: [number, number];
   /** The whole program in one submission, no readback: median over rounds. */
@@ -116,44 +126,75 @@ export const ONE_SLOT_SHAPES = { maxTokens: 512, maxSeqs: 1, kvTokens: 2048, max
 /** Greedy sampling, as the bench requests use. */
 export const GREEDY: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
 
+const layerStripped = (label: string) => label.replace(/^model\.layers\.\d+\./, '');
+
 /**
- * Replays every dispatch active in `shape` alone, with the batch metadata of the last pass
- * still in place: one warm-up submission, then `reps` and 2 x `reps` copies in one command
- * buffer each (`reps` for about `targetMs`), one wait each; the time per dispatch is the
- * difference over `reps`, which cancels what a submission and its wait cost once (about a
- * millisecond: 20 us per dispatch at 50 copies). Grouped by label, layer number stripped.
+ * Times a set of dispatches alone, with the batch metadata of the last pass still in place:
+ * one warm-up submission, then `reps` and 2 x `reps` copies of the set in one command buffer
+ * each (`reps` for about `targetMs`), one wait each; the time per copy is the difference
+ * over `reps`, which cancels what a submission and its wait cost once (about a millisecond:
+ * 20 us per dispatch at 50 copies).
  */
-export async function timeDispatchesAlone(model: LoadedModel, shape: StepShape, targetMs: number): Promise<{ groups: KernelGroup[]; sumMs: number; active: number }> {
+async function timeAlone(model: LoadedModel, shape: StepShape, set: Set<Dispatch>, targetMs: number): Promise<number> {
   const device = model.ops.gpu.device;
-  model.ops.writeStep(shape);
-  const timeCopies = async (d: Dispatch, copies: number) => {
+  const timeCopies = async (copies: number) => {
     const t = performance.now();
     const enc = device.createCommandEncoder();
-    for (let r = 0; r < copies; r++) model.program.encode(enc, shape, (x) => x === d);
+    for (let r = 0; r < copies; r++) model.program.encode(enc, shape, (x) => set.has(x));
     device.queue.submit([enc.finish()]);
     await workDone(device.queue);
     return performance.now() - t;
   };
+  const first = await timeCopies(1); // warm-up (and a first estimate)
+  const reps = Math.max(3, Math.min(50, Math.round(targetMs / Math.max(first, 0.05))));
+  const once = await timeCopies(reps);
+  const twice = await timeCopies(2 * reps);
+  return Math.max(0, twice - once) / reps;
+}
+
+const activeIn = (model: LoadedModel, shape: StepShape) => model.program.dispatches.filter((d) => {
+  const [x, y = 1, z = 1] = d.workgroups(shape);
+  return x > 0 && y > 0 && z > 0;
+});
+
+/**
+ * Replays every dispatch active in `shape` alone (timeAlone), grouped by label with the
+ * layer number stripped. A dispatch repeated back to back finds its weights in the core's
+ * L2 (4 MiB here: every projection of this model but the LM head fits), which a decode step,
+ * reading each layer's weights once, never does: see timeKernelsSwept.
+ */
+export async function timeDispatchesAlone(model: LoadedModel, shape: StepShape, targetMs: number): Promise<{ groups: KernelGroup[]; sumMs: number; active: number }> {
+  model.ops.writeStep(shape);
   const groups = new Map<string, KernelGroup>();
   let sumMs = 0;
-  let active = 0;
-  for (const d of model.program.dispatches) {
-    const [x, y = 1, z = 1] = d.workgroups(shape);
-    if (x === 0 || y === 0 || z === 0) continue;
-    active++;
-    const first = await timeCopies(d, 1); // warm-up (and a first estimate)
-    const reps = Math.max(3, Math.min(50, Math.round(targetMs / Math.max(first, 0.05))));
-    const once = await timeCopies(d, reps);
-    const twice = await timeCopies(d, 2 * reps);
-    const ms = Math.max(0, twice - once) / reps;
-    const label = d.label.replace(/^model\.layers\.\d+\./, '');
+  const active = activeIn(model, shape);
+  for (const d of active) {
+    const ms = await timeAlone(model, shape, new Set([d]), targetMs);
+    const label = layerStripped(d.label);
     const g = groups.get(label) ?? { label, dispatches: 0, ms: 0 };
     g.dispatches++;
     g.ms += ms;
     groups.set(label, g);
     sumMs += ms;
   }
-  return { groups: [...groups.values()].sort((a, b) => b.ms - a.ms), sumMs, active };
+  return { groups: [...groups.values()].sort((a, b) => b.ms - a.ms), sumMs, active: active.length };
+}
+
+/**
+ * Times each kernel alone with its layers swept: a copy is every dispatch of one label
+ * (layer number stripped) in program order, so each layer's weights are read once per copy,
+ * from wherever a decode step finds them, and nothing else runs between them.
+ */
+export async function timeKernelsSwept(model: LoadedModel, shape: StepShape, targetMs: number): Promise<{ groups: KernelGroup[]; sumMs: number }> {
+  model.ops.writeStep(shape);
+  const byLabel = new Map<string, Set<Dispatch>>();
+  for (const d of activeIn(model, shape)) {
+    const label = layerStripped(d.label);
+    byLabel.set(label, (byLabel.get(label) ?? new Set()).add(d));
+  }
+  const groups: KernelGroup[] = [];
+  for (const [label, set] of byLabel) groups.push({ label, dispatches: set.size, ms: await timeAlone(model, shape, set, targetMs * set.size) });
+  return { groups: groups.sort((a, b) => b.ms - a.ms), sumMs: groups.reduce((a, g) => a + g.ms, 0) };
 }
 
 /** Token ids for a synthetic prompt: ordinary vocabulary entries, no special tokens. */
@@ -197,8 +238,19 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
   const stepTimes: number[] = [];
   const replays: number[] = [];
   const sums: number[] = [];
+  const sweptSums: number[] = [];
   const roundRatios: number[] = [];
+  const sweptRoundRatios: number[] = [];
   const byLabel = new Map<string, { dispatches: number; ms: number[] }>();
+  const sweptByLabel = new Map<string, { dispatches: number; ms: number[] }>();
+  const collect = (into: typeof byLabel, groups: KernelGroup[]) => {
+    for (const g of groups) {
+      const e = into.get(g.label) ?? { dispatches: g.dispatches, ms: [] };
+      e.ms.push(g.ms);
+      into.set(g.label, e);
+    }
+  };
+  const medians = (from: typeof byLabel) => [...from].map(([label, e]) => ({ label, dispatches: e.dispatches, ms: median(e.ms) })).sort((a, b) => b.ms - a.ms);
   let active = 0;
   let logitsAfterPrefill: LogitCheck | undefined;
   let logitsAfterDecode: LogitCheck | undefined;
@@ -229,18 +281,19 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
     active = alone.active;
     sums.push(alone.sumMs);
     roundRatios.push(median(steps) / alone.sumMs);
-    for (const g of alone.groups) {
-      const e = byLabel.get(g.label) ?? { dispatches: g.dispatches, ms: [] };
-      e.ms.push(g.ms);
-      byLabel.set(g.label, e);
-    }
-    log(`round ${r + 1}: decode step median ${median(steps).toFixed(1)} ms, isolated sum ${alone.sumMs.toFixed(1)} ms`);
+    collect(byLabel, alone.groups);
+    const swept = await timeKernelsSwept(model, shape, target);
+    sweptSums.push(swept.sumMs);
+    sweptRoundRatios.push(median(steps) / swept.sumMs);
+    collect(sweptByLabel, swept.groups);
+    log(`round ${r + 1}: decode step median ${median(steps).toFixed(1)} ms, isolated sum ${alone.sumMs.toFixed(1)} ms, swept ${swept.sumMs.toFixed(1)} ms`);
   }
-  const groups = [...byLabel].map(([label, e]) => ({ label, dispatches: e.dispatches, ms: median(e.ms) })).sort((a, b) => b.ms - a.ms);
   return {
     adapter: gpu.description,
-    groups,
+    groups: medians(byLabel),
     sumIsolatedMs: median(sums),
+    sweptGroups: medians(sweptByLabel),
+    sumSweptMs: median(sweptSums),
     dispatchesRecorded: model.program.dispatches.length,
     dispatchesActive: active,
     stepMedianMs: median(stepTimes),
@@ -248,6 +301,8 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
     steps: stepTimes.length,
     roundRatios,
     stepVsSum: median(roundRatios),
+    sweptRoundRatios,
+    stepVsSweptSum: median(sweptRoundRatios),
     positions: [firstPos, pos - 1],
     replayMs: median(replays),
     logitsAfterPrefill: logitsAfterPrefill!,
@@ -257,17 +312,23 @@ export async function kernelBreakdown(modelDir: string, o: BreakdownOptions = {}
 }
 
 export function breakdownMarkdown(b: KernelBreakdown): string {
+  const swept = new Map(b.sweptGroups.map((g) => [g.label, g.ms]));
+  const n = b.roundRatios.length;
+  const ratios = (rs: number[], r: number) => `${rs.map((x) => x.toFixed(2)).join(', ')} (${r.toFixed(2)}x)`;
   const lines = [
-    `| kernel (label, layer stripped) | dispatches | isolated ms / step (median of ${b.roundRatios.length} rounds) | share |`,
-    `|---|---:|---:|---:|`,
-    ...b.groups.map((g) => `| ${g.label} | ${g.dispatches} | ${g.ms.toFixed(2)} | ${((100 * g.ms) / b.sumIsolatedMs).toFixed(1)}% |`),
-    `| **sum of isolated dispatches** | ${b.dispatchesActive} | ${b.sumIsolatedMs.toFixed(1)} | 100% |`,
+    `| kernel (label, layer stripped) | dispatches | each dispatch repeated alone, ms / step (median of ${n} rounds) | share | layers swept, ms / step (median of ${n}) | share |`,
+    `|---|---:|---:|---:|---:|---:|`,
+    ...b.groups.map((g) => {
+      const s = swept.get(g.label) ?? NaN;
+      return `| ${g.label} | ${g.dispatches} | ${g.ms.toFixed(2)} | ${((100 * g.ms) / b.sumIsolatedMs).toFixed(1)}% | ${s.toFixed(2)} | ${((100 * s) / b.sumSweptMs).toFixed(1)}% |`;
+    }),
+    `| **sum** | ${b.dispatchesActive} | ${b.sumIsolatedMs.toFixed(1)} | 100% | ${b.sumSweptMs.toFixed(1)} | 100% |`,
     '',
-    `| decode step (positions ${b.positions[0]}-${b.positions[1]}) | ms | vs sum of isolated |`,
-    `|---|---:|---:|`,
-    `| engine step, ForwardRunner.run (median of ${b.steps}) | ${b.stepMedianMs.toFixed(1)} | ${(b.stepMedianMs / b.sumIsolatedMs).toFixed(2)}x |`,
-    `| each round's step median / that round's sum (median) | | ${b.roundRatios.map((r) => r.toFixed(2)).join(', ')} (${b.stepVsSum.toFixed(2)}x) |`,
-    `| whole program, one submission, no readback (median) | ${b.replayMs.toFixed(1)} | ${(b.replayMs / b.sumIsolatedMs).toFixed(2)}x |`,
+    `| decode step (positions ${b.positions[0]}-${b.positions[1]}) | ms | vs sum, repeated alone | vs sum, layers swept |`,
+    `|---|---:|---:|---:|`,
+    `| engine step, ForwardRunner.run (median of ${b.steps}) | ${b.stepMedianMs.toFixed(1)} | ${(b.stepMedianMs / b.sumIsolatedMs).toFixed(2)}x | ${(b.stepMedianMs / b.sumSweptMs).toFixed(2)}x |`,
+    `| each round's step median / that round's sum (median) | | ${ratios(b.roundRatios, b.stepVsSum)} | ${ratios(b.sweptRoundRatios, b.stepVsSweptSum)} |`,
+    `| whole program, one submission, no readback (median) | ${b.replayMs.toFixed(1)} | ${(b.replayMs / b.sumIsolatedMs).toFixed(2)}x | ${(b.replayMs / b.sumSweptMs).toFixed(2)}x |`,
   ];
   return lines.join('\n');
 }

@@ -35,21 +35,15 @@ const RR: u32 = 32u;
 override TT: u32 = 8u;
 const TT_MAX: u32 = 8u;
 
-fn nib(w: u32, shift: vec4<u32>) -> vec4<f32> {
-  return vec4<f32>((vec4<u32>(w) >> shift) & vec4<u32>(15u));
-}
-
-fn byt(w: u32) -> vec4<f32> {
-  return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
-}
-
 // Quantized values f*4 .. f*4+3 (f < 8) of a 32-value chunk of one W row, from the chunk's
-// packed words w0 (and w1 for BITS = 8).
+// packed words w0 (and w1 for BITS = 8), each times 2^s (formats/affine.wgsl; chunk_tile
+// scales X to match).
 fn quads(w0: vec4<u32>, w1: vec4<u32>, f: u32) -> vec4<f32> {
   if (BITS == 4u) {
-    return nib(w0[f / 2u], select(vec4<u32>(0u, 4u, 8u, 12u), vec4<u32>(16u, 20u, 24u, 28u), f % 2u == 1u));
+    let w = w0[f / 2u];
+    return select(nibbles_lo(w), nibbles_hi(w), f % 2u == 1u);
   }
-  return byt(select(w0, w1, f >= 4u)[f % 4u]);
+  return bytes_in_place(select(w0, w1, f >= 4u)[f % 4u]);
 }
 
 // Chunk `chunk` of token m's X: 8 texels from a multiple of 8, so never across a texture
@@ -78,7 +72,10 @@ fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
   for (var tt = 0u; tt < TT; tt++) {
     xs[tt] = load_x(chunk, min(at.m0 + tt, at.M - 1u));
     var s = vec4<f32>(0.0);
-    for (var f = 0u; f < 8u; f++) { s += xs[tt][f]; }
+    for (var f = 0u; f < 8u; f++) {
+      s += xs[tt][f];
+      xs[tt][f] *= x_field_scale(f);
+    }
     (*t).xsum[tt] += (s.x + s.y) + (s.z + s.w);
   }
   for (var r = 0u; r < RR; r++) {

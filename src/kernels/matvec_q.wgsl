@@ -44,22 +44,13 @@ fn norm_scale(ss: f32) -> f32 {
   return inverseSqrt(ss / f32(p.K) + p.norm_eps);
 }
 
-// The quantized values are masked in place, not shifted down: a field at bit s converts to
-// q * 2^s, and X comes pre-scaled by 2^-s (X_SCALE_LO/HI, once per chunk for all R rows), so
-// a value costs a mask and a conversion instead of a shift too. The top field is shifted,
-// which needs no mask, and keeps every conversion below 2^31.
-const X_SCALE_LO4 = vec4<f32>(1.0, 0x1p-4, 0x1p-8, 0x1p-12);
-const X_SCALE_HI4 = vec4<f32>(0x1p-16, 0x1p-20, 0x1p-24, 1.0);
-const X_SCALE_8 = vec4<f32>(1.0, 0x1p-8, 0x1p-16, 1.0);
-
+// X as x_field_scale leaves it (formats/affine.wgsl).
 fn nibbles_dot(w: u32, a: vec4<f32>, b: vec4<f32>) -> f32 {
-  let lo = vec4<f32>(vec4<u32>(w) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u));
-  let hi = vec4<f32>(vec4<u32>(w & 0xf0000u, w & 0xf00000u, w & 0xf000000u, w >> 28u));
-  return dot(lo, a) + dot(hi, b);
+  return dot(nibbles_lo(w), a) + dot(nibbles_hi(w), b);
 }
 
 fn bytes_dot(w: u32, a: vec4<f32>) -> f32 {
-  return dot(vec4<f32>(vec4<u32>(w & 0xffu, w & 0xff00u, w & 0xff0000u, w >> 24u)), a);
+  return dot(bytes_in_place(w), a);
 }
 
 // The 32 values of X one chunk multiplies, as eight vec4s.
@@ -100,13 +91,8 @@ fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
   }
   let s4 = xc.a + xc.b + xc.c + xc.d + xc.e + xc.f + xc.g + xc.h;
   (*d).xsum += s4.x + s4.y + s4.z + s4.w;
-  if (BITS == 4u) {
-    xc = Chunk(xc.a * X_SCALE_LO4, xc.b * X_SCALE_HI4, xc.c * X_SCALE_LO4, xc.d * X_SCALE_HI4,
-               xc.e * X_SCALE_LO4, xc.f * X_SCALE_HI4, xc.g * X_SCALE_LO4, xc.h * X_SCALE_HI4);
-  } else {
-    xc = Chunk(xc.a * X_SCALE_8, xc.b * X_SCALE_8, xc.c * X_SCALE_8, xc.d * X_SCALE_8,
-               xc.e * X_SCALE_8, xc.f * X_SCALE_8, xc.g * X_SCALE_8, xc.h * X_SCALE_8);
-  }
+  xc = Chunk(xc.a * x_field_scale(0u), xc.b * x_field_scale(1u), xc.c * x_field_scale(2u), xc.d * x_field_scale(3u),
+             xc.e * x_field_scale(4u), xc.f * x_field_scale(5u), xc.g * x_field_scale(6u), xc.h * x_field_scale(7u));
   let at = chunk * (BITS / 4u) * PACKED_TILE_ROWS;
   for (var i = 0u; i < RV; i++) {
     let w = r.w[i];
