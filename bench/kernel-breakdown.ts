@@ -15,11 +15,12 @@
 // (whole rounds of decode steps at 90 or at 115 ms), which a step timed minutes apart from
 // the sum passes straight into the ratio.
 //
-// Why both: a dispatch repeated alone reads its weights from the core's L2, which the step
-// (each layer's weights once) never does, so it could undercount the memory-bound
-// projections; a sweep reads each layer's weights once, as the step does. On this VM the
-// two sums agree within 1-2% (bench/RESULTS.md, eighth session), so the cache is not what
-// separates the step from its kernels.
+// Why both: a dispatch repeated alone can find its weights still in cache (2 MiB of L2 per
+// core here holds the o and down projections whole), which the step, reading each layer's
+// weights once, never does, so it could undercount the memory-bound projections; a sweep
+// reads each layer's weights once, as the step does. On this VM the two sums agree within
+// 5% (bench/RESULTS.md, eighth session), so the cache is not what separates the step from
+// its kernels.
 //
 // With BENCH_SEQS=N (option `seqs`) every step runs N sequences side by side, as the
 // engine's batched decode does with N streams: the same prompt length each, one token per
@@ -159,9 +160,9 @@ const activeIn = (model: LoadedModel, shape: StepShape) => model.program.dispatc
 
 /**
  * Replays every dispatch active in `shape` alone (timeAlone), grouped by label with the
- * layer number stripped. A dispatch repeated back to back finds its weights in the core's
- * L2 (4 MiB here: every projection of this model but the LM head fits), which a decode step,
- * reading each layer's weights once, never does: see timeKernelsSwept.
+ * layer number stripped. A dispatch repeated back to back can find its weights still in
+ * cache, which a decode step, reading each layer's weights once, never does: see
+ * timeKernelsSwept.
  */
 export async function timeDispatchesAlone(model: LoadedModel, shape: StepShape, targetMs: number): Promise<{ groups: KernelGroup[]; sumMs: number; active: number }> {
   model.ops.writeStep(shape);
