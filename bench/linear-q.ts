@@ -16,7 +16,7 @@ import { dequantizeAffine, quantizeAffine } from '../src/models/quantize.js';
 import { mapRead, openGpu, workDone } from '../src/runtime/gpu.js';
 import { Ops } from '../src/runtime/ops.js';
 import { Program } from '../src/runtime/program.js';
-import { filledBuffer, interleaveAffine, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
+import { affineBytes, filledBuffer, interleaveAffine, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
 
 process.env.EGL_PLATFORM ??= 'surfaceless';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -54,9 +54,10 @@ function values(n: number, seed: number): Float32Array {
 }
 
 /** bf16 scales and biases side by side, as the loader stores them (interleaveAffine). */
-function interleaved(scales: Uint16Array, biases: Uint16Array): Uint8Array {
-  const out = new Uint8Array(scales.byteLength * 2);
-  interleaveAffine(new Uint8Array(scales.buffer, scales.byteOffset, scales.byteLength), new Uint8Array(biases.buffer, biases.byteOffset, biases.byteLength), 2, out);
+function interleaved(scales: Uint16Array, biases: Uint16Array, rows: number): Uint8Array {
+  const groupsPerRow = scales.length / rows;
+  const out = new Uint8Array(affineBytes(rows, groupsPerRow, 2));
+  interleaveAffine(new Uint8Array(scales.buffer, scales.byteOffset, scales.byteLength), new Uint8Array(biases.buffer, biases.byteOffset, biases.byteLength), 2, groupsPerRow, out);
   return out;
 }
 
@@ -97,7 +98,7 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
     parts: [{
       rowStart: 0, rows: c.N,
       data: weightData(device, 'q4', c.N, c.K, 'w', (dst, at) => dst.set(new Uint8Array(q.packed.buffer, q.packed.byteOffset + at, dst.length))),
-      affine: upload(interleaved(scales16, biases16), 'affine'),
+      affine: upload(interleaved(scales16, biases16, c.N), 'affine'),
     }],
   };
   const xHost = values(c.M * c.K, seed + 1);

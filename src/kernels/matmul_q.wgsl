@@ -114,8 +114,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     group_chunks(g, at, &tile);
     // The affine map once per group: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
     for (var r = 0u; r < RR; r++) {
-      let gi = min(n0 + r, p.N - 1u) * groups + g;
-      let sb = w_scale_bias(gi);
+      let sb = w_scale_bias(w_affine_entry(min(n0 + r, p.N - 1u), g, groups));
       for (var t = 0u; t < TT; t++) {
         acc[r][t] += sb.x * tile.dots[r][t] + sb.y * tile.xsum[t];
       }

@@ -3,7 +3,7 @@
 // once per token is the whole cost.
 // Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
 // GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32> in tiles of
-// PACKED_TILE_ROWS rows, w_scale_bias for the groups' [N, K/GROUP_SIZE] (scale, bias)),
+// PACKED_TILE_ROWS rows, w_scale_bias4 for four rows' (scale, bias) of a group),
 // 5 X f32, 10 the norm weight (read with NORM); the outputs (6-9), params and GLU's row
 // layout are linear_out.wgsl's (GLU here is a constant: see there).
 // X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
@@ -69,9 +69,9 @@ fn chunk_dot(at: u32, x: Chunk) -> f32 {
        + bytes_dot(w1.x, x.e) + bytes_dot(w1.y, x.f) + bytes_dot(w1.z, x.g) + bytes_dot(w1.w, x.h);
 }
 
-// The invocation's rows, four per vector: first packed texel (w) and first group index
-// (g) of each.
-struct Rows { w: array<vec4<u32>, RV>, g: array<vec4<u32>, RV> }
+// The invocation's rows, four per vector: first packed texel (w) of each, and the quad's
+// first scale-and-bias entry (g; formats/affine.wgsl).
+struct Rows { w: array<vec4<u32>, RV>, g: array<u32, RV> }
 // The rows' sums so far.
 struct Acc { a: array<vec4<f32>, RV>, ss: f32 }
 // One group's partial dot products (before the affine map), sum of X and, with norm, sum of
@@ -104,12 +104,8 @@ fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
 fn group_end(g: u32, d: Dots, r: Rows, acc: ptr<function, Acc>) {
   (*acc).ss += d.ss;
   for (var i = 0u; i < RV; i++) {
-    let gi = r.g[i] + vec4<u32>(g);
-    let a0 = w_scale_bias(gi.x);
-    let a1 = w_scale_bias(gi.y);
-    let a2 = w_scale_bias(gi.z);
-    let a3 = w_scale_bias(gi.w);
-    (*acc).a[i] += vec4<f32>(a0.x, a1.x, a2.x, a3.x) * d.a[i] + vec4<f32>(a0.y, a1.y, a2.y, a3.y) * d.xsum;
+    let sb = w_scale_bias4(r.g[i] + 4u * g);
+    (*acc).a[i] += sb.s * d.a[i] + sb.b * d.xsum;
   }
 }
 
@@ -126,7 +122,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   for (var i = 0u; i < RV; i++) {
     let r = min(vec4<u32>(n0 + 4u * i) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
     rows.w[i] = vec4<u32>(w_row_texel(r.x, 0u, row_texels), w_row_texel(r.y, 0u, row_texels), w_row_texel(r.z, 0u, row_texels), w_row_texel(r.w, 0u, row_texels));
-    rows.g[i] = r * groups;
+    rows.g[i] = w_affine_entry(r.x & ~3u, 0u, groups);
   }
   var acc: Acc;
   k_loop(m, rows, &acc);

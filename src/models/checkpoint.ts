@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
-import { filledBuffer, GLU_BLOCK_ROWS, interleaveAffine, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
+import { affineBytes, filledBuffer, GLU_BLOCK_ROWS, interleaveAffine, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -178,17 +178,18 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
       // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by
       // side, read through small reused slices (whole-part copies left garbage that raised
       // the bench model's peak RSS while serving by ~12 MiB).
+      // Slices of whole row quads, the unit of the layout.
       const valueBytes = scaleFormat === 'f32' ? 4 : 2;
       const groupBytes = groupsPerRow * valueBytes;
-      const groups = n * groupsPerRow;
-      const first = rowStart * groupsPerRow;
-      part.affine = filledBuffer(device, 2 * groups * valueBytes, `${label}.affine`, (dst) => {
-        for (let g = 0; g < groups; g += AFFINE_SLICE_GROUPS) {
-          const bytes = Math.min(AFFINE_SLICE_GROUPS, groups - g) * valueBytes;
+      const sliceRows = Math.floor(AFFINE_SLICE_GROUPS / groupsPerRow / 4) * 4;
+      if (sliceRows === 0) throw new Error(`${label}: ${groupsPerRow} quantization groups per row exceed the loader's slice`);
+      part.affine = filledBuffer(device, affineBytes(n, groupsPerRow, valueBytes), `${label}.affine`, (dst) => {
+        for (let r = 0; r < n; r += sliceRows) {
+          const bytes = Math.min(sliceRows, n - r) * groupBytes;
           const [s, b] = [scaleSlice.subarray(0, bytes), biasSlice.subarray(0, bytes)];
-          readStacked(ckpt, scales, groupBytes, s, (first + g) * valueBytes);
-          readStacked(ckpt, biases, groupBytes, b, (first + g) * valueBytes);
-          interleaveAffine(s, b, valueBytes, dst.subarray(2 * g * valueBytes, 2 * (g * valueBytes + bytes)));
+          readStacked(ckpt, scales, groupBytes, s, (rowStart + r) * groupBytes);
+          readStacked(ckpt, biases, groupBytes, b, (rowStart + r) * groupBytes);
+          interleaveAffine(s, b, valueBytes, groupsPerRow, dst.subarray(affineBytes(r, groupsPerRow, valueBytes)));
         }
       });
     }

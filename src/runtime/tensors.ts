@@ -198,17 +198,27 @@ function tileReader(rows: number, bytesPerRow: number, read: RowReader): (dst: U
   };
 }
 
+/** Bytes of a q4/q8 part's scales and biases for `rows` rows (interleaveAffine: rows padded to a quad). */
+export function affineBytes(rows: number, groupsPerRow: number, valueBytes: 2 | 4): number {
+  return Math.ceil(rows / 4) * 4 * groupsPerRow * 2 * valueBytes;
+}
+
 /**
- * Writes each group's scale and bias side by side into dst, `valueBytes` each (their stored
- * dtype): one 32-bit word per group for 16-bit values, two for f32 (formats/affine.wgsl).
+ * Writes the scales and biases of whole rows (`groupsPerRow` each, `valueBytes` each: their
+ * stored dtype) into dst in formats/affine.wgsl's layout: each group's scale and bias side
+ * by side as one entry (one 32-bit word for 16-bit values, two for f32), the entries of a
+ * group for four consecutive rows adjacent, so that one 16-byte load gives matvec_q four
+ * rows' entries. The rows of a last partial quad are left as dst has them (zeros).
  */
-export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: 2 | 4, dst: Uint8Array): void {
+export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: 2 | 4, groupsPerRow: number, dst: Uint8Array): void {
   const view = (a: Uint8Array) =>
     valueBytes === 2 ? new Uint16Array(a.buffer, a.byteOffset, a.byteLength / 2) : new Uint32Array(a.buffer, a.byteOffset, a.byteLength / 4);
   const [s, b, d] = [view(scales), view(biases), view(dst)];
-  for (let g = 0; g < s.length; g++) {
-    d[2 * g] = s[g]!;
-    d[2 * g + 1] = b[g]!;
+  for (let i = 0; i < s.length; i++) {
+    const n = Math.floor(i / groupsPerRow);
+    const e = ((n >> 2) * groupsPerRow + (i % groupsPerRow)) * 4 + (n & 3);
+    d[2 * e] = s[i]!;
+    d[2 * e + 1] = b[i]!;
   }
 }
 

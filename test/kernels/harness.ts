@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { filledBuffer, interleaveAffine, rowBytes, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { affineBytes, filledBuffer, interleaveAffine, rowBytes, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine } from '../../src/models/quantize.js';
@@ -212,8 +212,8 @@ export class Harness {
       if (scaleBytes) {
         const [s0, s1] = [rowStart * groupsPerRow, (rowStart + n) * groupsPerRow];
         const valueBytes = scaleFormat === 'f32' ? 4 : 2;
-        const affine = new Uint8Array(2 * (s1 - s0) * valueBytes);
-        interleaveAffine(scaleBytes('scales', s0, s1), scaleBytes('biases', s0, s1), valueBytes, affine);
+        const affine = new Uint8Array(affineBytes(n, groupsPerRow, valueBytes));
+        interleaveAffine(scaleBytes('scales', s0, s1), scaleBytes('biases', s0, s1), valueBytes, groupsPerRow, affine);
         part.affine = this.uploadBytes(affine, `${label}.affine`);
       }
       parts.push(part);
