@@ -176,9 +176,9 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     };
     if (scaleFormat) {
       // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by
-      // side, read through small reused slices (whole-part copies left garbage that raised
-      // the bench model's peak RSS while serving by ~12 MiB).
-      // Slices of whole row quads, the unit of the layout.
+      // side, read through small reused slices of whole row quads, the layout's unit
+      // (whole-part copies left garbage that raised the bench model's peak RSS while serving
+      // by ~12 MiB).
       const valueBytes = scaleFormat === 'f32' ? 4 : 2;
       const groupBytes = groupsPerRow * valueBytes;
       const sliceRows = Math.floor(AFFINE_SLICE_GROUPS / groupsPerRow / 4) * 4;
