@@ -4,7 +4,9 @@
 // M <= 2 matvec_q, else matmul_q (4-token tiles up to 4 rows, 8-token tiles above).
 // matvec_q runs twice: X through a uniform binding (the engine's path) and through a storage
 // binding (the fallback, taken when X lacks UNIFORM usage), which is the measured reason
-// for the first.
+// for the first. Decode also runs in the other adapter kind's layout (Ops told the adapter
+// is, or is not, a CPU): matvec_q_workgroup, the GPU layout, on llvmpipe, and matvec_q on a
+// GPU, so one run on a GPU machine compares the two.
 //
 // Timing: each case is one submission of `reps` dispatches, repeated `rounds` times with the
 // cases interleaved; the minimum is reported, because other load on a shared machine only
@@ -28,6 +30,8 @@ interface Case {
   K: number;
   M: number;
   uniformX: boolean;
+  /** The kernel layouts Ops records: those for a CPU adapter, or for a GPU. */
+  layout: 'cpu' | 'gpu';
 }
 
 const shapes = [
@@ -39,7 +43,8 @@ const shapes = [
 
 const gpu = await openGpu('opengles');
 const device = gpu.device;
-const ops = new Ops(gpu);
+const opsFor = { cpu: new Ops({ ...gpu, isCpu: true }), gpu: new Ops({ ...gpu, isCpu: false }) };
+const adapterLayout = gpu.isCpu ? 'cpu' : 'gpu';
 console.log(`adapter: ${gpu.description}`);
 
 // Deterministic pseudo-random values in [-1, 1).
@@ -107,7 +112,7 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
   if (c.uniformX) device.queue.writeBuffer(x, 0, xHost);
   const y = storageBuffer(device, c.M * c.N * 4, 'y');
   const program = new Program();
-  program.add(...ops.linear(c.name, w, x, y));
+  program.add(...opsFor[c.layout].linear(c.name, w, x, y));
 
   // Reference over the dequantized weights, accumulated in f64 (only the first rows of the
   // LM head, for time).
@@ -130,7 +135,7 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
 }
 
 async function run(p: Prepared, reps: number): Promise<number> {
-  ops.writeStep({ tokens: p.c.M, seqs: p.c.M, bias: 0 });
+  opsFor[p.c.layout].writeStep({ tokens: p.c.M, seqs: p.c.M, bias: 0 });
   const enc = device.createCommandEncoder();
   for (let r = 0; r < reps; r++) p.program.encode(enc, { tokens: p.c.M, seqs: p.c.M, bias: 0 });
   const t = performance.now();
@@ -160,14 +165,15 @@ async function check(p: Prepared): Promise<number> {
 
 const cases: Case[] = [];
 for (const s of shapes) {
-  cases.push({ ...s, M: 1, uniformX: true }, { ...s, M: 1, uniformX: false });
-  for (const M of s.name === 'lm_head' ? [8] : [4, 8, 64]) cases.push({ ...s, M, uniformX: true });
+  const other = adapterLayout === 'cpu' ? 'gpu' : 'cpu';
+  cases.push({ ...s, M: 1, uniformX: true, layout: adapterLayout }, { ...s, M: 1, uniformX: false, layout: adapterLayout }, { ...s, M: 1, uniformX: true, layout: other });
+  for (const M of s.name === 'lm_head' ? [8] : [4, 8, 64]) cases.push({ ...s, M, uniformX: true, layout: adapterLayout });
 }
 const prepared: Prepared[] = [];
 for (const [i, c] of cases.entries()) {
   const p = await prepare(c, 17 + i);
   const err = await check(p);
-  console.log(`checked ${c.name} N=${c.N} K=${c.K} M=${c.M}${c.M <= 2 ? (c.uniformX ? ' (uniform X)' : ' (storage X)') : ''}: worst error ${err.toExponential(1)} of sum |w x|`);
+  console.log(`checked ${c.name} N=${c.N} K=${c.K} M=${c.M}${c.M <= 2 ? (c.uniformX ? ' (uniform X)' : ' (storage X)') : ''} (${c.layout} layout): worst error ${err.toExponential(1)} of sum |w x|`);
   prepared.push(p);
 }
 for (let round = 0; round < ROUNDS; round++) {
@@ -182,7 +188,8 @@ console.log('\n| layer | N x K | rows M | kernel | ms | ms / row | weight GB/s |
 console.log('|---|---|---:|---|---:|---:|---:|---:|');
 for (const p of prepared) {
   const { c, best } = p;
-  const kernel = c.M <= 2 ? `matvec_q, ${c.uniformX ? 'uniform' : 'storage'} X` : `matmul_q, ${c.M <= 4 ? 4 : 8}-token tiles`;
+  const matvec = c.layout === 'cpu' ? 'matvec_q' : 'matvec_q_workgroup';
+  const kernel = c.M <= 2 ? `${matvec}, ${c.uniformX ? 'uniform' : 'storage'} X` : `matmul_q, ${c.M <= 4 ? 4 : 8}-token tiles`;
   console.log(`| ${c.name} | ${c.N} x ${c.K} | ${c.M} | ${kernel} | ${best.toFixed(2)} | ${(best / c.M).toFixed(3)} | ${(p.weightBytes / best / 1e6).toFixed(2)} | ${((c.N * c.K * c.M) / best / 1e6).toFixed(1)} |`);
 }
 process.exit(0);

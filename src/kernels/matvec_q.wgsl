@@ -1,22 +1,15 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
 // or 8), one token per workgroup row: decode's hot loop, where reading the packed weights
-// once per token is the whole cost.
+// once per token is the whole cost. This is the layout for CPU adapters (llvmpipe);
+// matvec_q_workgroup.wgsl is the one for GPUs (Ops.linear picks by Gpu.isCpu).
 // Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
 // GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32> in tiles of
 // PACKED_TILE_ROWS rows, w_scale_bias4 for four rows' (scale, bias) of a group),
-// 5 X f32, 10 the norm weight (read with NORM); the outputs (6-9), params and GLU's row
-// layout are linear_out.wgsl's (GLU here is a constant: see there).
-// X [M, K] f32 and the K loop are declared by the runtime (Ops.matvecInput): X as a uniform
-// array when its rows fit one uniform binding, else a storage array (indexed the same
-// either way); k_loop walks the groups, calling chunk_dots for each 32-value chunk of a
-// group (unrolled) and group_end once.
-// With NORM the layer's RMSNorm is fused into its input (Ops.linear): X is then the raw
-// residual stream, and the kernel computes RMSNorm(x) W^T as ((x * norm_w) W^T) *
-// norm_scale(sum(x^2)): each X value is multiplied by its norm weight (norm_w, binding 10,
-// declared by the runtime: Ops.normInput) as it is loaded, the sum of squares comes from the
-// same loads, and the finished dot products are scaled once, before the bias. That saves
-// the norm's own dispatch before the q/k/v and gate/up projections of a decode step (on
-// llvmpipe a dispatch costs 50-100 us however little it computes).
+// 5 X f32 and 10 the norm weight (matvec_input.wgsl, which also fuses the layer's RMSNorm
+// into the input under NORM); the outputs (6-9), params and GLU's row layout are
+// linear_out.wgsl's (GLU here is a constant: see there).
+// The runtime also declares the K loop (Ops.matvecInput): k_loop walks the groups, calling
+// chunk_dots for each 32-value chunk of a group (unrolled) and group_end once.
 // Plan: one invocation per R = 32 output rows of one token (gid.y): four tiles of the
 // packed weights (PACKED_TILE_ROWS = 8), so each tile's texels for a chunk are adjacent.
 // Each chunk of X (8 vec4, the same for every invocation of the workgroup) meets one
@@ -32,42 +25,10 @@
 // stack slots: a runtime-indexed array becomes per-lane scratch memory on llvmpipe
 // (measured 4x slower). The loops over the rows' vectors run exactly as many times as the
 // arrays they index are long, which makes NIR unroll them.
-override NORM: bool = false;
 override GLU: bool = false;
 const R: u32 = 32u;
 // The rows as vec4s.
 const RV: u32 = R / 4u;
-
-// 1 / rms of a row whose squares sum to ss (rounded as rmsnorm.wgsl rounds it); 1 without norm.
-fn norm_scale(ss: f32) -> f32 {
-  if (!NORM) { return 1.0; }
-  return inverseSqrt(ss / f32(p.K) + p.norm_eps);
-}
-
-// X as x_field_scale leaves it (formats/affine.wgsl).
-fn nibbles_dot(w: u32, a: vec4<f32>, b: vec4<f32>) -> f32 {
-  return dot(nibbles_lo(w), a) + dot(nibbles_hi(w), b);
-}
-
-fn bytes_dot(w: u32, a: vec4<f32>) -> f32 {
-  return dot(bytes_in_place(w), a);
-}
-
-// The 32 values of X one chunk multiplies, as eight vec4s.
-struct Chunk { a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, e: vec4<f32>, f: vec4<f32>, g: vec4<f32>, h: vec4<f32> }
-
-// dot(q, x) over one 32-value chunk of one row whose first texel is `at` (the second,
-// for 8-bit, is the row's next texel: a tile further).
-fn chunk_dot(at: u32, x: Chunk) -> f32 {
-  if (BITS == 4u) {
-    let w = w_texel(at);
-    return nibbles_dot(w.x, x.a, x.b) + nibbles_dot(w.y, x.c, x.d) + nibbles_dot(w.z, x.e, x.f) + nibbles_dot(w.w, x.g, x.h);
-  }
-  let w0 = w_texel(at);
-  let w1 = w_texel(at + PACKED_TILE_ROWS);
-  return bytes_dot(w0.x, x.a) + bytes_dot(w0.y, x.b) + bytes_dot(w0.z, x.c) + bytes_dot(w0.w, x.d)
-       + bytes_dot(w1.x, x.e) + bytes_dot(w1.y, x.f) + bytes_dot(w1.z, x.g) + bytes_dot(w1.w, x.h);
-}
 
 // The invocation's rows, four per vector: first packed texel (w) of each, and the quad's
 // first scale-and-bias entry (g; formats/affine.wgsl).
@@ -80,23 +41,13 @@ struct Dots { a: array<vec4<f32>, RV>, xsum: f32, ss: f32 }
 
 // Adds 32-value chunk `chunk` of K (X from vec4 index x_base of x) to the group's dots.
 fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
-  let xi = x_base + chunk * 8u;
-  var xc = Chunk(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u], x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u]);
-  if (NORM) {
-    (*d).ss += dot(xc.a, xc.a) + dot(xc.b, xc.b) + dot(xc.c, xc.c) + dot(xc.d, xc.d)
-             + dot(xc.e, xc.e) + dot(xc.f, xc.f) + dot(xc.g, xc.g) + dot(xc.h, xc.h);
-    let wi = chunk * 8u;
-    xc = Chunk(xc.a * norm_w(wi), xc.b * norm_w(wi + 1u), xc.c * norm_w(wi + 2u), xc.d * norm_w(wi + 3u),
-               xc.e * norm_w(wi + 4u), xc.f * norm_w(wi + 5u), xc.g * norm_w(wi + 6u), xc.h * norm_w(wi + 7u));
-  }
-  let s4 = xc.a + xc.b + xc.c + xc.d + xc.e + xc.f + xc.g + xc.h;
-  (*d).xsum += s4.x + s4.y + s4.z + s4.w;
-  xc = Chunk(xc.a * x_field_scale(0u), xc.b * x_field_scale(1u), xc.c * x_field_scale(2u), xc.d * x_field_scale(3u),
-             xc.e * x_field_scale(4u), xc.f * x_field_scale(5u), xc.g * x_field_scale(6u), xc.h * x_field_scale(7u));
+  let xc = load_chunk(chunk, x_base);
+  if (NORM) { (*d).ss += xc.ss; }
+  (*d).xsum += xc.xsum;
   let at = chunk * (BITS / 4u) * PACKED_TILE_ROWS;
   for (var i = 0u; i < RV; i++) {
     let w = r.w[i];
-    (*d).a[i] += vec4<f32>(chunk_dot(w.x + at, xc), chunk_dot(w.y + at, xc), chunk_dot(w.z + at, xc), chunk_dot(w.w + at, xc));
+    (*d).a[i] += vec4<f32>(chunk_dot(w.x + at, xc.x), chunk_dot(w.y + at, xc.x), chunk_dot(w.z + at, xc.x), chunk_dot(w.w + at, xc.x));
   }
 }
 

@@ -16,7 +16,8 @@ export function isAffine(format: WeightFormat): format is 'q4' | 'q8' {
 /** Shared WGSL files a kernel builds on, included before it. */
 const SHARED: Record<string, string[]> = {
   matmul: ['linear_out'],
-  matvec_q: ['linear_out'],
+  matvec_q: ['linear_out', 'matvec_input'],
+  matvec_q_workgroup: ['linear_out', 'matvec_input'],
   matmul_q: ['linear_out'],
 };
 

@@ -10,7 +10,10 @@ const ceil = (a: number, b: number) => Math.ceil(a / b);
 
 /** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
 const MATVEC_MAX_ROWS = 2;
-/** Output rows per workgroup: matvec_q.wgsl's 16 invocations x R = 32, matmul_q.wgsl's 16 x RR = 32. */
+/**
+ * Output rows per workgroup: matvec_q.wgsl's 16 invocations x R = 32, matmul_q.wgsl's 16 x
+ * RR = 32 (matvec_q_workgroup.wgsl's is 16, two per 32-row block).
+ */
 const MATVEC_ROWS_PER_WORKGROUP = 16 * 32;
 const MATMUL_ROWS_PER_WORKGROUP = 16 * 32;
 /**
@@ -75,13 +78,15 @@ export class Ops {
    * A weight stacked from several matrices (GpuWeight.segments) takes one output buffer per
    * source, in order: q/k/v or gate/up in one dispatch.
    * Quantized weights get three recorded kernels, and each step runs the one its row count
-   * suits: matvec_q for up to MATVEC_MAX_ROWS rows (decode), else matmul_q's register tiles
+   * suits: a matvec for up to MATVEC_MAX_ROWS rows (decode: matvec_q, in the layout
+   * measured fastest on llvmpipe, on a CPU adapter; matvec_q_workgroup's coalesced one on a
+   * GPU), else matmul_q's register tiles
    * (prefill, batched decode) of 32 rows x 4 tokens up to 4 rows, x 8 tokens above, which
    * read X from a texture the rows are copied into first. Float weights use the generic
    * matmul with the format's loader.
    * With `norm`, X is the raw residual stream and the layer computes RMSNorm(X) W^T:
-   * matvec_q fuses the norm into its input, the other kernels get a recorded rmsnorm.wgsl
-   * dispatch before them (LinearNorm).
+   * the matvecs fuse the norm into their input, the other kernels get a recorded
+   * rmsnorm.wgsl dispatch before them (LinearNorm).
    */
   linear(label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], opts: LinearOptions = {}): Dispatch[] {
     if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
@@ -117,12 +122,15 @@ export class Ops {
     if (isAffine(w.format)) {
       if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
       const q = this.weightConstants(w);
-      const input = this.matvecInput(x, w.cols, w.groupSize);
+      const input = this.matvecInput(x, w.cols);
       const norm = this.normInput(w.cols, opts.norm?.weight);
+      const constants = { ...q, NORM: opts.norm !== undefined, GLU: opts.glu === true };
+      const cpu = this.gpu.isCpu;
+      const declarations = [input.declarations, norm.declarations, ...(cpu ? [matvecKLoop(w.groupSize)] : [])].join('\n');
       variants.push({
-        pipeline: this.pipelines.get('matvec_q', w.format, { ...q, NORM: opts.norm !== undefined, GLU: opts.glu === true }, `${input.declarations}\n${norm.declarations}`),
+        pipeline: this.pipelines.get(cpu ? 'matvec_q' : 'matvec_q_workgroup', w.format, constants, declarations),
         bindings: input.binding ? { 5: input.binding, 10: norm.binding } : { 5: x, 10: norm.binding },
-        workgroups: (part, s) => (matvec(rows(s)) ? [ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP), rows(s)] : [0, 0]),
+        workgroups: (part, s) => (matvec(rows(s)) ? [cpu ? ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP) : 2 * ceil(part.rows, 32), rows(s)] : [0, 0]),
       });
       const tiled = this.matmulInput(normed, w.cols, rows);
       const groupChunks = ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...chunkCalls(w.groupSize, (chunk) => `  chunk_tile(${chunk}, at, t);`), '}'].join('\n');
@@ -183,30 +191,19 @@ export class Ops {
   }
 
   /**
-   * matvec_q's generated declarations: its input X (binding 5) and the K loop. X is a
-   * uniform array over the rows it can read when they fit one uniform binding, else a
-   * storage array. On llvmpipe a storage load whose address varies in a loop becomes a
-   * per-lane scalar loop with a bounds check per component, while a uniform load is one
-   * vector gather; and the chunks of a group are unrolled here because llvmpipe ran the
-   * kernel's own loop over them 15-20% slower (bench/linear-q.ts measures both forms of X).
+   * The decode matvecs' input X (binding 5): a uniform array over the rows it can read when
+   * they fit one uniform binding, else a storage array. On llvmpipe a storage load whose
+   * address varies in a loop becomes a per-lane scalar loop with a bounds check per
+   * component, while a uniform load is one vector gather (bench/linear-q.ts measures both).
    */
-  private matvecInput(x: GPUBuffer, cols: number, groupSize: number): { declarations: string; binding?: GPUBufferBinding } {
-    const kLoop = [
-      'fn k_loop(m: u32, r: Rows, acc: ptr<function, Acc>) {',
-      '  for (var g = 0u; g < p.K / GROUP_SIZE; g++) {',
-      '    var d: Dots;',
-      ...chunkCalls(groupSize, (chunk) => `    chunk_dots(${chunk}, m * (p.K / 4u), r, &d);`),
-      '    group_end(g, d, r, acc);',
-      '  }',
-      '}',
-    ];
+  private matvecInput(x: GPUBuffer, cols: number): { declarations: string; binding?: GPUBufferBinding } {
     const rows = Math.min(MATVEC_MAX_ROWS, Math.floor(x.size / (cols * 4)));
     const bytes = rows * cols * 4;
     if (rows < 1 || bytes > this.gpu.maxUniformBinding || (x.usage & GPUBufferUsage.UNIFORM) === 0) {
-      return { declarations: ['@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;', ...kLoop].join('\n') };
+      return { declarations: '@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;' };
     }
     return {
-      declarations: [`@group(0) @binding(5) var<uniform> x: array<vec4<f32>, ${bytes / 16}>;`, ...kLoop].join('\n'),
+      declarations: `@group(0) @binding(5) var<uniform> x: array<vec4<f32>, ${bytes / 16}>;`,
       binding: { buffer: x, offset: 0, size: bytes },
     };
   }
@@ -378,6 +375,22 @@ export class Ops {
       workgroups: (s) => [s.seqs],
     };
   }
+}
+
+/**
+ * matvec_q's K loop over the groups, their chunks unrolled: llvmpipe ran the kernel's own
+ * loop over them 15-20% slower.
+ */
+function matvecKLoop(groupSize: number): string {
+  return [
+    'fn k_loop(m: u32, r: Rows, acc: ptr<function, Acc>) {',
+    '  for (var g = 0u; g < p.K / GROUP_SIZE; g++) {',
+    '    var d: Dots;',
+    ...chunkCalls(groupSize, (chunk) => `    chunk_dots(${chunk}, m * (p.K / 4u), r, &d);`),
+    '    group_end(g, d, r, acc);',
+    '  }',
+    '}',
+  ].join('\n');
 }
 
 /**

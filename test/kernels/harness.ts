@@ -56,9 +56,14 @@ export class Harness {
     this.ops = new Ops(gpu);
   }
 
-  /** Opens llvmpipe through OpenGL ES (the only adapter a GPU-less machine has). */
-  static async open(): Promise<Harness> {
-    return new Harness(await openGpu('opengles'));
+  /**
+   * Opens llvmpipe through OpenGL ES (the only adapter a GPU-less machine has). With
+   * `asGpu`, Ops is told the adapter is not a CPU, so it records the kernel layouts meant
+   * for GPUs (matvec_q_workgroup), which then run on llvmpipe.
+   */
+  static async open(o: { asGpu?: boolean } = {}): Promise<Harness> {
+    const gpu = await openGpu('opengles');
+    return new Harness(o.asGpu ? { ...gpu, isCpu: false } : gpu);
   }
 
   uploadF32(data: ArrayLike<number>, label = 'f32'): GPUBuffer {

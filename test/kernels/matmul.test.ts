@@ -1,6 +1,7 @@
 // Ops.linear: Y[m, n] (+)= sum_k X[m, k] W[n, k] (+ bias[n]). Float weights (f32, f16,
 // bf16) run matmul.wgsl with the format's loader; q4/q8 record matvec_q.wgsl (used for
-// <= 2 rows: decode; 32 rows per invocation) and matmul_q.wgsl (> 2 rows: prefill, register
+// <= 2 rows: decode; 32 rows per invocation; matvec_q_workgroup.wgsl in the last suite,
+// the layout for GPUs) and matmul_q.wgsl (> 2 rows: prefill, register
 // tiles of 32 rows x 4 or 8 tokens, X read from a texture after a row copy: one copy for
 // 256-byte-aligned rows, row by row else), and each
 // step dispatches the one its row count selects. Covered: row counts around both tile
@@ -24,9 +25,13 @@ import type { LinearNorm } from '../../src/runtime/ops.js';
 import { GLU_BLOCK_ROWS, type ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
 
+let cpu: Harness;
+// The same adapter, with Ops told it is a GPU: decode runs matvec_q_workgroup.
+let gpuLayout: Harness;
+beforeAll(async () => { [cpu, gpuLayout] = [await Harness.open(), await Harness.open({ asGpu: true })]; h = cpu; });
+afterAll(() => { cpu?.destroy(); gpuLayout?.destroy(); });
+/** The harness the running case uses: `cpu`, but for the suite that switches it (tests run in order). */
 let h: Harness;
-beforeAll(async () => { h = await Harness.open(); });
-afterAll(() => h?.destroy());
 
 const U = 2 ** -24;
 /** Rows every X/Y buffer has room for; rows past the step's M stay poisoned. */
@@ -184,27 +189,30 @@ describe('matmul: RMSNorm fused into the input (norm)', () => {
     runCase({ format: 'q8', K: 160, N: 37, groupSize: 32, bias: true, Ms: [1, 4, 9], seed: 53, norm: 'storage' }));
 });
 
+/** The LM head: bf16/q4 + bias in 2 parts, tokens = 13, seqs rows (the row count must follow seqs, not tokens). */
+async function runPerSeq(format: 'bf16' | 'q4', seqs: number): Promise<void> {
+  const rand = rng(20 + seqs);
+  const K = format === 'q4' ? 192 : 172;
+  const N = 37;
+  const w = h.weight(randomF32(rand, N * K), N, K, format, { parts: [25, 12], groupSize: 64 });
+  const bias = randomF32(rand, N);
+  const x = inputRows(rand, seqs, K);
+  const xBuf = h.activation(MAX_ROWS * K, 'head_in');
+  h.write(xBuf, x);
+  const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'logits');
+  await h.run(h.ops.linear('lm_head', w.gpu, xBuf, yBuf, { perSeq: true, bias: h.uploadF32(bias) }), { tokens: 13, seqs });
+  const got = await h.readF32(yBuf, MAX_ROWS * N);
+  const { want, tol } = reference(x, w, seqs, { bias });
+  expectClose(`${format} perSeq seqs=${seqs}`, got.subarray(0, seqs * N), want, (i) => tol[i]!);
+  expectPoisoned(`${format} perSeq seqs=${seqs}: rows >= seqs`, got, seqs * N, MAX_ROWS * N);
+}
+
 describe('matmul: perSeq rows (the LM head over sampling sequences)', () => {
   // tokens = 13 while seqs <= 6: the row count (and, for q4/q8, matvec vs matmul_q) must
   // follow seqs, not tokens.
   for (const format of ['bf16', 'q4'] as const) {
     for (const seqs of [1, 2, 3, 6]) {
-      it(`${format} + bias in 2 parts, tokens=13, seqs=${seqs}: exactly seqs rows written`, async () => {
-        const rand = rng(20 + seqs);
-        const K = format === 'q4' ? 192 : 172;
-        const N = 37;
-        const w = h.weight(randomF32(rand, N * K), N, K, format, { parts: [25, 12], groupSize: 64 });
-        const bias = randomF32(rand, N);
-        const x = inputRows(rand, seqs, K);
-        const xBuf = h.activation(MAX_ROWS * K, 'head_in');
-        h.write(xBuf, x);
-        const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'logits');
-        await h.run(h.ops.linear('lm_head', w.gpu, xBuf, yBuf, { perSeq: true, bias: h.uploadF32(bias) }), { tokens: 13, seqs });
-        const got = await h.readF32(yBuf, MAX_ROWS * N);
-        const { want, tol } = reference(x, w, seqs, { bias });
-        expectClose(`${format} perSeq seqs=${seqs}`, got.subarray(0, seqs * N), want, (i) => tol[i]!);
-        expectPoisoned(`${format} perSeq seqs=${seqs}: rows >= seqs`, got, seqs * N, MAX_ROWS * N);
-      });
+      it(`${format} + bias in 2 parts, tokens=13, seqs=${seqs}: exactly seqs rows written`, () => runPerSeq(format, seqs));
     }
   }
   for (const format of ['f32', 'q8'] as const) {
@@ -218,35 +226,36 @@ describe('matmul: perSeq rows (the LM head over sampling sequences)', () => {
   }
 });
 
-describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to its own output', () => {
-  async function runStacked(format: WeightFormat, segments: number[], o: { parts?: number[]; bias?: boolean; seed: number }): Promise<void> {
-    const rand = rng(o.seed);
-    const K = 96;
-    const N = segments.reduce((a, b) => a + b, 0);
-    const w = h.weight(randomF32(rand, N * K), N, K, format, { groupSize: 32, parts: o.parts });
-    w.gpu.segments = segments;
-    const bias = o.bias ? randomF32(rand, N) : undefined;
-    const xBuf = h.activation(MAX_ROWS * K, 'x');
-    const outs = segments.map((n, i) => h.poisoned(MAX_ROWS * n, POISON_BITS, `y${i}`));
-    const dispatches = h.ops.linear('stacked', w.gpu, xBuf, outs, { bias: bias && h.uploadF32(bias, 'bias') });
-    for (const M of [1, 2, 5, 13]) {
-      const x = inputRows(rand, M, K);
-      h.write(xBuf, x);
-      for (const [i, n] of segments.entries()) h.write(outs[i]!, new Uint32Array(MAX_ROWS * n).fill(POISON_BITS));
-      await h.run(dispatches, { tokens: M, seqs: 1 });
-      const { want, tol } = reference(x, w, M, { bias });
-      let start = 0;
-      for (const [i, n] of segments.entries()) {
-        const got = await h.readF32(outs[i]!, MAX_ROWS * n);
-        const at = (m: number, c: number) => m * N + start + c;
-        const wantSeg = Float64Array.from({ length: M * n }, (_, j) => want[at(Math.floor(j / n), j % n)]!);
-        const tolSeg = Float64Array.from({ length: M * n }, (_, j) => tol[at(Math.floor(j / n), j % n)]!);
-        expectClose(`${format} segment ${i} M=${M}`, got.subarray(0, M * n), wantSeg, (j) => tolSeg[j]!);
-        expectPoisoned(`${format} segment ${i} M=${M}: rows >= M`, got, M * n, MAX_ROWS * n);
-        start += n;
-      }
+async function runStacked(format: WeightFormat, segments: number[], o: { parts?: number[]; bias?: boolean; seed: number }): Promise<void> {
+  const rand = rng(o.seed);
+  const K = 96;
+  const N = segments.reduce((a, b) => a + b, 0);
+  const w = h.weight(randomF32(rand, N * K), N, K, format, { groupSize: 32, parts: o.parts });
+  w.gpu.segments = segments;
+  const bias = o.bias ? randomF32(rand, N) : undefined;
+  const xBuf = h.activation(MAX_ROWS * K, 'x');
+  const outs = segments.map((n, i) => h.poisoned(MAX_ROWS * n, POISON_BITS, `y${i}`));
+  const dispatches = h.ops.linear('stacked', w.gpu, xBuf, outs, { bias: bias && h.uploadF32(bias, 'bias') });
+  for (const M of [1, 2, 5, 13]) {
+    const x = inputRows(rand, M, K);
+    h.write(xBuf, x);
+    for (const [i, n] of segments.entries()) h.write(outs[i]!, new Uint32Array(MAX_ROWS * n).fill(POISON_BITS));
+    await h.run(dispatches, { tokens: M, seqs: 1 });
+    const { want, tol } = reference(x, w, M, { bias });
+    let start = 0;
+    for (const [i, n] of segments.entries()) {
+      const got = await h.readF32(outs[i]!, MAX_ROWS * n);
+      const at = (m: number, c: number) => m * N + start + c;
+      const wantSeg = Float64Array.from({ length: M * n }, (_, j) => want[at(Math.floor(j / n), j % n)]!);
+      const tolSeg = Float64Array.from({ length: M * n }, (_, j) => tol[at(Math.floor(j / n), j % n)]!);
+      expectClose(`${format} segment ${i} M=${M}`, got.subarray(0, M * n), wantSeg, (j) => tolSeg[j]!);
+      expectPoisoned(`${format} segment ${i} M=${M}: rows >= M`, got, M * n, MAX_ROWS * n);
+      start += n;
     }
   }
+}
+
+describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to its own output', () => {
   for (const format of ['f32', 'bf16', 'q4', 'q8'] as const) {
     it(`${format}: three segments [16, 8, 8] with bias`, () => runStacked(format, [16, 8, 8], { bias: true, seed: 40 }));
     it(`${format}: segments [13, 7, 17] across 2 parts [20, 17]`, () => runStacked(format, [13, 7, 17], { parts: [20, 17], seed: 41 }));
@@ -267,59 +276,60 @@ describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to
 // own rows; float weights stack G over U and run swiglu.wgsl after. Tolerance: the dot
 // products' bounds (tg, tu, as above) carried through y = silu(g) u (|silu'| <= 1.1), plus
 // exp's 3 + 2|g| ULP and a few roundings of y itself.
-describe('matmul: gated (SwiGLU) projection', () => {
-  async function runGated(format: WeightFormat, I: number, o: { parts?: number[]; norm?: boolean; Ms: number[]; seed: number }): Promise<void> {
-    const rand = rng(o.seed);
-    const K = 96;
-    const [gate, up] = [randomF32(rand, I * K), randomF32(rand, I * K)];
-    const interleaved = isAffine(format);
-    // Row r of the weight: which matrix and row it holds.
-    const source = (r: number) => {
-      if (!interleaved) return r < I ? { m: gate, row: r } : { m: up, row: r - I };
-      const block = Math.floor(r / GLU_BLOCK_ROWS);
-      return { m: block % 2 === 0 ? gate : up, row: Math.floor(block / 2) * GLU_BLOCK_ROWS + (r % GLU_BLOCK_ROWS) };
-    };
-    const host = new Float32Array(2 * I * K);
-    for (let r = 0; r < 2 * I; r++) {
-      const { m, row } = source(r);
-      host.set(m.subarray(row * K, (row + 1) * K), r * K);
-    }
-    const w = h.weight(host, 2 * I, K, format, { groupSize: 32, parts: o.parts });
-    w.gpu.segments = [I, I];
-    if (interleaved) w.gpu.gluBlock = GLU_BLOCK_ROWS;
-    const rowOf = (which: Float32Array, j: number) => [...Array(2 * I).keys()].find((r) => source(r).m === which && source(r).row === j)!;
-    const norm = o.norm ? { weight: randomF32(rand, K, 0.5, 1.5), eps: 1e-5 } : undefined;
-    let normArg: LinearNorm | undefined;
-    if (norm) {
-      normArg = { weight: h.activation(K, 'norm'), eps: norm.eps, out: h.activation(MAX_ROWS * K, 'xn') };
-      h.write(normArg.weight, norm.weight);
-    }
-    const xBuf = h.activation(MAX_ROWS * K, 'x');
-    const outBuf = h.activation(MAX_ROWS * I, 'out');
-    const dispatches = h.ops.gatedLinear('gate_up', w.gpu, xBuf, outBuf, h.activation(MAX_ROWS * I, 'up'), { norm: normArg });
-    expect(dispatches.length).toBe((o.parts?.length ?? 1) * (interleaved ? 3 : 1) + (interleaved ? 0 : 1) + (norm ? 1 : 0));
-    for (const M of o.Ms) {
-      const x = inputRows(rand, M, K);
-      h.write(xBuf, x);
-      h.poison(outBuf, MAX_ROWS * I);
-      await h.run(dispatches, { tokens: M, seqs: 1 });
-      const got = await h.readF32(outBuf, MAX_ROWS * I);
-      const ref = reference(x, w, M, { norm });
-      const want = new Float64Array(M * I);
-      const tol = new Float64Array(M * I);
-      for (let m = 0; m < M; m++) {
-        for (let j = 0; j < I; j++) {
-          const [gi, ui] = [m * 2 * I + rowOf(gate, j), m * 2 * I + rowOf(up, j)];
-          const [g, u] = [ref.want[gi]!, ref.want[ui]!];
-          const silu = g / (1 + Math.exp(-g));
-          want[m * I + j] = silu * u;
-          tol[m * I + j] = 1.1 * Math.abs(u) * ref.tol[gi]! + Math.abs(silu) * ref.tol[ui]! + (8 + 2 * Math.abs(g)) * U * Math.abs(silu * u) + 1e-30;
-        }
-      }
-      expectClose(`${format} gated I=${I} M=${M}`, got.subarray(0, M * I), want, (i) => tol[i]!);
-      expectPoisoned(`${format} gated M=${M}: rows >= M`, got, M * I, MAX_ROWS * I);
-    }
+async function runGated(format: WeightFormat, I: number, o: { parts?: number[]; norm?: boolean; Ms: number[]; seed: number }): Promise<void> {
+  const rand = rng(o.seed);
+  const K = 96;
+  const [gate, up] = [randomF32(rand, I * K), randomF32(rand, I * K)];
+  const interleaved = isAffine(format);
+  // Row r of the weight: which matrix and row it holds.
+  const source = (r: number) => {
+    if (!interleaved) return r < I ? { m: gate, row: r } : { m: up, row: r - I };
+    const block = Math.floor(r / GLU_BLOCK_ROWS);
+    return { m: block % 2 === 0 ? gate : up, row: Math.floor(block / 2) * GLU_BLOCK_ROWS + (r % GLU_BLOCK_ROWS) };
+  };
+  const host = new Float32Array(2 * I * K);
+  for (let r = 0; r < 2 * I; r++) {
+    const { m, row } = source(r);
+    host.set(m.subarray(row * K, (row + 1) * K), r * K);
   }
+  const w = h.weight(host, 2 * I, K, format, { groupSize: 32, parts: o.parts });
+  w.gpu.segments = [I, I];
+  if (interleaved) w.gpu.gluBlock = GLU_BLOCK_ROWS;
+  const rowOf = (which: Float32Array, j: number) => [...Array(2 * I).keys()].find((r) => source(r).m === which && source(r).row === j)!;
+  const norm = o.norm ? { weight: randomF32(rand, K, 0.5, 1.5), eps: 1e-5 } : undefined;
+  let normArg: LinearNorm | undefined;
+  if (norm) {
+    normArg = { weight: h.activation(K, 'norm'), eps: norm.eps, out: h.activation(MAX_ROWS * K, 'xn') };
+    h.write(normArg.weight, norm.weight);
+  }
+  const xBuf = h.activation(MAX_ROWS * K, 'x');
+  const outBuf = h.activation(MAX_ROWS * I, 'out');
+  const dispatches = h.ops.gatedLinear('gate_up', w.gpu, xBuf, outBuf, h.activation(MAX_ROWS * I, 'up'), { norm: normArg });
+  expect(dispatches.length).toBe((o.parts?.length ?? 1) * (interleaved ? 3 : 1) + (interleaved ? 0 : 1) + (norm ? 1 : 0));
+  for (const M of o.Ms) {
+    const x = inputRows(rand, M, K);
+    h.write(xBuf, x);
+    h.poison(outBuf, MAX_ROWS * I);
+    await h.run(dispatches, { tokens: M, seqs: 1 });
+    const got = await h.readF32(outBuf, MAX_ROWS * I);
+    const ref = reference(x, w, M, { norm });
+    const want = new Float64Array(M * I);
+    const tol = new Float64Array(M * I);
+    for (let m = 0; m < M; m++) {
+      for (let j = 0; j < I; j++) {
+        const [gi, ui] = [m * 2 * I + rowOf(gate, j), m * 2 * I + rowOf(up, j)];
+        const [g, u] = [ref.want[gi]!, ref.want[ui]!];
+        const silu = g / (1 + Math.exp(-g));
+        want[m * I + j] = silu * u;
+        tol[m * I + j] = 1.1 * Math.abs(u) * ref.tol[gi]! + Math.abs(silu) * ref.tol[ui]! + (8 + 2 * Math.abs(g)) * U * Math.abs(silu * u) + 1e-30;
+      }
+    }
+    expectClose(`${format} gated I=${I} M=${M}`, got.subarray(0, M * I), want, (i) => tol[i]!);
+    expectPoisoned(`${format} gated M=${M}: rows >= M`, got, M * I, MAX_ROWS * I);
+  }
+}
+
+describe('matmul: gated (SwiGLU) projection', () => {
 
   for (const format of ['q4', 'q8'] as const) {
     it(`${format}: 48 columns (3 blocks of each), M = 1, 2, 3, 5, 9`, () => runGated(format, 48, { Ms: [1, 2, 3, 5, 9], seed: 60 }));
@@ -336,4 +346,31 @@ describe('matmul: gated (SwiGLU) projection', () => {
     whole.gpu.gluBlock = GLU_BLOCK_ROWS;
     expect(() => h.ops.linear('bad', whole.gpu, x, y, { glu: true, bias: h.uploadF32(new Float32Array(64)) })).toThrow(/bias/);
   });
+});
+
+// The decode matvec in the GPU layout (matvec_q_workgroup: a workgroup per 16 rows,
+// invocations striding over K), run on llvmpipe by telling Ops the adapter is a GPU. Row
+// counts 1 and 2 run it; 3 checks that the step still switches to matmul_q.
+describe('matvec_q_workgroup: the GPU layout of the decode matvec', () => {
+  beforeAll(() => { h = gpuLayout; });
+  afterAll(() => { h = cpu; });
+  for (const [format, groupSize, K] of [['q4', 32, 160], ['q4', 64, 192], ['q4', 128, 256], ['q8', 32, 160], ['q8', 64, 192], ['q8', 128, 256]] as const) {
+    it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: [1, 2, 3], seed: 70 + groupSize }));
+  }
+  it('q4 K=1024 N=1100: more chunks than invocations per row, rows past a block', () =>
+    runCase({ format: 'q4', K: 1024, N: 1100, groupSize: 64, Ms: [1, 2], seed: 71 }));
+  it('q8 N=9 (fewer rows than one workgroup covers)', () => runCase({ format: 'q8', K: 64, N: 9, groupSize: 64, Ms: [1, 2], seed: 72 }));
+  for (const scaleFormat of ['f32', 'f16'] as const) {
+    it(`q4 ${scaleFormat} scales in 2 parts`, () => runCase({ format: 'q4', K: 160, N: 37, groupSize: 32, parts: [17, 20], Ms: [1, 2], seed: 73, scaleFormat }));
+  }
+  it('q8 with a storage-only X', () => runCase({ format: 'q8', K: 192, N: 37, groupSize: 64, Ms: [1, 2], seed: 74, storageX: true }));
+  it('q4 bias + accumulate in 3 parts', () =>
+    runCase({ format: 'q4', K: 160, N: 37, groupSize: 32, parts: [10, 15, 12], bias: true, accumulate: true, Ms: [1, 2], seed: 75 }));
+  it('q4 norm fused, in 2 parts', () => runCase({ format: 'q4', K: 192, N: 37, groupSize: 64, parts: [20, 17], Ms: [1, 2], seed: 76, norm: 'uniform' }));
+  it('q8 norm fused, the norm weight through a storage binding, with bias', () =>
+    runCase({ format: 'q8', K: 160, N: 37, groupSize: 32, bias: true, Ms: [1, 2], seed: 77, norm: 'storage' }));
+  it('q4 LM head: perSeq rows, seqs = 1 and 2 of 13 tokens', async () => { await runPerSeq('q4', 1); await runPerSeq('q4', 2); });
+  it('q4 three segments [13, 7, 17] across 2 parts', () => runStacked('q4', [13, 7, 17], { parts: [20, 17], seed: 78 }));
+  it('q4 gated: 272 columns in 2 parts, normed input', () => runGated('q4', 272, { parts: [320, 224], norm: true, Ms: [1, 2], seed: 79 }));
+  it('q8 gated: 48 columns', () => runGated('q8', 48, { Ms: [1, 2], seed: 80 }));
 });

@@ -87,6 +87,30 @@ fn x_field_scale(f: u32) -> vec4<f32> {
   return select(vec4<f32>(1.0, 0x1p-4, 0x1p-8, 0x1p-12), vec4<f32>(0x1p-16, 0x1p-20, 0x1p-24, 1.0), f % 2u == 1u);
 }
 
+// The 32 values of X a chunk of a row multiplies, as eight vec4s, scaled by x_field_scale.
+struct Chunk { a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, e: vec4<f32>, f: vec4<f32>, g: vec4<f32>, h: vec4<f32> }
+
+fn nibbles_dot(w: u32, a: vec4<f32>, b: vec4<f32>) -> f32 {
+  return dot(nibbles_lo(w), a) + dot(nibbles_hi(w), b);
+}
+
+fn bytes_dot(w: u32, a: vec4<f32>) -> f32 {
+  return dot(bytes_in_place(w), a);
+}
+
+// dot(q, x) over one 32-value chunk of one row whose first texel is `at` (the second,
+// for 8-bit, is the row's next texel: a tile further): the decode matvecs' inner product.
+fn chunk_dot(at: u32, x: Chunk) -> f32 {
+  if (BITS == 4u) {
+    let w = w_texel(at);
+    return nibbles_dot(w.x, x.a, x.b) + nibbles_dot(w.y, x.c, x.d) + nibbles_dot(w.z, x.e, x.f) + nibbles_dot(w.w, x.g, x.h);
+  }
+  let w0 = w_texel(at);
+  let w1 = w_texel(at + PACKED_TILE_ROWS);
+  return bytes_dot(w0.x, x.a) + bytes_dot(w0.y, x.b) + bytes_dot(w0.z, x.c) + bytes_dot(w0.w, x.d)
+       + bytes_dot(w1.x, x.e) + bytes_dot(w1.y, x.f) + bytes_dot(w1.z, x.g) + bytes_dot(w1.w, x.h);
+}
+
 fn w_load4(n: u32, k: u32, K: u32) -> vec4<f32> {
   let per_word = 32u / BITS;
   let per_texel = 4u * per_word;
