@@ -317,26 +317,34 @@ export class Ops {
   }
 
   /**
-   * Causal attention. Two recorded kernels: one token per invocation for steps of decode
-   * tokens only, and groups of ATTENTION_GROUP consecutive tokens (sharing each key and
-   * value load when they belong to one sequence) for steps with a prefill chunk.
+   * Causal attention. Two recorded kernels: for steps of decode tokens only, one token per
+   * invocation with the heads of a KV head that share its key and value loads (up to
+   * ATTENTION_GROUP; the largest divisor of the group size), and for steps with a prefill
+   * chunk, groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when
+   * they belong to one sequence).
    */
   attention(q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, out: GPUBuffer, o: { heads: number; kvHeads: number; headDim: number; blockSize: number; scale: number }, meta: BatchMeta): Dispatch[] {
     if (o.headDim % 4 !== 0 || o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 4, at most 256)`);
     const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.blockSize, o.scale], [3]);
     // The group's registers grow with head_dim; past 128 a group compiles slowly.
     const group = o.headDim <= 128 ? ATTENTION_GROUP : 1;
-    // The group size a step runs with: tokens beyond one per sequence mean a prefill chunk.
-    const stepGroup = (s: StepShape) => (s.tokens > s.seqs ? group : 1);
-    return (group > 1 ? [1, group] : [1]).map((tq) => {
-      const pipeline = this.pipelines.get('attention', undefined, { TQ: tq }, `const D4: u32 = ${o.headDim / 4}u;`);
+    const perKv = o.heads / o.kvHeads;
+    let sharing = group;
+    while (perKv % sharing !== 0) sharing--;
+    // The decode kernel runs every step where no prefill kernel is recorded; steps with
+    // tokens beyond one per sequence hold a prefill chunk.
+    const kernels = [{ tq: 1, hq: sharing, decode: true }, ...(group > 1 ? [{ tq: group, hq: 1, decode: false }] : [])];
+    return kernels.map(({ tq, hq, decode }) => {
+      const wg = Math.max(1, Math.floor(8 / hq));
+      const pipeline = this.pipelines.get('attention', undefined, { WG: wg }, `const D4: u32 = ${o.headDim / 4}u;\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
+      const active = (s: StepShape) => (group > 1 && s.tokens > s.seqs) !== decode;
       return {
         label: 'attention',
         pipeline,
         bindGroup: this.bind('attention', pipeline, params, {
           2: q, 3: kCache, 4: vCache, 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
         }),
-        workgroups: (s: StepShape): [number] => (stepGroup(s) === tq ? [ceil(ceil(s.tokens, tq) * o.heads, 8)] : [0]),
+        workgroups: (s: StepShape): [number] => (active(s) ? [ceil(ceil(s.tokens, tq) * (o.heads / hq), wg)] : [0]),
       };
     });
   }
