@@ -2,7 +2,8 @@
 // Qwen3-0.6B shape (hidden 1024, 28 layers, 16/8 heads, head_dim 128, intermediate 3072,
 // vocab 151936, tied embeddings) with random weights.
 //   ours:      mlx-lm 4-bit group 64 (bench/bench-model.ts), loadEngine + engine.generate,
-//              one slot, --ctx-size 1024, OpenGL ES backend (llvmpipe on a GPU-less machine)
+//              one slot, --ctx-size 1024, OpenGL ES backend (llvmpipe on a GPU-less machine;
+//              BENCH_BACKEND=vulkan on a GPU machine)
 //   llama.cpp: Q4_0 GGUF (bench/gguf-q4_0.ts) through node-llama-cpp's prebuilt CPU build,
 //              context 1024, BENCH_THREADS threads (default 2), flash attention on
 // Run: npx tsx bench/decode-prefill.ts (or npm run bench). Markdown goes to stdout, progress
@@ -32,7 +33,7 @@
 // Settings (environment): BENCH_MODEL_DIR (default <tmp>/mlxcel-bench/qwen3-0.6b-4bit),
 // BENCH_GGUF (<tmp>/mlxcel-bench/qwen3-0.6b-q4_0.gguf), BENCH_PREFILL (512), BENCH_DECODE
 // (128), BENCH_TTFT_PROMPT (16), BENCH_THREADS (2), BENCH_PREFILL_BUDGET_S (300),
-// BENCH_JSON (also write the raw results there).
+// BENCH_JSON (also write the raw results there), BENCH_BACKEND (opengles; ours only).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -41,6 +42,7 @@ import { fileURLToPath } from 'node:url';
 import { readSafetensorsHeader } from '../src/models/safetensors.js';
 import { writeBenchModel, QWEN3_06B } from './bench-model.js';
 import { q4_0DecodeBytes, writeBenchGgufQ4_0 } from './gguf-q4_0.js';
+import type { Backend } from '../src/runtime/gpu.js';
 import { breakdownMarkdown, kernelBreakdown, syntheticPrompt, type KernelBreakdown } from './kernel-breakdown.js';
 
 const env = process.env;
@@ -48,6 +50,7 @@ const PREFILL = Number(env.BENCH_PREFILL ?? 512);
 const DECODE = Number(env.BENCH_DECODE ?? 128);
 const TTFT_PROMPT = Number(env.BENCH_TTFT_PROMPT ?? 16);
 const THREADS = Number(env.BENCH_THREADS ?? 2);
+const BACKEND = (env.BENCH_BACKEND ?? 'opengles') as Backend;
 const PREFILL_BUDGET_MS = Number(env.BENCH_PREFILL_BUDGET_S ?? 300) * 1000;
 const DECODE_PROMPT = 8;
 const PROBE = 64;
@@ -183,7 +186,7 @@ async function measure(r: SideResult, generate: Generate, prefillRuns: number): 
 async function childOurs(loadOnly: boolean): Promise<SideResult> {
   const { loadEngine } = await import('../src/engine/load.js');
   const t0 = performance.now();
-  const engine = await loadEngine({ modelDir: MODEL_DIR, parallel: 1, contextSize: CONTEXT, backend: 'opengles' });
+  const engine = await loadEngine({ modelDir: MODEL_DIR, parallel: 1, contextSize: CONTEXT, backend: BACKEND });
   const loadMs = performance.now() - t0;
   log(`ours${loadOnly ? ' (cold shader cache)' : ''}: loaded in ${loadMs.toFixed(0)} ms on ${engine.adapterDescription}`);
   const generate: Generate = async (promptTokens, maxTokens) => {
@@ -258,7 +261,7 @@ async function childMain(role: string): Promise<void> {
   if (role === 'ours-cold') result = await childOurs(true);
   else if (role === 'ours') result = await childOurs(false);
   else if (role === 'llama') result = await childLlama();
-  else if (role === 'kernels') result = await kernelBreakdown(MODEL_DIR, { backend: 'opengles', log: (m) => log(`kernels: ${m}`) });
+  else if (role === 'kernels') result = await kernelBreakdown(MODEL_DIR, { backend: BACKEND, log: (m) => log(`kernels: ${m}`) });
   else throw new Error(`unknown role ${role}`);
   const cpu = process.cpuUsage();
   process.stdout.write(`${RESULT_TAG}${JSON.stringify({ result, cpuMs: (cpu.user + cpu.system) / 1000 })}\n`);

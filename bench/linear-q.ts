@@ -12,10 +12,10 @@
 // cases interleaved; the minimum is reported, because other load on a shared machine only
 // ever adds time.
 //
-// Run: npx tsx bench/linear-q.ts   (BENCH_ROUNDS, default 5)
+// Run: npx tsx bench/linear-q.ts   (BENCH_ROUNDS, default 5; BENCH_BACKEND, default opengles)
 import { bf16ToF32, f32ToBf16 } from '../src/models/half.js';
 import { dequantizeAffine, quantizeAffine } from '../src/models/quantize.js';
-import { mapRead, openGpu, workDone } from '../src/runtime/gpu.js';
+import { mapRead, openGpu, workDone, type Backend } from '../src/runtime/gpu.js';
 import { Ops } from '../src/runtime/ops.js';
 import { Program } from '../src/runtime/program.js';
 import { affineBytes, filledBuffer, interleaveAffine, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
@@ -41,7 +41,7 @@ const shapes = [
   { name: 'lm_head', N: 151936, K: 1024 },
 ];
 
-const gpu = await openGpu('opengles');
+const gpu = await openGpu((process.env.BENCH_BACKEND ?? 'opengles') as Backend);
 const device = gpu.device;
 const opsFor = { cpu: new Ops({ ...gpu, isCpu: true }), gpu: new Ops({ ...gpu, isCpu: false }) };
 const adapterLayout = gpu.isCpu ? 'cpu' : 'gpu';

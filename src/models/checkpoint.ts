@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
-import { affineBytes, filledBuffer, GLU_BLOCK_ROWS, interleaveAffine, rowBytes, rowsPerPart, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
+import { affineBytes, filledBuffer, GLU_BLOCK_ROWS, interleaveAffine, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -179,7 +179,7 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
       // side, read through small reused slices of whole row quads, the layout's unit
       // (whole-part copies left garbage that raised the bench model's peak RSS while serving
       // by ~12 MiB).
-      const valueBytes = scaleFormat === 'f32' ? 4 : 2;
+      const valueBytes = SCALE_BYTES[scaleFormat];
       const groupBytes = groupsPerRow * valueBytes;
       const sliceRows = Math.floor(AFFINE_SLICE_GROUPS / groupsPerRow / 4) * 4;
       if (sliceRows === 0) throw new Error(`${label}: ${groupsPerRow} quantization groups per row exceed the loader's slice`);

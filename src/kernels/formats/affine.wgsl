@@ -60,14 +60,11 @@ fn w_scale_bias4(e: u32) -> ScaleBias4 {
     return ScaleBias4(vec4<f32>(lo.xz, hi.xz), vec4<f32>(lo.yw, hi.yw));
   }
   let w = w_affine[e / 4u];
-  if (SCALE_FORMAT == 1u) {
-    let a = unpack2x16float(w.x);
-    let b = unpack2x16float(w.y);
-    let c = unpack2x16float(w.z);
-    let d = unpack2x16float(w.w);
-    return ScaleBias4(vec4<f32>(a.x, b.x, c.x, d.x), vec4<f32>(a.y, b.y, c.y, d.y));
-  }
-  return ScaleBias4(bitcast<vec4<f32>>(w << vec4<u32>(16u)), bitcast<vec4<f32>>(w & vec4<u32>(0xffff0000u)));
+  let a = scale_bias16(w.x);
+  let b = scale_bias16(w.y);
+  let c = scale_bias16(w.z);
+  let d = scale_bias16(w.w);
+  return ScaleBias4(vec4<f32>(a.x, b.x, c.x, d.x), vec4<f32>(a.y, b.y, c.y, d.y));
 }
 
 // The hot kernels (matvec_q, matmul_q) take a packed word's fields masked in place, not
