@@ -18,7 +18,7 @@ import { dequantizeAffine, quantizeAffine } from '../src/models/quantize.js';
 import { mapRead, openGpu, workDone, type Backend } from '../src/runtime/gpu.js';
 import { Ops } from '../src/runtime/ops.js';
 import { Program } from '../src/runtime/program.js';
-import { affineBytes, filledBuffer, interleaveAffine, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
+import { affineTexture, filledBuffer, storageBuffer, weightData, type GpuWeight } from '../src/runtime/tensors.js';
 
 process.env.EGL_PLATFORM ??= 'surfaceless';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -58,12 +58,12 @@ function values(n: number, seed: number): Float32Array {
   return out;
 }
 
-/** bf16 scales and biases side by side, as the loader stores them (interleaveAffine). */
-function interleaved(scales: Uint16Array, biases: Uint16Array, rows: number): Uint8Array {
+/** bf16 scales and biases as the loader stores them (affineTexture). */
+function affine(scales: Uint16Array, biases: Uint16Array, rows: number): GPUTexture {
   const groupsPerRow = scales.length / rows;
-  const out = new Uint8Array(affineBytes(rows, groupsPerRow, 2));
-  interleaveAffine(new Uint8Array(scales.buffer, scales.byteOffset, scales.byteLength), new Uint8Array(biases.buffer, biases.byteOffset, biases.byteLength), 2, groupsPerRow, out);
-  return out;
+  const reader = (a: Uint16Array) => (dst: Uint8Array, first: number, count: number) =>
+    dst.set(new Uint8Array(a.buffer, a.byteOffset + first * groupsPerRow * 2, count * groupsPerRow * 2));
+  return affineTexture(device, rows, groupsPerRow, 2, 'w', reader(scales), reader(biases));
 }
 
 function upload(data: Float32Array | Uint32Array | Uint16Array | Uint8Array, label: string): GPUBuffer {
@@ -103,7 +103,7 @@ async function prepare(c: Case, seed: number): Promise<Prepared> {
     parts: [{
       rowStart: 0, rows: c.N,
       data: weightData(device, 'q4', c.N, c.K, 'w', (dst, at) => dst.set(new Uint8Array(q.packed.buffer, q.packed.byteOffset + at, dst.length))),
-      affine: upload(interleaved(scales16, biases16, c.N), 'affine'),
+      affine: affine(scales16, biases16, c.N),
     }],
   };
   const xHost = values(c.M * c.K, seed + 1);

@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import type { Quantization } from './config.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
-import { affineBytes, filledBuffer, GLU_BLOCK_ROWS, interleaveAffine, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
+import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -56,9 +56,6 @@ export class Checkpoint {
 
 /** Float dtypes: of float weights, and of q4/q8 scales and biases. */
 const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
-/** Groups of scales and biases read at a time (loadMatrix), into two reused buffers. */
-const AFFINE_SLICE_GROUPS = 1 << 16;
-const [scaleSlice, biasSlice] = [new Uint8Array(AFFINE_SLICE_GROUPS * 4), new Uint8Array(AFFINE_SLICE_GROUPS * 4)];
 
 /**
  * Uploads f32 vectors (norm weights, biases), several concatenated into one buffer, which
@@ -175,23 +172,11 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
       data: weightData(device, format, n, cols, label, (dst, offset) => readStacked(ckpt, weights, bytesPerRow, dst, rowStart * bytesPerRow + offset)),
     };
     if (scaleFormat) {
-      // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by
-      // side, read through small reused slices of whole row quads, the layout's unit
-      // (whole-part copies left garbage that raised the bench model's peak RSS while serving
-      // by ~12 MiB).
-      const valueBytes = SCALE_BYTES[scaleFormat];
-      const groupBytes = groupsPerRow * valueBytes;
-      const sliceRows = Math.floor(AFFINE_SLICE_GROUPS / groupsPerRow / 4) * 4;
-      if (sliceRows === 0) throw new Error(`${label}: ${groupsPerRow} quantization groups per row exceed the loader's slice`);
-      part.affine = filledBuffer(device, affineBytes(n, groupsPerRow, valueBytes), `${label}.affine`, (dst) => {
-        for (let r = 0; r < n; r += sliceRows) {
-          const bytes = Math.min(sliceRows, n - r) * groupBytes;
-          const [s, b] = [scaleSlice.subarray(0, bytes), biasSlice.subarray(0, bytes)];
-          readStacked(ckpt, scales, groupBytes, s, (rowStart + r) * groupBytes);
-          readStacked(ckpt, biases, groupBytes, b, (rowStart + r) * groupBytes);
-          interleaveAffine(s, b, valueBytes, groupsPerRow, dst.subarray(affineBytes(r, groupsPerRow, valueBytes)));
-        }
-      });
+      // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by side.
+      const groupBytes = groupsPerRow * SCALE_BYTES[scaleFormat];
+      const reader = (runs: RowRun[]) => (dst: Uint8Array, first: number, count: number) =>
+        readStacked(ckpt, runs, groupBytes, dst.subarray(0, count * groupBytes), (rowStart + first) * groupBytes);
+      part.affine = affineTexture(device, n, groupsPerRow, SCALE_BYTES[scaleFormat], label, reader(scales), reader(biases));
     }
     parts.push(part);
   }

@@ -58,7 +58,7 @@ export class Ops {
 
   private weightBindings(part: WeightPart): Record<number, GPUBuffer | GPUBindingResource> {
     const b: Record<number, GPUBuffer | GPUBindingResource> = { 2: part.data instanceof GPUTexture ? part.data.createView() : part.data };
-    if (part.affine) b[3] = part.affine;
+    if (part.affine) b[3] = part.affine.createView();
     return b;
   }
 

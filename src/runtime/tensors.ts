@@ -46,8 +46,8 @@ export interface WeightPart {
   rows: number;
   /** Float formats: a storage buffer. q4/q8: an rgba32uint texture (packedTexture). */
   data: GPUBuffer | GPUTexture;
-  /** q4/q8: each group's scale and bias side by side (interleaveAffine). */
-  affine?: GPUBuffer;
+  /** q4/q8: each group's scale and bias side by side (interleaveAffine), in an rgba32uint texture (affineTexture). */
+  affine?: GPUTexture;
 }
 
 /** How q4/q8 scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
@@ -126,17 +126,15 @@ let uploadSlice: Uint8Array | undefined;
 export type RowReader = (dst: Uint8Array, offset: number) => void;
 
 /**
- * Packed q4/q8 weight words in an rgba32uint texture PACKED_TEXTURE_WIDTH texels wide, in
- * tiles of PACKED_TILE_ROWS rows: texel c of row n is vec4<u32> (n / 8) * 8 * row_texels
- * + c * 8 + n % 8 of the data, at texel (i % width, i / width); rows past `rows` are zeros.
- * Why a texture: on llvmpipe a texel fetch is one vectorised gather, where a storage load
- * whose address differs per invocation is a per-lane scalar loop (bench/linear-q.ts). The
- * data goes up in small slices, so loading needs no staging copy of the whole part (a freed
- * one left ~25 MiB more resident for the bench model).
+ * `bytes` of data (read: filled from a byte offset on) in an rgba32uint texture
+ * PACKED_TEXTURE_WIDTH texels wide: vec4<u32> i of the data is texel (i % width, i / width),
+ * and the texels past the data are zeros. Why a texture: on llvmpipe a texel fetch is one
+ * vectorised gather, where a storage load whose address differs per invocation is a
+ * per-lane scalar loop (bench/linear-q.ts). The data goes up in small slices, so loading
+ * needs no staging copy of the whole part (a freed one left ~25 MiB more resident for the
+ * bench model).
  */
-export function packedTexture(device: GPUDevice, rows: number, bytesPerRow: number, label: string, read: RowReader): GPUTexture {
-  const tileBytes = PACKED_TILE_ROWS * bytesPerRow;
-  const bytes = Math.ceil(rows / PACKED_TILE_ROWS) * tileBytes;
+function flatTexture(device: GPUDevice, bytes: number, label: string, read: RowReader): GPUTexture {
   // Never a power of two: llvmpipe compiles a kernel variant per texture shape class
   // (power-of-two sides or not), so uniform shapes keep it to one variant per kernel.
   let height = Math.max(1, Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
@@ -148,34 +146,33 @@ export function packedTexture(device: GPUDevice, rows: number, bytesPerRow: numb
     usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
   });
   const slice = (uploadSlice ??= new Uint8Array(UPLOAD_SLICE_ROWS * PACKED_TEXTURE_ROW_BYTES));
-  const tiles = tileReader(rows, bytesPerRow, read);
   for (let row = 0; row < height; row += UPLOAD_SLICE_ROWS) {
     const sliceRows = Math.min(UPLOAD_SLICE_ROWS, height - row);
     const offset = row * PACKED_TEXTURE_ROW_BYTES;
     const n = Math.max(0, Math.min(sliceRows * PACKED_TEXTURE_ROW_BYTES, bytes - offset));
     slice.fill(0, n);
-    if (n > 0) tiles(slice.subarray(0, n), offset);
+    if (n > 0) read(slice.subarray(0, n), offset);
     device.queue.writeTexture({ texture, origin: [0, row] }, slice, { bytesPerRow: PACKED_TEXTURE_ROW_BYTES, rowsPerImage: sliceRows }, [PACKED_TEXTURE_WIDTH, sliceRows]);
   }
   return texture;
 }
 
 /**
- * Fills dst with the tiled bytes from `offset` on, reading the row-major source one tile
- * of rows at a time (the upload slices are consecutive, so each tile is built once).
+ * Packed q4/q8 weight words in a flat texture (flatTexture), in tiles of PACKED_TILE_ROWS
+ * rows: texel c of row n is vec4<u32> (n / 8) * 8 * row_texels + c * 8 + n % 8 of the
+ * data; rows past `rows` are zeros.
  */
-function tileReader(rows: number, bytesPerRow: number, read: RowReader): (dst: Uint8Array, offset: number) => void {
-  const texelsPerRow = bytesPerRow / 16;
+export function packedTexture(device: GPUDevice, rows: number, bytesPerRow: number, label: string, read: RowReader): GPUTexture {
   const tileBytes = PACKED_TILE_ROWS * bytesPerRow;
+  const texelsPerRow = bytesPerRow / 16;
   const rowMajor = new Uint8Array(tileBytes);
-  const tiled = new Uint8Array(tileBytes);
-  const [src, out] = [new Uint32Array(rowMajor.buffer), new Uint32Array(tiled.buffer)];
-  let loaded = -1;
-  const load = (t: number) => {
+  const src = new Uint32Array(rowMajor.buffer);
+  const tiles = unitReader(tileBytes, (t, tiled) => {
     const first = t * PACKED_TILE_ROWS;
     const have = Math.min(PACKED_TILE_ROWS, rows - first) * bytesPerRow;
     rowMajor.fill(0, have);
     read(rowMajor.subarray(0, have), first * bytesPerRow);
+    const out = new Uint32Array(tiled.buffer, tiled.byteOffset, tiled.byteLength / 4);
     let o = 0;
     for (let c = 0; c < texelsPerRow; c++) {
       for (let r = 0; r < PACKED_TILE_ROWS; r++, o += 4) {
@@ -186,22 +183,62 @@ function tileReader(rows: number, bytesPerRow: number, read: RowReader): (dst: U
         out[o + 3] = src[from + 3]!;
       }
     }
-    loaded = t;
-  };
+  });
+  return flatTexture(device, Math.ceil(rows / PACKED_TILE_ROWS) * tileBytes, label, tiles);
+}
+
+/**
+ * A reader of data built in units of `unitBytes` (fill(u, dst) writes unit u): it fills dst
+ * from any offset on, building each unit once when the reads are consecutive, as
+ * flatTexture's are.
+ */
+function unitReader(unitBytes: number, fill: (unit: number, dst: Uint8Array) => void): RowReader {
+  const unit = new Uint8Array(unitBytes);
+  let loaded = -1;
   return (dst, offset) => {
     for (let o = 0; o < dst.length;) {
-      const t = Math.floor((offset + o) / tileBytes);
-      if (t !== loaded) load(t);
-      const within = offset + o - t * tileBytes;
-      const n = Math.min(tileBytes - within, dst.length - o);
-      dst.set(tiled.subarray(within, within + n), o);
+      const u = Math.floor((offset + o) / unitBytes);
+      if (u !== loaded) {
+        unit.fill(0);
+        fill(u, unit);
+        loaded = u;
+      }
+      const within = offset + o - u * unitBytes;
+      const n = Math.min(unitBytes - within, dst.length - o);
+      dst.set(unit.subarray(within, within + n), o);
       o += n;
     }
   };
 }
 
+/** Fills dst's start with `rows` rows of a part's scales (or biases), from its row `first` on. */
+export type AffineReader = (dst: Uint8Array, first: number, rows: number) => void;
+
+/** Rows of scales and biases affineTexture interleaves at a time: whole quads (the layout's unit). */
+const AFFINE_SLICE_ROWS = 64;
+
+/**
+ * A q4/q8 part's scales and biases (stored dtype: `valueBytes` each, `groupsPerRow` per
+ * row) in formats/affine.wgsl's layout (interleaveAffine), in a flat texture. They are read
+ * and interleaved AFFINE_SLICE_ROWS rows at a time through small reused slices (whole-part
+ * copies left garbage that raised the bench model's peak RSS while serving by ~12 MiB).
+ */
+export function affineTexture(device: GPUDevice, rows: number, groupsPerRow: number, valueBytes: 2 | 4, label: string, scales: AffineReader, biases: AffineReader): GPUTexture {
+  const rowBytes = groupsPerRow * valueBytes;
+  const sliceRows = AFFINE_SLICE_ROWS;
+  const [s, b] = [new Uint8Array(sliceRows * rowBytes), new Uint8Array(sliceRows * rowBytes)];
+  const slices = unitReader(affineBytes(sliceRows, groupsPerRow, valueBytes), (u, dst) => {
+    const first = u * sliceRows;
+    const n = Math.min(sliceRows, rows - first);
+    scales(s, first, n);
+    biases(b, first, n);
+    interleaveAffine(s.subarray(0, n * rowBytes), b.subarray(0, n * rowBytes), valueBytes, groupsPerRow, dst);
+  });
+  return flatTexture(device, affineBytes(rows, groupsPerRow, valueBytes), `${label}.affine`, slices);
+}
+
 /** Bytes of a q4/q8 part's scales and biases for `rows` rows (interleaveAffine: rows padded to a quad). */
-export function affineBytes(rows: number, groupsPerRow: number, valueBytes: 2 | 4): number {
+function affineBytes(rows: number, groupsPerRow: number, valueBytes: 2 | 4): number {
   return Math.ceil(rows / 4) * 4 * groupsPerRow * 2 * valueBytes;
 }
 
@@ -212,7 +249,7 @@ export function affineBytes(rows: number, groupsPerRow: number, valueBytes: 2 | 
  * group for four consecutive rows adjacent, so that one 16-byte load gives matvec_q four
  * rows' entries. The rows of a last partial quad are left as dst has them (zeros).
  */
-export function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: 2 | 4, groupsPerRow: number, dst: Uint8Array): void {
+function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: 2 | 4, groupsPerRow: number, dst: Uint8Array): void {
   const view = (a: Uint8Array) =>
     valueBytes === 2 ? new Uint16Array(a.buffer, a.byteOffset, a.byteLength / 2) : new Uint32Array(a.buffer, a.byteOffset, a.byteLength / 4);
   const [s, b, d] = [view(scales), view(biases), view(dst)];

@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { affineBytes, filledBuffer, interleaveAffine, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { affineTexture, filledBuffer, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine } from '../../src/models/quantize.js';
@@ -215,11 +215,9 @@ export class Harness {
       const slice = bytes.subarray(rowStart * perRow, (rowStart + n) * perRow);
       const part: WeightPart = { rowStart, rows: n, data: weightData(this.device, format, n, cols, label, (dst, at) => dst.set(slice.subarray(at, at + dst.length))) };
       if (scaleBytes) {
-        const [s0, s1] = [rowStart * groupsPerRow, (rowStart + n) * groupsPerRow];
-        const valueBytes = SCALE_BYTES[scaleFormat];
-        const affine = new Uint8Array(affineBytes(n, groupsPerRow, valueBytes));
-        interleaveAffine(scaleBytes('scales', s0, s1), scaleBytes('biases', s0, s1), valueBytes, groupsPerRow, affine);
-        part.affine = this.uploadBytes(affine, `${label}.affine`);
+        const reader = (which: 'scales' | 'biases', partStart: number) => (dst: Uint8Array, first: number, count: number) =>
+          dst.set(scaleBytes!(which, (partStart + first) * groupsPerRow, (partStart + first + count) * groupsPerRow));
+        part.affine = affineTexture(this.device, n, groupsPerRow, SCALE_BYTES[scaleFormat], label, reader('scales', rowStart), reader('biases', rowStart));
       }
       parts.push(part);
       rowStart += n;

@@ -12,17 +12,25 @@
 // half), so one load serves both; and the entries of a group for four consecutive rows
 // adjacent (w_affine_entry; runtime/tensors.ts interleaveAffine), so that one 16-byte load
 // serves matvec_q four rows (w_scale_bias4: the decode step 2% faster than four loads).
+// The entries are a texture too, flat (vec4 i at texel (i % PACKED_WIDTH, i / PACKED_WIDTH):
+// tensors.ts affineTexture), for the reason the packed words are: from a storage buffer
+// matvec_q's scale loads took 11% of a decode step.
 override BITS: u32 = 4u;
 override GROUP_SIZE: u32 = 64u;
 override SCALE_FORMAT: u32 = 0u;
 override PACKED_WIDTH: u32 = 512u;
 override PACKED_TILE_ROWS: u32 = 8u;
 @group(0) @binding(2) var w_packed: texture_2d<u32>;
-@group(0) @binding(3) var<storage, read> w_affine: array<vec4<u32>>;
+@group(0) @binding(3) var w_affine: texture_2d<u32>;
 
 // Texel i of the packed data, flat.
 fn w_texel(i: u32) -> vec4<u32> {
   return textureLoad(w_packed, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH), 0);
+}
+
+// vec4 i of the scale-and-bias entries.
+fn w_affine_texel(i: u32) -> vec4<u32> {
+  return textureLoad(w_affine, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH), 0);
 }
 
 // Flat index of texel c of row n, for rows of `row_texels` texels.
@@ -44,10 +52,10 @@ fn scale_bias16(w: u32) -> vec2<f32> {
 // Entry e's (scale, bias).
 fn w_scale_bias(e: u32) -> vec2<f32> {
   if (SCALE_FORMAT == 0u) {
-    let w = w_affine[e / 2u];
+    let w = w_affine_texel(e / 2u);
     return bitcast<vec2<f32>>(select(w.xy, w.zw, e % 2u == 1u));
   }
-  return scale_bias16(w_affine[e / 4u][e % 4u]);
+  return scale_bias16(w_affine_texel(e / 4u)[e % 4u]);
 }
 
 // The scales (s) and biases (b) of entries e .. e + 3 (e a multiple of 4: one group of a
@@ -55,11 +63,11 @@ fn w_scale_bias(e: u32) -> vec2<f32> {
 struct ScaleBias4 { s: vec4<f32>, b: vec4<f32> }
 fn w_scale_bias4(e: u32) -> ScaleBias4 {
   if (SCALE_FORMAT == 0u) {
-    let lo = bitcast<vec4<f32>>(w_affine[e / 2u]);
-    let hi = bitcast<vec4<f32>>(w_affine[e / 2u + 1u]);
+    let lo = bitcast<vec4<f32>>(w_affine_texel(e / 2u));
+    let hi = bitcast<vec4<f32>>(w_affine_texel(e / 2u + 1u));
     return ScaleBias4(vec4<f32>(lo.xz, hi.xz), vec4<f32>(lo.yw, hi.yw));
   }
-  let w = w_affine[e / 4u];
+  let w = w_affine_texel(e / 4u);
   let a = scale_bias16(w.x);
   let b = scale_bias16(w.y);
   let c = scale_bias16(w.z);
