@@ -126,7 +126,7 @@ export class Ops {
       const norm = this.normInput(w.cols, opts.norm?.weight);
       const constants = { ...q, NORM: opts.norm !== undefined, GLU: opts.glu === true };
       const cpu = this.gpu.isCpu;
-      const declarations = [input.declarations, norm.declarations, ...(cpu ? [matvecKLoop(w.groupSize)] : [])].join('\n');
+      const declarations = [this.affineDeclarations(cpu), input.declarations, norm.declarations, ...(cpu ? [matvecKLoop(w.groupSize)] : [])].join('\n');
       variants.push({
         pipeline: this.pipelines.get(cpu ? 'matvec_q' : 'matvec_q_workgroup', w.format, constants, declarations),
         bindings: input.binding ? { 5: input.binding, 10: norm.binding } : { 5: x, 10: norm.binding },
@@ -134,7 +134,7 @@ export class Ops {
       });
       const tiled = this.matmulInput(normed, w.cols, rows);
       const groupChunks = ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...chunkCalls(w.groupSize, (chunk) => `  chunk_tile(${chunk}, at, t);`), '}'].join('\n');
-      const matmulDeclarations = `${this.matmulInputDeclarations()}\n${groupChunks}`;
+      const matmulDeclarations = [this.affineDeclarations(false), this.matmulInputDeclarations(), groupChunks].join('\n');
       variants.push(
         ...[4, 8].map((tile) => ({
           pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulDeclarations),
@@ -188,6 +188,23 @@ export class Ops {
     if (!isAffine(w.format) || w.gluBlock !== GLU_BLOCK_ROWS) throw new Error(`${label}: the GLU epilogue needs a q4/q8 weight interleaved in blocks of ${GLU_BLOCK_ROWS} rows`);
     if (w.parts.some((part) => part.rowStart % pair !== 0 || part.rows % pair !== 0)) throw new Error(`${label}: a part of an interleaved gate/up weight splits a block pair`);
     if (opts.bias || opts.accumulate || opts.perSeq) throw new Error(`${label}: bias, accumulate and perSeq do not combine with the GLU epilogue`);
+  }
+
+  /**
+   * A q4/q8 weight's two textures (formats/affine.wgsl: 2 the packed words, 3 the scales and
+   * biases) and their texel reads, w_texel and w_affine_texel: read-only storage textures
+   * with `storage` where WGSL allows them, else sampled ones. On llvmpipe a storage-texture
+   * load skips the sampled path's per-lane mip-level arithmetic, which took 9.5% off the
+   * decode step through matvec_q (in-process A/B, issue 3 note), while matmul_q's prefill
+   * ran 19% slower with it; so only matvec_q takes it (the GPU layout keeps the sampled
+   * path GPUs are built around).
+   */
+  private affineDeclarations(storage: boolean): string {
+    const texel = (name: string, binding: number, fn: string) =>
+      storage && this.gpu.readOnlyStorageTextures
+        ? `@group(0) @binding(${binding}) var ${name}: texture_storage_2d<rgba32uint, read>;\nfn ${fn}(i: u32) -> vec4<u32> { return textureLoad(${name}, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH)); }`
+        : `@group(0) @binding(${binding}) var ${name}: texture_2d<u32>;\nfn ${fn}(i: u32) -> vec4<u32> { return textureLoad(${name}, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH), 0); }`;
+    return [texel('w_packed', 2, 'w_texel'), texel('w_affine', 3, 'w_affine_texel')].join('\n');
   }
 
   /**
@@ -274,7 +291,7 @@ export class Ops {
   }
 
   embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer): Dispatch[] {
-    const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w));
+    const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w), isAffine(w.format) ? this.affineDeclarations(false) : '');
     return w.parts.map((part) => {
       const params = uniformBuffer(this.gpu.device, [w.cols, part.rowStart, part.rows]);
       return {

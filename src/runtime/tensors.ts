@@ -143,7 +143,8 @@ function flatTexture(device: GPUDevice, bytes: number, label: string, read: RowR
     label,
     size: [PACKED_TEXTURE_WIDTH, height],
     format: 'rgba32uint',
-    usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+    // Bound as a sampled or a read-only storage texture, by kernel (Ops.affineDeclarations).
+    usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST,
   });
   const slice = (uploadSlice ??= new Uint8Array(UPLOAD_SLICE_ROWS * PACKED_TEXTURE_ROW_BYTES));
   for (let row = 0; row < height; row += UPLOAD_SLICE_ROWS) {

@@ -12,26 +12,18 @@
 // half), so one load serves both; and the entries of a group for four consecutive rows
 // adjacent (w_affine_entry; runtime/tensors.ts interleaveAffine), so that one 16-byte load
 // serves matvec_q four rows (w_scale_bias4: the decode step 2% faster than four loads).
-// The entries are a texture too, flat (vec4 i at texel (i % PACKED_WIDTH, i / PACKED_WIDTH):
-// tensors.ts affineTexture), for the reason the packed words are: from a storage buffer
-// matvec_q's scale loads took 11% of a decode step.
+// The entries are a texture too, flat (tensors.ts affineTexture), for the reason the
+// packed words are: on llvmpipe a storage-buffer load at an address that differs per
+// invocation is a per-lane scalar loop (the texture took 2% off the decode step).
 override BITS: u32 = 4u;
 override GROUP_SIZE: u32 = 64u;
 override SCALE_FORMAT: u32 = 0u;
 override PACKED_WIDTH: u32 = 512u;
 override PACKED_TILE_ROWS: u32 = 8u;
-@group(0) @binding(2) var w_packed: texture_2d<u32>;
-@group(0) @binding(3) var w_affine: texture_2d<u32>;
-
-// Texel i of the packed data, flat.
-fn w_texel(i: u32) -> vec4<u32> {
-  return textureLoad(w_packed, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH), 0);
-}
-
-// vec4 i of the scale-and-bias entries.
-fn w_affine_texel(i: u32) -> vec4<u32> {
-  return textureLoad(w_affine, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH), 0);
-}
+// The runtime declares both textures (bindings 2 and 3) with their reads: w_texel(i),
+// texel i of the packed data, and w_affine_texel(i), vec4 i of the entries, each the
+// texel (i % PACKED_WIDTH, i / PACKED_WIDTH), through a sampled or a read-only storage
+// binding (Ops.affineDeclarations says which kernels take which).
 
 // Flat index of texel c of row n, for rows of `row_texels` texels.
 fn w_row_texel(n: u32, c: u32, row_texels: u32) -> u32 {
