@@ -225,15 +225,14 @@ const AFFINE_SLICE_ROWS = 64;
  * copies left garbage that raised the bench model's peak RSS while serving by ~12 MiB).
  */
 export function affineTexture(device: GPUDevice, rows: number, groupsPerRow: number, valueBytes: 2 | 4, label: string, scales: AffineReader, biases: AffineReader): GPUTexture {
-  const rowBytes = groupsPerRow * valueBytes;
-  const sliceRows = AFFINE_SLICE_ROWS;
-  const [s, b] = [new Uint8Array(sliceRows * rowBytes), new Uint8Array(sliceRows * rowBytes)];
-  const slices = unitReader(affineBytes(sliceRows, groupsPerRow, valueBytes), (u, dst) => {
-    const first = u * sliceRows;
-    const n = Math.min(sliceRows, rows - first);
+  const bytesPerRow = groupsPerRow * valueBytes;
+  const [s, b] = [new Uint8Array(AFFINE_SLICE_ROWS * bytesPerRow), new Uint8Array(AFFINE_SLICE_ROWS * bytesPerRow)];
+  const slices = unitReader(affineBytes(AFFINE_SLICE_ROWS, groupsPerRow, valueBytes), (u, dst) => {
+    const first = u * AFFINE_SLICE_ROWS;
+    const n = Math.min(AFFINE_SLICE_ROWS, rows - first);
     scales(s, first, n);
     biases(b, first, n);
-    interleaveAffine(s.subarray(0, n * rowBytes), b.subarray(0, n * rowBytes), valueBytes, groupsPerRow, dst);
+    interleaveAffine(s.subarray(0, n * bytesPerRow), b.subarray(0, n * bytesPerRow), valueBytes, groupsPerRow, dst);
   });
   return flatTexture(device, affineBytes(rows, groupsPerRow, valueBytes), `${label}.affine`, slices);
 }
