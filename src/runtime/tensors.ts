@@ -189,8 +189,8 @@ export function packedTexture(device: GPUDevice, rows: number, bytesPerRow: numb
 }
 
 /**
- * A reader of data built in units of `unitBytes` (fill(u, dst) writes unit u): it fills dst
- * from any offset on, building each unit once when the reads are consecutive, as
+ * A reader of data built in units of `unitBytes` (fill(u, dst) writes all of unit u): it
+ * fills dst from any offset on, building each unit once when the reads are consecutive, as
  * flatTexture's are.
  */
 function unitReader(unitBytes: number, fill: (unit: number, dst: Uint8Array) => void): RowReader {
@@ -200,7 +200,6 @@ function unitReader(unitBytes: number, fill: (unit: number, dst: Uint8Array) => 
     for (let o = 0; o < dst.length;) {
       const u = Math.floor((offset + o) / unitBytes);
       if (u !== loaded) {
-        unit.fill(0);
         fill(u, unit);
         loaded = u;
       }
@@ -232,6 +231,8 @@ export function affineTexture(device: GPUDevice, rows: number, groupsPerRow: num
     const n = Math.min(AFFINE_SLICE_ROWS, rows - first);
     scales(s, first, n);
     biases(b, first, n);
+    // The last slice's rows past `rows` (the padding of its last quad and beyond) stay zeros.
+    dst.fill(0);
     interleaveAffine(s.subarray(0, n * bytesPerRow), b.subarray(0, n * bytesPerRow), valueBytes, groupsPerRow, dst);
   });
   return flatTexture(device, affineBytes(rows, groupsPerRow, valueBytes), `${label}.affine`, slices);
