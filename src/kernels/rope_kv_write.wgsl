@@ -1,43 +1,44 @@
 // Rotary position embedding of q and k, HF "rotate_half" pairing (i, i + head_dim/2)
 // inside each head, with NORM after a per-head RMSNorm (Qwen3's q_norm / k_norm):
 // x <- x / sqrt(mean(x^2) + eps) * weight, rounded as rmsnorm.wgsl rounds it; and the
-// append of this pass's keys and values to the paged KV cache: q is rotated in place, k
-// is rotated straight into the cache, and v is copied there.
+// append of this pass's keys and values to the paged KV cache (kv_cache.wgsl): q is rotated
+// in place, k is rotated straight into the cache, and v is copied there.
 // Frequencies come from the host (inv_freq[i]), so every rope_scaling type (default,
 // linear, llama3, ...) is a host-side table and this kernel stays one.
-// Cache layout per layer: [blocks * block_size, kv_heads * head_dim] f32; a sequence's
-// position j lives in block block_table[token_table[m] + j / block_size], row j % block_size.
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim] rw, 3 token_pos [M], 4 inv_freq
 // [head_dim / 2], 5 the norm weights [2 * head_dim], q's then k's (read only with NORM; any
 // buffer otherwise), 6 k and 7 v [M, kv_heads, head_dim], 8 token_table [M] (offset of the
-// token's sequence in block_table), 9 block_table, 10 k_cache rw, 11 v_cache rw.
+// token's sequence in block_table), 9 block_table, 10 k_cache and 11 v_cache (write-only
+// textures). Every array but the tables is one of vec4s, the pairs taken four at a time
+// (head_dim % 8 == 0): a storage access at an address that differs per invocation costs
+// llvmpipe a per-lane loop, whatever its width.
 // Plan: one invocation per (token, head) of q's heads then k's, walking its pairs; a k
 // head's invocation also copies the same head of v. The norm needs the whole head row, and
 // the cache write needs the rotated k, so all of it is one dispatch instead of four per
-// layer: on llvmpipe a dispatch costs 50-100 us however little it computes. The branch
+// layer: on llvmpipe a dispatch costs 40-100 us however little it computes. The branch
 // between q and k is per head, outside the arithmetic.
 override NORM: bool = false;
 struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read_write> q: array<f32>;
+@group(0) @binding(2) var<storage, read_write> q: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> token_pos: array<u32>;
-@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
-@group(0) @binding(5) var<storage, read> norm_weight: array<f32>;
-@group(0) @binding(6) var<storage, read> k: array<f32>;
-@group(0) @binding(7) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> inv_freq: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> norm_weight: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> token_table: array<u32>;
 @group(0) @binding(9) var<storage, read> block_table: array<u32>;
-@group(0) @binding(10) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(11) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(10) var k_cache: texture_storage_2d<rgba32float, write>;
+@group(0) @binding(11) var v_cache: texture_storage_2d<rgba32float, write>;
 
-fn load(is_k: bool, i: u32) -> f32 {
+fn load(is_k: bool, i: u32) -> vec4<f32> {
   if (is_k) { return k[i]; }
   return q[i];
 }
 
-// Writes output i: q's in place, k's into the cache (i is then a cache index).
-fn store(is_k: bool, i: u32, x: f32) {
-  if (is_k) { k_cache[i] = x; } else { q[i] = x; }
+// Writes output vector i: q's in place, k's into the cache (i is then a cache index).
+fn store(is_k: bool, i: u32, x: vec4<f32>) {
+  if (is_k) { textureStore(k_cache, kv_texel(i), x); } else { q[i] = x; }
 }
 
 @compute @workgroup_size(64)
@@ -48,26 +49,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let head = gid.x % per_token;
   let is_k = head >= p.heads;
   let pos = token_pos[m];
-  // Where the head is read (base) and written (out); a k head's norm weight follows q's.
-  var base = (m * p.heads + head) * p.head_dim;
+  let d4 = p.head_dim / 4u;
+  // Where the head is read (base) and written (out), in vec4s; a k head's norm weight
+  // follows q's.
+  var base = (m * p.heads + head) * d4;
   var out = base;
   var w_base = 0u;
   if (is_k) {
     let kh = head - p.heads;
-    let kv_dim = p.kv_heads * p.head_dim;
-    let slot = block_table[token_table[m] + pos / p.block_size] * p.block_size + pos % p.block_size;
-    base = (m * p.kv_heads + kh) * p.head_dim;
-    out = slot * kv_dim + kh * p.head_dim;
-    w_base = p.head_dim;
-    for (var i = 0u; i < p.head_dim; i++) { v_cache[out + i] = v[base + i]; }
+    base = (m * p.kv_heads + kh) * d4;
+    out = (kv_slot(token_table[m], pos) * p.kv_heads + kh) * d4;
+    w_base = d4;
+    for (var i = 0u; i < d4; i++) { textureStore(v_cache, kv_texel(out + i), v[base + i]); }
   }
-  let half = p.head_dim / 2u;
+  let half = d4 / 2u;
   var inv = 1.0;
   if (NORM) {
     var ss = 0.0;
-    for (var i = 0u; i < p.head_dim; i++) {
+    for (var i = 0u; i < d4; i++) {
       let x = load(is_k, base + i);
-      ss += x * x;
+      ss += dot(x, x);
     }
     inv = inverseSqrt(ss / f32(p.head_dim) + p.eps);
   }

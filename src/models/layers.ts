@@ -30,12 +30,9 @@ export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOpti
   const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, ctx.matrix(...qkv), act.h, [act.q, act.k, act.v], { bias, norm: inputNorm })];
   const headNorm = o.qkNorm ? ctx.vector(`${p}.q_norm.weight`, `${p}.k_norm.weight`) : undefined;
   d.push(
-    ops.ropeKvWrite(`${p}.rope_kv_write`, {
+    ...ops.attention(p, {
       q: act.q, k: act.k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer], vCache: kv.v[layer], blockSize: kv.blockSize,
-    }, { headDim: cfg.headDim, invFreq: ctx.invFreq, headNorm, eps: cfg.rmsEps }, meta),
-    ...ops.attention(act.q, kv.k[layer], kv.v[layer], act.attn, {
-      heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, blockSize: kv.blockSize, scale: 1 / Math.sqrt(cfg.headDim),
-    }, meta),
+    }, act.attn, { headDim: cfg.headDim, invFreq: ctx.invFreq, headNorm, eps: cfg.rmsEps, scale: 1 / Math.sqrt(cfg.headDim) }, meta),
     ...ops.linear(`${p}.o_proj`, ctx.matrix(`${p}.o_proj`), act.attn, act.h, { accumulate: true }),
   );
   return d;

@@ -3,7 +3,7 @@
 import type { Gpu } from '../runtime/gpu.js';
 import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAM_WORDS, type BatchMeta } from '../runtime/ops.js';
 import type { Program } from '../runtime/program.js';
-import { storageBuffer, type GpuWeight } from '../runtime/tensors.js';
+import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector } from './checkpoint.js';
 import { readModelConfig, type ModelConfig } from './config.js';
 import { familyFor } from './registry.js';
@@ -30,8 +30,9 @@ export interface Activations {
 export interface KvCache {
   blockSize: number;
   blocks: number;
-  k: GPUBuffer[];
-  v: GPUBuffer[];
+  /** Per layer (tensors.ts kvCacheTexture). */
+  k: GPUTexture[];
+  v: GPUTexture[];
 }
 
 /** What a family's forward pass is built from. */
@@ -114,13 +115,12 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   // Quantized linear layers read their input through one shared texture: size it for the widest.
   if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.h.size, act.attn.size, act.gate.size, act.headIn.size));
   const blocks = Math.ceil(o.kvTokens / o.blockSize);
-  const kvBytes = blocks * o.blockSize * kvDim * 4;
-  if (kvBytes > gpu.maxBinding) throw new Error(`KV cache of ${kvBytes} bytes per layer exceeds one binding (${gpu.maxBinding}); lower --ctx-size`);
+  const kvTexels = (blocks * o.blockSize * kvDim) / 4;
   const kv: KvCache = {
     blockSize: o.blockSize,
     blocks,
-    k: Array.from({ length: cfg.layers }, (_, i) => storageBuffer(device, kvBytes, `k_cache.${i}`)),
-    v: Array.from({ length: cfg.layers }, (_, i) => storageBuffer(device, kvBytes, `v_cache.${i}`)),
+    k: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `k_cache.${i}`)),
+    v: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `v_cache.${i}`)),
   };
   const maxTableEntries = S * Math.ceil(o.maxContext / o.blockSize);
   // Penalties name at most every token of each sequence's context.

@@ -19,6 +19,9 @@ const SHARED: Record<string, string[]> = {
   matvec_q: ['linear_out', 'matvec_input'],
   matvec_q_workgroup: ['linear_out', 'matvec_input'],
   matmul_q: ['linear_out'],
+  rope_kv_write: ['kv_cache'],
+  attention: ['kv_cache'],
+  attention_decode: ['kv_cache'],
 };
 
 const cache = new Map<string, string>();

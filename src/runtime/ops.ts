@@ -4,7 +4,7 @@ import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
 import { isAffine } from './kernel-source.js';
-import { GLU_BLOCK_ROWS, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -18,9 +18,10 @@ const MATVEC_ROWS_PER_WORKGROUP = 16 * 32;
 const MATMUL_ROWS_PER_WORKGROUP = 16 * 32;
 /**
  * Query rows per attention invocation: tokens in steps with a prefill chunk (attention.wgsl
- * TQ), and at most this many heads of one KV head in decode steps (HQ). Over a
- * 256-token prefill on llvmpipe: 1 token 2.8 s, 2 tokens 1.4 s, 3 tokens 1.0-1.1 s; 4 took a
- * minute to compile at head_dim 128 (3: 16 s for the kernel tests' four head sizes).
+ * TQ), and at most this many heads of one KV head in decode steps (attention_decode.wgsl
+ * HQ). Over a 256-token prefill on llvmpipe: 1 token 2.8 s, 2 tokens 1.4 s, 3 tokens
+ * 1.0-1.1 s; 4 took a minute to compile at head_dim 128 (3: 16 s for the kernel tests' four
+ * head sizes).
  */
 const ATTENTION_GROUP = 3;
 /** Texels per row of matmul_q's input texture (a power of two: the kernel shifts and masks). */
@@ -321,50 +322,63 @@ export class Ops {
    * layer's paged KV cache, in one dispatch (rope_kv_write.wgsl). With `headNorm` ([2 *
    * head_dim]: q's weight, then k's), each head is RMS-normed first (Qwen3's q/k norm).
    */
-  ropeKvWrite(label: string, a: RopeKvInputs, o: { headDim: number; invFreq: GPUBuffer; headNorm?: GPUBuffer; eps?: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
-    const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: o.headNorm !== undefined });
+  ropeKvWrite(label: string, a: RopeKvInputs, o: RopeOptions, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
+    if (o.headDim % 8 !== 0) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 8)`);
+    const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: o.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
     const params = uniformBuffer(this.gpu.device, [a.heads, a.kvHeads, o.headDim, o.eps ?? 0, a.blockSize], [3]);
     return {
       label,
       pipeline,
       bindGroup: this.bind(label, pipeline, params, {
-        2: a.q, 3: meta.tokenPos, 4: o.invFreq, 5: o.headNorm ?? this.dummy, 6: a.k, 7: a.v, 8: meta.tokenTable, 9: meta.blockTable, 10: a.kCache, 11: a.vCache,
+        2: a.q, 3: meta.tokenPos, 4: o.invFreq, 5: o.headNorm ?? this.dummy, 6: a.k, 7: a.v, 8: meta.tokenTable, 9: meta.blockTable,
+        10: a.kCache.createView(), 11: a.vCache.createView(),
       }),
       workgroups: (s) => [ceil(s.tokens * (a.heads + a.kvHeads), 64)],
     };
   }
 
   /**
-   * Causal attention. Two recorded kernels: for steps of decode tokens only, one token per
-   * invocation with the heads of a KV head that share its key and value loads (up to
-   * ATTENTION_GROUP; the largest divisor of the group size), and for steps with a prefill
-   * chunk, groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when
-   * they belong to one sequence).
+   * Causal self-attention of a step's tokens over their sequences' paged KV caches: first
+   * the rotary embedding and the cache append (Ops.ropeKvWrite), then one of two kernels.
+   * In steps of decode tokens only, attention_decode.wgsl: one token per invocation with the
+   * heads of a KV head that share its key and value loads (up to ATTENTION_GROUP; the
+   * largest divisor of the group size). In steps with a prefill chunk, attention.wgsl:
+   * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
+   * belong to one sequence).
    */
-  attention(q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, out: GPUBuffer, o: { heads: number; kvHeads: number; headDim: number; blockSize: number; scale: number }, meta: BatchMeta): Dispatch[] {
-    if (o.headDim % 4 !== 0 || o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 4, at most 256)`);
-    const params = uniformBuffer(this.gpu.device, [o.heads, o.kvHeads, o.blockSize, o.scale], [3]);
+  attention(label: string, a: RopeKvInputs, out: GPUBuffer, o: RopeOptions & { scale: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
+    if (o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (at most 256)`);
+    if (a.heads % a.kvHeads !== 0) throw new Error(`${a.heads} attention heads are not a multiple of ${a.kvHeads} KV heads`);
+    const params = uniformBuffer(this.gpu.device, [a.heads, a.kvHeads, a.blockSize, o.scale], [3]);
     // The group's registers grow with head_dim; past 128 a group compiles slowly.
     const group = o.headDim <= 128 ? ATTENTION_GROUP : 1;
-    const perKv = o.heads / o.kvHeads;
+    const perKv = a.heads / a.kvHeads;
     let sharing = group;
     while (perKv % sharing !== 0) sharing--;
-    // The decode kernel runs every step where no prefill kernel is recorded; steps with
-    // tokens beyond one per sequence hold a prefill chunk.
-    const kernels = [{ tq: 1, hq: sharing, decode: true }, ...(group > 1 ? [{ tq: group, hq: 1, decode: false }] : [])];
-    return kernels.map(({ tq, hq, decode }) => {
-      const wg = Math.max(1, Math.floor(8 / hq));
-      const pipeline = this.pipelines.get('attention', undefined, { WG: wg }, `const D4: u32 = ${o.headDim / 4}u;\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
-      const active = (s: StepShape) => (group > 1 && s.tokens > s.seqs) !== decode;
-      return {
-        label: 'attention',
-        pipeline,
-        bindGroup: this.bind('attention', pipeline, params, {
-          2: q, 3: kCache, 4: vCache, 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
-        }),
-        workgroups: (s: StepShape): [number] => (active(s) ? [ceil(ceil(s.tokens, tq) * (o.heads / hq), wg)] : [0]),
-      };
+    const wg = Math.max(1, Math.floor(8 / sharing));
+    const d4 = `const D4: u32 = ${o.headDim / 4}u;\n`;
+    const decode = this.pipelines.get('attention_decode', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `${d4}const HQ: u32 = ${sharing}u;`);
+    const prefill = this.pipelines.get('attention', undefined, { KV_WIDTH: KV_TEXTURE_WIDTH }, `${d4}const TQ: u32 = ${group}u;`);
+    const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
+      2: a.q, 3: a.kCache.createView(), 4: a.vCache.createView(), 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
     });
+    // Steps with tokens beyond one per sequence hold a prefill chunk.
+    const decodeOnly = (s: StepShape) => s.tokens === s.seqs;
+    return [
+      this.ropeKvWrite(`${label}.rope_kv_write`, a, o, meta),
+      {
+        label: `${label}.attention`,
+        pipeline: decode,
+        bindGroup: bindings(decode),
+        workgroups: (s) => [decodeOnly(s) ? ceil(s.tokens * (a.heads / sharing), wg) : 0],
+      },
+      {
+        label: `${label}.attention`,
+        pipeline: prefill,
+        bindGroup: bindings(prefill),
+        workgroups: (s) => [decodeOnly(s) ? 0 : ceil(ceil(s.tokens, group) * a.heads, 8)],
+      },
+    ];
   }
 
   /** gate = silu(gate) * up, in place. */
@@ -452,15 +466,23 @@ export interface LinearNorm {
   out: GPUBuffer;
 }
 
-/** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache. */
+/** How Ops.ropeKvWrite rotates: inv_freq [head_dim / 2] and, for Qwen3's q/k norm, the heads' norm weights. */
+export interface RopeOptions {
+  headDim: number;
+  invFreq: GPUBuffer;
+  headNorm?: GPUBuffer;
+  eps?: number;
+}
+
+/** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache (tensors.ts kvCacheTexture). */
 export interface RopeKvInputs {
   q: GPUBuffer;
   k: GPUBuffer;
   v: GPUBuffer;
   heads: number;
   kvHeads: number;
-  kCache: GPUBuffer;
-  vCache: GPUBuffer;
+  kCache: GPUTexture;
+  vCache: GPUTexture;
   blockSize: number;
 }
 

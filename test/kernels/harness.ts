@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { affineTexture, filledBuffer, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { affineTexture, filledBuffer, KV_TEXTURE_WIDTH, kvCacheTexture, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine } from '../../src/models/quantize.js';
@@ -123,6 +123,34 @@ export class Harness {
     const validation = await this.device.popErrorScope();
     const err = validation ?? internal;
     if (err) throw new Error(`GPU error: ${err.message}`);
+  }
+
+  /** A KV cache texture as the engine allocates them (kvCacheTexture), holding `data` ([slots, kv_dim] f32, flat). */
+  kvCache(data: Float32Array, label = 'kv_cache'): GPUTexture {
+    const texture = kvCacheTexture(this.device, data.length / 4, label);
+    this.writeKvCache(texture, data);
+    return texture;
+  }
+
+  /** Overwrites a KV cache texture from its start with `data`; texels past it keep their contents only if the last row is whole. */
+  writeKvCache(texture: GPUTexture, data: Float32Array): void {
+    const rowFloats = KV_TEXTURE_WIDTH * 4;
+    const padded = new Float32Array(Math.ceil(data.length / rowFloats) * rowFloats);
+    padded.set(data);
+    this.device.queue.writeTexture({ texture }, padded, { bytesPerRow: rowFloats * 4 }, [KV_TEXTURE_WIDTH, padded.length / rowFloats]);
+  }
+
+  /** Reads back the first `floats` values of a KV cache texture. */
+  async readKvCache(texture: GPUTexture, floats: number): Promise<Float32Array> {
+    const rowBytes = KV_TEXTURE_WIDTH * 16;
+    const rows = Math.ceil(floats / (KV_TEXTURE_WIDTH * 4));
+    const staging = this.device.createBuffer({ label: 'kv_readback', size: rows * rowBytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = this.device.createCommandEncoder();
+    encoder.copyTextureToBuffer({ texture }, { buffer: staging, bytesPerRow: rowBytes }, [KV_TEXTURE_WIDTH, rows]);
+    this.device.queue.submit([encoder.finish()]);
+    const data = new Float32Array(await mapRead(staging), 0, floats);
+    staging.destroy();
+    return data;
   }
 
   /** Copies the first `words` 32-bit words of a buffer back to the host. */

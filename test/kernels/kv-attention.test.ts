@@ -1,4 +1,4 @@
-// rope_kv_write.wgsl + attention.wgsl recorded together (as a layer records them) and replayed
+// rope_kv_write.wgsl + attention.wgsl / attention_decode.wgsl recorded together (Ops.attention, as a layer records them) and replayed
 // for two passes: a mixed pass (fresh prefill, continuation chunk, decodes, several
 // sequences of different lengths) and then one decode token per sequence. The paged cache
 // uses a shuffled block table; slots no sequence owns (and slots past each sequence's
@@ -74,8 +74,8 @@ async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed:
       vCache.set(s.v[j]!, slotOf(s, j) * kvDim);
     }
   }
-  const kCacheBuf = h.uploadF32(kCache, 'k_cache');
-  const vCacheBuf = h.uploadF32(vCache, 'v_cache');
+  const kCacheTex = h.kvCache(kCache, 'k_cache');
+  const vCacheTex = h.kvCache(vCache, 'v_cache');
 
   const qBuf = h.poisoned(MAX_TOKENS * qDim, POISON_BITS, 'q');
   const kBuf = h.poisoned(MAX_TOKENS * kvDim, POISON_BITS, 'k');
@@ -89,12 +89,9 @@ async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed:
     blockTable: h.poisoned(tableEntries + 4, POISON_BITS, 'block_table'),
   };
   const meta = metaUsed as BatchMeta;
-  const dispatches = [
-    h.ops.ropeKvWrite('rope_kv_write', { q: qBuf, k: kBuf, v: vBuf, heads, kvHeads, kCache: kCacheBuf, vCache: vCacheBuf, blockSize }, {
-      headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)),
-    }, meta),
-    ...h.ops.attention(qBuf, kCacheBuf, vCacheBuf, outBuf, { heads, kvHeads, headDim, blockSize, scale }, meta),
-  ];
+  const dispatches = h.ops.attention('self_attn', { q: qBuf, k: kBuf, v: vBuf, heads, kvHeads, kCache: kCacheTex, vCache: vCacheTex, blockSize }, outBuf, {
+    headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)), scale,
+  }, meta);
 
   // Block table in sequence order (offsets differ from the token order below).
   const tableOffset: number[] = [];
@@ -137,8 +134,8 @@ async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed:
     await h.run(dispatches, { tokens: M, seqs: seqs.length });
 
     const what = `pass ${pass} (heads ${heads}/${kvHeads}, d ${headDim}, block ${blockSize}, M ${M})`;
-    const gotK = await h.readF32(kCacheBuf, slots * kvDim);
-    const gotV = await h.readF32(vCacheBuf, slots * kvDim);
+    const gotK = await h.readKvCache(kCacheTex, slots * kvDim);
+    const gotV = await h.readKvCache(vCacheTex, slots * kvDim);
     expectUnchanged(`${what}: k_cache`, gotK, kCache, 0, slots * kvDim);
     expectUnchanged(`${what}: v_cache`, gotV, vCache, 0, slots * kvDim);
 

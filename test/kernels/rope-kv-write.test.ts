@@ -85,16 +85,18 @@ async function runRopeKv(r: RopeKvRun): Promise<{ q: Float32Array; k: Float32Arr
   const slot = (m: number) => m * BLOCK + (r.pos[m]! % BLOCK);
   const cacheWords = MAX_TOKENS * BLOCK * kvDim;
   const qBuf = h.uploadF32(r.q, 'q');
-  const kCache = h.poisoned(cacheWords, POISON_BITS, 'k_cache');
-  const vCache = h.poisoned(cacheWords, POISON_BITS, 'v_cache');
+  const poison = new Float32Array(cacheWords);
+  new Uint32Array(poison.buffer).fill(POISON_BITS);
+  const kCache = h.kvCache(poison, 'k_cache');
+  const vCache = h.kvCache(poison, 'v_cache');
   const meta = { tokenPos: h.uploadU32(pad(r.pos), 'token_pos'), tokenTable: h.uploadU32(pad(tokenTable), 'token_table'), blockTable: h.uploadU32(blockTable, 'block_table') };
   await h.run(h.ops.ropeKvWrite('rope_kv_write', {
     q: qBuf, k: h.uploadF32(r.k, 'k'), v: h.uploadF32(r.v, 'v'), heads: r.heads, kvHeads: r.kvHeads, kCache, vCache, blockSize: BLOCK,
   }, { headDim: r.headDim, invFreq: h.uploadF32(r.freq), headNorm: r.headNorm && h.uploadF32(r.headNorm), eps: 1e-6 }, meta), { tokens: M, seqs: 1 });
   const q = await h.readF32(qBuf, r.q.length);
   expectUnchanged(`q M=${M}: rows >= M`, q, r.q, M * r.heads * r.headDim, r.q.length);
-  const rows = async (cache: GPUBuffer, what: string) => {
-    const all = await h.readF32(cache, cacheWords);
+  const rows = async (cache: GPUTexture, what: string) => {
+    const all = await h.readKvCache(cache, cacheWords);
     const out = new Float32Array(M * kvDim);
     const written = new Set(r.pos.map((_, m) => slot(m)));
     for (let m = 0; m < M; m++) out.set(all.subarray(slot(m) * kvDim, (slot(m) + 1) * kvDim), m * kvDim);
