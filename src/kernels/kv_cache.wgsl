@@ -9,8 +9,8 @@
 // to a texture, so the append is a dispatch of its own).
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per invocation
 // is a per-lane scalar loop (four per vec4), while a texel load is one gather for all the
-// lanes. Decode attention (16/8 heads, head_dim 128) took 244 -> 164 us per layer over 120
-// positions, and 711 -> 382 over 500.
+// lanes. One layer's decode attention with its append (16/8 heads, head_dim 128) took
+// 286 -> 219 us over 120 positions, 737 -> 536 over 500 (bench/attention-decode.ts).
 override KV_WIDTH: u32 = 4096u;
 
 fn kv_texel(i: u32) -> vec2<u32> {
