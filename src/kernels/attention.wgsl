@@ -1,18 +1,25 @@
 // Causal attention of each token over its own sequence's cached keys/values (positions
-// 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads). This is the
-// kernel for steps with a prefill chunk; attention_decode.wgsl is the one for decode steps.
+// 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads).
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache and 4 v_cache
 // (read-only textures, kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table,
 // 8 out [M, heads, head_dim].
-// Plan: one invocation per TQ consecutive tokens of one head, with an online softmax
-// (running max and sum) in registers, so any context length works without a scores
-// buffer. When the group's tokens share a sequence, each key and value row is loaded once
-// for all of them, the later keys masked per token; otherwise each token runs alone.
-// Sharing the loads is what pays on llvmpipe, where a load at an address that varies per
-// invocation costs per lane. Workgroups of 8 invocations are one llvmpipe SIMD group. The
-// runtime generates the constants D4 (head_dim / 4) and TQ, so that q and the accumulators
-// are arrays indexed only by constant-trip loops, which the compiler unrolls into
-// registers: with runtime bounds they were per-lane scratch memory on llvmpipe.
+// Plan: one invocation per group of ROWS query rows that read the same keys and values:
+// TQ consecutive tokens x HQ heads of one KV head (decode steps: TQ = 1 and HQ heads of the
+// token; steps with a prefill chunk: TQ = 3 tokens of one head; Ops.attention), with an
+// online softmax (running max and sum) in registers, so any context length works without a
+// scores buffer. When the group's tokens share a sequence, each key and value row is
+// loaded once for all its rows, the later keys masked per token; otherwise each row runs
+// alone. Sharing the loads is what pays on llvmpipe, where a load at an address that
+// varies per invocation costs per lane. Splitting a decode token's positions among the
+// invocations of a workgroup (flash decoding) did not pay there: the same 8.5 ms per step
+// over 120 positions, and about 50 us more per layer for the merge through workgroup
+// memory. Workgroups of WG invocations (8, one llvmpipe SIMD group; 8 / HQ for decode) give
+// a single decode token's heads at least two workgroups. The runtime generates the
+// constants D4 (head_dim / 4), TQ and HQ, so that q and the accumulators are arrays indexed
+// only by constant-trip loops, which the compiler unrolls into registers: with runtime
+// bounds they were per-lane scratch memory on llvmpipe.
+const ROWS: u32 = TQ * HQ;
+override WG: u32 = 8u;
 // A masked score: exp(MASKED - max) is 0 once a real score has set the running max.
 const MASKED: f32 = -3.0e38;
 struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
@@ -30,7 +37,7 @@ fn kv_base(table: u32, j: u32, kv_row: u32) -> u32 {
   return kv_slot(table, j) * p.kv_heads * D4 + kv_row;
 }
 
-// One token alone (a group spanning sequences, or TQ = 1).
+// One token alone (decode, or a group spanning sequences).
 fn attend_one(m: u32, h: u32, kv_row: u32) {
   let qo = (m * p.heads + h) * D4;
   let pos = token_pos[m];
@@ -58,66 +65,70 @@ fn attend_one(m: u32, h: u32, kv_row: u32) {
   for (var d = 0u; d < D4; d++) { out[qo + d] = acc[d] / run_sum; }
 }
 
-@compute @workgroup_size(8)
+@compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let M = step.n_tokens;
-  if (gid.x >= ((M + TQ - 1u) / TQ) * p.heads) { return; }
-  let h = gid.x % p.heads;
-  let m0 = (gid.x / p.heads) * TQ;
+  let head_groups = p.heads / HQ;
+  if (gid.x >= ((M + TQ - 1u) / TQ) * head_groups) { return; }
+  let h0 = (gid.x % head_groups) * HQ;
+  let m0 = (gid.x / head_groups) * TQ;
   let n = min(TQ, M - m0);  // tokens of this group
-  let kv_row = (h / (p.heads / p.kv_heads)) * D4;
+  let kv_row = (h0 / (p.heads / p.kv_heads)) * D4;
   let table = token_table[m0];
   var one_seq = true;
   for (var t = 1u; t < TQ; t++) {
     if (t < n && token_table[m0 + t] != table) { one_seq = false; }
   }
-  if (!one_seq || TQ == 1u) {
-    for (var t = 0u; t < n; t++) { attend_one(m0 + t, h, kv_row); }
+  if (!one_seq || ROWS == 1u) {
+    for (var t = 0u; t < n; t++) {
+      for (var i = 0u; i < HQ; i++) { attend_one(m0 + t, h0 + i, kv_row); }
+    }
     return;
   }
 
-  // Tokens past n repeat the group's last token and are not written.
-  var pos: array<u32, TQ>;
-  var qs: array<array<vec4<f32>, D4>, TQ>;
-  var acc: array<array<vec4<f32>, D4>, TQ>;
-  var run_max: array<f32, TQ>;
-  var run_sum: array<f32, TQ>;
+  // Row r is token m0 + r / HQ, head h0 + r % HQ. Tokens past n repeat the group's last
+  // token and are not written.
+  var pos: array<u32, ROWS>;
+  var qs: array<array<vec4<f32>, D4>, ROWS>;
+  var acc: array<array<vec4<f32>, D4>, ROWS>;
+  var run_max: array<f32, ROWS>;
+  var run_sum: array<f32, ROWS>;
   var last = 0u;
-  for (var t = 0u; t < TQ; t++) {
-    let m = m0 + min(t, n - 1u);
-    pos[t] = token_pos[m];
-    last = max(last, pos[t]);
+  for (var r = 0u; r < ROWS; r++) {
+    let m = m0 + min(r / HQ, n - 1u);
+    pos[r] = token_pos[m];
+    last = max(last, pos[r]);
     for (var d = 0u; d < D4; d++) {
-      qs[t][d] = q[(m * p.heads + h) * D4 + d] * p.scale;
-      acc[t][d] = vec4<f32>(0.0);
+      qs[r][d] = q[(m * p.heads + h0 + r % HQ) * D4 + d] * p.scale;
+      acc[r][d] = vec4<f32>(0.0);
     }
-    run_max[t] = MASKED;
+    run_max[r] = MASKED;
   }
   for (var j = 0u; j <= last; j++) {
     let base = kv_base(table, j, kv_row);
-    var s4: array<vec4<f32>, TQ>;
+    var s4: array<vec4<f32>, ROWS>;
     for (var d = 0u; d < D4; d++) {
       let k = textureLoad(k_cache, kv_texel(base + d));
-      for (var t = 0u; t < TQ; t++) { s4[t] += qs[t][d] * k; }
+      for (var r = 0u; r < ROWS; r++) { s4[r] += qs[r][d] * k; }
     }
-    var correction: array<f32, TQ>;
-    var w: array<f32, TQ>;
-    for (var t = 0u; t < TQ; t++) {
-      let s = select(MASKED, s4[t].x + s4[t].y + s4[t].z + s4[t].w, j <= pos[t]);
-      let new_max = max(run_max[t], s);
-      correction[t] = exp(run_max[t] - new_max);
-      w[t] = exp(s - new_max);
-      run_sum[t] = run_sum[t] * correction[t] + w[t];
-      run_max[t] = new_max;
+    var correction: array<f32, ROWS>;
+    var w: array<f32, ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+      let s = select(MASKED, s4[r].x + s4[r].y + s4[r].z + s4[r].w, j <= pos[r]);
+      let new_max = max(run_max[r], s);
+      correction[r] = exp(run_max[r] - new_max);
+      w[r] = exp(s - new_max);
+      run_sum[r] = run_sum[r] * correction[r] + w[r];
+      run_max[r] = new_max;
     }
     for (var d = 0u; d < D4; d++) {
       let v = textureLoad(v_cache, kv_texel(base + d));
-      for (var t = 0u; t < TQ; t++) { acc[t][d] = acc[t][d] * correction[t] + w[t] * v; }
+      for (var r = 0u; r < ROWS; r++) { acc[r][d] = acc[r][d] * correction[r] + w[r] * v; }
     }
   }
-  for (var t = 0u; t < TQ; t++) {
-    if (t >= n) { break; }
-    let qo = ((m0 + t) * p.heads + h) * D4;
-    for (var d = 0u; d < D4; d++) { out[qo + d] = acc[t][d] / run_sum[t]; }
+  for (var r = 0u; r < ROWS; r++) {
+    if (r / HQ >= n) { break; }
+    let qo = ((m0 + r / HQ) * p.heads + h0 + r % HQ) * D4;
+    for (var d = 0u; d < D4; d++) { out[qo + d] = acc[r][d] / run_sum[r]; }
   }
 }

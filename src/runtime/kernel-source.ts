@@ -21,7 +21,6 @@ const SHARED: Record<string, string[]> = {
   matmul_q: ['linear_out'],
   rope_kv_write: ['kv_cache'],
   attention: ['kv_cache'],
-  attention_decode: ['kv_cache'],
 };
 
 const cache = new Map<string, string>();

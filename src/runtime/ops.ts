@@ -18,10 +18,9 @@ const MATVEC_ROWS_PER_WORKGROUP = 16 * 32;
 const MATMUL_ROWS_PER_WORKGROUP = 16 * 32;
 /**
  * Query rows per attention invocation: tokens in steps with a prefill chunk (attention.wgsl
- * TQ), and at most this many heads of one KV head in decode steps (attention_decode.wgsl
- * HQ). Over a 256-token prefill on llvmpipe: 1 token 2.8 s, 2 tokens 1.4 s, 3 tokens
- * 1.0-1.1 s; 4 took a minute to compile at head_dim 128 (3: 16 s for the kernel tests' four
- * head sizes).
+ * TQ), and at most this many heads of one KV head in decode steps (HQ). Over a
+ * 256-token prefill on llvmpipe: 1 token 2.8 s, 2 tokens 1.4 s, 3 tokens 1.0-1.1 s; 4 took a
+ * minute to compile at head_dim 128 (3: 16 s for the kernel tests' four head sizes).
  */
 const ATTENTION_GROUP = 3;
 /** Texels per row of matmul_q's input texture (a power of two: the kernel shifts and masks). */
@@ -339,12 +338,12 @@ export class Ops {
 
   /**
    * Causal self-attention of a step's tokens over their sequences' paged KV caches: first
-   * the rotary embedding and the cache append (Ops.ropeKvWrite), then one of two kernels.
-   * In steps of decode tokens only, attention_decode.wgsl: one token per invocation with the
-   * heads of a KV head that share its key and value loads (up to ATTENTION_GROUP; the
-   * largest divisor of the group size). In steps with a prefill chunk, attention.wgsl:
-   * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
-   * belong to one sequence).
+   * the rotary embedding and the cache append (Ops.ropeKvWrite), then attention.wgsl, in
+   * one of two recorded shapes: for steps of decode tokens only, one token per invocation
+   * with the heads of a KV head that share its key and value loads (up to ATTENTION_GROUP;
+   * the largest divisor of the group size), and for steps with a prefill chunk, groups of
+   * ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they belong to
+   * one sequence).
    */
   attention(label: string, a: RopeKvInputs, out: GPUBuffer, o: RopeOptions & { scale: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
     if (o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (at most 256)`);
@@ -355,30 +354,23 @@ export class Ops {
     const perKv = a.heads / a.kvHeads;
     let sharing = group;
     while (perKv % sharing !== 0) sharing--;
-    const wg = Math.max(1, Math.floor(8 / sharing));
-    const d4 = `const D4: u32 = ${o.headDim / 4}u;\n`;
-    const decode = this.pipelines.get('attention_decode', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `${d4}const HQ: u32 = ${sharing}u;`);
-    const prefill = this.pipelines.get('attention', undefined, { KV_WIDTH: KV_TEXTURE_WIDTH }, `${d4}const TQ: u32 = ${group}u;`);
-    const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
-      2: a.q, 3: a.kCache.createView(), 4: a.vCache.createView(), 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
+    // The decode shape runs every step where no prefill shape is recorded; steps with
+    // tokens beyond one per sequence hold a prefill chunk.
+    const kernels = [{ tq: 1, hq: sharing, decode: true }, ...(group > 1 ? [{ tq: group, hq: 1, decode: false }] : [])];
+    const attention = kernels.map(({ tq, hq, decode }): Dispatch => {
+      const wg = Math.max(1, Math.floor(8 / hq));
+      const pipeline = this.pipelines.get('attention', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `const D4: u32 = ${o.headDim / 4}u;\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
+      const active = (s: StepShape) => (group > 1 && s.tokens > s.seqs) !== decode;
+      return {
+        label: `${label}.attention`,
+        pipeline,
+        bindGroup: this.bind(`${label}.attention`, pipeline, params, {
+          2: a.q, 3: a.kCache.createView(), 4: a.vCache.createView(), 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
+        }),
+        workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (a.heads / hq), wg)] : [0]),
+      };
     });
-    // Steps with tokens beyond one per sequence hold a prefill chunk.
-    const decodeOnly = (s: StepShape) => s.tokens === s.seqs;
-    return [
-      this.ropeKvWrite(`${label}.rope_kv_write`, a, o, meta),
-      {
-        label: `${label}.attention`,
-        pipeline: decode,
-        bindGroup: bindings(decode),
-        workgroups: (s) => [decodeOnly(s) ? ceil(s.tokens * (a.heads / sharing), wg) : 0],
-      },
-      {
-        label: `${label}.attention`,
-        pipeline: prefill,
-        bindGroup: bindings(prefill),
-        workgroups: (s) => [decodeOnly(s) ? 0 : ceil(ceil(s.tokens, group) * a.heads, 8)],
-      },
-    ];
+    return [this.ropeKvWrite(`${label}.rope_kv_write`, a, o, meta), ...attention];
   }
 
   /** gate = silu(gate) * up, in place. */

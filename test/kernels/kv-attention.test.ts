@@ -1,4 +1,4 @@
-// rope_kv_write.wgsl + attention.wgsl / attention_decode.wgsl recorded together (Ops.attention, as a layer records them) and replayed
+// rope_kv_write.wgsl + attention.wgsl recorded together (Ops.attention, as a layer records them) and replayed
 // for two passes: a mixed pass (fresh prefill, continuation chunk, decodes, several
 // sequences of different lengths) and then one decode token per sequence. The paged cache
 // uses a shuffled block table; slots no sequence owns (and slots past each sequence's
