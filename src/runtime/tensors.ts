@@ -99,24 +99,6 @@ export function rowBytes(format: WeightFormat, cols: number): number {
  */
 export const PACKED_TEXTURE_WIDTH = 512;
 
-/** Texels per row of a KV cache texture (kv_cache.wgsl KV_WIDTH): a power of two, at most WebGPU's smallest maxTextureDimension2D. */
-export const KV_TEXTURE_WIDTH = 4096;
-
-/**
- * One layer's keys or values: `vec4s` vec4s of f32, flat in an rgba32float texture
- * (kv_cache.wgsl), written through storage bindings and readable by copies (tests).
- */
-export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
-  const rows = Math.max(1, Math.ceil(vec4s / KV_TEXTURE_WIDTH));
-  const max = device.limits.maxTextureDimension2D;
-  if (rows > max) throw new Error(`${label}: ${vec4s} texels need ${rows} rows of ${KV_TEXTURE_WIDTH}, past this adapter's ${max}; lower --ctx-size or --parallel`);
-  return device.createTexture({
-    label,
-    size: [KV_TEXTURE_WIDTH, rows],
-    format: 'rgba32float',
-    usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST,
-  });
-}
 const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
 
 /**
@@ -285,4 +267,23 @@ function interleaveAffine(scales: Uint8Array, biases: Uint8Array, valueBytes: 2 
 export function weightData(device: GPUDevice, format: WeightFormat, rows: number, cols: number, label: string, read: RowReader): GPUBuffer | GPUTexture {
   const bytesPerRow = rowBytes(format, cols);
   return isAffine(format) ? packedTexture(device, rows, bytesPerRow, label, read) : filledBuffer(device, rows * bytesPerRow, label, (dst) => read(dst, 0));
+}
+
+/** Texels per row of a KV cache texture (kv_cache.wgsl KV_WIDTH): a power of two, at most WebGPU's smallest maxTextureDimension2D. */
+export const KV_TEXTURE_WIDTH = 4096;
+
+/**
+ * One layer's keys or values: `vec4s` vec4s of f32, flat in an rgba32float texture
+ * (kv_cache.wgsl), written through storage bindings and readable by copies (tests).
+ */
+export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
+  const rows = Math.max(1, Math.ceil(vec4s / KV_TEXTURE_WIDTH));
+  const max = device.limits.maxTextureDimension2D;
+  if (rows > max) throw new Error(`${label}: ${vec4s} texels need ${rows} rows of ${KV_TEXTURE_WIDTH}, past this adapter's ${max}; lower --ctx-size or --parallel`);
+  return device.createTexture({
+    label,
+    size: [KV_TEXTURE_WIDTH, rows],
+    format: 'rgba32float',
+    usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST,
+  });
 }

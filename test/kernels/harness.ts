@@ -132,7 +132,7 @@ export class Harness {
     return texture;
   }
 
-  /** Overwrites a KV cache texture from its start with `data`; texels past it keep their contents only if the last row is whole. */
+  /** Overwrites a KV cache texture's first rows with `data`, and the rest of the last of them with zeros. */
   writeKvCache(texture: GPUTexture, data: Float32Array): void {
     const rowFloats = KV_TEXTURE_WIDTH * 4;
     const padded = new Float32Array(Math.ceil(data.length / rowFloats) * rowFloats);
