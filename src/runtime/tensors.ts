@@ -98,7 +98,6 @@ export function rowBytes(format: WeightFormat, cols: number): number {
  * last texture row wastes little; the bench model's matrices fill theirs exactly.
  */
 export const PACKED_TEXTURE_WIDTH = 512;
-
 const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
 
 /**
