@@ -3,7 +3,9 @@
 // (in flipped order every other round), each round a 16-token prefill and 12 decode steps
 // (the last 10 timed) per side. One process and interleaved rounds keep this VM's speed
 // drift (20-30% over minutes) out of the comparison, which separate runs of
-// bench/kernel-breakdown.ts do not. Both sides must produce the same tokens.
+// bench/kernel-breakdown.ts do not. Both sides must produce the same tokens. The second
+// side has read 1-2% slower than the first in runs with the sides swapped, so for small
+// differences run both orders and take the geometric mean of the two ratios.
 //
 // A checkout to compare against: git worktree add /tmp/ab-base <commit> && ln -s
 // "$PWD/node_modules" /tmp/ab-base/node_modules
