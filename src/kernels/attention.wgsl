@@ -1,5 +1,6 @@
 // Causal attention of each token over its own sequence's cached keys/values (positions
-// 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads).
+// 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads). GPUs run
+// their decode steps through attention_decode_workgroup.wgsl instead (Ops.attention).
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache and 4 v_cache
 // (read-only textures, kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table,
 // 8 out [M, heads, head_dim].

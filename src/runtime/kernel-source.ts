@@ -21,6 +21,7 @@ const SHARED: Record<string, string[]> = {
   matmul_q: ['linear_out'],
   rope_kv_write: ['kv_cache'],
   attention: ['kv_cache'],
+  attention_decode_workgroup: ['kv_cache'],
 };
 
 const cache = new Map<string, string>();

@@ -338,12 +338,13 @@ export class Ops {
 
   /**
    * Causal self-attention of a step's tokens over their sequences' paged KV caches: first
-   * the rotary embedding and the cache append (Ops.ropeKvWrite), then attention.wgsl, in
-   * one of two recorded shapes: for steps of decode tokens only, one token per invocation
-   * with the heads of a KV head that share its key and value loads (up to ATTENTION_GROUP;
-   * the largest divisor of the group size), and for steps with a prefill chunk, groups of
-   * ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they belong to
-   * one sequence).
+   * the rotary embedding and the cache append (Ops.ropeKvWrite), then one of two recorded
+   * kernels. For steps of decode tokens only, on a CPU adapter attention.wgsl with one token
+   * per invocation and the heads of a KV head that share its key and value loads (up to
+   * ATTENTION_GROUP; the largest divisor of the group size), and on a GPU
+   * attention_decode_workgroup.wgsl. For steps with a prefill chunk, attention.wgsl with
+   * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
+   * belong to one sequence).
    */
   attention(label: string, a: RopeKvInputs, out: GPUBuffer, o: RopeOptions & { scale: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
     if (o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (at most 256)`);
@@ -354,23 +355,27 @@ export class Ops {
     const perKv = a.heads / a.kvHeads;
     let sharing = group;
     while (perKv % sharing !== 0) sharing--;
-    // The decode shape runs every step where no prefill shape is recorded; steps with
-    // tokens beyond one per sequence hold a prefill chunk.
-    const kernels = [{ tq: 1, hq: sharing, decode: true }, ...(group > 1 ? [{ tq: group, hq: 1, decode: false }] : [])];
-    const attention = kernels.map(({ tq, hq, decode }): Dispatch => {
-      const wg = Math.max(1, Math.floor(8 / hq));
-      const pipeline = this.pipelines.get('attention', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `const D4: u32 = ${o.headDim / 4}u;\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
-      const active = (s: StepShape) => (group > 1 && s.tokens > s.seqs) !== decode;
-      return {
-        label: `${label}.attention`,
-        pipeline,
-        bindGroup: this.bind(`${label}.attention`, pipeline, params, {
-          2: a.q, 3: a.kCache.createView(), 4: a.vCache.createView(), 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
-        }),
-        workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (a.heads / hq), wg)] : [0]),
-      };
+    const d4 = `const D4: u32 = ${o.headDim / 4}u;`;
+    const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
+      2: a.q, 3: a.kCache.createView(), 4: a.vCache.createView(), 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
     });
-    return [this.ropeKvWrite(`${label}.rope_kv_write`, a, o, meta), ...attention];
+    /** attention.wgsl over groups of tq tokens x hq heads. */
+    const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
+      const wg = Math.max(1, Math.floor(8 / hq));
+      const pipeline = this.pipelines.get('attention', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `${d4}\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
+      return { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (a.heads / hq), wg)] : [0]) };
+    };
+    // Steps with tokens beyond one per sequence hold a prefill chunk.
+    const prefillChunk = (s: StepShape) => s.tokens > s.seqs;
+    const decodeOnly = (s: StepShape) => !prefillChunk(s);
+    let decode: Dispatch;
+    if (this.gpu.isCpu) {
+      decode = grouped(1, sharing, decodeOnly);
+    } else {
+      const pipeline = this.pipelines.get('attention_decode_workgroup', undefined, { KV_WIDTH: KV_TEXTURE_WIDTH }, d4);
+      decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * a.heads : 0] };
+    }
+    return [this.ropeKvWrite(`${label}.rope_kv_write`, a, o, meta), decode, grouped(group, 1, prefillChunk)];
   }
 
   /** gate = silu(gate) * up, in place. */

@@ -17,9 +17,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BatchMeta } from '../../src/runtime/ops.js';
 import { expectClose, expectPoisoned, expectUnchanged, Harness, POISON_BITS, rng } from './harness.js';
 
-let h: Harness;
-beforeAll(async () => { h = await Harness.open(); });
-afterAll(() => h?.destroy());
+let cpu: Harness;
+/** Ops told the adapter is a GPU: decode steps run attention_decode_workgroup.wgsl. */
+let gpuLayout: Harness;
+beforeAll(async () => {
+  cpu = await Harness.open();
+  gpuLayout = await Harness.open({ asGpu: true });
+});
+afterAll(() => {
+  cpu?.destroy();
+  gpuLayout?.destroy();
+});
 
 const U = 2 ** -24;
 const MAX_TOKENS = 32;
@@ -45,7 +53,7 @@ function shuffle<T>(a: T[], rand: () => number): T[] {
 
 const randVec = (rand: () => number, n: number, scale = 1) => Float32Array.from({ length: n }, () => scale * (2 * rand() - 1));
 
-async function runScenario(cfg: Config, specs: SeqSpec[], order: number[], seed: number): Promise<void> {
+async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: number[], seed: number): Promise<void> {
   const rand = rng(seed);
   const { heads, kvHeads, headDim, blockSize } = cfg;
   const kvDim = kvHeads * headDim;
@@ -193,14 +201,27 @@ describe('rope_kv_write + attention, paged cache, several sequences per pass', (
     { history: 3, chunk: 5 },
     { history: 0, chunk: 1 },
   ];
-  it('GQA 6/2 heads, head_dim 8, block 4', () => runScenario({ heads: 6, kvHeads: 2, headDim: 8, blockSize: 4, qScale: 6 }, mixed, [1, 0, 3, 2], 1));
-  it('GQA 8/2 heads, head_dim 128, block 4', () => runScenario({ heads: 8, kvHeads: 2, headDim: 128, blockSize: 4, qScale: 3 }, mixed, [2, 3, 0, 1], 2));
+  it('GQA 6/2 heads, head_dim 8, block 4', () => runScenario(cpu, { heads: 6, kvHeads: 2, headDim: 8, blockSize: 4, qScale: 6 }, mixed, [1, 0, 3, 2], 1));
+  it('GQA 8/2 heads, head_dim 128, block 4', () => runScenario(cpu, { heads: 8, kvHeads: 2, headDim: 128, blockSize: 4, qScale: 3 }, mixed, [2, 3, 0, 1], 2));
   it('MHA 3/3 heads, head_dim 128, block 16, contexts crossing several blocks', () =>
-    runScenario({ heads: 3, kvHeads: 3, headDim: 128, blockSize: 16, qScale: 3 }, [
+    runScenario(cpu, { heads: 3, kvHeads: 3, headDim: 128, blockSize: 16, qScale: 3 }, [
       { history: 40, chunk: 3 }, { history: 0, chunk: 13 }, { history: 15, chunk: 1 }, { history: 16, chunk: 2 },
     ], [0, 1, 2, 3], 3));
   it('MQA 4/1 heads, head_dim 256 (the maximum), block 8', () =>
-    runScenario({ heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 9, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 4));
+    runScenario(cpu, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 9, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 4));
   it('peaked softmax (large scores): 6/3 heads, head_dim 8, block 1', () =>
-    runScenario({ heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 5, chunk: 4 }, { history: 2, chunk: 1 }, { history: 0, chunk: 2 }], [2, 0, 1], 5));
+    runScenario(cpu, { heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 5, chunk: 4 }, { history: 2, chunk: 1 }, { history: 0, chunk: 2 }], [2, 0, 1], 5));
+});
+
+describe('GPU layout: pass 2 (decode only) through attention_decode_workgroup.wgsl, on llvmpipe', () => {
+  // Pass 2's contexts: 71 positions (three of the kernel's 32-position tiles), 2 (inside
+  // the first), 64 (ending on a tile's last position) and 33 (on a tile's first).
+  it('GQA 8/2 heads, head_dim 128, block 4, contexts of 2 to 71 positions', () =>
+    runScenario(gpuLayout, { heads: 8, kvHeads: 2, headDim: 128, blockSize: 4, qScale: 3 }, [
+      { history: 70, chunk: 0 }, { history: 0, chunk: 1 }, { history: 60, chunk: 3 }, { history: 30, chunk: 2 },
+    ], [2, 3, 0, 1], 6));
+  it('MQA 4/1 heads, head_dim 256 (two output vectors per invocation), block 8', () =>
+    runScenario(gpuLayout, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 40, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 7));
+  it('peaked softmax (large scores): 6/3 heads, head_dim 8 (fewer output vectors than invocations), block 1', () =>
+    runScenario(gpuLayout, { heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 35, chunk: 4 }, { history: 2, chunk: 1 }], [1, 0], 8));
 });

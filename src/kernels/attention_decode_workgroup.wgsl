@@ -1,0 +1,88 @@
+// Attention of a step's decode tokens over their own sequence's cached keys and values
+// (positions 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads).
+// This is the layout for GPUs: Ops.attention records it for steps of decode tokens only
+// where the adapter is not a CPU; attention.wgsl serves CPUs, and steps with a prefill
+// chunk everywhere.
+// Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache and 4 v_cache
+// (read-only textures, kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table,
+// 8 out [M, heads, head_dim].
+// Plan: flash decoding inside one workgroup per (token, query head). The WG invocations
+// walk the positions a tile of WG at a time: invocation i scores position t0 + i against q
+// (scaled, in workgroup memory), the tile's max and its weights under the running max go
+// through workgroup memory, and every invocation then adds the whole tile's weighted values
+// into the output vectors it owns (vec4 d = lid, lid + WG, ...), so one key row is read by
+// one invocation and one value row by all of them, each its own texels. Any context length
+// works with one tile of workgroup memory. Unmeasured on a GPU: no GPU was lent while it
+// was written; on llvmpipe, where its barriers are slow, the kernel tests run it by telling
+// Ops the adapter is a GPU.
+// The runtime generates D4 (head_dim / 4).
+const WG: u32 = 32u;
+// Output vectors per invocation.
+const PER: u32 = (D4 + WG - 1u) / WG;
+// A masked score: exp(MASKED - max) is 0 once a real score has set the running max.
+const MASKED: f32 = -3.0e38;
+struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(3) var k_cache: texture_storage_2d<rgba32float, read>;
+@group(0) @binding(4) var v_cache: texture_storage_2d<rgba32float, read>;
+@group(0) @binding(5) var<storage, read> token_pos: array<u32>;
+@group(0) @binding(6) var<storage, read> token_table: array<u32>;
+@group(0) @binding(7) var<storage, read> block_table: array<u32>;
+@group(0) @binding(8) var<storage, read_write> out: array<vec4<f32>>;
+
+var<workgroup> q_scaled: array<vec4<f32>, D4>;
+var<workgroup> scores: array<f32, WG>;
+var<workgroup> weights: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let m = wid.x / p.heads;
+  if (m >= step.n_tokens) { return; }
+  let h = wid.x % p.heads;
+  let pos = token_pos[m];
+  let table = token_table[m];
+  let kv_row = (h / (p.heads / p.kv_heads)) * D4;
+  let row = (m * p.heads + h) * D4;
+  for (var d = lid; d < D4; d += WG) { q_scaled[d] = q[row + d] * p.scale; }
+  workgroupBarrier();
+
+  var acc: array<vec4<f32>, PER>;
+  var run_max = MASKED;
+  var run_sum = 0.0;
+  for (var t0 = 0u; t0 <= pos; t0 += WG) {
+    var s = MASKED;
+    if (t0 + lid <= pos) {
+      let base = kv_slot(table, t0 + lid) * p.kv_heads * D4 + kv_row;
+      var s4 = vec4<f32>(0.0);
+      for (var d = 0u; d < D4; d++) { s4 += q_scaled[d] * textureLoad(k_cache, kv_texel(base + d)); }
+      s = s4.x + s4.y + s4.z + s4.w;
+    }
+    scores[lid] = s;
+    workgroupBarrier();
+    // Position t0 is in the tile, so the tile's max is a real score.
+    var new_max = run_max;
+    for (var i = 0u; i < WG; i++) { new_max = max(new_max, scores[i]); }
+    weights[lid] = exp(s - new_max);
+    workgroupBarrier();
+    let correction = exp(run_max - new_max);
+    run_sum *= correction;
+    for (var e = 0u; e < PER; e++) { acc[e] *= correction; }
+    for (var i = 0u; i < min(WG, pos + 1u - t0); i++) {
+      let w = weights[i];
+      run_sum += w;
+      let base = kv_slot(table, t0 + i) * p.kv_heads * D4 + kv_row;
+      for (var e = 0u; e < PER; e++) {
+        let d = lid + e * WG;
+        if (d < D4) { acc[e] += w * textureLoad(v_cache, kv_texel(base + d)); }
+      }
+    }
+    run_max = new_max;
+    // The next tile overwrites scores and weights.
+    workgroupBarrier();
+  }
+  for (var e = 0u; e < PER; e++) {
+    let d = lid + e * WG;
+    if (d < D4) { out[row + d] = acc[e] / run_sum; }
+  }
+}
