@@ -4,14 +4,17 @@
 // lengths, for this checkout and, with A_DIR, another one, on one device with the trees'
 // cases interleaved. A tree's Ops is used as that tree defines it: before 9f1170d
 // Ops.attention took (q, kCache, vCache, out, shape, meta) and the caches were buffers.
+// This checkout also runs in the other adapter kind's layout (Ops told the adapter is, or
+// is not, a CPU): attention_decode_workgroup.wgsl, the GPU layout, on llvmpipe, and
+// attention.wgsl on a GPU, so one run on a GPU machine compares the two.
 //
 // Timing: each case is one submission of `reps` copies of its dispatches; per round the
 // difference between 300 and 100 copies, over 200, cancels the submission's fixed cost.
 // The median over rounds is reported.
 //
-// Run: [A_DIR=/tmp/ab-base] [TOKENS=1] [BENCH_ROUNDS=7] npx tsx bench/attention-decode.ts
+// Run: [A_DIR=/tmp/ab-base] [TOKENS=1] [BENCH_ROUNDS=7] [BENCH_BACKEND=vulkan] npx tsx bench/attention-decode.ts
 import { resolve } from 'node:path';
-import { openGpu, workDone } from '../src/runtime/gpu.js';
+import { openGpu, workDone, type Backend } from '../src/runtime/gpu.js';
 import type { Dispatch, StepShape } from '../src/runtime/program.js';
 
 process.env.EGL_PLATFORM ??= 'surfaceless';
@@ -23,7 +26,7 @@ const kvHeads = 8;
 const headDim = 128;
 const blockSize = 16;
 
-const gpu = await openGpu('opengles');
+const gpu = await openGpu((process.env.BENCH_BACKEND ?? 'opengles') as Backend);
 const device = gpu.device;
 const buffer = (words: number, value: (i: number) => number) => {
   const b = device.createBuffer({ size: words * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
@@ -37,11 +40,14 @@ const words = (a: number[]) => {
 };
 const values = (i: number) => Math.sin(i * 0.37) * 0.5;
 
-/** The decode-step dispatches of one layer's attention at context `ctx`, built with the Ops of the tree in `dir`. */
-async function layer(dir: string, ctx: number): Promise<{ dispatches: Dispatch[]; shape: StepShape }> {
+/**
+ * The decode-step dispatches of one layer's attention at context `ctx`, built with the Ops of
+ * the tree in `dir` (told the adapter is the other kind with `otherLayout`).
+ */
+async function layer(dir: string, ctx: number, otherLayout: boolean): Promise<{ dispatches: Dispatch[]; shape: StepShape }> {
   const { Ops } = await import(`${dir}/src/runtime/ops.ts`);
   const tensors = await import(`${dir}/src/runtime/tensors.ts`);
-  const ops = new Ops(gpu);
+  const ops = new Ops(otherLayout ? { ...gpu, isCpu: !gpu.isCpu } : gpu);
   const shape = { tokens: TOKENS, seqs: TOKENS, bias: 0 };
   ops.writeStep(shape);
   const blocksPerSeq = Math.ceil((ctx + 1) / blockSize);
@@ -82,13 +88,18 @@ async function time(c: { dispatches: Dispatch[]; shape: StepShape }, reps: numbe
   return performance.now() - t;
 }
 
-const trees = [...(process.env.A_DIR ? [resolve(process.env.A_DIR)] : []), resolve('.')];
+const variants = [
+  ...(process.env.A_DIR ? [{ dir: resolve(process.env.A_DIR), otherLayout: false }] : []),
+  { dir: resolve('.'), otherLayout: false },
+  { dir: resolve('.'), otherLayout: true },
+];
 const cases = [];
 for (const ctx of CONTEXTS) {
-  for (const dir of trees) {
-    const c = await layer(dir, ctx);
+  for (const v of variants) {
+    const c = await layer(v.dir, ctx, v.otherLayout);
     await time(c, 5);
-    cases.push({ dir, ctx, c, us: [] as number[] });
+    const layout = gpu.isCpu !== v.otherLayout ? 'CPU' : 'GPU';
+    cases.push({ name: `${v.dir}, ${layout} layout`, ctx, c, us: [] as number[] });
   }
 }
 for (let r = 0; r < ROUNDS; r++) {
@@ -101,5 +112,5 @@ for (let r = 0; r < ROUNDS; r++) {
 const median = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1]!;
 console.log(`${gpu.description}; ${TOKENS} decode token(s), ${heads}/${kvHeads} heads, head_dim ${headDim}, median of ${ROUNDS} rounds\n`);
 console.log(`| tree | context | dispatches | us per layer |\n|---|---:|---:|---:|`);
-for (const k of cases) console.log(`| ${k.dir} | ${k.ctx} | ${k.c.dispatches.length} | ${median(k.us).toFixed(1)} |`);
+for (const k of cases) console.log(`| ${k.name} | ${k.ctx} | ${k.c.dispatches.length} | ${median(k.us).toFixed(1)} |`);
 process.exit(0);
