@@ -1,9 +1,7 @@
 // Causal attention of each token over its own sequence's cached keys/values (positions
 // 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads). GPUs run
 // their decode steps through attention_decode_workgroup.wgsl instead (Ops.attention).
-// Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache and 4 v_cache
-// (read-only textures, kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table,
-// 8 out [M, heads, head_dim].
+// Bindings and params: attention_io.wgsl.
 // Plan: one invocation per group of ROWS query rows that read the same keys and values:
 // TQ consecutive tokens x HQ heads of one KV head (decode steps: TQ = 1 and HQ heads of the
 // token; steps with a prefill chunk: TQ = 3 tokens of one head; Ops.attention), with an
@@ -21,17 +19,6 @@
 // bounds they were per-lane scratch memory on llvmpipe.
 const ROWS: u32 = TQ * HQ;
 override WG: u32 = 8u;
-// A masked score: exp(MASKED - max) is 0 once a real score has set the running max.
-const MASKED: f32 = -3.0e38;
-struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(3) var k_cache: texture_storage_2d<rgba32float, read>;
-@group(0) @binding(4) var v_cache: texture_storage_2d<rgba32float, read>;
-@group(0) @binding(5) var<storage, read> token_pos: array<u32>;
-@group(0) @binding(6) var<storage, read> token_table: array<u32>;
-@group(0) @binding(7) var<storage, read> block_table: array<u32>;
-@group(0) @binding(8) var<storage, read_write> out: array<vec4<f32>>;
 
 // vec4 index of the first element of key/value row j of a sequence, for one KV head.
 fn kv_base(table: u32, j: u32, kv_row: u32) -> u32 {

@@ -3,9 +3,7 @@
 // This is the layout for GPUs: Ops.attention records it for steps of decode tokens only
 // where the adapter is not a CPU; attention.wgsl serves CPUs, and steps with a prefill
 // chunk everywhere.
-// Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache and 4 v_cache
-// (read-only textures, kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table,
-// 8 out [M, heads, head_dim].
+// Bindings and params: attention_io.wgsl.
 // Plan: flash decoding inside one workgroup per (token, query head). The WG invocations
 // walk the positions a tile of WG at a time: invocation i scores position t0 + i against q
 // (scaled, in workgroup memory), the tile's max and its weights under the running max go
@@ -19,17 +17,6 @@
 const WG: u32 = 32u;
 // Output vectors per invocation.
 const PER: u32 = (D4 + WG - 1u) / WG;
-// A masked score: exp(MASKED - max) is 0 once a real score has set the running max.
-const MASKED: f32 = -3.0e38;
-struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(3) var k_cache: texture_storage_2d<rgba32float, read>;
-@group(0) @binding(4) var v_cache: texture_storage_2d<rgba32float, read>;
-@group(0) @binding(5) var<storage, read> token_pos: array<u32>;
-@group(0) @binding(6) var<storage, read> token_table: array<u32>;
-@group(0) @binding(7) var<storage, read> block_table: array<u32>;
-@group(0) @binding(8) var<storage, read_write> out: array<vec4<f32>>;
 
 var<workgroup> q_scaled: array<vec4<f32>, D4>;
 var<workgroup> scores: array<f32, WG>;

@@ -1,12 +1,13 @@
-// The paged KV cache, shared by its writer (rope_kv_write.wgsl) and its reader
-// (attention.wgsl). Per layer, keys and values are each [blocks * block_size,
-// kv_heads * head_dim] f32, flat in an rgba32float texture KV_WIDTH texels wide
-// (runtime/tensors.ts kvCacheTexture): vec4 i at texel (i % KV_WIDTH, i / KV_WIDTH). A
-// sequence's position j lives in row (slot) block_table[table + j / block_size] * block_size
-// + j % block_size, where `table` is where its entries start in block_table (token_table[m]
-// for token m). The kernel declares block_table and p.block_size, and the textures: write-only
-// storage bindings in the writer, read-only ones in the reader (one dispatch may not do both
-// to a texture, so the append is a dispatch of its own).
+// The paged KV cache, shared by its writer (rope_kv_write.wgsl) and its readers
+// (attention.wgsl, attention_decode_workgroup.wgsl). Per layer, keys and values are each
+// [blocks * block_size, kv_heads * head_dim] f32, flat in an rgba32float texture KV_WIDTH
+// texels wide (runtime/tensors.ts kvCacheTexture): vec4 i at texel (i % KV_WIDTH,
+// i / KV_WIDTH). A sequence's position j lives in row (slot) block_table[table + j /
+// block_size] * block_size + j % block_size, where `table` is where its entries start in
+// block_table (token_table[m] for token m). The kernel declares block_table and
+// p.block_size, and the textures: write-only storage bindings in the writer, read-only ones
+// in the readers (one dispatch may not do both to a texture, so the append is a dispatch of
+// its own).
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per invocation
 // is a per-lane scalar loop (four per vec4), while a texel load is one gather for all the
 // lanes. One layer's decode attention with its append (16/8 heads, head_dim 128) took

@@ -20,8 +20,8 @@ const SHARED: Record<string, string[]> = {
   matvec_q_workgroup: ['linear_out', 'matvec_input'],
   matmul_q: ['linear_out'],
   rope_kv_write: ['kv_cache'],
-  attention: ['kv_cache'],
-  attention_decode_workgroup: ['kv_cache'],
+  attention: ['kv_cache', 'attention_io'],
+  attention_decode_workgroup: ['kv_cache', 'attention_io'],
 };
 
 const cache = new Map<string, string>();
