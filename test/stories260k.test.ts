@@ -67,6 +67,12 @@ describe('stories260k', () => {
     }
   });
 
+  it('refuses a KV cache larger than free memory (host memory on this CPU adapter) with the sizes and what to lower', async () => {
+    await expect(loadEngine({ modelDir: MODEL, backend: 'opengles', contextSize: 1e10 })).rejects.toThrow(
+      /KV cache of [\d.]+ GiB \(4 slots of 2500000000 tokens, \d+ tokens of prompt cache\) exceeds the [\d.]+ GiB of free memory; lower --ctx-size or --parallel/,
+    );
+  });
+
   it('final-position logits match the reference within 1e-4', async () => {
     const runner = await openRunner(MODEL);
     const ref = expected.reference_logits;

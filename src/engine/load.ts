@@ -1,6 +1,7 @@
 // Opens the GPU, loads the checkpoint and tokenizer, and returns a ready engine.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { freemem } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -37,6 +38,16 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
   const cacheCapacityBytes = o.cacheCapacityBytes ?? slotBlocks * blockBytes;
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
   const gpu = await openGpu((o.backend ?? 'auto') as Backend);
+  // On a CPU adapter the KV cache is host memory, allocated untouched and filled as
+  // sequences grow: a cache the machine cannot hold would load, then die to the
+  // out-of-memory killer mid-request. (Before the cache moved to textures, the 128 MiB
+  // storage-binding limit per layer refused such contexts by accident.) WebGPU reports no
+  // GPU memory to check against.
+  const kvBytes = (slotBlocks + cacheBlocks) * blockBytes;
+  if (gpu.isCpu && kvBytes > freemem()) {
+    const gib = (b: number) => (b / 2 ** 30).toFixed(1);
+    throw new Error(`a KV cache of ${gib(kvBytes)} GiB (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${gib(freemem())} GiB of free memory; lower --ctx-size or --parallel`);
+  }
   const tokenizer = await TextTokenizer.load(dir);
   collectGarbage();
   const model = await loadModel(gpu, dir, {
