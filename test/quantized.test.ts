@@ -65,4 +65,26 @@ describe('quantized weights', () => {
       expect(a.tokens).toEqual(b.tokens);
     });
   }
+
+  // Decode steps there run matvec_q_workgroup.wgsl and attention_decode_workgroup.wgsl; the
+  // prefill kernels are the same on both sides.
+  it('4-bit group 64 decodes the same through the GPU layouts (Ops told the adapter is a GPU) as through the CPU ones', async () => {
+    const q = join(root, 'gpu-layouts-q4g64');
+    quantizeCheckpoint(base, q, { bits: 4, groupSize: 64 });
+    const cpu = await openRunner(q);
+    const gpu = await openRunner(q, 256, { asGpu: true });
+    const a = await greedy(cpu, prompt, 16);
+    const b = await greedy(gpu, prompt, 16);
+    expect(b.tokens).toEqual(a.tokens);
+    // The last decode step's logits: summation order differs, nothing else.
+    const la = await cpu.readLogits(1);
+    const lb = await gpu.readLogits(1);
+    let maxDiff = 0;
+    let maxAbs = 0;
+    for (let i = 0; i < la.length; i++) {
+      maxDiff = Math.max(maxDiff, Math.abs(la[i] - lb[i]));
+      maxAbs = Math.max(maxAbs, Math.abs(la[i]));
+    }
+    expect(maxDiff).toBeLessThan(1e-3 * Math.max(1, maxAbs));
+  });
 });

@@ -12,8 +12,10 @@ export function testGpu(): Promise<Gpu> {
   return gpu;
 }
 
-export async function openRunner(dir: string, context = 256): Promise<ForwardRunner> {
-  const model = await loadModel(await testGpu(), dir, { maxTokens: 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16 });
+/** With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts meant for GPUs. */
+export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean } = {}): Promise<ForwardRunner> {
+  const gpu = await testGpu();
+  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16 });
   return new ForwardRunner(model);
 }
 
