@@ -41,13 +41,13 @@ fn attend_one(m: u32, h: u32, kv_row: u32) {
   for (var j = 0u; j <= pos; j++) {
     let base = kv_base(table, j, kv_row);
     var s4 = vec4<f32>(0.0);
-    for (var d = 0u; d < D4; d++) { s4 += qs[d] * textureLoad(k_cache, kv_texel(base + d)); }
+    for (var d = 0u; d < D4; d++) { s4 += qs[d] * cached_k(base + d); }
     let s = s4.x + s4.y + s4.z + s4.w;
     let new_max = max(run_max, s);
     let correction = exp(run_max - new_max);
     let w = exp(s - new_max);
     run_sum = run_sum * correction + w;
-    for (var d = 0u; d < D4; d++) { acc[d] = acc[d] * correction + w * textureLoad(v_cache, kv_texel(base + d)); }
+    for (var d = 0u; d < D4; d++) { acc[d] = acc[d] * correction + w * cached_v(base + d); }
     run_max = new_max;
   }
   for (var d = 0u; d < D4; d++) { out[qo + d] = acc[d] / run_sum; }
@@ -96,7 +96,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let base = kv_base(table, j, kv_row);
     var s4: array<vec4<f32>, ROWS>;
     for (var d = 0u; d < D4; d++) {
-      let k = textureLoad(k_cache, kv_texel(base + d));
+      let k = cached_k(base + d);
       for (var r = 0u; r < ROWS; r++) { s4[r] += qs[r][d] * k; }
     }
     var correction: array<f32, ROWS>;
@@ -110,7 +110,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       run_max[r] = new_max;
     }
     for (var d = 0u; d < D4; d++) {
-      let v = textureLoad(v_cache, kv_texel(base + d));
+      let v = cached_v(base + d);
       for (var r = 0u; r < ROWS; r++) { acc[r][d] = acc[r][d] * correction[r] + w[r] * v; }
     }
   }

@@ -42,7 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (t0 + lid <= pos) {
       let base = kv_slot(table, t0 + lid) * p.kv_heads * D4 + kv_row;
       var s4 = vec4<f32>(0.0);
-      for (var d = 0u; d < D4; d++) { s4 += q_scaled[d] * textureLoad(k_cache, kv_texel(base + d)); }
+      for (var d = 0u; d < D4; d++) { s4 += q_scaled[d] * cached_k(base + d); }
       s = s4.x + s4.y + s4.z + s4.w;
     }
     scores[lid] = s;
@@ -61,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let base = kv_slot(table, t0 + i) * p.kv_heads * D4 + kv_row;
       for (var e = 0u; e < PER; e++) {
         let d = lid + e * WG;
-        if (d < D4) { acc[e] += w * textureLoad(v_cache, kv_texel(base + d)); }
+        if (d < D4) { acc[e] += w * cached_v(base + d); }
       }
     }
     run_max = new_max;

@@ -1,14 +1,13 @@
 // What the attention kernels (attention.wgsl; attention_decode_workgroup.wgsl, the decode
 // layout for GPUs) read and write.
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache and 4 v_cache
-// (read-only textures, kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table,
-// 8 out [M, heads, head_dim]; q and out in vec4s, D4 = head_dim / 4 of them per head (a
-// constant the runtime generates).
+// (kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table, 8 out [M, heads,
+// head_dim]; q and out in vec4s, D4 = head_dim / 4 of them per head. The runtime generates
+// D4, and declares the caches with their reads cached_k(i) and cached_v(i), vec4 i of a
+// layer's keys or values (Ops.kvCacheDeclarations).
 struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(3) var k_cache: texture_storage_2d<rgba32float, read>;
-@group(0) @binding(4) var v_cache: texture_storage_2d<rgba32float, read>;
 @group(0) @binding(5) var<storage, read> token_pos: array<u32>;
 @group(0) @binding(6) var<storage, read> token_table: array<u32>;
 @group(0) @binding(7) var<storage, read> block_table: array<u32>;

@@ -5,9 +5,10 @@
 // i / KV_WIDTH). A sequence's position j lives in row (slot) block_table[table + j /
 // block_size] * block_size + j % block_size, where `table` is where its entries start in
 // block_table (token_table[m] for token m). The kernel declares block_table and
-// p.block_size, and the textures: write-only storage bindings in the writer, read-only ones
-// in the readers (one dispatch may not do both to a texture, so the append is a dispatch of
-// its own).
+// p.block_size, and the textures: write-only storage bindings in the writer; in the readers
+// read-only storage bindings where WGSL allows them, else sampled ones (the runtime declares
+// those: Ops.kvCacheDeclarations). One dispatch may not both write and read a texture, so
+// the append is a dispatch of its own.
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per invocation
 // is a per-lane scalar loop (four per vec4), while a texel load is one gather for all the
 // lanes. One layer's decode attention with its append (16/8 heads, head_dim 128) took

@@ -209,6 +209,19 @@ export class Ops {
   }
 
   /**
+   * The attention kernels' KV cache bindings (3 k_cache, 4 v_cache: tensors.ts
+   * kvCacheTexture) and their reads, cached_k(i) and cached_v(i): read-only storage
+   * textures where WGSL allows them (kv_cache.wgsl says why textures), else sampled ones.
+   */
+  private kvCacheDeclarations(): string {
+    const read = (name: string, binding: number, fn: string) =>
+      this.gpu.readOnlyStorageTextures
+        ? `@group(0) @binding(${binding}) var ${name}: texture_storage_2d<rgba32float, read>;\nfn ${fn}(i: u32) -> vec4<f32> { return textureLoad(${name}, kv_texel(i)); }`
+        : `@group(0) @binding(${binding}) var ${name}: texture_2d<f32>;\nfn ${fn}(i: u32) -> vec4<f32> { return textureLoad(${name}, kv_texel(i), 0); }`;
+    return [read('k_cache', 3, 'cached_k'), read('v_cache', 4, 'cached_v')].join('\n');
+  }
+
+  /**
    * The decode matvecs' input X (binding 5): a uniform array over the rows it can read when
    * they fit one uniform binding, else a storage array. On llvmpipe a storage load whose
    * address varies in a loop becomes a per-lane scalar loop with a bounds check per
@@ -355,14 +368,14 @@ export class Ops {
     const perKv = a.heads / a.kvHeads;
     let sharing = group;
     while (perKv % sharing !== 0) sharing--;
-    const d4 = `const D4: u32 = ${o.headDim / 4}u;`;
+    const declarations = `${this.kvCacheDeclarations()}\nconst D4: u32 = ${o.headDim / 4}u;`;
     const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
       2: a.q, 3: a.kCache.createView(), 4: a.vCache.createView(), 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
     });
     /** attention.wgsl over groups of tq tokens x hq heads. */
     const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
       const wg = Math.max(1, Math.floor(8 / hq));
-      const pipeline = this.pipelines.get('attention', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `${d4}\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
+      const pipeline = this.pipelines.get('attention', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `${declarations}\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
       return { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (a.heads / hq), wg)] : [0]) };
     };
     // Steps with tokens beyond one per sequence hold a prefill chunk.
@@ -372,7 +385,7 @@ export class Ops {
     if (this.gpu.isCpu) {
       decode = grouped(1, sharing, decodeOnly);
     } else {
-      const pipeline = this.pipelines.get('attention_decode_workgroup', undefined, { KV_WIDTH: KV_TEXTURE_WIDTH }, d4);
+      const pipeline = this.pipelines.get('attention_decode_workgroup', undefined, { KV_WIDTH: KV_TEXTURE_WIDTH }, declarations);
       decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * a.heads : 0] };
     }
     return [this.ropeKvWrite(`${label}.rope_kv_write`, a, o, meta), decode, grouped(group, 1, prefillChunk)];

@@ -273,7 +273,8 @@ export const KV_TEXTURE_WIDTH = 4096;
 
 /**
  * One layer's keys or values: `vec4s` vec4s of f32, flat in an rgba32float texture
- * (kv_cache.wgsl), written through storage bindings and readable by copies (tests).
+ * (kv_cache.wgsl), written through storage bindings, read through storage or sampled ones
+ * (Ops.kvCacheDeclarations), and readable by copies (tests).
  */
 export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
   const rows = Math.max(1, Math.ceil(vec4s / KV_TEXTURE_WIDTH));
@@ -283,6 +284,6 @@ export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string):
     label,
     size: [KV_TEXTURE_WIDTH, rows],
     format: 'rgba32float',
-    usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST,
+    usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST,
   });
 }

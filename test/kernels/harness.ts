@@ -59,11 +59,13 @@ export class Harness {
   /**
    * Opens llvmpipe through OpenGL ES (the only adapter a GPU-less machine has). With
    * `asGpu`, Ops is told the adapter is not a CPU, so it records the kernel layouts meant
-   * for GPUs (matvec_q_workgroup), which then run on llvmpipe.
+   * for GPUs (matvec_q_workgroup, attention_decode_workgroup), which then run on llvmpipe.
+   * With `noStorageTextureReads`, Ops is told WGSL cannot read storage textures, so it
+   * declares sampled bindings where it would read through storage ones.
    */
-  static async open(o: { asGpu?: boolean } = {}): Promise<Harness> {
+  static async open(o: { asGpu?: boolean; noStorageTextureReads?: boolean } = {}): Promise<Harness> {
     const gpu = await openGpu('opengles');
-    return new Harness(o.asGpu ? { ...gpu, isCpu: false } : gpu);
+    return new Harness({ ...gpu, ...(o.asGpu ? { isCpu: false } : {}), ...(o.noStorageTextureReads ? { readOnlyStorageTextures: false } : {}) });
   }
 
   uploadF32(data: ArrayLike<number>, label = 'f32'): GPUBuffer {

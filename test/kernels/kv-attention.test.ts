@@ -20,13 +20,17 @@ import { expectClose, expectPoisoned, expectUnchanged, Harness, POISON_BITS, rng
 let cpu: Harness;
 /** Ops told the adapter is a GPU: decode steps run attention_decode_workgroup.wgsl. */
 let gpuLayout: Harness;
+/** Ops told WGSL cannot read storage textures: the caches are read through sampled bindings. */
+let sampled: Harness;
 beforeAll(async () => {
   cpu = await Harness.open();
   gpuLayout = await Harness.open({ asGpu: true });
+  sampled = await Harness.open({ noStorageTextureReads: true });
 });
 afterAll(() => {
   cpu?.destroy();
   gpuLayout?.destroy();
+  sampled?.destroy();
 });
 
 const U = 2 ** -24;
@@ -224,4 +228,17 @@ describe('GPU layout: pass 2 (decode only) through attention_decode_workgroup.wg
     runScenario(gpuLayout, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 40, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 7));
   it('peaked softmax (large scores): 6/3 heads, head_dim 8 (fewer output vectors than invocations), block 1', () =>
     runScenario(gpuLayout, { heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 35, chunk: 4 }, { history: 2, chunk: 1 }], [1, 0], 8));
+});
+
+describe('KV cache read through sampled bindings (adapters whose WGSL cannot read storage textures)', () => {
+  const mixed: SeqSpec[] = [{ history: 0, chunk: 7 }, { history: 10, chunk: 1 }, { history: 3, chunk: 5 }, { history: 0, chunk: 1 }];
+  it('GQA 8/2 heads, head_dim 128, block 4', () => runScenario(sampled, { heads: 8, kvHeads: 2, headDim: 128, blockSize: 4, qScale: 3 }, mixed, [2, 3, 0, 1], 9));
+  it('GPU layout, MQA 4/1 heads, head_dim 256, block 8', async () => {
+    const h = await Harness.open({ asGpu: true, noStorageTextureReads: true });
+    try {
+      await runScenario(h, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 40, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 10);
+    } finally {
+      h.destroy();
+    }
+  });
 });
