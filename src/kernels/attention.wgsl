@@ -20,11 +20,6 @@
 const ROWS: u32 = TQ * HQ;
 override WG: u32 = 8u;
 
-// vec4 index of the first element of key/value row j of a sequence, for one KV head.
-fn kv_base(table: u32, j: u32, kv_row: u32) -> u32 {
-  return kv_slot(table, j) * p.kv_heads * D4 + kv_row;
-}
-
 // One token alone (decode, or a group spanning sequences).
 fn attend_one(m: u32, h: u32, kv_row: u32) {
   let qo = (m * p.heads + h) * D4;

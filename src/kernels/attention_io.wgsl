@@ -15,3 +15,9 @@ struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
 
 // A masked score: exp(MASKED - max) is 0 once a real score has set the running max.
 const MASKED: f32 = -3.0e38;
+
+// vec4 index of the first element of key/value row j of a sequence (block table from
+// `table`), for the KV head whose vectors start at kv_row.
+fn kv_base(table: u32, j: u32, kv_row: u32) -> u32 {
+  return kv_slot(table, j) * p.kv_heads * D4 + kv_row;
+}
