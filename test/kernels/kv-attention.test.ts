@@ -95,12 +95,11 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
   const outBuf = h.poisoned(MAX_TOKENS * qDim, POISON_BITS, 'attn');
   const tableEntries = seqs.reduce((n, s) => n + s.table.length, 0);
   // rope_kv_write and attention read only these three of the batch metadata.
-  const metaUsed: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> = {
+  const meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> = {
     tokenPos: h.poisoned(MAX_TOKENS, POISON_BITS, 'token_pos'),
     tokenTable: h.poisoned(MAX_TOKENS, POISON_BITS, 'token_table'),
     blockTable: h.poisoned(tableEntries + 4, POISON_BITS, 'block_table'),
   };
-  const meta = metaUsed as BatchMeta;
   const dispatches = h.ops.attention('self_attn', { q: qBuf, k: kBuf, v: vBuf, heads, kvHeads, kCache: kCacheTex, vCache: vCacheTex, blockSize }, outBuf, {
     headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)), scale,
   }, meta);
