@@ -1,6 +1,7 @@
 // The test-side model tooling: half floats, safetensors, MLX affine quantization, the GGUF
 // writer, the llama.cpp oracle and the HF-semantics CPU reference, checked against each other
 // and against stories260K's published outputs.
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -15,10 +16,12 @@ import { HfReference } from './helpers/hf-reference.js';
 import { disposeOracle, maxLogProbDiff, oracleGreedy, oracleTokenize } from './helpers/llama-oracle.js';
 import { caseName, ORACLE_CASES, ORACLE_STORY } from './helpers/oracle-cases.js';
 import { makeRandomCheckpoint, makeRng } from './helpers/random-checkpoint.js';
+import { storiesExpected } from './helpers/stories-expected.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const STORIES = join(repo, 'models/stories260k');
-const SHARED = join(repo, '../shared/models/stories260k');
+/** sha256 of llama.cpp's convert_hf_to_gguf.py output for models/stories260k (f32). */
+const REFERENCE_GGUF_SHA256 = '86437841ab1a3bf2af0d5b6b966bfc4d8360994d0c8e96abdb05d4d92ee1d7f0';
 const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-oracle-tools-'));
 
 afterAll(async () => {
@@ -205,8 +208,7 @@ describe('stories260K through the GGUF writer and llama.cpp', () => {
     const info = readGguf(gguf);
     expect(info.metadata.get('tokenizer.ggml.model')).toBe('llama');
     expect(info.tensors.find((t) => t.name === 'token_embd.weight')?.dims).toEqual([64, 512]);
-    const reference = join(SHARED, 'stories260k-f32.gguf');
-    if (existsSync(reference)) expect(readFileSync(gguf).equals(readFileSync(reference))).toBe(true);
+    expect(createHash('sha256').update(readFileSync(gguf)).digest('hex')).toBe(REFERENCE_GGUF_SHA256);
   });
 
   it('computes llama3 RoPE factors like transformers (_compute_llama3_parameters)', () => {
@@ -225,13 +227,10 @@ describe('stories260K through the GGUF writer and llama.cpp', () => {
     const ref = new HfReference(STORIES);
     expect(ref.greedy(prompt, 16)).toEqual(expected.slice(0, 16));
     expect(maxLogProbDiff(ref.logits(prompt), r.firstLogProbs)).toBeLessThan(1e-4);
-    const expectedJson = join(SHARED, 'expected.json');
-    if (existsSync(expectedJson)) {
-      const logits = (JSON.parse(readFileSync(expectedJson, 'utf8')) as { reference_logits: { logits: number[] } }).reference_logits.logits;
-      expect(maxLogProbDiff(logits, r.firstLogProbs)).toBeLessThan(1e-4); // observed 1.1e-5
-      const mine = ref.logits(prompt);
-      expect(Math.max(...logits.map((v, i) => Math.abs(v - mine[i]!)))).toBeLessThan(1e-4); // raw logits: observed 5.5e-6
-    }
+    const { logits } = storiesExpected.reference_logits;
+    expect(maxLogProbDiff(logits, r.firstLogProbs)).toBeLessThan(1e-4); // observed 1.1e-5
+    const mine = ref.logits(prompt);
+    expect(Math.max(...logits.map((v, i) => Math.abs(v - mine[i]!)))).toBeLessThan(1e-4); // raw logits: observed 5.5e-6
   });
 
   it('an f16 GGUF (2-D weights f16, norms f32) still reproduces case 2', async () => {

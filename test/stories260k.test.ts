@@ -1,16 +1,10 @@
 // The real trained stories260k model reproduces llama2.c's greedy outputs token for token
 // (expected.json was cross-checked by run.c, a numpy reference and llama.cpp).
-import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 import { ForwardRunner } from '../src/engine/forward.js';
 import { loadEngine } from '../src/engine/load.js';
 import { greedy, openRunner } from './helpers/model-harness.js';
-
-const MODEL = 'models/stories260k';
-const expected = JSON.parse(readFileSync('../shared/models/stories260k/expected.json', 'utf8')) as {
-  cases: Array<{ prompt: string; max_tokens: number; prompt_token_ids: number[]; expected_token_ids: number[] }>;
-  reference_logits: { prompt: string; prompt_token_ids?: number[]; logits: number[] } | number[];
-};
+import { STORIES_DIR as MODEL, storiesExpected as expected } from './helpers/stories-expected.js';
 
 describe('stories260k', () => {
   it('engine reproduces every expected.json case token for token', async () => {
@@ -75,9 +69,8 @@ describe('stories260k', () => {
 
   it('final-position logits match the reference within 1e-4', async () => {
     const runner = await openRunner(MODEL);
-    const ref = expected.reference_logits;
-    const refLogits = Array.isArray(ref) ? ref : ref.logits;
-    const { promptLogits } = await greedy(runner, [1, 403, 407, 261, 378], 1);
+    const { prompt_token_ids: prompt, logits: refLogits } = expected.reference_logits;
+    const { promptLogits } = await greedy(runner, prompt, 1);
     let maxDiff = 0;
     for (let i = 0; i < refLogits.length; i++) maxDiff = Math.max(maxDiff, Math.abs(promptLogits[i] - refLogits[i]));
     // f32 throughout; only the summation order differs from the numpy reference.
