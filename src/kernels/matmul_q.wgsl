@@ -1,39 +1,20 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
-// or 8) over many tokens at once: prefill and batched decode, where the same weights serve
-// every token.
-// Bindings: 0 params, 1 step, 2-4 W in its format file (as matvec_q.wgsl),
-// 5 X as an rgba32float texture X_WIDTH texels wide holding [M, K] flat (vec4 i of X at
-// texel i; the runtime copies the X rows into it before the dispatch: Dispatch.upload, and
-// declares the binding and x_texel(), which reads one texel); the outputs (6-9) and params
-// are linear_out.wgsl's.
-// Plan: register tiling. One invocation owns RR = 32 output rows x TT tokens (TT = 8, or 4
-// when the step has at most 4 rows, so a half-empty tile does not cost a full one). Per
-// 32-value chunk it loads the TT tokens' X once, so each X value serves 32 rows, then walks
-// the rows one at a time: it fetches the row's packed chunk and, for 4 values of k at a
-// time, dequantizes them (to q, before the affine map) and adds their products with all TT
-// tokens into TT running sums, so each weight byte read serves TT tokens. That loop order
-// keeps the live set to TT sums, one quad of q and one of X: llvmpipe runs 8 invocations
-// per 256-bit vector, so each WGSL scalar is a vector register, and a row's whole 32-value
-// chunk of q, live across the token loop in the previous order (a dot product per row and
-// token), does not fit in registers (that order was 14-20% slower; bench/RESULTS.md, sixth
-// session).
-// llvmpipe lowers fma() to a multiply and an add, and those two are about half the time.
-// Small workgroups (16 invocations, 512 rows) give even the 1024-row projections of a small
-// batch two workgroups to spread over the cores. Why X comes from a texture: on llvmpipe a
-// storage load whose address varies in a loop becomes a per-lane scalar loop with a bounds
-// check per component, while a texel fetch is one vectorised gather. Measured on an
-// 8192x1024 4-bit matmul over 64 tokens: 2.5 ms per token with storage X and 4x4 tiles,
-// 0.6-0.9 with texture X and 16x8 tiles; 32x8 tiles are another 15% (bench/linear-q.ts,
-// bench/RESULTS.md), at about twice the compile time. The tile arrays are indexed only by
-// constant-trip loops over RR and TT, which the compiler unrolls, so they live in
-// registers (a runtime-indexed private array becomes per-lane scratch memory on llvmpipe).
-// NIR forces that unrolling where a loop's trip count equals the length of an array it
-// indexes, which is one reason the rows are not taken in sub-blocks (2 rows at a time was
-// 30-80% slower, depending on how the arrays were shaped).
+// or 8) over many tokens at once: prefill and batched decode.
+// Bindings: 0 params, 1 step, 2-3 W (formats/affine.wgsl), 5 X as an rgba32float texture
+// X_WIDTH texels wide holding [M, K] flat (the runtime copies the rows in before the
+// dispatch and declares x_texel()); outputs 6-9 and params are linear_out.wgsl's.
+// Plan: one invocation owns a register tile of RR = 32 rows x TT = 4 tokens. Per 32-value
+// chunk it loads the tokens' X once (each X value serves 32 rows), then walks the rows:
+// one packed texel per row, dequantized 4 values at a time into TT running sums (each
+// weight byte serves TT tokens). The affine map is applied once per group.
+// Why: on llvmpipe each WGSL scalar is a vector register and a runtime-indexed private
+// array is per-lane scratch memory, so the tile arrays are indexed only by constant-trip
+// loops as long as the arrays (which NIR unrolls). X comes from a texture because a
+// texel fetch is one vector gather where a storage load at a varying address is a
+// per-lane loop. A wider tile (8 tokens) runs faster but compiles five times slower.
 override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
-override TT: u32 = 8u;
-const TT_MAX: u32 = 8u;
+const TT: u32 = 4u;
 
 // Quantized values f*4 .. f*4+3 (f < 8) of a 32-value chunk of one W row, from the chunk's
 // packed words w0 (and w1 for BITS = 8), each times 2^s (formats/affine.wgsl; chunk_tile
@@ -60,15 +41,14 @@ fn load_x(chunk: u32, m: u32) -> array<vec4<f32>, 8> {
 }
 
 // One group's partial sums for the tile: dot(q, x) per row and token, and sum(x) per token.
-struct Tile { dots: array<array<f32, TT_MAX>, RR>, xsum: array<f32, TT_MAX> }
+struct Tile { dots: array<array<f32, TT>, RR>, xsum: array<f32, TT> }
 // Where the tile is: first row n0, first token m0, of M tokens; packed texels per W row.
 struct At { n0: u32, m0: u32, M: u32, vec_per_row: u32 }
 
 // Adds 32-value chunk `chunk` of K to the group's tile, in the order the plan above gives.
-// The runtime's group_chunks calls it once per chunk of the group, unrolled (Ops.linear):
-// llvmpipe ran a loop over the chunks 20-40% slower.
+// The runtime's group_chunks calls it once per chunk of the group, unrolled (Ops.linear).
 fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
-  var xs: array<array<vec4<f32>, 8>, TT_MAX>;
+  var xs: array<array<vec4<f32>, 8>, TT>;
   for (var tt = 0u; tt < TT; tt++) {
     xs[tt] = load_x(chunk, min(at.m0 + tt, at.M - 1u));
     var s = vec4<f32>(0.0);
@@ -83,7 +63,7 @@ fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
     let w0 = w_texel(w);
     var w1 = w0;
     if (BITS == 8u) { w1 = w_texel(w + PACKED_TILE_ROWS); }
-    var d: array<f32, TT_MAX>;
+    var d: array<f32, TT>;
     for (var f = 0u; f < 8u; f++) {
       let q = quads(w0, w1, f);
       for (var tt = 0u; tt < TT; tt++) {
@@ -108,7 +88,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
 
   // acc[r][t]: output row n0 + r, token m0 + t. Rows past N and tokens past M re-read the
   // last row / token (valid memory) and are not written.
-  var acc: array<array<f32, TT_MAX>, RR>;
+  var acc: array<array<f32, TT>, RR>;
   for (var g = 0u; g < groups; g++) {
     var tile: Tile;
     group_chunks(g, at, &tile);

@@ -4,7 +4,7 @@ import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
 import { isAffine } from './kernel-source.js';
-import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, textureRows, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -16,6 +16,8 @@ const MATVEC_MAX_ROWS = 2;
  */
 const MATVEC_ROWS_PER_WORKGROUP = 16 * 32;
 const MATMUL_ROWS_PER_WORKGROUP = 16 * 32;
+/** Tokens per matmul_q tile (matmul_q.wgsl TT). */
+const MATMUL_TILE_TOKENS = 4;
 /**
  * Query rows per attention invocation: tokens in steps with a prefill chunk (attention.wgsl
  * TQ), and at most this many heads of one KV head in decode steps (HQ). Over a
@@ -78,12 +80,11 @@ export class Ops {
    * Y[m, :] (+)= X[m, :] W^T (+ bias). Rows are tokens, or sampling sequences with perSeq.
    * A weight stacked from several matrices (GpuWeight.segments) takes one output buffer per
    * source, in order: q/k/v or gate/up in one dispatch.
-   * Quantized weights get three recorded kernels, and each step runs the one its row count
+   * Quantized weights get two recorded kernels, and each step runs the one its row count
    * suits: a matvec for up to MATVEC_MAX_ROWS rows (decode: matvec_q, in the layout
    * measured fastest on llvmpipe, on a CPU adapter; matvec_q_workgroup's coalesced one on a
-   * GPU), else matmul_q's register tiles
-   * (prefill, batched decode) of 32 rows x 4 tokens up to 4 rows, x 8 tokens above, which
-   * read X from a texture the rows are copied into first. Float weights use the generic
+   * GPU), else matmul_q's register tiles of 32 rows x 4 tokens (prefill, batched decode),
+   * which read X from a texture the rows are copied into first. Float weights use the generic
    * matmul with the format's loader.
    * With `norm`, X is the raw residual stream and the layer computes RMSNorm(X) W^T:
    * the matvecs fuse the norm into their input, the other kernels get a recorded
@@ -136,17 +137,11 @@ export class Ops {
       const tiled = this.matmulInput(normed, w.cols, rows);
       const groupChunks = ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...chunkCalls(w.groupSize, (chunk) => `  chunk_tile(${chunk}, at, t);`), '}'].join('\n');
       const matmulDeclarations = [this.affineDeclarations(false), this.matmulInputDeclarations(), groupChunks].join('\n');
-      variants.push(
-        ...[4, 8].map((tile) => ({
-          pipeline: this.pipelines.get('matmul_q', w.format, { ...q, TT: tile, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulDeclarations),
-          workgroups: (part: WeightPart, s: StepShape): [number, number] => {
-            const n = rows(s);
-            const active = !matvec(n) && (tile === 4 ? n <= 4 : n > 4);
-            return active ? [ceil(part.rows, MATMUL_ROWS_PER_WORKGROUP), ceil(n, tile)] : [0, 0];
-          },
-          ...tiled,
-        })),
-      );
+      variants.push({
+        pipeline: this.pipelines.get('matmul_q', w.format, { ...q, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulDeclarations),
+        workgroups: (part, s) => (matvec(rows(s)) ? [0, 0] : [ceil(part.rows, MATMUL_ROWS_PER_WORKGROUP), ceil(rows(s), MATMUL_TILE_TOKENS)]),
+        ...tiled,
+      });
     } else {
       variants.push({
         pipeline: this.pipelines.get('matmul', w.format),
@@ -271,7 +266,7 @@ export class Ops {
     const usage = GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST;
     this.inputTexture = this.gpu.device.createTexture({
       label: 'matmul input',
-      size: [MATMUL_INPUT_WIDTH, Math.max(1, Math.ceil(bytes / (MATMUL_INPUT_WIDTH * 16)))],
+      size: [MATMUL_INPUT_WIDTH, textureRows(Math.ceil(bytes / (MATMUL_INPUT_WIDTH * 16)))],
       format: 'rgba32float',
       usage: this.gpu.readOnlyStorageTextures ? usage | GPUTextureUsage.STORAGE_BINDING : usage,
     });

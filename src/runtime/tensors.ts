@@ -109,10 +109,21 @@ const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
  */
 export const PACKED_TILE_ROWS = 8;
 
+/**
+ * The height of a texture a kernel reads, for at least `rows` rows: never a power of two.
+ * llvmpipe compiles a kernel once per class of the textures bound to it (each side a power
+ * of two or not), so one class for every texture keeps it to one compile per kernel, shared
+ * by every model through the shader cache. (The widths are fixed powers of two.)
+ */
+export function textureRows(rows: number): number {
+  const n = Math.max(3, rows);
+  return (n & (n - 1)) === 0 ? n + 1 : n;
+}
+
 /** Rows per part so that each part's data fits one binding (a buffer, or a texture's height). */
 export function rowsPerPart(format: WeightFormat, cols: number, limits: { maxBinding: number; maxTextureRows: number }): number {
   if (!isAffine(format)) return Math.max(1, Math.floor(limits.maxBinding / rowBytes(format, cols)));
-  // One texture row short of the limit (packedTexture may add one), whole tiles.
+  // One texture row short of the limit (textureRows may add one), whole tiles.
   const bytes = Math.min(limits.maxBinding, (limits.maxTextureRows - 1) * PACKED_TEXTURE_ROW_BYTES);
   return Math.max(PACKED_TILE_ROWS, Math.floor(bytes / rowBytes(format, cols) / PACKED_TILE_ROWS) * PACKED_TILE_ROWS);
 }
@@ -135,10 +146,7 @@ export type RowReader = (dst: Uint8Array, offset: number) => void;
  * bench model).
  */
 function flatTexture(device: GPUDevice, bytes: number, label: string, read: RowReader): GPUTexture {
-  // Never a power of two: llvmpipe compiles a kernel variant per texture shape class
-  // (power-of-two sides or not), so uniform shapes keep it to one variant per kernel.
-  let height = Math.max(1, Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
-  if ((height & (height - 1)) === 0) height += 1;
+  const height = textureRows(Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
   const texture = device.createTexture({
     label,
     size: [PACKED_TEXTURE_WIDTH, height],
@@ -277,7 +285,7 @@ export const KV_TEXTURE_WIDTH = 4096;
  * (Ops.kvCacheDeclarations), and readable by copies (tests).
  */
 export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
-  const rows = Math.max(1, Math.ceil(vec4s / KV_TEXTURE_WIDTH));
+  const rows = textureRows(Math.ceil(vec4s / KV_TEXTURE_WIDTH));
   const max = device.limits.maxTextureDimension2D;
   if (rows > max) throw new Error(`${label}: ${vec4s} texels need ${rows} rows of ${KV_TEXTURE_WIDTH}, past this adapter's ${max}; lower --ctx-size or --parallel`);
   return device.createTexture({
