@@ -1,8 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { CliError, HELP_TEXT, parseCli } from '../src/cli-options.js';
+import { CliError, HELP_TEXT, parseCli, type ServeOptions } from '../src/cli-options.js';
 
 const DEFAULT_MODEL = '/pkg/models/stories260k';
 const parse = (argv: string[], env: Record<string, string> = {}) => parseCli(argv, env, DEFAULT_MODEL);
+/** The options of a command that must be 'serve'. */
+function serveOptions(argv: string[]): ServeOptions {
+  const command = parse(argv);
+  if (command.kind !== 'serve') throw new Error(`expected a serve command, got ${command.kind}`);
+  return command.options;
+}
 
 describe('parseCli', () => {
   it('has llama-server defaults and the bundled model', () => {
@@ -104,8 +110,8 @@ describe('parseCli: observability and sampling-default flags', () => {
   });
 
   it('leaves everything unset without the flags', () => {
-    const { options } = parse([]) as { options: Record<string, unknown> };
-    for (const key of ['slots', 'metrics', 'metricsPort', 'sampling']) expect(options[key]).toBeUndefined();
+    const options = serveOptions([]);
+    for (const key of ['slots', 'metrics', 'metricsPort', 'sampling'] as const) expect(options[key]).toBeUndefined();
   });
 
   it('takes negative values the way llama-server users write them', () => {
@@ -161,7 +167,7 @@ describe('parseCli: --no-warmup', () => {
   it('turns the load-time warm-up off, --warmup back on (the last wins); unset by default', () => {
     expect(parse(['--no-warmup'])).toMatchObject({ options: { warmup: false } });
     expect(parse(['--no-warmup', '--warmup'])).toMatchObject({ options: { warmup: true } });
-    expect((parse([]) as { options: Record<string, unknown> }).options.warmup).toBeUndefined();
+    expect(serveOptions([]).warmup).toBeUndefined();
   });
 
   it('rejects a value on the switch', () => {

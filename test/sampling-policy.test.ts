@@ -117,8 +117,10 @@ describe('CLI: sampler and prompt-cache flags', () => {
       options: { cachePrompt: false, cacheCapacityBytes: 1024, cacheMaxEntries: 2, cacheTtlSecs: 0 },
     });
     expect(parse(['--cache-prompt'], { LLAMA_ARG_CACHE_PROMPT: '0' })).toMatchObject({ options: { cachePrompt: true } });
-    const { options } = parse([]) as { options: Record<string, unknown> };
-    for (const key of ['cachePrompt', 'cacheCapacityBytes', 'cacheMaxEntries', 'cacheTtlSecs', 'sampling']) expect(options[key]).toBeUndefined();
+    const command = parse([]);
+    if (command.kind !== 'serve') throw new Error(`expected a serve command, got ${command.kind}`);
+    const { options } = command;
+    for (const key of ['cachePrompt', 'cacheCapacityBytes', 'cacheMaxEntries', 'cacheTtlSecs', 'sampling'] as const) expect(options[key]).toBeUndefined();
     expect(() => parse(['--cache-ttl-secs', '-1'])).toThrow(CliError);
   });
 

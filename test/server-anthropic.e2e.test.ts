@@ -31,6 +31,8 @@ afterAll(async () => {
 
 const promptTokens = (...texts: string[]) => engine.tokenizer.encode(`<s>${texts.join('\n')}`, false).length;
 const ask = (content: Anthropic.MessageParam['content']): Anthropic.MessageParam[] => [{ role: 'user', content }];
+/** Messages params plus `temperature`, which this server takes and the SDK no longer declares (the SDK sends every field). */
+type SamplingMessageParams = Anthropic.MessageCreateParamsNonStreaming & { temperature?: number };
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}, url = server.url) {
   const res = await fetch(url + path, {
@@ -49,7 +51,8 @@ const envelope = (type: string, message: RegExp | string = /./) => ({
 
 describe('POST /v1/messages on stories260k', () => {
   it('answers with the greedy continuation and usage', async () => {
-    const msg = await client.messages.create({ model: 'stories260k', max_tokens: 64, temperature: 0, messages: ask(onceUponATime.prompt) });
+    const params: SamplingMessageParams = { model: 'stories260k', max_tokens: 64, temperature: 0, messages: ask(onceUponATime.prompt) };
+    const msg = await client.messages.create(params);
     expect(msg).toMatchObject({
       type: 'message',
       role: 'assistant',
@@ -154,7 +157,7 @@ describe('errors on the Messages routes', () => {
       [{ model: 'm', max_tokens: 0, messages: ask('x') }, /max_tokens/],
       [{ model: 'm', max_tokens: 1, messages: [] }, /messages/],
       [{ model: 'm', max_tokens: 1, messages: [{ role: 'system', content: 'x' }] }, /role/],
-      [{ model: 'm', max_tokens: 1, messages: ask([{ type: 'document', source: { type: 'text', data: 'x' } }]) }, /"document" is not supported/],
+      [{ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', data: 'x' } }] }] }, /"document" is not supported/],
       [{ model: 'm', max_tokens: 1, messages: ask('Once upon a time '.repeat(200)) }, /context size/],
       [{ model: 'm', max_tokens: 1, messages: ask('x'), tool_choice: { type: 'any' } }, /needs at least one tool/],
       ['{"model": ', /malformed JSON/],

@@ -12,6 +12,9 @@ import { storiesCase } from './helpers/stories-expected.js';
 const MODEL = 'models/stories260k';
 const onceUponATime = storiesCase('Once upon a time');
 
+/** Completion params plus llama-server's `top_k`, which this server takes and the SDK does not declare. */
+type TopKCompletionParams = OpenAI.CompletionCreateParamsNonStreaming & { top_k?: number };
+
 let engine: Engine;
 const servers: RunningServer[] = [];
 
@@ -127,8 +130,10 @@ describe('GET /props', () => {
     const native = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Hi', n_predict: -1 }) });
     expect(((await native.json()) as { tokens_predicted: number }).tokens_predicted).toBe(12);
     // --seed 5 seeds a sampled request that sets no seed.
-    const sampled = (seed?: number) =>
-      client.completions.create({ model: 'm', prompt: 'Lily', temperature: 1.5, top_k: 0, top_p: 1, ...(seed === undefined ? {} : { seed }) });
+    const sampled = (seed?: number) => {
+      const params: TopKCompletionParams = { model: 'm', prompt: 'Lily', temperature: 1.5, top_k: 0, top_p: 1, ...(seed === undefined ? {} : { seed }) };
+      return client.completions.create(params);
+    };
     const [a, b, c] = await Promise.all([sampled(), sampled(), sampled(5)]);
     expect(a.choices[0]!.text).toBe(b.choices[0]!.text);
     expect(a.choices[0]!.text).toBe(c.choices[0]!.text);

@@ -36,6 +36,11 @@ const promptTokens = (...texts: string[]) => engine.tokenizer.encode(`<s>${texts
 
 const greedy = { model: 'stories260k', temperature: 0 } as const;
 
+/** A Response as this server sends it: with `store`, which the SDK's Response type does not declare. */
+type StoredResponse = OpenAI.Responses.Response & { store?: boolean };
+/** Compaction params plus `max_output_tokens` (the summary's budget), a field of this server's. */
+type CompactParams = OpenAI.Responses.ResponseCompactParams & { max_output_tokens?: number };
+
 /** Raw POST, for envelopes and paths the SDK does not expose. */
 async function post(path: string, body: unknown, url = server.url) {
   const res = await fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -116,7 +121,7 @@ describe('POST /v1/responses on stories260k', () => {
     const err = await client.responses.retrieve(created.id).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
     // store: false is never kept.
-    const unstored = await client.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2, store: false });
+    const unstored: StoredResponse = await client.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2, store: false });
     expect(unstored.store).toBe(false);
     expect(await client.responses.retrieve(unstored.id).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.NotFoundError);
   });
@@ -191,7 +196,8 @@ describe('compaction on stories260k', () => {
   it('POST /v1/responses/compact summarizes older turns into one compaction item', async () => {
     const history = longHistory();
     const before = (await client.responses.inputTokens.count({ input: history })).input_tokens;
-    const compacted = await client.responses.compact({ model: 'stories260k', input: history, max_output_tokens: 24 });
+    const compactParams: CompactParams = { model: 'stories260k', input: history, max_output_tokens: 24 };
+    const compacted = await client.responses.compact(compactParams);
     expect(compacted).toMatchObject({ object: 'response.compaction', model: 'stories260k' });
     // Kept system message, the retained latest user message, one compaction item.
     expect(compacted.output.map((o) => o.type)).toEqual(['message', 'message', 'compaction']);
@@ -352,7 +358,7 @@ describe('refusals', () => {
   });
 
   it('answers 400 for stored-response operations when storing is disabled', async () => {
-    const res = await noStoreClient.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
+    const res: StoredResponse = await noStoreClient.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
     expect(res.store).toBe(false);
     for (const attempt of [
       noStoreClient.responses.retrieve(res.id),

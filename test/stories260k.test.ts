@@ -36,7 +36,7 @@ describe('stories260k', () => {
     program.encode = encode;
     expect([...ran.keys()]).toEqual([5, 3, 1]);
     for (const [tokens, labels] of ran) {
-      const active = program.dispatches.filter((d) => d.workgroups({ tokens, seqs: 1, bias: 0 }).every((n) => n > 0));
+      const active = program.dispatches.filter((d) => d.workgroups({ tokens, seqs: 1, bias: 0 }).every((n) => (n ?? 1) > 0));
       expect(labels.length).toBe(new Set(active.map((d) => d.pipeline)).size);
     }
     const c = expected.cases[0]!;

@@ -6,8 +6,10 @@ import { join } from 'node:path';
 import { ChatOutput, type ChatOutputConfig, type ChatReply } from '../../src/chat/chat-output.js';
 import { generateText } from '../../src/chat/text-generation.js';
 import type { Engine } from '../../src/engine/engine.js';
+import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
+import { disabledCacheStats } from '../../src/server/cache.js';
 import { deltaChunks } from '../../src/server/chat-response.js';
 
 export type LenmlName = 'qwen3' | 'llama3_1' | 'gemma3' | 'deepseek_v3' | 'gptoss';
@@ -42,12 +44,21 @@ export class ScriptedEngine implements Engine {
     let n = 0;
     for (; n < Math.min(this.ids.length, req.maxTokens); n++) yield { type: 'token', id: this.ids[n]! };
     const timings = { prompt_n: 0, prompt_ms: 0, prompt_per_token_ms: 0, prompt_per_second: 0, predicted_n: n, predicted_ms: 0, predicted_per_token_ms: 0, predicted_per_second: 0 };
-    yield { type: 'done', reason: n < req.maxTokens ? 'stop' : 'length', promptTokens: req.promptTokens.length, completionTokens: n, timings };
+    yield { type: 'done', reason: n < req.maxTokens ? 'stop' : 'length', promptTokens: req.promptTokens.length, completionTokens: n, cachedTokens: 0, timings };
   }
 
   stats(): EngineStats {
     const counters = { sequences_started: 0, sequences_completed: 0, total_prefill_tokens: 0, total_decode_tokens: 0, decode_steps_processed: 0, prefill_chunks_processed: 0 };
     return { slots: 1, activeSequences: 0, queueDepth: 0, slotStates: ['idle'], counters };
+  }
+
+  /** No prompt cache here: the disabled snapshot. */
+  cacheStats(): PromptCacheStats {
+    return disabledCacheStats(16);
+  }
+
+  cacheReset(): PromptCacheStats {
+    return disabledCacheStats(16);
   }
 
   async close(): Promise<void> {}
