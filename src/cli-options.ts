@@ -7,6 +7,11 @@ import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defau
 
 export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const satisfies readonly Backend[];
 
+/** llama-server's log levels: a message is printed when its level is at most --log-verbosity. */
+export const LOG_LEVELS = { output: 0, error: 1, warning: 2, info: 3, trace: 4, debug: 5 } as const;
+/** Startup facts print; Dawn's own startup messages do not (they are trace). */
+export const DEFAULT_LOG_VERBOSITY = LOG_LEVELS.info;
+
 export interface ServeOptions {
   modelDir: string;
   host: string;
@@ -41,6 +46,9 @@ export interface ServeOptions {
   cacheTtlSecs?: number;
   /** --no-warmup skips running every kernel once at load; undefined = on. */
   warmup?: boolean;
+  /** Messages above this level (LOG_LEVELS) are not printed; --verbose: Infinity;
+   *  undefined: DEFAULT_LOG_VERBOSITY. */
+  logVerbosity?: number;
 }
 
 export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
@@ -112,6 +120,10 @@ const FLAGS: Flag[] = [
   { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: 'seconds an unused cached block is kept, 0 = no expiry (default: 3600)' },
   // llama-server has --no-warmup and no variable for it.
   { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
+  // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY
+  // is an older llama-server name for LLAMA_ARG_LOG_VERBOSITY.
+  { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
+  { name: 'log-verbosity', short: 'lv', env: ['LLAMA_ARG_LOG_VERBOSITY', 'LLAMA_LOG_VERBOSITY'], value: 'N', help: `log threshold in llama-server's levels: ${LOG_LEVELS.info} prints the startup facts, ${LOG_LEVELS.trace} also Dawn's own startup warnings, below ${LOG_LEVELS.info} neither; errors and warnings always print (default: ${DEFAULT_LOG_VERBOSITY})` },
 ];
 
 /** Variables read that belong to no flag. */
@@ -180,6 +192,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
     const text = get(name);
     return text === undefined ? undefined : integer(name, text, min, max);
   };
+  const logVerbosity = optionalInteger('log-verbosity', 0);
   const backend = get('backend') ?? 'auto';
   if (!(BACKENDS as readonly string[]).includes(backend)) {
     throw new CliError(`--backend must be one of ${BACKENDS.join(', ')}, got "${backend}"`);
@@ -211,6 +224,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),
+      logVerbosity: getSwitch('verbose') ? Infinity : logVerbosity,
     },
   };
 }

@@ -1,7 +1,7 @@
 // The mlxcel-server command: parse options, listen at once, then load the model (the
 // server answers 503 "loading model" meanwhile).
 import { fileURLToPath } from 'node:url';
-import { CliError, HELP_TEXT, parseCli } from './cli-options.js';
+import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
 import { loadEngine } from './engine/load.js';
 import { startServer } from './server/server.js';
@@ -25,13 +25,19 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
 
   const { options } = command;
+  const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
+  // One line per startup fact.
+  const info = (line: string) => {
+    if (verbosity >= LOG_LEVELS.info) console.log(`mlxcel-server: ${line}`);
+  };
   // Listen first: opening the GPU blocks the event loop for a while, and clients
   // should meanwhile get 503 "loading model" rather than a refused connection.
   let startLoading!: (engine: Promise<Engine>) => void;
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
   const server = await startServer(loading, options);
-  console.log(`mlxcel-server: listening on ${server.url}`);
-  if (server.metricsUrl) console.log(`mlxcel-server: metrics on ${server.metricsUrl}/metrics`);
+  info(`listening on ${server.url}`);
+  if (server.metricsUrl) info(`metrics on ${server.metricsUrl}/metrics`);
+  const loadStart = performance.now();
   startLoading(
     loadEngine({
       modelDir: options.modelDir,
@@ -46,6 +52,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
       warmup: options.warmup,
+      log: info,
+      quietDawn: verbosity < LOG_LEVELS.trace,
     }),
   );
 
@@ -58,8 +66,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     process.exitCode = 1;
     return;
   }
-  console.log(`mlxcel-server: adapter ${engine.adapterDescription}`);
-  console.log(`mlxcel-server: model ${engine.info.id} (${options.modelDir}), context ${engine.info.contextSize} tokens`);
+  info(`loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
 
   const shutdown = async () => {
     await server.close();

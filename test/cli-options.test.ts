@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CliError, HELP_TEXT, parseCli, type ServeOptions } from '../src/cli-options.js';
+import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli, type ServeOptions } from '../src/cli-options.js';
 
 const DEFAULT_MODEL = '/pkg/models/stories260k';
 const parse = (argv: string[], env: Record<string, string> = {}) => parseCli(argv, env, DEFAULT_MODEL);
@@ -179,5 +179,45 @@ describe('parseCli: --no-warmup', () => {
     const line = HELP_TEXT.split('\n').findIndex((l) => l.includes('--warmup, --no-warmup'));
     expect(line).toBeGreaterThan(-1);
     expect(HELP_TEXT.split('\n')[line + 1]).not.toContain('(env:');
+  });
+});
+
+describe('parseCli: --verbose and --log-verbosity', () => {
+  it('reads the threshold, long and short, and --verbose as no limit; unset by default', () => {
+    expect(parse(['--log-verbosity', '4'])).toMatchObject({ options: { logVerbosity: 4 } });
+    expect(parse(['-lv', '2'])).toMatchObject({ options: { logVerbosity: 2 } });
+    expect(parse(['--log-verbosity=0'])).toMatchObject({ options: { logVerbosity: 0 } });
+    expect(parse(['--verbose'])).toMatchObject({ options: { logVerbosity: Infinity } });
+    expect(parse(['-v'])).toMatchObject({ options: { logVerbosity: Infinity } });
+    expect(serveOptions([]).logVerbosity).toBeUndefined();
+    expect(DEFAULT_LOG_VERBOSITY).toBe(LOG_LEVELS.info);
+  });
+
+  it('lets --verbose win over a threshold', () => {
+    expect(parse(['-lv', '1', '-v'])).toMatchObject({ options: { logVerbosity: Infinity } });
+    expect(parse(['-v', '--log-verbosity', '1'])).toMatchObject({ options: { logVerbosity: Infinity } });
+  });
+
+  it('reads LLAMA_ARG_VERBOSE, LLAMA_ARG_LOG_VERBOSITY and the older LLAMA_LOG_VERBOSITY; flags win', () => {
+    expect(parse([], { LLAMA_ARG_VERBOSE: '1' })).toMatchObject({ options: { logVerbosity: Infinity } });
+    expect(parse([], { LLAMA_ARG_VERBOSE: 'false', LLAMA_ARG_LOG_VERBOSITY: '4' })).toMatchObject({ options: { logVerbosity: 4 } });
+    expect(parse([], { LLAMA_LOG_VERBOSITY: '1' })).toMatchObject({ options: { logVerbosity: 1 } });
+    expect(parse([], { LLAMA_ARG_LOG_VERBOSITY: '2', LLAMA_LOG_VERBOSITY: '1' })).toMatchObject({ options: { logVerbosity: 2 } });
+    expect(parse(['-lv', '3'], { LLAMA_ARG_LOG_VERBOSITY: '5' })).toMatchObject({ options: { logVerbosity: 3 } });
+  });
+
+  it('rejects a bad threshold and a value on the switch', () => {
+    expect(() => parse(['--log-verbosity', 'loud'])).toThrow(/--log-verbosity must be an integer from 0/);
+    expect(() => parse(['-lv', '-1'])).toThrow(/--log-verbosity must be an integer from 0/);
+    expect(() => parse(['--log-verbosity'])).toThrow(CliError);
+    expect(() => parse(['--verbose=1'])).toThrow(CliError);
+    expect(() => parse(['-v', '-lv', 'loud'])).toThrow(/--log-verbosity must be an integer/);
+    expect(() => parse([], { LLAMA_ARG_VERBOSE: 'loud' })).toThrow(/LLAMA_ARG_VERBOSE must be one of/);
+  });
+
+  it('lists both in --help with their variables', () => {
+    for (const text of ['-v, --verbose', '-lv, --log-verbosity N', 'LLAMA_ARG_VERBOSE', 'LLAMA_ARG_LOG_VERBOSITY, LLAMA_LOG_VERBOSITY']) {
+      expect(HELP_TEXT).toContain(text);
+    }
   });
 });

@@ -49,4 +49,8 @@ export interface EngineOptions {
   backend?: string;
   /** Run every kernel once before serving (ForwardRunner.warmUp); --no-warmup turns it off. Default on. */
   warmup?: boolean;
+  /** Receives a line for each startup fact as it is known: adapter, model, context. Default: none. */
+  log?: (line: string) => void;
+  /** Keep Dawn's startup noise off stderr (openGpu's quietDawn). Default off. */
+  quietDawn?: boolean;
 }

@@ -37,7 +37,8 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
   const cacheMaxEntries = o.cacheMaxEntries ?? 1024;
   const cacheCapacityBytes = o.cacheCapacityBytes ?? slotBlocks * blockBytes;
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
-  const gpu = await openGpu((o.backend ?? 'auto') as Backend);
+  const gpu = await openGpu((o.backend ?? 'auto') as Backend, { quietDawn: o.quietDawn });
+  o.log?.(`adapter ${gpu.description}`);
   // On a CPU adapter the KV cache is host memory, allocated untouched and filled as
   // sequences grow: a cache the machine cannot hold would load, then die to the
   // out-of-memory killer mid-request. (Before the cache moved to textures, the 128 MiB
@@ -57,8 +58,6 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
     maxContext: perSlot,
     blockSize: BLOCK_SIZE,
   });
-  const runner = new ForwardRunner(model);
-  if (o.warmup !== false) await runner.warmUp();
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {
@@ -68,6 +67,10 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
     contextSize: perSlot,
     eosTokenIds: [...eos],
   };
+  o.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
+  o.log?.(`context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
+  const runner = new ForwardRunner(model);
+  if (o.warmup !== false) await runner.warmUp();
   return new Scheduler(info, tokenizer, gpu.description, runner, {
     slots,
     maxQueue: o.maxQueue ?? 64,

@@ -1,6 +1,7 @@
 // A loaded decoder model on the GPU: its weights, activation and KV buffers, and the
 // forward pass recorded once. The engine fills the batch metadata and replays it.
 import type { Gpu } from '../runtime/gpu.js';
+import { isAffine } from '../runtime/kernel-source.js';
 import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAM_WORDS, type BatchMeta } from '../runtime/ops.js';
 import type { Program } from '../runtime/program.js';
 import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
@@ -69,6 +70,8 @@ export interface LoadedModel {
   maxSeqs: number;
   /** Block-table capacity in entries. */
   maxTableEntries: number;
+  /** The matrices' stored formats, e.g. "bf16" or "q4 g64" (several: comma-separated). */
+  weightFormat: string;
 }
 
 export interface LoadOptions {
@@ -143,16 +146,21 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   device.queue.writeBuffer(invFreq, 0, invFreqData);
   // Tied embeddings are both the embedding table and the LM head: upload once.
   const matrices = new Map<string, GpuWeight>();
+  const formats = new Set<string>();
+  const loaded = (w: GpuWeight) => {
+    formats.add(isAffine(w.format) ? `${w.format} g${w.groupSize}` : w.format);
+    return w;
+  };
   const ctx: BuildContext = {
     ops,
     cfg,
     matrix: (...prefixes) => {
       const key = prefixes.join('+');
       let w = matrices.get(key);
-      if (!w) matrices.set(key, (w = loadMatrix(device, gpu, ckpt, prefixes, cfg.quantization)));
+      if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, prefixes, cfg.quantization))));
       return w;
     },
-    gluMatrix: (gate, up) => loadMatrix(device, gpu, ckpt, [gate, up], cfg.quantization, { glu: true }),
+    gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up], cfg.quantization, { glu: true })),
     vector: (...names) => loadVector(device, ckpt, ...names),
     has: (name) => ckpt.has(name),
     act,
@@ -166,5 +174,5 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', ') };
 }

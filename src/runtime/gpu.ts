@@ -1,7 +1,10 @@
 // The Dawn device: adapter choice, optional features, limits, and readback that keeps
 // Node's event loop alive while Dawn works.
+import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
+import { dirname, join } from 'node:path';
 import { create } from 'webgpu';
+import { withoutStderrLines } from './native-stderr.js';
 import './webgpu-globals.js';
 
 export type Backend = 'auto' | 'metal' | 'vulkan' | 'd3d12' | 'd3d11' | 'opengl' | 'opengles' | 'swiftshader';
@@ -32,7 +35,33 @@ function nativeBackendFor(platform: NodeJS.Platform): Backend {
   return 'vulkan';
 }
 
-async function tryAdapter(backend: Backend): Promise<{ gpu: GPU; adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
+/**
+ * Dawn caps two limits the kernels never use (dynamic buffer offsets) at 16 and, where the
+ * driver allows more, says so at each adapter request: from native code, to fd 2.
+ */
+const LIMIT_NOTICE = /^Warning: maxDynamic(Uniform|Storage)BuffersPerPipelineLayout artificially reduced from \d+ to \d+ to fit dynamic offset allocation limit\.$/;
+
+/**
+ * Whether Dawn would find the Vulkan loader, which it looks for beside dawn.node, beside the
+ * executable, then on the system's library path. Asked for a Vulkan adapter without one, Dawn
+ * prints "Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file ..." with the
+ * place in BackendVk.cpp. process.dlopen opens a library the same way; one that opens but is
+ * no Node addon fails "did not self-register" (and is closed again).
+ */
+function vulkanLoaderFound(): boolean {
+  const lib = 'libvulkan.so.1';
+  const dawnDir = join(dirname(createRequire(import.meta.url).resolve('webgpu')), 'dist', `${process.platform}-${process.arch}`);
+  return [join(dawnDir, lib), join(dirname(process.execPath), lib), lib].some((path) => {
+    try {
+      process.dlopen({ exports: {} }, path);
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code !== 'ERR_DLOPEN_FAILED' || /did not self-register/.test((err as Error).message);
+    }
+  });
+}
+
+async function tryAdapter(backend: Backend, quiet: boolean): Promise<{ gpu: GPU; adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
   const options: string[] = [];
   let compat = false;
   if (backend === 'opengles' || backend === 'opengl') {
@@ -57,7 +86,9 @@ async function tryAdapter(backend: Backend): Promise<{ gpu: GPU; adapter: GPUAda
   options.push('enable-dawn-features=allow_unsafe_apis,disable_robustness');
   const gpu = create(options);
   instances.push(gpu);
-  const adapter = await gpu.requestAdapter(compat ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
+  // Dawn enumerates adapters, and prints its notices, within the call itself.
+  const request = () => gpu.requestAdapter(compat ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
+  const adapter = await (quiet ? withoutStderrLines(LIMIT_NOTICE, request) : request());
   return adapter ? { gpu, adapter, backend, compat } : undefined;
 }
 
@@ -66,11 +97,21 @@ export const MISSING_ADAPTER_HELP =
   '(Debian/Ubuntu: apt-get install libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri); with a GPU install its ' +
   'Vulkan driver (Linux), or use macOS 13+ (Metal) / Windows 10+ (D3D12).';
 
-export async function openGpu(requested: Backend = 'auto'): Promise<Gpu> {
-  const order: Backend[] = requested === 'auto' ? [nativeBackendFor(process.platform), 'opengles'] : [requested];
+export interface OpenOptions {
+  /**
+   * Keep Dawn's startup noise off stderr: under `auto`, no Vulkan attempt without the Vulkan
+   * loader, and no limit notices (LIMIT_NOTICE). Default: Dawn prints what it prints.
+   */
+  quietDawn?: boolean;
+}
+
+export async function openGpu(requested: Backend = 'auto', { quietDawn = false }: OpenOptions = {}): Promise<Gpu> {
+  const native = nativeBackendFor(process.platform);
+  const order: Backend[] =
+    requested !== 'auto' ? [requested] : quietDawn && native === 'vulkan' && !vulkanLoaderFound() ? ['opengles'] : [native, 'opengles'];
   let found: Awaited<ReturnType<typeof tryAdapter>>;
   for (const backend of order) {
-    found = await tryAdapter(backend).catch(() => undefined);
+    found = await tryAdapter(backend, quietDawn).catch(() => undefined);
     if (found) break;
   }
   if (!found) throw new Error(MISSING_ADAPTER_HELP + (requested === 'auto' ? '' : ` (requested backend: ${requested})`));

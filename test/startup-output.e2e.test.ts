@@ -1,0 +1,73 @@
+// What mlxcel-server prints while it starts: one line per fact and none of Dawn's own
+// warnings, unless --verbose. The server runs as a child process on stories260k, its stdout
+// and stderr on one pipe (a FIFO: Node's child pipes are socket pairs, and on a socket the
+// server cannot hold Dawn's lines back; src/runtime/native-stderr.ts).
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from './helpers/server-load.js';
+
+const ROOT = join(import.meta.dirname, '..');
+/** bin/mlxcel-server.js, on the sources rather than dist/. */
+const ENTRY = "import { main } from './src/cli.ts'; await main(process.argv.slice(1), process.env);";
+const DAWN_NOISE = /BackendVk|artificially reduced|Couldn't load Vulkan/;
+
+/**
+ * Starts the server with `args` on 127.0.0.1 and a free port, waits (bounded) until it has
+ * loaded, checks that it answers at the address it printed, stops it, and returns all it printed.
+ */
+async function startupOutput(args: string[]): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-'));
+  const fifo = join(dir, 'output');
+  execFileSync('mkfifo', [fifo]);
+  const readFd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  const writeFd = openSync(fifo, constants.O_WRONLY);
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', writeFd, writeFd],
+  });
+  closeSync(writeFd);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const pipe = new Socket({ fd: readFd, readable: true, writable: false });
+  let output = '';
+  pipe.setEncoding('utf8');
+  pipe.on('data', (text: string) => (output += text));
+  try {
+    await waitFor(() => /loaded in|could not load/.test(output) || child.exitCode !== null, 60_000, 'the server loaded');
+    const url = /listening on (http:\S+)/.exec(output)?.[1];
+    expect(url, output).toBeDefined();
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+  } finally {
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(killer);
+    pipe.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return output;
+}
+
+describe.skipIf(process.platform !== 'linux')('startup output', () => {
+  it('is one line per fact, without Dawn\'s internal warnings', async () => {
+    const output = await startupOutput([]);
+    expect(output).not.toMatch(DAWN_NOISE);
+    const facts = output.split('\n').filter((line) => line.startsWith('mlxcel-server: '));
+    expect(facts, output).toHaveLength(5);
+    const [listening, adapter, model, context, loaded] = facts;
+    expect(listening).toMatch(/^mlxcel-server: listening on http:\/\/127\.0\.0\.1:\d+$/);
+    expect(adapter).toMatch(/^mlxcel-server: adapter .+ via \w+/);
+    expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32\) from \S*models\/stories260k$/);
+    expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
+    expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
+  });
+
+  it('brings Dawn\'s own warnings back with --verbose', async () => {
+    const output = await startupOutput(['--verbose']);
+    expect(output).toMatch(/^Warning: maxDynamic\w+ artificially reduced from \d+ to 16/m);
+    expect(output).toMatch(/^mlxcel-server: loaded in /m);
+  });
+});
