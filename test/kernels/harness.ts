@@ -158,8 +158,10 @@ export class Harness {
   /** Copies the first `words` 32-bit words of a buffer back to the host. */
   async readWords(buffer: GPUBuffer, words: number): Promise<ArrayBuffer> {
     const bytes = Math.max(16, Math.ceil((words * 4) / 16) * 16);
+    // A read still waiting on its map (a case that timed out goes on in the background)
+    // keeps its buffer: this one gets another.
     let staging = this.staging.get(bytes);
-    if (!staging) {
+    if (!staging || staging.mapState !== 'unmapped') {
       staging = this.device.createBuffer({ label: 'readback', size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
       this.staging.set(bytes, staging);
     }
