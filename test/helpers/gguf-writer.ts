@@ -5,6 +5,8 @@
 // like the converter's default). Descriptive keys the converter also adds (general.type,
 // size_label, quantization_version, ...) are left out: llama.cpp does not need them for float
 // models, and without them stories260K converts byte-identical to the reference GGUF.
+// The model's sizes and RoPE come from config.ts's normaliser (readModelConfig); config.json
+// is read here only for what that leaves out (head_dim's presence, special token ids).
 // A small reader is included for the tests.
 //
 // Layout: magic "GGUF", u32 version, u64 tensor count, u64 kv count, the KVs, the tensor
@@ -12,7 +14,9 @@
 // alignment, then the tensor data, each tensor starting on an alignment boundary.
 import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { normalizeRope, readModelConfig, type ModelConfig } from '../../src/models/config.js';
 import { f32ToF16 } from '../../src/models/half.js';
+import { ropeFreqDivisors } from '../../src/models/rope.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
 
 const ALIGNMENT = 32;
@@ -100,89 +104,57 @@ const ARCHES: Record<string, string> = { llama: 'llama', qwen2: 'qwen2', qwen3: 
 
 export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteOptions = {}): void {
   const config = readJson(join(hfDir, 'config.json'));
-  if (config.quantization) throw new Error(`${hfDir}: quantized (MLX) checkpoints cannot be converted`);
-  const arch = ARCHES[config.model_type as string];
-  if (!arch) throw new Error(`${hfDir}: model_type ${config.model_type} is not supported`);
+  const cfg = readModelConfig(hfDir);
+  if (cfg.quantization) throw new Error(`${hfDir}: quantized (MLX) checkpoints cannot be converted`);
+  const arch = ARCHES[cfg.modelType];
+  if (!arch) throw new Error(`${hfDir}: model_type ${cfg.modelType} is not supported`);
   const outType = opts.outType ?? 'F32';
 
   const kv = new Map<string, KV>();
   kv.set('general.architecture', str(arch));
   kv.set('general.name', str(opts.name ?? basename(hfDir)));
-  addModelParams(kv, arch, config);
+  addModelParams(kv, arch, cfg, config);
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
-  addTokenizer(kv, hfDir, config, opts.pre);
+  addTokenizer(kv, hfDir, cfg.vocab, config, opts.pre);
 
-  const tensors = planTensors(hfDir, arch, config, outType);
+  const tensors = planTensors(hfDir, arch, cfg, outType);
   writeFile(outPath, kv, tensors);
 }
 
-function addModelParams(kv: Map<string, KV>, arch: string, c: Json): void {
-  const heads = c.num_attention_heads as number;
-  const headDim = (c.head_dim as number | undefined) ?? c.hidden_size / heads;
-  kv.set(`${arch}.context_length`, u32(c.max_position_embeddings));
-  kv.set(`${arch}.embedding_length`, u32(c.hidden_size));
-  kv.set(`${arch}.block_count`, u32(c.num_hidden_layers));
-  kv.set(`${arch}.feed_forward_length`, u32(c.intermediate_size));
-  kv.set(`${arch}.attention.head_count`, u32(heads));
-  kv.set(`${arch}.attention.head_count_kv`, u32(c.num_key_value_heads ?? heads));
-  const rope = ropeParams(c);
-  if (rope.theta !== undefined) kv.set(`${arch}.rope.freq_base`, f32(rope.theta));
-  kv.set(`${arch}.attention.layer_norm_rms_epsilon`, f32(c.rms_norm_eps));
+function addModelParams(kv: Map<string, KV>, arch: string, cfg: ModelConfig, c: Json): void {
+  kv.set(`${arch}.context_length`, u32(cfg.maxPositions));
+  kv.set(`${arch}.embedding_length`, u32(cfg.hidden));
+  kv.set(`${arch}.block_count`, u32(cfg.layers));
+  kv.set(`${arch}.feed_forward_length`, u32(cfg.intermediate));
+  kv.set(`${arch}.attention.head_count`, u32(cfg.heads));
+  kv.set(`${arch}.attention.head_count_kv`, u32(cfg.kvHeads));
+  kv.set(`${arch}.rope.freq_base`, f32(cfg.ropeTheta));
+  kv.set(`${arch}.attention.layer_norm_rms_epsilon`, f32(cfg.rmsEps));
   // The converter writes these two for Llama only; other archs derive n_rot from head size.
-  if (arch === 'llama') kv.set(`${arch}.rope.dimension_count`, u32(headDim));
-  if (c.head_dim !== undefined) {
-    kv.set(`${arch}.attention.key_length`, u32(c.head_dim));
-    kv.set(`${arch}.attention.value_length`, u32(c.head_dim));
+  if (arch === 'llama') kv.set(`${arch}.rope.dimension_count`, u32(cfg.headDim));
+  // Key/value lengths only where config.json names head_dim, as the converter does.
+  if (c.head_dim != null) {
+    kv.set(`${arch}.attention.key_length`, u32(cfg.headDim));
+    kv.set(`${arch}.attention.value_length`, u32(cfg.headDim));
   }
-  if (arch === 'llama') kv.set(`${arch}.vocab_size`, u32(c.vocab_size));
-  const type = rope.scaling?.rope_type ?? rope.scaling?.type;
-  if (type === 'linear') {
+  if (arch === 'llama') kv.set(`${arch}.vocab_size`, u32(cfg.vocab));
+  const s = cfg.ropeScaling;
+  if (s?.type === 'linear') {
     kv.set(`${arch}.rope.scaling.type`, str('linear'));
-    kv.set(`${arch}.rope.scaling.factor`, f32(rope.scaling!.factor));
-  } else if (type === 'yarn') {
-    kv.set(`${arch}.rope.scaling.type`, str('yarn'));
-    kv.set(`${arch}.rope.scaling.factor`, f32(rope.scaling!.factor));
-    kv.set(`${arch}.rope.scaling.original_context_length`, u32(rope.scaling!.original_max_position_embeddings));
-  } else if (type === 'llama3') {
-    if (arch !== 'llama') throw new Error('llama3 rope scaling is only converted for Llama (as a rope_freqs tensor)');
-  } else if (type !== undefined && type !== 'default') {
-    throw new Error(`rope scaling type ${type} is not supported`);
+    kv.set(`${arch}.rope.scaling.factor`, f32(s.factor));
+  } else if (s?.type === 'llama3' && arch !== 'llama') {
+    throw new Error('llama3 rope scaling is only converted for Llama (as a rope_freqs tensor)');
   }
-}
-
-/** rope_theta and the scaling dict, from either transformers v4 (rope_scaling) or v5 (rope_parameters) configs. */
-function ropeParams(c: Json): { theta?: number; scaling?: Json } {
-  const p = (c.rope_parameters ?? c.rope_scaling ?? undefined) as Json | undefined;
-  return { theta: (c.rope_theta ?? p?.rope_theta) as number | undefined, scaling: p ?? undefined };
 }
 
 /**
  * Llama 3 RoPE: llama.cpp divides each frequency by a factor from the `rope_freqs.weight`
- * tensor. Same formula as transformers' _compute_llama3_parameters (smooth interpolation
- * between the high- and low-frequency wavelength bounds).
+ * tensor, the divisors rope.ts applies. `c` needs only the head size and RoPE fields.
  */
 export function llama3RopeFactors(c: Json): Float32Array {
-  const { theta = 10000, scaling } = ropeParams(c);
-  const s = scaling ?? {};
-  const dim = (c.head_dim as number | undefined) ?? c.hidden_size / c.num_attention_heads;
-  const factor = s.factor ?? 8;
-  const lowFreqFactor = s.low_freq_factor ?? 1;
-  const highFreqFactor = s.high_freq_factor ?? 4;
-  const oldContext = s.original_max_position_embeddings ?? 8192;
-  const lowFreqWavelen = oldContext / lowFreqFactor;
-  const highFreqWavelen = oldContext / highFreqFactor;
-  const out = new Float32Array(dim / 2);
-  for (let i = 0; i < dim / 2; i++) {
-    const freq = 1 / theta ** ((2 * i) / dim);
-    const wavelen = (2 * Math.PI) / freq;
-    if (wavelen < highFreqWavelen) out[i] = 1;
-    else if (wavelen > lowFreqWavelen) out[i] = factor;
-    else {
-      const smooth = (oldContext / wavelen - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
-      out[i] = 1 / ((1 - smooth) / factor + smooth);
-    }
-  }
-  return out;
+  const rope = normalizeRope(c);
+  if (rope.ropeScaling?.type !== 'llama3') throw new Error('not a llama3 rope scaling config');
+  return Float32Array.from(ropeFreqDivisors(rope));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -190,14 +162,13 @@ export function llama3RopeFactors(c: Json): Float32Array {
 
 interface AddedToken { id: number; content: string; special: boolean; normalized?: boolean }
 
-function addTokenizer(kv: Map<string, KV>, dir: string, config: Json, pre?: string): void {
+function addTokenizer(kv: Map<string, KV>, dir: string, vocabSize: number, config: Json, pre?: string): void {
   const tj = readJson(join(dir, 'tokenizer.json'));
   const tc = readJson(join(dir, 'tokenizer_config.json'));
   const model = tj.model as { type: string; vocab: Record<string, number>; merges?: Array<string | [string, string]>; byte_fallback?: boolean };
   if (model.type !== 'BPE') throw new Error(`tokenizer model ${model.type} is not supported`);
   const added = (tj.added_tokens ?? []) as AddedToken[];
   const addedById = new Map(added.map((t) => [t.id, t]));
-  const vocabSize = config.vocab_size as number;
   const byId: Array<string | undefined> = new Array(vocabSize);
   for (const [text, id] of Object.entries(model.vocab)) byId[id] = text;
   for (const t of added) byId[t.id] = t.content;
@@ -365,12 +336,11 @@ const LAYER_TENSORS: Array<[string, string]> = [
   ['mlp.down_proj.weight', 'ffn_down.weight'],
 ];
 
-function planTensors(dir: string, arch: string, c: Json, outType: 'F32' | 'F16'): PlannedTensor[] {
+function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32' | 'F16'): PlannedTensor[] {
   const source = listCheckpointTensors(dir);
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
-  const heads = c.num_attention_heads as number;
-  const kvHeads = (c.num_key_value_heads as number | undefined) ?? heads;
+  const { heads, kvHeads } = cfg;
 
   const add = (name: string, shape: number[], data: () => Float32Array) => {
     const type = outType === 'F16' && shape.length === 2 ? GGML_F16 : GGML_F32;
@@ -387,12 +357,11 @@ function planTensors(dir: string, arch: string, c: Json, outType: 'F32' | 'F16')
   const rowLen = (t: CheckpointTensor) => (t.info.shape.length === 2 ? t.info.shape[1]! : 1);
 
   if (!from('model.embed_tokens.weight', 'token_embd.weight')) throw new Error(`${dir}: no model.embed_tokens.weight`);
-  const { scaling } = ropeParams(c);
-  if (arch === 'llama' && (scaling?.rope_type ?? scaling?.type) === 'llama3') {
-    const factors = llama3RopeFactors(c);
+  if (arch === 'llama' && cfg.ropeScaling?.type === 'llama3') {
+    const factors = Float32Array.from(ropeFreqDivisors(cfg));
     add('rope_freqs.weight', [factors.length], () => factors);
   }
-  for (let l = 0; l < (c.num_hidden_layers as number); l++) {
+  for (let l = 0; l < cfg.layers; l++) {
     for (const [hf, gguf] of LAYER_TENSORS) {
       let transform: ((w: Float32Array, t: CheckpointTensor) => Float32Array) | undefined;
       // Only Llama's HF weights are stored rotate_half-permuted; Qwen uses NEOX RoPE in llama.cpp.
@@ -402,7 +371,7 @@ function planTensors(dir: string, arch: string, c: Json, outType: 'F32' | 'F16')
     }
   }
   if (!from('model.norm.weight', 'output_norm.weight')) throw new Error(`${dir}: no model.norm.weight`);
-  if (!c.tie_word_embeddings) from('lm_head.weight', 'output.weight');
+  if (!cfg.tieEmbeddings) from('lm_head.weight', 'output.weight');
   else used.add('lm_head.weight');
 
   const left = [...source.keys()].filter((n) => !used.has(n) && !n.includes('rotary_emb.inv_freq'));

@@ -1,24 +1,23 @@
 // A plain CPU forward pass with Hugging Face semantics (float64 activations, no KV cache) for
 // Llama / Qwen2 / Qwen3 checkpoint folders, including mlx-lm quantized ones (dequantized with
-// dequantizeAffine). It reads only config.json and the safetensors, so it checks the GGUF
-// conversion (llama.cpp must agree with it) and is the reference where llama.cpp cannot run
-// a format (MLX affine weights). Small models only: everything is held as float32 arrays.
+// dequantizeAffine). It reads only config.json (through config.ts's normaliser, as the engine
+// does) and the safetensors, so it checks the GGUF conversion (llama.cpp must agree with it)
+// and is the reference where llama.cpp cannot run a format (MLX affine weights). Small models
+// only: everything is held as float32 arrays.
 //
 // Semantics: RMSNorm (x / sqrt(mean(x²) + eps) * w), rotate_half RoPE on the HF q/k layout
-// (with llama3 or linear scaling), Qwen3's per-head q/k RMSNorm before RoPE, Qwen2's q/k/v
-// biases, GQA with query head h reading KV head h / (heads / kvHeads), SwiGLU MLP.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { dequantizeAffine, type QuantBits } from '../../src/models/quantize.js';
+// (rope.ts's inverse frequencies, so with llama3 or linear scaling), Qwen3's per-head q/k
+// RMSNorm before RoPE, Qwen2's q/k/v biases, GQA with query head h reading KV head
+// h / (heads / kvHeads), SwiGLU MLP.
+import { readModelConfig, type ModelConfig } from '../../src/models/config.js';
+import { dequantizeAffine } from '../../src/models/quantize.js';
+import { ropeInvFreq64 } from '../../src/models/rope.js';
 import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
-import { llama3RopeFactors } from './gguf-writer.js';
-
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 interface Matrix { rows: number; cols: number; w: Float32Array }
 
 export class HfReference {
-  private readonly c: Json;
+  private readonly cfg: ModelConfig;
   private readonly tensors: Map<string, CheckpointTensor>;
   private readonly cache = new Map<string, Matrix>();
   private readonly vectors = new Map<string, Float32Array | undefined>();
@@ -27,23 +26,15 @@ export class HfReference {
   readonly headDim: number;
   readonly hidden: number;
   private readonly invFreq: Float64Array;
-  private readonly positionScale: number;
 
   constructor(readonly dir: string) {
-    this.c = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Json;
+    this.cfg = readModelConfig(dir);
     this.tensors = listCheckpointTensors(dir);
-    this.hidden = this.c.hidden_size;
-    this.heads = this.c.num_attention_heads;
-    this.kvHeads = this.c.num_key_value_heads ?? this.heads;
-    this.headDim = this.c.head_dim ?? this.hidden / this.heads;
-    const scaling = (this.c.rope_parameters ?? this.c.rope_scaling) as Json | null | undefined;
-    const type = scaling?.rope_type ?? scaling?.type ?? 'default';
-    const theta = this.c.rope_theta ?? scaling?.rope_theta ?? 10000;
-    const factors = type === 'llama3' ? llama3RopeFactors(this.c) : undefined;
-    if (!['default', 'llama3', 'linear'].includes(type)) throw new Error(`rope type ${type} not supported by the reference`);
-    this.positionScale = type === 'linear' ? 1 / scaling!.factor : 1;
-    this.invFreq = new Float64Array(this.headDim / 2);
-    for (let i = 0; i < this.headDim / 2; i++) this.invFreq[i] = theta ** ((-2 * i) / this.headDim) / (factors ? factors[i]! : 1);
+    this.hidden = this.cfg.hidden;
+    this.heads = this.cfg.heads;
+    this.kvHeads = this.cfg.kvHeads;
+    this.headDim = this.cfg.headDim;
+    this.invFreq = ropeInvFreq64(this.cfg);
   }
 
   has(name: string): boolean {
@@ -58,12 +49,13 @@ export class HfReference {
     if (!t) throw new Error(`${this.dir}: no ${prefix}.weight`);
     const [rows, stored] = t.info.shape as [number, number];
     if (t.info.dtype === 'U32') {
-      const q = this.c.quantization as { bits: QuantBits; group_size: number };
+      const q = this.cfg.quantization;
+      if (!q) throw new Error(`${this.dir}: ${prefix}.weight is packed but config.json has no quantization`);
       const cols = (stored * 32) / q.bits;
       const packed = new Uint32Array(readSafetensorsBytes(t.path, t.header, t.name).buffer);
       const scales = readTensorF32(this.tensors.get(`${prefix}.scales`)!);
       const biases = readTensorF32(this.tensors.get(`${prefix}.biases`)!);
-      m = { rows, cols, w: dequantizeAffine(packed, scales, biases, rows, cols, q.bits, q.group_size) };
+      m = { rows, cols, w: dequantizeAffine(packed, scales, biases, rows, cols, q.bits, q.groupSize) };
     } else {
       m = { rows, cols: stored, w: readTensorF32(t) };
     }
@@ -81,13 +73,12 @@ export class HfReference {
 
   /** Logits (float64) at the last position of `tokens`. */
   logits(tokens: number[]): Float64Array {
-    const c = this.c;
     const H = this.hidden;
     const D = this.headDim;
-    const eps: number = c.rms_norm_eps;
+    const eps = this.cfg.rmsEps;
     const embed = this.matrix('model.embed_tokens');
     let x: Float64Array[] = tokens.map((t) => Float64Array.from(embed.w.subarray(t * H, (t + 1) * H)));
-    for (let l = 0; l < c.num_hidden_layers; l++) {
+    for (let l = 0; l < this.cfg.layers; l++) {
       const p = `model.layers.${l}`;
       const h = x.map((v) => rmsNorm(v, this.vector(`${p}.input_layernorm.weight`)!, eps));
       const project = (name: string, n: number) => h.map((v) => {
@@ -125,7 +116,7 @@ export class HfReference {
       });
     }
     const last = rmsNorm(x[x.length - 1]!, this.vector('model.norm.weight')!, eps);
-    const head = c.tie_word_embeddings || !this.has('lm_head.weight') ? embed : this.matrix('lm_head');
+    const head = this.cfg.tieEmbeddings || !this.has('lm_head.weight') ? embed : this.matrix('lm_head');
     return matVec(head, last);
   }
 
@@ -148,7 +139,7 @@ export class HfReference {
     const D = this.headDim;
     for (let h = 0; h < nHeads; h++) {
       for (let i = 0; i < D / 2; i++) {
-        const angle = pos * this.positionScale * this.invFreq[i]!;
+        const angle = pos * this.invFreq[i]!;
         const cos = Math.cos(angle);
         const sin = Math.sin(angle);
         const a = vec[h * D + i]!;

@@ -1,0 +1,213 @@
+// config.ts's normaliser on config.json in each spelling transformers writes (v4 rope_theta +
+// rope_scaling with rope_type or the legacy type, v5 rope_parameters, a multimodal
+// wrapper's text_config) and on each value it refuses. Pure CPU.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { normalizeConfig, readModelConfig, type ModelConfig } from '../src/models/config.js';
+import { ropeFreqDivisors, ropeInvFreq } from '../src/models/rope.js';
+
+type Json = Record<string, unknown>;
+
+// A Llama 3.1-shaped decoder, small.
+const base: Json = {
+  model_type: 'llama',
+  hidden_size: 64,
+  intermediate_size: 128,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 16,
+  vocab_size: 256,
+  max_position_embeddings: 128,
+  rms_norm_eps: 1e-5,
+  hidden_act: 'silu',
+  tie_word_embeddings: false,
+  bos_token_id: 1,
+  eos_token_id: [2, 3],
+};
+const llama3 = { factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 64 };
+
+const norm = (over: Json): ModelConfig => normalizeConfig({ ...base, ...over });
+const rope = (c: ModelConfig) => ({ ropeTheta: c.ropeTheta, ropeScaling: c.ropeScaling });
+const refusal = (over: Json): string => {
+  try {
+    norm(over);
+  } catch (e) {
+    return (e as Error).message;
+  }
+  throw new Error('accepted');
+};
+
+describe('normalizeConfig: spellings', () => {
+  it('reads the decoder fields, eos from both files and the default RoPE', () => {
+    const c = normalizeConfig({ ...base, rope_theta: 500000, rope_scaling: null }, { eos_token_id: [3, 4] });
+    expect(c).toEqual({
+      modelType: 'llama', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, vocab: 256,
+      rmsEps: 1e-5, ropeTheta: 500000, ropeScaling: undefined, maxPositions: 128, tieEmbeddings: false,
+      quantization: undefined, eosTokenIds: [2, 3, 4], bosTokenId: 1,
+    });
+  });
+
+  it('uses transformers defaults where config.json leaves a field out', () => {
+    const { num_key_value_heads: _k, head_dim: _h, rms_norm_eps: _e, ...rest } = base;
+    const c = normalizeConfig(rest);
+    expect([c.kvHeads, c.headDim, c.rmsEps, c.ropeTheta, c.ropeScaling]).toEqual([4, 16, 1e-6, 10000, undefined]);
+  });
+
+  it('reads v5 rope_parameters like v4 rope_theta + rope_scaling', () => {
+    const v4 = norm({ rope_theta: 1e6, rope_scaling: null });
+    const v5 = norm({ rope_parameters: { rope_type: 'default', rope_theta: 1e6 } });
+    expect(rope(v5)).toEqual(rope(v4));
+    expect(rope(v5)).toEqual({ ropeTheta: 1e6, ropeScaling: undefined });
+  });
+
+  it('reads linear scaling under rope_type, the legacy type and rope_parameters', () => {
+    const spellings = [
+      norm({ rope_theta: 10000, rope_scaling: { rope_type: 'linear', factor: 4 } }),
+      norm({ rope_theta: 10000, rope_scaling: { type: 'linear', factor: 4 } }),
+      norm({ rope_parameters: { rope_type: 'linear', rope_theta: 10000, factor: 4 } }),
+    ];
+    for (const c of spellings) expect(rope(c)).toEqual({ ropeTheta: 10000, ropeScaling: { type: 'linear', factor: 4 } });
+    const unscaled = ropeInvFreq(norm({ rope_theta: 10000 }));
+    expect([...ropeInvFreq(spellings[0]!)]).toEqual([...unscaled].map((f) => Math.fround(f / 4)));
+  });
+
+  it('gives llama3 scaling identical inverse frequencies in every spelling', () => {
+    const spellings = [
+      norm({ rope_theta: 10000, rope_scaling: { rope_type: 'llama3', ...llama3 } }),
+      norm({ rope_theta: 10000, rope_scaling: { type: 'llama3', ...llama3 } }),
+      norm({ rope_parameters: { rope_type: 'llama3', rope_theta: 10000, ...llama3 } }),
+      // A v5 config that also keeps the v4 fields, agreeing.
+      norm({ rope_theta: 10000, rope_scaling: { rope_type: 'llama3', ...llama3 }, rope_parameters: { rope_type: 'llama3', rope_theta: 10000, ...llama3 } }),
+    ];
+    const expected = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 64 };
+    for (const c of spellings) {
+      expect(c.ropeScaling).toEqual(expected);
+      expect([...ropeInvFreq(c)]).toEqual([...ropeInvFreq(spellings[0]!)]);
+    }
+    // transformers' _compute_llama3_parameters: wavelengths 6.3 (< 64/4: kept), 19.9 and
+    // 62.8 (smoothed), >= 199 (> 64: divided by 8).
+    expect([...ropeFreqDivisors(spellings[0]!)].map((v) => +v.toFixed(5))).toEqual([1, 1.29398, 7.66739, 8, 8, 8, 8, 8]);
+  });
+
+  it('takes llama3 original_max_position_embeddings from the top level or max_position_embeddings as v5 does', () => {
+    const { original_max_position_embeddings: _o, ...partial } = llama3;
+    const top = norm({ rope_scaling: { rope_type: 'llama3', ...partial }, original_max_position_embeddings: 32 });
+    const fallback = norm({ rope_scaling: { rope_type: 'llama3', ...partial } });
+    expect(top.ropeScaling).toMatchObject({ originalMaxPositions: 32 });
+    expect(fallback.ropeScaling).toMatchObject({ originalMaxPositions: 128 });
+  });
+
+  it('accepts per-layer-type rope_parameters that agree', () => {
+    const one = { rope_type: 'default', rope_theta: 1e6 };
+    const c = norm({ rope_parameters: { full_attention: one, sliding_attention: { ...one } } });
+    expect(rope(c)).toEqual({ ropeTheta: 1e6, ropeScaling: undefined });
+  });
+
+  it("merges a wrapper's text_config: its model_type, the wrapper's quantization", () => {
+    const { model_type: _m, ...text } = base;
+    const c = normalizeConfig({
+      model_type: 'qwen2_5_vl',
+      architectures: ['Qwen2_5_VLForConditionalGeneration'],
+      quantization: { group_size: 32, bits: 4 },
+      text_config: { ...text, model_type: 'qwen2', rope_parameters: { rope_type: 'default', rope_theta: 1e6 } },
+    });
+    expect([c.modelType, c.hidden, c.layers, c.ropeTheta]).toEqual(['qwen2', 64, 2, 1e6]);
+    expect(c.quantization).toEqual({ bits: 4, groupSize: 32 });
+    expect(normalizeConfig({ model_type: 'wrapper', text_config: text }).modelType).toBe('wrapper');
+  });
+
+  it('reads MLX quantization from quantization or quantization_config', () => {
+    expect(norm({ quantization: { group_size: 64, bits: 8, mode: 'affine' } }).quantization).toEqual({ bits: 8, groupSize: 64 });
+    expect(norm({ quantization_config: { bits: 4 } }).quantization).toEqual({ bits: 4, groupSize: 64 });
+  });
+});
+
+describe('normalizeConfig: refusals', () => {
+  it('refuses rope types rope.ts does not implement, naming the type and file', () => {
+    expect(refusal({ rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 32 } }))
+      .toBe('config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3)');
+    expect(refusal({ rope_scaling: { type: 'dynamic', factor: 2 } })).toMatch(/^config\.json: rope_scaling\.rope_type "dynamic" is not supported/);
+    expect(refusal({ rope_parameters: { rope_type: 'longrope', short_factor: [1], long_factor: [1] } })).toMatch(/rope_parameters\.rope_type "longrope" is not supported/);
+    expect(refusal({ rope_scaling: { type: 'su' } })).toMatch(/"su" is not supported/);
+    expect(refusal({ rope_scaling: { rope_type: 'linear', type: 'dynamic', factor: 2 } }))
+      .toBe('config.json: rope_scaling.rope_type "linear" and rope_scaling.type "dynamic" disagree');
+  });
+
+  it('refuses per-layer-type rope_parameters that differ', () => {
+    expect(refusal({ rope_parameters: { full_attention: { rope_type: 'default', rope_theta: 1e6 }, sliding_attention: { rope_type: 'default', rope_theta: 1e4 } } }))
+      .toBe('config.json: rope_parameters differ by layer type (full_attention, sliding_attention); one RoPE for every layer is supported');
+  });
+
+  it('refuses a theta given twice with different values, and rope dicts that disagree', () => {
+    expect(refusal({ rope_theta: 10000, rope_parameters: { rope_type: 'default', rope_theta: 500000 } }))
+      .toBe('config.json: rope_parameters.rope_theta 500000 and rope_theta 10000 disagree');
+    expect(norm({ rope_theta: 500000, rope_parameters: { rope_type: 'default', rope_theta: 500000 } }).ropeTheta).toBe(500000);
+    expect(refusal({ rope_scaling: { rope_type: 'linear', factor: 2 }, rope_parameters: { rope_type: 'linear', factor: 4 } }))
+      .toBe('config.json: rope_scaling and rope_parameters disagree');
+  });
+
+  it('refuses llama3 scaling without its required fields', () => {
+    for (const key of ['factor', 'low_freq_factor', 'high_freq_factor'] as const) {
+      const { [key]: _drop, ...partial } = llama3;
+      expect(refusal({ rope_scaling: { rope_type: 'llama3', ...partial } })).toBe(`config.json: rope_scaling.${key} is missing`);
+    }
+    const { original_max_position_embeddings: _o, ...partial } = llama3;
+    const { max_position_embeddings: _m, ...noMax } = base;
+    expect(() => normalizeConfig({ ...noMax, rope_scaling: { rope_type: 'llama3', ...partial } })).toThrow('config.json: max_position_embeddings is missing');
+    expect(refusal({ rope_scaling: { rope_type: 'llama3', ...llama3, low_freq_factor: 4, high_freq_factor: 1 } }))
+      .toBe('config.json: rope_scaling.high_freq_factor 1 must exceed low_freq_factor 4');
+    expect(refusal({ rope_scaling: { rope_type: 'linear' } })).toBe('config.json: rope_scaling.factor is missing');
+  });
+
+  it('refuses partial rotary embeddings', () => {
+    expect(refusal({ partial_rotary_factor: 0.5 })).toBe('config.json: partial_rotary_factor 0.5: RoPE over part of each head is not supported');
+    expect(refusal({ rope_parameters: { rope_type: 'default', partial_rotary_factor: 0.25 } })).toMatch(/rope_parameters\.partial_rotary_factor 0\.25/);
+  });
+
+  it('refuses missing and non-numeric fields by name', () => {
+    expect(refusal({ hidden_size: '64' })).toBe('config.json: hidden_size must be a number, got "64"');
+    expect(refusal({ num_hidden_layers: undefined })).toBe('config.json: num_hidden_layers is missing');
+    expect(refusal({ vocab_size: null })).toBe('config.json: vocab_size is missing');
+    expect(refusal({ intermediate_size: 12.5 })).toBe('config.json: intermediate_size must be a positive integer, got 12.5');
+    expect(refusal({ rms_norm_eps: 0 })).toBe('config.json: rms_norm_eps must be positive, got 0');
+    expect(refusal({ rope_theta: 'big' })).toBe('config.json: rope_theta must be a number, got "big"');
+    expect(refusal({ num_key_value_heads: 3 })).toBe('config.json: num_key_value_heads 3 does not divide num_attention_heads 4');
+    expect(refusal({ tie_word_embeddings: 'yes' })).toBe('config.json: tie_word_embeddings must be true or false, got "yes"');
+    expect(refusal({ eos_token_id: 'x' })).toBe('config.json: eos_token_id must be token ids, got "x"');
+  });
+
+  it('refuses settings the decoder does not implement', () => {
+    expect(refusal({ hidden_act: 'gelu_pytorch_tanh' })).toBe('config.json: hidden_act "gelu_pytorch_tanh" is not supported (silu only)');
+    expect(refusal({ use_sliding_window: true })).toBe('config.json: use_sliding_window true is not supported (full attention only)');
+  });
+
+  it('refuses quantization it cannot read', () => {
+    expect(refusal({ quantization: { group_size: 64, bits: 3 } })).toBe('config.json: quantization.bits 3: only 4- and 8-bit weights are supported');
+    expect(refusal({ quantization_config: { quant_method: 'gptq', bits: 4, group_size: 128 } }))
+      .toBe('config.json: quantization_config.quant_method "gptq" is not supported (MLX affine quantization only)');
+    expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'mxfp4' } })).toBe('config.json: quantization.mode "mxfp4" is not supported (affine only)');
+    expect(refusal({ quantization: { group_size: 64, bits: 4, 'model.layers.0.mlp.down_proj': { bits: 8, group_size: 64 } } }))
+      .toBe('config.json: quantization sets model.layers.0.mlp.down_proj separately; one bits/group_size for every layer is supported');
+  });
+});
+
+describe('readModelConfig', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'model-config-'));
+
+  it('reads config.json and generation_config.json from the folder', () => {
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_parameters: { rope_type: 'llama3', rope_theta: 500000, ...llama3 } }));
+    writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: 9 }));
+    const c = readModelConfig(dir);
+    expect(c.eosTokenIds).toEqual([2, 3, 9]);
+    expect(c.ropeTheta).toBe(500000);
+    expect(c.ropeScaling?.type).toBe('llama3');
+  });
+
+  it('names the file in a refusal', () => {
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
+    expect(() => readModelConfig(dir)).toThrow(`${join(dir, 'config.json')}: rope_scaling.rope_type "yarn" is not supported`);
+  });
+});
