@@ -40,8 +40,10 @@ function dequantizeCheckpoint(qDir: string, outDir: string, bits: QuantBits, gro
 
 describe('quantized weights', () => {
   const root = mkdtempSync(join(tmpdir(), 'mlxcel-quant-'));
-  const base = join(root, 'f32');
-  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'stories', hidden: 128, layers: 2, heads: 4, kvHeads: 2, headDim: 32, intermediate: 256, seed: 7, tie: true }, base);
+  // bf16, so the quantized checkpoints keep bf16 scales and biases, as mlx-community's do
+  // (and as test/kernels/matmul.test.ts's cases mostly do, whose compiled kernels these share).
+  const base = join(root, 'bf16');
+  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'stories', hidden: 128, layers: 2, heads: 4, kvHeads: 2, headDim: 32, intermediate: 256, seed: 7, tie: true, dtype: 'BF16' }, base);
   const prompt = [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421];
 
   for (const [bits, groupSize] of [[4, 32], [4, 64], [4, 128], [8, 32], [8, 64], [8, 128]] as Array<[QuantBits, number]>) {
