@@ -94,8 +94,7 @@ async function main(): Promise<void> {
   const engine = await loadEngine({ modelDir, parallel: SLOTS, contextSize: SLOTS * CONTEXT_PER_SLOT, backend: process.env.BENCH_BACKEND });
   console.log(`model ${engine.info.id} (${modelDir}), ${SLOTS} slots x ${engine.info.contextSize} tokens, adapter: ${engine.adapterDescription}`);
   console.log(`load ${((performance.now() - t0) / 1000).toFixed(1)} s; greedy, ${tokensPerStream} new tokens per stream, ${prompts(engine, 1)[0]!.length}-token prompts`);
-  // Warm-up: the first pass of each shape pays one-time costs (llvmpipe compiles a kernel
-  // variant on its first dispatch: 6 s for 4-token tiles), so every level runs once first.
+  // Warm-up: the first pass of each shape pays one-time costs, so every level runs once first.
   for (const n of levels) await runLevel(engine, n);
 
   const runs = new Map<number, LevelResult[]>(levels.map((n) => [n, []]));

@@ -1,7 +1,7 @@
 // Check-and-bench for the quantized linear kernels (matvec_q, matmul_q) through Ops.linear,
 // on the bench model's layer shapes: every case is first checked against a CPU reference
 // over the dequantized weights, then timed. Rows M pick the kernel as the engine does:
-// M <= 2 matvec_q, else matmul_q (4-token tiles up to 4 rows, 8-token tiles above).
+// M <= 2 matvec_q, else matmul_q (tiles of 32 rows x 4 tokens).
 // matvec_q runs twice: X through a uniform binding (the engine's path) and through a storage
 // binding (the fallback, taken when X lacks UNIFORM usage), which is the measured reason
 // for the first. Decode also runs in the other adapter kind's layout (Ops told the adapter
@@ -189,7 +189,7 @@ console.log('|---|---|---:|---|---:|---:|---:|---:|');
 for (const p of prepared) {
   const { c, best } = p;
   const matvec = c.layout === 'cpu' ? 'matvec_q' : 'matvec_q_workgroup';
-  const kernel = c.M <= 2 ? `${matvec}, ${c.uniformX ? 'uniform' : 'storage'} X` : `matmul_q, ${c.M <= 4 ? 4 : 8}-token tiles`;
+  const kernel = c.M <= 2 ? `${matvec}, ${c.uniformX ? 'uniform' : 'storage'} X` : 'matmul_q';
   console.log(`| ${c.name} | ${c.N} x ${c.K} | ${c.M} | ${kernel} | ${best.toFixed(2)} | ${(best / c.M).toFixed(3)} | ${(p.weightBytes / best / 1e6).toFixed(2)} | ${((c.N * c.K * c.M) / best / 1e6).toFixed(1)} |`);
 }
 process.exit(0);
