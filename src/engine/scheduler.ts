@@ -29,7 +29,8 @@ interface Sequence {
   /** Slot index while active, -1 while queued. */
   slot: number;
   events: Channel<GenerationEvent>;
-  cancelled: boolean;
+  /** Its events are closed (finished, or cancelled by the client): an active one leaves at the next fill. */
+  closed: boolean;
   rng: Rng;
   /** KV blocks, in position order. */
   table: number[];
@@ -98,7 +99,7 @@ export class Scheduler implements Engine {
       req,
       slot: -1,
       events: undefined as unknown as Channel<GenerationEvent>,
-      cancelled: false,
+      closed: false,
       rng: new Rng(req.sampling.seed ?? randomSeed()),
       table: [],
       borrowed: 0,
@@ -122,7 +123,7 @@ export class Scheduler implements Engine {
 
   stats(): EngineStats {
     const queued = this.waiting.size;
-    const busy = new Set(this.active.filter((s) => !s.cancelled).map((s) => s.slot));
+    const busy = new Set(this.active.filter((s) => !s.closed).map((s) => s.slot));
     return {
       slots: this.o.slots,
       activeSequences: busy.size,
@@ -150,8 +151,8 @@ export class Scheduler implements Engine {
   }
 
   private cancel(seq: Sequence): void {
-    if (seq.cancelled) return;
-    seq.cancelled = true;
+    if (seq.closed) return;
+    seq.closed = true;
     seq.events.close();
     // A waiting sequence holds nothing; an active one is dropped at the next step.
     this.waiting.remove(seq);
@@ -172,10 +173,10 @@ export class Scheduler implements Engine {
     this.loop = undefined;
   }
 
-  /** Drops cancelled sequences, fills free slots; false when there is nothing to run. */
+  /** Drops closed sequences, fills free slots; false when there is nothing to run. */
   private admit(): boolean {
     for (let i = this.active.length - 1; i >= 0; i--) {
-      if (this.active[i].cancelled) this.release(this.active.splice(i, 1)[0]);
+      if (this.active[i].closed) this.release(this.active.splice(i, 1)[0]);
     }
     while (this.active.length < this.o.slots && this.waiting.size > 0) {
       const seq = this.waiting.shift()!;
@@ -229,7 +230,7 @@ export class Scheduler implements Engine {
       seq.written = chunk.startPos + chunk.tokens.length;
       if (!chunk.sample) continue;
       const result = sampled[i++];
-      if (seq.cancelled) continue;
+      if (seq.closed) continue;
       if (seq.next < 0) seq.tFirst = now;
       this.accept(seq, result);
     }
@@ -271,7 +272,7 @@ export class Scheduler implements Engine {
     if (i >= 0) this.active.splice(i, 1);
     this.release(seq);
     seq.events.close(error);
-    seq.cancelled = true;
+    seq.closed = true;
   }
 
   private usesCache(seq: Sequence): boolean {

@@ -60,6 +60,9 @@ export interface TokenLogprob {
   logprob: number;
 }
 
+/** The most top logprobs a sampled token can carry besides its own (the sampler's capacity). */
+export { MAX_TOP_LOGPROBS } from '../runtime/ops.js';
+
 export interface GenerationRequest {
   /** Prompt token ids, already including any BOS the template or tokenizer adds. */
   promptTokens: number[];

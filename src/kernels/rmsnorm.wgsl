@@ -1,7 +1,7 @@
 // RMSNorm: y[r, :] = x[src(r), :] / sqrt(mean(x^2) + eps) * weight.
 // Bindings: 0 params, 1 step, 2 x, 3 weight [width] f32, 4 y, 5 seq_last [S] u32.
 // Rows are tokens, or, with per_seq, one row per sampling sequence read from its last
-// token. (Qwen3's per-head q/k norm is fused into rope.wgsl.)
+// token. (Qwen3's per-head q/k norm is fused into rope_kv_write.wgsl.)
 // Plan: one invocation per row, two passes over the row; rows are short (<= hidden),
 // and llvmpipe runs workgroup reductions slower than a serial loop.
 struct Params { width: u32, per_seq: u32, eps: f32 }

@@ -21,7 +21,7 @@
 // vocabulary: the top-p bisection alone is 32 passes with an exp per token.
 const WG: u32 = 256u;
 const BISECT_STEPS: u32 = 32u;
-const MAX_TOP: u32 = 20u;
+override MAX_TOP: u32;
 const CAP: u32 = 1024u;
 const NONE: u32 = 0xffffffffu;
 // neg_inf is -inf from the host: WGSL has no way to spell it as a constant.

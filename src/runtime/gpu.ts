@@ -1,4 +1,4 @@
-// The Dawn device: adapter choice, optional features, limits, and readback that keeps
+// The Dawn device: adapter choice, limits, and readback that keeps
 // Node's event loop alive while Dawn works.
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
@@ -13,8 +13,6 @@ export interface Gpu {
   device: GPUDevice;
   /** e.g. "llvmpipe (LLVM 15, 256 bits) via opengles (compatibility)". */
   description: string;
-  hasF16: boolean;
-  hasSubgroups: boolean;
   /** The software rasteriser: kernels pick the layouts measured fastest on it. */
   isCpu: boolean;
   maxBinding: number;
@@ -116,14 +114,8 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
   }
   if (!found) throw new Error(MISSING_ADAPTER_HELP + (requested === 'auto' ? '' : ` (requested backend: ${requested})`));
   const { gpu, adapter, backend, compat } = found;
-  const hasF16 = adapter.features.has('shader-f16');
-  const hasSubgroups = adapter.features.has('subgroups');
-  const requiredFeatures: GPUFeatureName[] = [];
-  if (hasF16) requiredFeatures.push('shader-f16');
-  if (hasSubgroups) requiredFeatures.push('subgroups' as GPUFeatureName);
   const l = adapter.limits;
   const device = await adapter.requestDevice({
-    requiredFeatures,
     requiredLimits: {
       maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
       maxUniformBufferBindingSize: l.maxUniformBufferBindingSize,
@@ -144,8 +136,6 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
   return {
     device,
     description: `${name} via ${backend}${compat ? ' (compatibility)' : ''}`,
-    hasF16,
-    hasSubgroups,
     isCpu,
     maxBinding: Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize),
     maxUniformBinding: l.maxUniformBufferBindingSize,

@@ -411,7 +411,7 @@ export class Ops {
   }
 
   sample(logits: GPUBuffer, vocab: number, meta: BatchMeta): Dispatch {
-    const pipeline = this.pipelines.get('sample');
+    const pipeline = this.pipelines.get('sample', undefined, { MAX_TOP: MAX_TOP_LOGPROBS });
     const params = uniformBuffer(this.gpu.device, [vocab, maskWords(vocab), -Infinity], [2]);
     return {
       label: 'sample',
@@ -498,7 +498,7 @@ export function maskWords(vocab: number): number {
 
 /** Words per sequence in the sampler's seq-params buffer (see SeqParams in sample.wgsl). */
 export const SEQ_PARAM_WORDS = 12;
-/** Top logprobs the sampler can return besides the chosen token's. */
+/** Top logprobs the sampler can return besides the chosen token's (sample.wgsl MAX_TOP). */
 export const MAX_TOP_LOGPROBS = 20;
 /** Words per penalty entry (see Entry in logit_bias.wgsl). */
 export const BIAS_ENTRY_WORDS = 4;

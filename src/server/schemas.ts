@@ -4,6 +4,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { ChatMessage } from '../chat/template.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
+import { MAX_TOP_LOGPROBS } from '../engine/types.js';
 import { badRequest } from './errors.js';
 
 type Opt<T> = T | null | undefined;
@@ -94,8 +95,6 @@ export interface DetokenizeBody {
 
 const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
 
-/** The most top logprobs per token the sampler returns (MAX_TOP_LOGPROBS in the kernels). */
-export const MAX_TOP_LOGPROBS = 20;
 
 /**
  * The sampler knobs beyond temperature/top_p/top_k, their ranges as the reference and

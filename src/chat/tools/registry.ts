@@ -36,7 +36,6 @@ export interface ChatFormat {
   objectArguments?: boolean;
 }
 
-export const HARMONY_FORMAT_NAME = 'harmony';
 
 const RULES: Array<[(t: string) => boolean, ToolCallFormat]> = [
   [(t) => t.includes(NS), minimaxM3],

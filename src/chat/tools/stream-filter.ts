@@ -215,16 +215,3 @@ export class ToolCallFilter {
     if (extra > 0) this.options.warn?.(`${extra} streamed tool call(s) absent from the parse`);
   }
 }
-
-/** The one-shot parse of a whole output: its content and calls. */
-export function parseToolCalls(
-  format: ToolCallFormat,
-  text: string,
-  tools: readonly ToolDefinition[],
-  maxCalls?: number,
-): { content: string; calls: ToolCall[] } {
-  const filter = new ToolCallFilter(format, tools, { incremental: false, maxCalls });
-  filter.push(text);
-  filter.finish();
-  return { content: filter.content, calls: filter.calls };
-}
