@@ -1,7 +1,9 @@
 // Command-line options in llama-server's spelling, each also settable through its
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
+import { ENGINE_DEFAULTS } from './engine/engine.js';
 import type { Backend } from './runtime/gpu.js';
+import { DEFAULT_RESPONSES_OPTIONS } from './server/responses.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
 
@@ -78,9 +80,9 @@ const FLAGS: Flag[] = [
   { name: 'host', env: ['LLAMA_ARG_HOST'], value: 'HOST', help: 'address to listen on (default: 127.0.0.1)' },
   { name: 'port', env: ['LLAMA_ARG_PORT'], value: 'PORT', help: 'port to listen on, 0 for any free port (default: 8080)' },
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
-  { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: 'sequences decoded together (slots) (default: 4)' },
-  { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: 'tokens per forward pass, the prefill chunk (default: 512)' },
-  { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: 'requests that may wait for a slot before 503 (default: 64)' },
+  { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: `sequences decoded together (slots) (default: ${ENGINE_DEFAULTS.parallel})` },
+  { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: `tokens per forward pass, the prefill chunk (default: ${ENGINE_DEFAULTS.batchSize})` },
+  { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: `requests that may wait for a slot before 503 (default: ${ENGINE_DEFAULTS.maxQueue})` },
   // LLAMA_API_KEY is llama-server's own name for this one.
   { name: 'api-key', env: ['LLAMA_ARG_API_KEY', 'LLAMA_API_KEY'], value: 'KEY', help: 'require this key in "Authorization: Bearer KEY" (default: none)' },
   { name: 'alias', env: ['LLAMA_ARG_ALIAS'], value: 'NAME', help: 'model id shown in responses (default: the model directory name)' },
@@ -109,15 +111,15 @@ const FLAGS: Flag[] = [
   { name: 'xtc-threshold', env: ['LLAMA_ARG_XTC_THRESHOLD'], value: 'N', sampling: sampling('xtc_threshold', 'float', 0, 1), help: `XTC probability threshold (default: ${D.xtc_threshold})` },
   { name: 'n-predict', short: 'n', env: ['LLAMA_ARG_N_PREDICT'], value: 'N', sampling: sampling('n_predict', 'int', -1), help: 'tokens to predict when a request sets none, and the most it may ask for; -1 = until the context is full (default: -1)' },
   { name: 'seed', short: 's', env: ['LLAMA_ARG_SEED'], value: 'N', sampling: sampling('seed', 'int', -1), help: 'seed for requests that set none, -1 = random (default: -1)' },
-  { name: 'responses-store-max-entries', env: ['LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES'], value: 'N', help: 'stored /v1/responses responses, 0 disables storing (default: 1024)' },
-  { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: 'seconds a stored response is kept, 0 = no expiry (default: 3600)' },
-  { name: 'conversation-store-max-entries', env: ['LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES'], value: 'N', help: 'stored /v1/responses conversations, 0 disables them (default: 256)' },
-  { name: 'conversation-store-ttl-secs', env: ['LLAMA_ARG_CONVERSATION_STORE_TTL_SECS'], value: 'N', help: 'seconds a conversation is kept after its last use, 0 = no expiry (default: 3600)' },
+  { name: 'responses-store-max-entries', env: ['LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES'], value: 'N', help: `stored /v1/responses responses, 0 disables storing (default: ${DEFAULT_RESPONSES_OPTIONS.responses.maxEntries})` },
+  { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: `seconds a stored response is kept, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.responses.ttlSecs})` },
+  { name: 'conversation-store-max-entries', env: ['LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES'], value: 'N', help: `stored /v1/responses conversations, 0 disables them (default: ${DEFAULT_RESPONSES_OPTIONS.conversations.maxEntries})` },
+  { name: 'conversation-store-ttl-secs', env: ['LLAMA_ARG_CONVERSATION_STORE_TTL_SECS'], value: 'N', help: `seconds a conversation is kept after its last use, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.conversations.ttlSecs})` },
   // Prompt cache (GET /v1/cache/stats): llama-server's switch and variable, then its bounds.
   { name: 'cache-prompt', negation: 'no-cache-prompt', env: ['LLAMA_ARG_CACHE_PROMPT'], help: 'reuse the KV of cached prompt prefixes across requests (default: on)' },
   { name: 'cache-capacity-bytes', env: ['LLAMA_ARG_CACHE_CAPACITY_BYTES'], value: 'N', help: "prompt-cache KV bytes, on top of the slots' own (default: as many as the slots' KV)" },
-  { name: 'cache-max-entries', env: ['LLAMA_ARG_CACHE_MAX_ENTRIES'], value: 'N', help: 'prompt-cache blocks (16 tokens each) kept at most (default: 1024)' },
-  { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: 'seconds an unused cached block is kept, 0 = no expiry (default: 3600)' },
+  { name: 'cache-max-entries', env: ['LLAMA_ARG_CACHE_MAX_ENTRIES'], value: 'N', help: `prompt-cache blocks (16 tokens each) kept at most (default: ${ENGINE_DEFAULTS.cacheMaxEntries})` },
+  { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: `seconds an unused cached block is kept, 0 = no expiry (default: ${ENGINE_DEFAULTS.cacheTtlSecs})` },
   // llama-server has --no-warmup and no variable for it.
   { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
   // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY

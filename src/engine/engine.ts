@@ -42,9 +42,9 @@ export interface EngineOptions {
   cachePrompt?: boolean;
   /** Default: as many bytes as the slots' own KV. */
   cacheCapacityBytes?: number;
-  /** Default 1024 blocks. */
+  /** Default ENGINE_DEFAULTS.cacheMaxEntries blocks. */
   cacheMaxEntries?: number;
-  /** Default 3600; 0 = no TTL. */
+  /** Default ENGINE_DEFAULTS.cacheTtlSecs; 0 = no TTL. */
   cacheTtlSecs?: number;
   backend?: string;
   /** Run every kernel once before serving (ForwardRunner.warmUp); --no-warmup turns it off. Default on. */
@@ -54,3 +54,17 @@ export interface EngineOptions {
   /** Keep Dawn's startup noise off stderr (openGpu's quietDawn). Default off. */
   quietDawn?: boolean;
 }
+
+/** What loadEngine takes for the EngineOptions left out (the command line's defaults too). */
+export const ENGINE_DEFAULTS = {
+  /** Decode slots. */
+  parallel: 4,
+  /** Tokens per forward pass. */
+  batchSize: 512,
+  /** Requests waiting for a slot before QueueFullError. */
+  maxQueue: 64,
+  /** Prompt-cache blocks. */
+  cacheMaxEntries: 1024,
+  /** Seconds an unused prompt-cache block is kept. */
+  cacheTtlSecs: 3600,
+} as const;

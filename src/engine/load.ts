@@ -9,7 +9,7 @@ import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
 import { loadModel } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
-import type { Engine, EngineOptions } from './engine.js';
+import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
 
@@ -19,8 +19,8 @@ const DEFAULT_TOTAL_CONTEXT = 8192;
 
 export async function loadEngine(o: EngineOptions): Promise<Engine> {
   const dir = resolve(o.modelDir);
-  const slots = o.parallel ?? 4;
-  const batchSize = o.batchSize ?? 512;
+  const slots = o.parallel ?? ENGINE_DEFAULTS.parallel;
+  const batchSize = o.batchSize ?? ENGINE_DEFAULTS.batchSize;
   const cfg = readModelConfig(dir);
   const maxPositions = cfg.maxPositions;
   // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
@@ -34,7 +34,7 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
   const slotBlocks = slots * Math.ceil(perSlot / BLOCK_SIZE);
   const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
   const cacheOn = o.cachePrompt !== false;
-  const cacheMaxEntries = o.cacheMaxEntries ?? 1024;
+  const cacheMaxEntries = o.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = o.cacheCapacityBytes ?? slotBlocks * blockBytes;
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
   const gpu = await openGpu((o.backend ?? 'auto') as Backend, { quietDawn: o.quietDawn });
@@ -73,13 +73,13 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
   if (o.warmup !== false) await runner.warmUp();
   return new Scheduler(info, tokenizer, gpu.description, runner, {
     slots,
-    maxQueue: o.maxQueue ?? 64,
+    maxQueue: o.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     cache: {
       enabled: cacheOn,
       blockBytes,
       capacityBytes: cacheCapacityBytes,
       maxEntries: cacheMaxEntries,
-      ttlMs: (o.cacheTtlSecs ?? 3600) * 1000,
+      ttlMs: (o.cacheTtlSecs ?? ENGINE_DEFAULTS.cacheTtlSecs) * 1000,
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });

@@ -2,7 +2,16 @@
 // changes that logit_bias.wgsl applies on the GPU. Only tokens present in the history can
 // be penalised, so the list is short and the logits never leave the GPU.
 import type { TokenPenalty } from './forward.js';
-import type { DryParams, SamplingParams } from './types.js';
+import { PENALTY_WINDOW, type DryParams, type SamplingParams } from './types.js';
+
+/** Whether `s` turns on a penalty sampler, which then needs the sequence's history. */
+export function hasPenalties(s: SamplingParams): boolean {
+  return hasRepetitionPenalty(s) || (s.dry !== undefined && s.dry.multiplier > 0);
+}
+
+function hasRepetitionPenalty(s: SamplingParams): boolean {
+  return (s.repetitionPenalty ?? 1) !== 1 || (s.frequencyPenalty ?? 0) !== 0 || (s.presencePenalty ?? 0) !== 0;
+}
 
 /** Repetition, frequency and presence penalties, then DRY, merged per token. */
 export function penalties(history: number[], s: SamplingParams): Map<number, TokenPenalty> | undefined {
@@ -10,8 +19,8 @@ export function penalties(history: number[], s: SamplingParams): Map<number, Tok
   const rp = s.repetitionPenalty ?? 1;
   const fp = s.frequencyPenalty ?? 0;
   const pp = s.presencePenalty ?? 0;
-  if (rp !== 1 || fp !== 0 || pp !== 0) {
-    const n = s.repetitionContextSize ?? 64;
+  if (hasRepetitionPenalty(s)) {
+    const n = s.repetitionContextSize ?? PENALTY_WINDOW;
     const window = n < 0 ? history : n === 0 ? [] : history.slice(-n);
     const counts = new Map<number, number>();
     for (const t of window) counts.set(t, (counts.get(t) ?? 0) + 1);

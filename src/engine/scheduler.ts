@@ -8,13 +8,14 @@ import type { Engine } from './engine.js';
 import { Channel } from './channel.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
-import { penalties } from './penalties.js';
+import { hasPenalties, penalties } from './penalties.js';
 import { BlockAllocator } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
 import {
   QueueFullError,
+  XTC_THRESHOLD,
   type EngineCounters,
   type EngineStats,
   type FinishReason,
@@ -301,10 +302,10 @@ export class Scheduler implements Engine {
       topP: s.topP,
       minP: s.minP ?? 0,
       pLess: s.pLess ?? false,
-      xtcThreshold: xtcFires ? s.xtcThreshold ?? 0.1 : 0,
+      xtcThreshold: xtcFires ? s.xtcThreshold ?? XTC_THRESHOLD : 0,
       u,
       mask: seq.req.constraint?.allowed(),
-      penalties: penalties([...seq.req.promptTokens, ...seq.output], s),
+      penalties: hasPenalties(s) ? penalties([...seq.req.promptTokens, ...seq.output], s) : undefined,
       topLogprobs: seq.req.logprobs,
     };
   }

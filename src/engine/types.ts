@@ -24,12 +24,13 @@ export interface SamplingParams {
   pLess?: boolean;
   /** 1 = off. */
   repetitionPenalty?: number;
-  /** History window for the repetition, frequency and presence penalties; -1 = whole context. */
+  /** History window for the repetition, frequency and presence penalties; -1 = whole context. Default PENALTY_WINDOW. */
   repetitionContextSize?: number;
   frequencyPenalty?: number;
   presencePenalty?: number;
   dry?: DryParams;
   xtcProbability?: number;
+  /** Default XTC_THRESHOLD. */
   xtcThreshold?: number;
   /** Seeds this request's own RNG stream; absent = a random seed. */
   seed?: number;
@@ -54,6 +55,11 @@ export interface TokenConstraint {
   /** Advances past a sampled token (always one that was allowed). */
   accept(token: number): void;
 }
+
+/** The penalty window a request that sets none gets (llama-server's repeat_last_n). */
+export const PENALTY_WINDOW = 64;
+/** The XTC threshold a request that sets none gets (llama-server's xtc_threshold). */
+export const XTC_THRESHOLD = 0.1;
 
 export interface TokenLogprob {
   token: number;

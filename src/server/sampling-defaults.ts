@@ -2,6 +2,7 @@
 // leaves out, settable from the command line, and reported as-is by GET /props. One
 // object, spelled as llama-server's /props spells it, so that a new sampler knob is one
 // field here (plus its flag in ../cli-options.ts and its use in ./generation-params.ts).
+import { PENALTY_WINDOW, XTC_THRESHOLD } from '../engine/types.js';
 import type { LoopPolicy } from './loop-policy.js';
 
 export interface SamplingDefaults {
@@ -46,7 +47,7 @@ export const DEFAULT_SAMPLING: Readonly<SamplingDefaults> = Object.freeze({
   top_p: 0.95,
   min_p: 0.05,
   repeat_penalty: 1,
-  repeat_last_n: 64,
+  repeat_last_n: PENALTY_WINDOW,
   seed: -1,
   frequency_penalty: 0,
   presence_penalty: 0,
@@ -55,7 +56,7 @@ export const DEFAULT_SAMPLING: Readonly<SamplingDefaults> = Object.freeze({
   dry_allowed_length: 2,
   dry_penalty_last_n: 0,
   xtc_probability: 0,
-  xtc_threshold: 0.1,
+  xtc_threshold: XTC_THRESHOLD,
   loop_detection: 'auto',
 });
 
