@@ -2,7 +2,7 @@
 // recorded program in one submission, and read back only the sampled token ids (and the
 // few logprobs a request asked for).
 import { mapRead, workDone } from '../runtime/gpu.js';
-import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAM_WORDS } from '../runtime/ops.js';
+import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BiasEntry, type SeqParams } from '../runtime/ops.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { LoadedModel } from '../models/model.js';
 
@@ -170,39 +170,20 @@ export class ForwardRunner {
     const { meta } = this.model;
     const queue = this.model.ops.gpu.device.queue;
     queue.writeBuffer(meta.seqLast, 0, Uint32Array.from(seqLast));
-    const params = new ArrayBuffer(samples.length * SEQ_PARAM_WORDS * 4);
-    const f = new Float32Array(params);
-    const u = new Uint32Array(params);
-    const entries: number[] = [];
-    samples.forEach((s, i) => {
-      const o = i * SEQ_PARAM_WORDS;
-      f[o] = s.temperature;
-      u[o + 1] = s.topK;
-      f[o + 2] = s.topP;
-      f[o + 3] = s.u;
-      f[o + 4] = s.minP;
-      u[o + 5] = s.pLess ? 1 : 0;
-      f[o + 6] = s.xtcThreshold;
-      u[o + 7] = s.mask ? 1 : 0;
-      u[o + 8] = s.topLogprobs === undefined ? 0 : 1 + Math.min(s.topLogprobs, MAX_TOP_LOGPROBS);
-      if (s.mask) queue.writeBuffer(meta.masks, i * this.maskWords * 4, s.mask);
-      for (const [token, pen] of s.penalties ?? []) entries.push(i, token, pen.repeat, pen.subtract);
+    const entries: BiasEntry[] = [];
+    const params = samples.map((s, seq): SeqParams => {
+      if (s.mask) queue.writeBuffer(meta.masks, seq * this.maskWords * 4, s.mask);
+      for (const [token, pen] of s.penalties ?? []) entries.push({ seq, token, repeat: pen.repeat, subtract: pen.subtract });
+      return {
+        temperature: s.temperature, top_k: s.topK, top_p: s.topP, u: s.u, min_p: s.minP, p_less: s.pLess,
+        xtc_threshold: s.xtcThreshold, masked: s.mask !== undefined,
+        logprobs: s.topLogprobs === undefined ? 0 : 1 + Math.min(s.topLogprobs, MAX_TOP_LOGPROBS),
+      };
     });
-    queue.writeBuffer(meta.seqParams, 0, params);
-    const n = entries.length / BIAS_ENTRY_WORDS;
+    queue.writeBuffer(meta.seqParams, 0, packSeqParams(params));
+    const n = entries.length;
     if (n > meta.biasCapacity) throw new Error(`${n} penalty entries exceed ${meta.biasCapacity}`);
-    if (n > 0) {
-      const buf = new ArrayBuffer(entries.length * 4);
-      const eu = new Uint32Array(buf);
-      const ef = new Float32Array(buf);
-      for (let e = 0; e < n; e++) {
-        eu[e * 4] = entries[e * 4];
-        eu[e * 4 + 1] = entries[e * 4 + 1];
-        ef[e * 4 + 2] = entries[e * 4 + 2];
-        ef[e * 4 + 3] = entries[e * 4 + 3];
-      }
-      queue.writeBuffer(meta.biasEntries, 0, buf);
-    }
+    if (n > 0) queue.writeBuffer(meta.biasEntries, 0, packBiasEntries(entries));
     return n;
   }
 

@@ -2,7 +2,7 @@
 // forward pass recorded once. The engine fills the batch metadata and replays it.
 import type { Gpu } from '../runtime/gpu.js';
 import { isAffine } from '../runtime/kernel-source.js';
-import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAM_WORDS, type BatchMeta } from '../runtime/ops.js';
+import { BIAS_ENTRY_BYTES, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAMS_BYTES, type BatchMeta } from '../runtime/ops.js';
 import type { Program } from '../runtime/program.js';
 import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector } from './checkpoint.js';
@@ -134,11 +134,11 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
     tokenTable: u32(T, 'token_table'),
     blockTable: u32(maxTableEntries, 'block_table'),
     seqLast: u32(S, 'seq_last'),
-    seqParams: f32(S * SEQ_PARAM_WORDS, 'seq_params'),
+    seqParams: storageBuffer(device, S * SEQ_PARAMS_BYTES, 'seq_params'),
     sampled: u32(S, 'sampled'),
     masks: u32(S * maskWords(cfg.vocab), 'masks'),
     logprobs: u32(S * 2 * (1 + MAX_TOP_LOGPROBS), 'logprobs'),
-    biasEntries: u32(biasCapacity * BIAS_ENTRY_WORDS, 'bias_entries'),
+    biasEntries: storageBuffer(device, biasCapacity * BIAS_ENTRY_BYTES, 'bias_entries'),
     biasCapacity,
   };
   const invFreqData = ropeInvFreq(cfg);

@@ -2,6 +2,7 @@
 // reads weights through (if any), the shared pieces it builds on, then the kernel file.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { parseStruct, type StructLayout } from './wgsl-struct.js';
 
 // Resolves to src/kernels from both src/runtime (tsx, vitest) and dist/runtime (built).
 const KERNEL_DIR = fileURLToPath(new URL('../../src/kernels/', import.meta.url));
@@ -43,4 +44,14 @@ export function kernelSource(kernel: string, format?: WeightFormat, declarations
   if (declarations) parts.push(declarations);
   parts.push(read(`${kernel}.wgsl`));
   return parts.join('\n');
+}
+
+const structs = new Map<string, StructLayout>();
+
+/** `struct name` as kernel file `file` (e.g. 'linear_out', 'common') declares it. */
+export function kernelStruct(file: string, name: string): StructLayout {
+  const key = `${file}/${name}`;
+  let layout = structs.get(key);
+  if (!layout) structs.set(key, (layout = parseStruct(read(`${file}.wgsl`), name)));
+  return layout;
 }

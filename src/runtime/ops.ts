@@ -3,7 +3,8 @@
 import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
-import { isAffine } from './kernel-source.js';
+import { isAffine, kernelStruct } from './kernel-source.js';
+import { packArray, packStruct, type StructValues } from './wgsl-struct.js';
 import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, textureRows, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
@@ -47,7 +48,12 @@ export class Ops {
   }
 
   writeStep(shape: StepShape): void {
-    this.gpu.device.queue.writeBuffer(this.step, 0, new Uint32Array([shape.tokens, shape.seqs, shape.bias, 0]));
+    this.gpu.device.queue.writeBuffer(this.step, 0, packStruct(kernelStruct('common', 'Step'), { n_tokens: shape.tokens, n_seqs: shape.seqs, n_bias: shape.bias }));
+  }
+
+  /** A uniform buffer of `struct Params` as kernel file `file` declares it, written by field name. */
+  private params(file: string, values: StructValues): GPUBuffer {
+    return uniformBuffer(this.gpu.device, packStruct(kernelStruct(file, 'Params'), values));
   }
 
   private bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, resources: Record<number, GPUBuffer | GPUBindingResource>): GPUBindGroup {
@@ -151,8 +157,10 @@ export class Ops {
     }
     const perSeq = opts.perSeq ? 1 : 0;
     return [...pre, ...w.parts.flatMap((part) => {
-      const flags = [opts.accumulate, opts.bias, opts.glu].map((f) => (f ? 1 : 0));
-      const params = uniformBuffer(this.gpu.device, [w.cols, part.rows, part.rowStart, outRows, split1, split2, perSeq, ...flags, opts.norm?.eps ?? 0], [10]);
+      const params = this.params('linear_out', {
+        K: w.cols, N: part.rows, n_offset: part.rowStart, n_total: outRows, split1, split2, per_seq: perSeq,
+        accumulate: opts.accumulate === true, has_bias: opts.bias !== undefined, glu: opts.glu === true, norm_eps: opts.norm?.eps ?? 0,
+      });
       const buffers: Record<number, GPUBuffer | GPUBindingResource> = {
         ...this.weightBindings(part), 6: outputs[0]!, 7: opts.bias ?? this.dummy, 8: outputs[1] ?? this.dummyOutputs[0], 9: outputs[2] ?? this.dummyOutputs[1],
       };
@@ -302,7 +310,7 @@ export class Ops {
   embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer): Dispatch[] {
     const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w), isAffine(w.format) ? this.affineDeclarations(false) : '');
     return w.parts.map((part) => {
-      const params = uniformBuffer(this.gpu.device, [w.cols, part.rowStart, part.rows]);
+      const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows });
       return {
         label: 'embedding',
         pipeline,
@@ -315,7 +323,7 @@ export class Ops {
   rmsnorm(label: string, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, o: { width: number; eps: number; seqLast?: GPUBuffer }): Dispatch {
     const pipeline = this.pipelines.get('rmsnorm');
     const perSeq = o.seqLast ? 1 : 0;
-    const params = uniformBuffer(this.gpu.device, [o.width, perSeq, o.eps], [2]);
+    const params = this.params('rmsnorm', { width: o.width, per_seq: perSeq, eps: o.eps });
     return {
       label,
       pipeline,
@@ -332,7 +340,7 @@ export class Ops {
   ropeKvWrite(label: string, a: RopeKvInputs, o: RopeOptions, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
     if (o.headDim % 8 !== 0) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 8)`);
     const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: o.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
-    const params = uniformBuffer(this.gpu.device, [a.heads, a.kvHeads, o.headDim, o.eps ?? 0, a.blockSize], [3]);
+    const params = this.params('rope_kv_write', { heads: a.heads, kv_heads: a.kvHeads, head_dim: o.headDim, eps: o.eps ?? 0, block_size: a.blockSize });
     return {
       label,
       pipeline,
@@ -357,7 +365,7 @@ export class Ops {
   attention(label: string, a: RopeKvInputs, out: GPUBuffer, o: RopeOptions & { scale: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
     if (o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (at most 256)`);
     if (a.heads % a.kvHeads !== 0) throw new Error(`${a.heads} attention heads are not a multiple of ${a.kvHeads} KV heads`);
-    const params = uniformBuffer(this.gpu.device, [a.heads, a.kvHeads, a.blockSize, o.scale], [3]);
+    const params = this.params('attention_io', { heads: a.heads, kv_heads: a.kvHeads, block_size: a.blockSize, scale: o.scale });
     // The group's registers grow with head_dim; past 128 a group compiles slowly.
     const group = o.headDim <= 128 ? ATTENTION_GROUP : 1;
     const perKv = a.heads / a.kvHeads;
@@ -390,7 +398,7 @@ export class Ops {
   swiglu(gate: GPUBuffer, up: GPUBuffer, width: number): Dispatch {
     if (width % 4 !== 0) throw new Error(`intermediate size ${width} is not a multiple of 4`);
     const pipeline = this.pipelines.get('swiglu');
-    const params = uniformBuffer(this.gpu.device, [width / 4]);
+    const params = this.params('swiglu', { width4: width / 4 });
     return {
       label: 'swiglu',
       pipeline,
@@ -401,7 +409,7 @@ export class Ops {
 
   logitBias(logits: GPUBuffer, vocab: number, entries: GPUBuffer): Dispatch {
     const pipeline = this.pipelines.get('logit_bias');
-    const params = uniformBuffer(this.gpu.device, [vocab]);
+    const params = this.params('logit_bias', { vocab });
     return {
       label: 'logit_bias',
       pipeline,
@@ -412,7 +420,7 @@ export class Ops {
 
   sample(logits: GPUBuffer, vocab: number, meta: BatchMeta): Dispatch {
     const pipeline = this.pipelines.get('sample', undefined, { MAX_TOP: MAX_TOP_LOGPROBS });
-    const params = uniformBuffer(this.gpu.device, [vocab, maskWords(vocab), -Infinity], [2]);
+    const params = this.params('sample', { vocab, mask_words: maskWords(vocab), neg_inf: -Infinity });
     return {
       label: 'sample',
       pipeline,
@@ -496,12 +504,47 @@ export function maskWords(vocab: number): number {
   return Math.ceil(vocab / 32);
 }
 
-/** Words per sequence in the sampler's seq-params buffer (see SeqParams in sample.wgsl). */
-export const SEQ_PARAM_WORDS = 12;
+/** One sequence's sampler params: sample.wgsl's SeqParams, field by field (writeStruct checks the names). */
+export interface SeqParams {
+  temperature: number;
+  top_k: number;
+  top_p: number;
+  /** The uniform draw for the final pick. */
+  u: number;
+  min_p: number;
+  p_less: boolean;
+  /** 0: XTC not applied at this step. */
+  xtc_threshold: number;
+  masked: boolean;
+  /** 0: none; else 1 + the number of top logprobs. */
+  logprobs: number;
+}
+
+/** The sampler's seq-params buffer for `seqs` (sample.wgsl SeqParams, one per sequence). */
+export function packSeqParams(seqs: SeqParams[]): ArrayBuffer {
+  return packArray(kernelStruct('sample', 'SeqParams'), seqs);
+}
+
+/** One penalty entry: logit_bias.wgsl's Entry. */
+export interface BiasEntry {
+  seq: number;
+  token: number;
+  repeat: number;
+  subtract: number;
+}
+
+/** Bytes per penalty entry (logit_bias.wgsl Entry). */
+export const BIAS_ENTRY_BYTES = kernelStruct('logit_bias', 'Entry').bytes;
+
+/** The penalty-entries buffer's contents for `entries` (logit_bias.wgsl Entry). */
+export function packBiasEntries(entries: BiasEntry[]): ArrayBuffer {
+  return packArray(kernelStruct('logit_bias', 'Entry'), entries);
+}
+
+/** Bytes per sequence in the sampler's seq-params buffer. */
+export const SEQ_PARAMS_BYTES = kernelStruct('sample', 'SeqParams').bytes;
 /** Top logprobs the sampler can return besides the chosen token's (sample.wgsl MAX_TOP). */
 export const MAX_TOP_LOGPROBS = 20;
-/** Words per penalty entry (see Entry in logit_bias.wgsl). */
-export const BIAS_ENTRY_WORDS = 4;
 
 /** Per-token and per-sequence metadata of one forward pass, shared by every layer. */
 export interface BatchMeta {

@@ -28,15 +28,9 @@ export function filledBuffer(device: GPUDevice, bytes: number, label: string, fi
   return buffer;
 }
 
-export function uniformBuffer(device: GPUDevice, words: ArrayLike<number>, floatIndices: number[] = [], label = 'params'): GPUBuffer {
-  const data = new ArrayBuffer(padded(words.length * 4));
-  const u = new Uint32Array(data);
-  const f = new Float32Array(data);
-  for (let i = 0; i < words.length; i++) {
-    if (floatIndices.includes(i)) f[i] = words[i];
-    else u[i] = words[i];
-  }
-  const buffer = device.createBuffer({ label, size: data.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+/** A uniform buffer holding `data` (wgsl-struct.ts packStruct). */
+export function uniformBuffer(device: GPUDevice, data: ArrayBuffer, label = 'params'): GPUBuffer {
+  const buffer = device.createBuffer({ label, size: padded(data.byteLength), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
   device.queue.writeBuffer(buffer, 0, data);
   return buffer;
 }

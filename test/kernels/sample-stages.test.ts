@@ -37,7 +37,7 @@
 // reject (at the same alpha) the distribution without the stage under test.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/engine/rng.js';
-import { BIAS_ENTRY_WORDS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAM_WORDS, type BatchMeta } from '../../src/runtime/ops.js';
+import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BatchMeta, type BiasEntry } from '../../src/runtime/ops.js';
 import type { Dispatch } from '../../src/runtime/program.js';
 import { chiSquare, chiSquareCritical } from '../helpers/chi-square.js';
 import { Harness, POISON_U32, expectPoisoned, expectUnchanged, rng } from './harness.js';
@@ -72,41 +72,17 @@ interface Stages {
 
 interface SeqIn extends Stages { u: number }
 
-/** A logit_bias.wgsl entry. */
-interface Entry { seq: number; token: number; repeat: number; subtract: number }
-
-/** SeqParams in sample.wgsl, laid out as ForwardRunner.writeSampling does. */
+/** SeqParams in sample.wgsl (packSeqParams, as ForwardRunner.writeSampling writes them). */
 function packSeqs(seqs: SeqIn[]): Uint32Array {
-  const buf = new ArrayBuffer(seqs.length * SEQ_PARAM_WORDS * 4);
-  const f = new Float32Array(buf);
-  const w = new Uint32Array(buf);
-  seqs.forEach((s, i) => {
-    const o = i * SEQ_PARAM_WORDS;
-    f[o] = s.temperature;
-    w[o + 1] = s.topK ?? 0;
-    f[o + 2] = s.topP ?? 1;
-    f[o + 3] = s.u;
-    f[o + 4] = s.minP ?? 0;
-    w[o + 5] = s.pLess ? 1 : 0;
-    f[o + 6] = s.xtc ?? 0;
-    w[o + 7] = s.allowed ? 1 : 0;
-    w[o + 8] = s.logprobsWord ?? 0;
-  });
-  return w;
+  return new Uint32Array(packSeqParams(seqs.map((s) => ({
+    temperature: s.temperature, top_k: s.topK ?? 0, top_p: s.topP ?? 1, u: s.u, min_p: s.minP ?? 0, p_less: s.pLess ?? false,
+    xtc_threshold: s.xtc ?? 0, masked: s.allowed !== undefined, logprobs: s.logprobsWord ?? 0,
+  }))));
 }
 
-function packEntries(entries: Entry[]): Uint32Array {
-  const buf = new ArrayBuffer(Math.max(1, entries.length) * BIAS_ENTRY_WORDS * 4);
-  const w = new Uint32Array(buf);
-  const f = new Float32Array(buf);
-  entries.forEach((e, i) => {
-    const o = i * BIAS_ENTRY_WORDS;
-    w[o] = e.seq;
-    w[o + 1] = e.token;
-    f[o + 2] = e.repeat;
-    f[o + 3] = e.subtract;
-  });
-  return w;
+/** The entries, or one zeroed entry when there are none (a buffer cannot be empty). */
+function packEntries(entries: BiasEntry[]): Uint32Array {
+  return new Uint32Array(packBiasEntries(entries.length > 0 ? entries : [{ seq: 0, token: 0, repeat: 0, subtract: 0 }]));
 }
 
 interface SampleRun {
@@ -121,7 +97,7 @@ interface SampleRun {
  * One submission: logit_bias over `bias.entries` (the first `bias.count`, default all,
  * take effect) when given, then the sampler over S = seqs.length rows.
  */
-async function runSampler(rows: Float32Array, vocab: number, seqs: SeqIn[], bias?: { entries: Entry[]; count?: number }): Promise<SampleRun> {
+async function runSampler(rows: Float32Array, vocab: number, seqs: SeqIn[], bias?: { entries: BiasEntry[]; count?: number }): Promise<SampleRun> {
   const S = seqs.length;
   expect(rows.length).toBe(S * vocab);
   const mw = maskWords(vocab);
@@ -539,7 +515,7 @@ describe('logprobs: the masked, penalised row at T = 1 before truncation; chosen
     base[7] = -Infinity;
     const rows = [base.slice(), base.slice(), base.slice(), base.slice()];
     rows[3]![77] = 10; // seq 3: the argmax, then penalised below the tie
-    const entries: Entry[] = [
+    const entries: BiasEntry[] = [
       { seq: 0, token: 5, repeat: 2, subtract: 0 },      // 4 -> 2: leaves the tie
       { seq: 0, token: 40, repeat: 1, subtract: -0.5 },  // 3.9 -> 4.4: the new argmax
       { seq: 1, token: 300, repeat: 1.5, subtract: 0.1 },
@@ -613,7 +589,7 @@ describe('logit_bias: repetition penalty (divide positive, multiply non-positive
     rows[at(2, 15)] = -0.75;
     rows[at(3, 7)] = -Infinity;
     rows[at(3, 8)] = 0.5;
-    const entries: Entry[] = [
+    const entries: BiasEntry[] = [
       { seq: 0, token: 3, repeat: 2, subtract: 0 },        // 2 / 2 = 1
       { seq: 0, token: 5, repeat: 2, subtract: 0.25 },     // -2 * 2 - .25 = -4.25
       { seq: 0, token: 6, repeat: 2, subtract: 0.5 },      // 0 * 2 - .5 = -.5

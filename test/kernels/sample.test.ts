@@ -16,7 +16,7 @@
 // Top-p cases run at T = 1, where "top-p before temperature" (llama.cpp's chain, which the
 // kernel follows) and "after" (HF's) keep the same nucleus; top-k does not depend on order.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_TOP_LOGPROBS, maskWords, SEQ_PARAM_WORDS, type BatchMeta } from '../../src/runtime/ops.js';
+import { MAX_TOP_LOGPROBS, maskWords, packSeqParams, type BatchMeta } from '../../src/runtime/ops.js';
 import { Harness, POISON_U32, expectPoisoned, rng } from './harness.js';
 
 let h: Harness;
@@ -32,20 +32,11 @@ interface SampleParams {
   allowed?: number[];
 }
 
-/** SeqParams in sample.wgsl: temperature, top_k, top_p, u, min_p, p_less, xtc, masked, logprobs, pad. */
+/** SeqParams in sample.wgsl, the other samplers off. */
 function packParams(params: SampleParams[]): Uint32Array {
-  const buf = new ArrayBuffer(params.length * SEQ_PARAM_WORDS * 4);
-  const f = new Float32Array(buf);
-  const u = new Uint32Array(buf);
-  params.forEach((p, s) => {
-    const o = s * SEQ_PARAM_WORDS;
-    f[o] = p.temperature;
-    u[o + 1] = p.topK;
-    f[o + 2] = p.topP;
-    f[o + 3] = p.u;
-    u[o + 7] = p.allowed ? 1 : 0;
-  });
-  return u;
+  return new Uint32Array(packSeqParams(params.map((p) => ({
+    temperature: p.temperature, top_k: p.topK, top_p: p.topP, u: p.u, min_p: 0, p_less: false, xtc_threshold: 0, masked: p.allowed !== undefined, logprobs: 0,
+  }))));
 }
 
 /** Runs one sample dispatch over S = params.length rows; returns the ids, checks the rest of `out` is untouched. */
