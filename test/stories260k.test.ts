@@ -3,12 +3,12 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ForwardRunner } from '../src/engine/forward.js';
 import { loadEngine } from '../src/engine/load.js';
-import { greedy, openRunner } from './helpers/model-harness.js';
+import { greedy, openRunner, TEST_BACKEND } from './helpers/model-harness.js';
 import { STORIES_DIR as MODEL, storiesExpected as expected } from './helpers/stories-expected.js';
 
 describe('stories260k', () => {
   it('engine reproduces every expected.json case token for token', async () => {
-    const engine = await loadEngine({ modelDir: MODEL, backend: 'opengles' });
+    const engine = await loadEngine({ modelDir: MODEL, backend: TEST_BACKEND });
     for (const c of expected.cases) {
       expect(engine.tokenizer.encode(c.prompt, true)).toEqual(c.prompt_token_ids);
       const out: number[] = [];
@@ -47,7 +47,7 @@ describe('stories260k', () => {
   it('warmup: false (--no-warmup) loads without warming up and generates the same tokens', async () => {
     const warmUp = vi.spyOn(ForwardRunner.prototype, 'warmUp');
     try {
-      const engine = await loadEngine({ modelDir: MODEL, backend: 'opengles', warmup: false });
+      const engine = await loadEngine({ modelDir: MODEL, backend: TEST_BACKEND, warmup: false });
       expect(warmUp).not.toHaveBeenCalled();
       const c = expected.cases[0]!;
       const out: number[] = [];

@@ -4,8 +4,16 @@ import { kernelSource, type WeightFormat } from './kernel-source.js';
 
 export type Constants = Record<string, number | boolean>;
 
+/** What one pipeline compiles: its WGSL, as assembled, and the override constants set on it. */
+export interface PipelineSource {
+  key: string;
+  code: string;
+  constants: Record<string, number>;
+}
+
 export class PipelineCache {
   private readonly pipelines = new Map<string, GPUComputePipeline>();
+  private readonly sources: PipelineSource[] = [];
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -13,9 +21,11 @@ export class PipelineCache {
     const key = `${kernel}/${format ?? ''}/${JSON.stringify(constants)}/${declarations}`;
     let pipeline = this.pipelines.get(key);
     if (!pipeline) {
-      const module = this.device.createShaderModule({ label: kernel, code: kernelSource(kernel, format, declarations) });
+      const code = kernelSource(kernel, format, declarations);
+      const module = this.device.createShaderModule({ label: kernel, code });
       const numeric: Record<string, number> = {};
       for (const [k, v] of Object.entries(constants)) numeric[k] = Number(v);
+      this.sources.push({ key, code, constants: numeric });
       // The synchronous form: createComputePipelineAsync aborted on long llvmpipe compiles.
       pipeline = this.device.createComputePipeline({
         label: key,
@@ -25,5 +35,10 @@ export class PipelineCache {
       this.pipelines.set(key, pipeline);
     }
     return pipeline;
+  }
+
+  /** Every pipeline created so far, in creation order (src/tools/print-kernels.ts prints them). */
+  list(): readonly PipelineSource[] {
+    return this.sources;
   }
 }

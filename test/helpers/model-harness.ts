@@ -2,13 +2,19 @@
 // greedy tokens with an oracle, below the engine's request queue.
 import { ForwardRunner } from '../../src/engine/forward.js';
 import { loadModel } from '../../src/models/model.js';
-import { openGpu, type Gpu } from '../../src/runtime/gpu.js';
+import { openGpu, type Backend, type Gpu } from '../../src/runtime/gpu.js';
+
+/**
+ * The backend the GPU tests open: MLXCEL_TEST_BACKEND (e.g. vulkan, metal) on a machine with
+ * a GPU; by default OpenGL ES, which is llvmpipe on a machine without one.
+ */
+export const TEST_BACKEND = (process.env.MLXCEL_TEST_BACKEND ?? 'opengles') as Backend;
 
 let gpu: Promise<Gpu> | undefined;
 
 /** One device per test process, shared by every model a test file loads. */
 export function testGpu(): Promise<Gpu> {
-  gpu ??= openGpu('opengles');
+  gpu ??= openGpu(TEST_BACKEND);
   return gpu;
 }
 

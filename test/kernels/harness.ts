@@ -10,6 +10,7 @@ import { affineTexture, filledBuffer, KV_TEXTURE_WIDTH, kvCacheTexture, rowBytes
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine } from '../../src/models/quantize.js';
+import { TEST_BACKEND } from '../helpers/model-harness.js';
 
 /** A quiet NaN with a payload: a poisoned word that a kernel rewrote (even with NaN) shows up. */
 export const POISON_BITS = 0x7fc0dead;
@@ -57,14 +58,14 @@ export class Harness {
   }
 
   /**
-   * Opens llvmpipe through OpenGL ES (the only adapter a GPU-less machine has). With
-   * `asGpu`, Ops is told the adapter is not a CPU, so it records the kernel layouts meant
-   * for GPUs (matvec_q_workgroup, attention_decode_workgroup), which then run on llvmpipe.
+   * Opens TEST_BACKEND (llvmpipe through OpenGL ES unless MLXCEL_TEST_BACKEND says
+   * otherwise). With `asGpu`, Ops is told the adapter is not a CPU, so it records the kernel
+   * layouts meant for GPUs (matvec_q_workgroup, attention_decode_workgroup) whatever it is.
    * With `noStorageTextureReads`, Ops is told WGSL cannot read storage textures, so it
    * declares sampled bindings where it would read through storage ones.
    */
   static async open(o: { asGpu?: boolean; noStorageTextureReads?: boolean } = {}): Promise<Harness> {
-    const gpu = await openGpu('opengles');
+    const gpu = await openGpu(TEST_BACKEND);
     return new Harness({ ...gpu, ...(o.asGpu ? { isCpu: false } : {}), ...(o.noStorageTextureReads ? { readOnlyStorageTextures: false } : {}) });
   }
 
