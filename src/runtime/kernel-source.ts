@@ -36,7 +36,12 @@ function read(path: string): string {
   return text;
 }
 
-/** `declarations`: WGSL lines the runtime generates for this pipeline (see matvec_q.wgsl). */
+/** A WGSL file of src/kernels that a kernel's declarations include, e.g. 'readers/affine_storage'. */
+export function kernelPiece(name: string): string {
+  return read(`${name}.wgsl`);
+}
+
+/** `declarations`: WGSL the runtime adds for this pipeline (bindings and reads it chose, see Ops). */
 export function kernelSource(kernel: string, format?: WeightFormat, declarations = ''): string {
   const parts = [read('common.wgsl')];
   if (format) parts.push(read(`formats/${isAffine(format) ? 'affine' : format}.wgsl`));

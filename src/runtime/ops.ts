@@ -3,7 +3,7 @@
 import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
-import { isAffine, kernelStruct } from './kernel-source.js';
+import { isAffine, kernelPiece, kernelStruct } from './kernel-source.js';
 import { packArray, packStruct, type StructValues } from './wgsl-struct.js';
 import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, textureRows, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
 
@@ -195,33 +195,22 @@ export class Ops {
   }
 
   /**
-   * A q4/q8 weight's two textures (formats/affine.wgsl: 2 the packed words, 3 the scales and
-   * biases) and their texel reads, w_texel and w_affine_texel: read-only storage textures
-   * with `storage` where WGSL allows them, else sampled ones. On llvmpipe a storage-texture
-   * load skips the sampled path's per-lane mip-level arithmetic, which took 9.5% off the
-   * decode step through matvec_q (in-process A/B, issue 3 note), while matmul_q's prefill
-   * ran 19% slower with it; so only matvec_q takes it (the GPU layout keeps the sampled
-   * path GPUs are built around).
+   * A q4/q8 weight's two textures and their texel reads (readers/affine_*.wgsl): read-only
+   * storage textures with `storage` where WGSL allows them, else sampled ones. On llvmpipe a
+   * storage-texture load skips the sampled path's per-lane mip-level arithmetic, which pays
+   * in matvec_q and costs in matmul_q, so only matvec_q asks for it (the GPU layout keeps
+   * the sampled path GPUs are built around; bench/RESULTS.md has the figures).
    */
   private affineDeclarations(storage: boolean): string {
-    const texel = (name: string, binding: number, fn: string) =>
-      storage && this.gpu.readOnlyStorageTextures
-        ? `@group(0) @binding(${binding}) var ${name}: texture_storage_2d<rgba32uint, read>;\nfn ${fn}(i: u32) -> vec4<u32> { return textureLoad(${name}, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH)); }`
-        : `@group(0) @binding(${binding}) var ${name}: texture_2d<u32>;\nfn ${fn}(i: u32) -> vec4<u32> { return textureLoad(${name}, vec2<u32>(i % PACKED_WIDTH, i / PACKED_WIDTH), 0); }`;
-    return [texel('w_packed', 2, 'w_texel'), texel('w_affine', 3, 'w_affine_texel')].join('\n');
+    return kernelPiece(storage && this.gpu.readOnlyStorageTextures ? 'readers/affine_storage' : 'readers/affine_sampled');
   }
 
   /**
-   * The attention kernels' KV cache bindings (3 k_cache, 4 v_cache: tensors.ts
-   * kvCacheTexture) and their reads, cached_k(i) and cached_v(i): read-only storage
-   * textures where WGSL allows them (kv_cache.wgsl says why textures), else sampled ones.
+   * The attention kernels' KV cache bindings and reads (readers/kv_cache_*.wgsl): read-only
+   * storage textures where WGSL allows them (kv_cache.wgsl says why textures), else sampled.
    */
   private kvCacheDeclarations(): string {
-    const read = (name: string, binding: number, fn: string) =>
-      this.gpu.readOnlyStorageTextures
-        ? `@group(0) @binding(${binding}) var ${name}: texture_storage_2d<rgba32float, read>;\nfn ${fn}(i: u32) -> vec4<f32> { return textureLoad(${name}, kv_texel(i)); }`
-        : `@group(0) @binding(${binding}) var ${name}: texture_2d<f32>;\nfn ${fn}(i: u32) -> vec4<f32> { return textureLoad(${name}, kv_texel(i), 0); }`;
-    return [read('k_cache', 3, 'cached_k'), read('v_cache', 4, 'cached_v')].join('\n');
+    return kernelPiece(this.gpu.readOnlyStorageTextures ? 'readers/kv_cache_storage' : 'readers/kv_cache_sampled');
   }
 
   /**
@@ -281,15 +270,12 @@ export class Ops {
   }
 
   /**
-   * matmul_q's input binding and its texel read: a read-only storage texture where WGSL
-   * allows one, else a sampled texture. On llvmpipe a storage-texture load skips the
-   * sampled path's per-lane mip-level arithmetic: matmul_q 8-12% faster over 8 and 64
-   * tokens (3072 x 1024, 4-bit; scratch A/B, issue 3 note).
+   * matmul_q's input binding and its texel read (readers/matmul_input_*.wgsl): a read-only
+   * storage texture where WGSL allows one (on llvmpipe it skips the sampled path's per-lane
+   * mip-level arithmetic), else a sampled texture.
    */
   private matmulInputDeclarations(): string {
-    return this.gpu.readOnlyStorageTextures
-      ? '@group(0) @binding(5) var x_tex: texture_storage_2d<rgba32float, read>;\nfn x_texel(at: vec2<u32>) -> vec4<f32> { return textureLoad(x_tex, at); }'
-      : '@group(0) @binding(5) var x_tex: texture_2d<f32>;\nfn x_texel(at: vec2<u32>) -> vec4<f32> { return textureLoad(x_tex, at, 0); }';
+    return kernelPiece(this.gpu.readOnlyStorageTextures ? 'readers/matmul_input_storage' : 'readers/matmul_input_sampled');
   }
 
   /**

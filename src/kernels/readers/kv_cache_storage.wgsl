@@ -1,0 +1,6 @@
+// The attention kernels' KV cache (kv_cache.wgsl) as read-only storage textures: binding 3
+// the keys (cached_k), 4 the values (cached_v), vec4 i at kv_texel(i).
+@group(0) @binding(3) var k_cache: texture_storage_2d<rgba32float, read>;
+fn cached_k(i: u32) -> vec4<f32> { return textureLoad(k_cache, kv_texel(i)); }
+@group(0) @binding(4) var v_cache: texture_storage_2d<rgba32float, read>;
+fn cached_v(i: u32) -> vec4<f32> { return textureLoad(v_cache, kv_texel(i)); }
