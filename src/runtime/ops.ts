@@ -9,6 +9,9 @@ import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROW
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
+/** A bind group's resources by the WGSL variable names they bind to. */
+type Resources = Record<string, GPUBuffer | GPUBindingResource>;
+
 /** Rows up to which a quantized linear layer reads its weights once per row (matvec). */
 const MATVEC_MAX_ROWS = 2;
 /**
@@ -56,19 +59,19 @@ export class Ops {
     return uniformBuffer(this.gpu.device, packStruct(kernelStruct(file, 'Params'), values));
   }
 
-  private bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, resources: Record<number, GPUBuffer | GPUBindingResource>): GPUBindGroup {
-    const entries: GPUBindGroupEntry[] = [
-      { binding: 0, resource: { buffer: params } },
-      { binding: 1, resource: { buffer: this.step } },
-    ];
-    for (const [binding, r] of Object.entries(resources)) entries.push({ binding: Number(binding), resource: r instanceof GPUBuffer ? { buffer: r } : r });
+  /** A bind group of `pipeline`: its params (p), the step uniform, and `resources` by the WGSL variable names they bind to. */
+  private bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, resources: Resources): GPUBindGroup {
+    const entries = Object.entries({ p: params, step: this.step, ...resources }).map(([name, r]): GPUBindGroupEntry => ({
+      binding: this.pipelines.binding(pipeline, name),
+      resource: r instanceof GPUBuffer ? { buffer: r } : r,
+    }));
     return this.gpu.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries });
   }
 
-  private weightBindings(part: WeightPart): Record<number, GPUBuffer | GPUBindingResource> {
-    const b: Record<number, GPUBuffer | GPUBindingResource> = { 2: part.data instanceof GPUTexture ? part.data.createView() : part.data };
-    if (part.affine) b[3] = part.affine.createView();
-    return b;
+  /** A weight part's data (formats/*.wgsl w_data, or readers/affine_*.wgsl w_packed and w_affine). */
+  private weightBindings(part: WeightPart): Resources {
+    if (!part.affine) return { w_data: part.data as GPUBuffer };
+    return { w_packed: (part.data as GPUTexture).createView(), w_affine: part.affine.createView() };
   }
 
   private weightConstants(w: GpuWeight): Record<string, number> {
@@ -124,7 +127,7 @@ export class Ops {
     const variants: Array<{
       pipeline: GPUComputePipeline;
       workgroups: (part: WeightPart, s: StepShape) => [number, number];
-      bindings?: Record<number, GPUBindingResource>;
+      bindings?: Resources;
       upload?: Upload;
     }> = [];
     if (isAffine(w.format)) {
@@ -137,7 +140,7 @@ export class Ops {
       const declarations = [this.affineDeclarations(cpu), input.declarations, norm.declarations, ...(cpu ? [matvecKLoop(w.groupSize)] : [])].join('\n');
       variants.push({
         pipeline: this.pipelines.get(cpu ? 'matvec_q' : 'matvec_q_workgroup', w.format, constants, declarations),
-        bindings: input.binding ? { 5: input.binding, 10: norm.binding } : { 5: x, 10: norm.binding },
+        bindings: { x: input.binding ?? x, norm_weight: norm.binding },
         workgroups: (part, s) => (matvec(rows(s)) ? [cpu ? ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP) : 2 * ceil(part.rows, 32), rows(s)] : [0, 0]),
       });
       const tiled = this.matmulInput(normed, w.cols, rows);
@@ -151,7 +154,7 @@ export class Ops {
     } else {
       variants.push({
         pipeline: this.pipelines.get('matmul', w.format),
-        bindings: { 5: { buffer: normed } },
+        bindings: { x: normed },
         workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
       });
     }
@@ -161,8 +164,8 @@ export class Ops {
         K: w.cols, N: part.rows, n_offset: part.rowStart, n_total: outRows, split1, split2, per_seq: perSeq,
         accumulate: opts.accumulate === true, has_bias: opts.bias !== undefined, glu: opts.glu === true, norm_eps: opts.norm?.eps ?? 0,
       });
-      const buffers: Record<number, GPUBuffer | GPUBindingResource> = {
-        ...this.weightBindings(part), 6: outputs[0]!, 7: opts.bias ?? this.dummy, 8: outputs[1] ?? this.dummyOutputs[0], 9: outputs[2] ?? this.dummyOutputs[1],
+      const buffers: Resources = {
+        ...this.weightBindings(part), y: outputs[0]!, bias: opts.bias ?? this.dummy, y1: outputs[1] ?? this.dummyOutputs[0], y2: outputs[2] ?? this.dummyOutputs[1],
       };
       return variants.map((v) => ({
         label,
@@ -283,12 +286,12 @@ export class Ops {
    * before the dispatch. Every linear layer shares the texture: each copy runs right before
    * its own dispatch, so a later layer's copy cannot overwrite an input still being read.
    */
-  private matmulInput(x: GPUBuffer, cols: number, rows: (s: StepShape) => number): { bindings: Record<number, GPUBindingResource>; upload: Upload } {
+  private matmulInput(x: GPUBuffer, cols: number, rows: (s: StepShape) => number): { bindings: Resources; upload: Upload } {
     const capacity = Math.floor(x.size / (cols * 4));
     this.reserveMatmulInput(capacity * cols * 4);
     const texture = this.inputTexture!;
     return {
-      bindings: { 5: texture.createView() },
+      bindings: { x_tex: texture.createView() },
       upload: { from: x, to: texture, bytes: (s) => Math.min(rows(s), capacity) * cols * 4 },
     };
   }
@@ -300,7 +303,7 @@ export class Ops {
       return {
         label: 'embedding',
         pipeline,
-        bindGroup: this.bind('embedding', pipeline, params, { ...this.weightBindings(part), 5: tokens, 6: out }),
+        bindGroup: this.bind('embedding', pipeline, params, { ...this.weightBindings(part), tokens, out }),
         workgroups: (s: StepShape) => [ceil(w.cols / 4, 64), s.tokens],
       };
     });
@@ -313,7 +316,7 @@ export class Ops {
     return {
       label,
       pipeline,
-      bindGroup: this.bind(label, pipeline, params, { 2: x, 3: weight, 4: y, 5: o.seqLast ?? this.dummy }),
+      bindGroup: this.bind(label, pipeline, params, { x, weight, y, seq_last: o.seqLast ?? this.dummy }),
       workgroups: (s) => [ceil(perSeq ? s.seqs : s.tokens, 64)],
     };
   }
@@ -331,8 +334,8 @@ export class Ops {
       label,
       pipeline,
       bindGroup: this.bind(label, pipeline, params, {
-        2: a.q, 3: meta.tokenPos, 4: o.invFreq, 5: o.headNorm ?? this.dummy, 6: a.k, 7: a.v, 8: meta.tokenTable, 9: meta.blockTable,
-        10: a.kCache.createView(), 11: a.vCache.createView(),
+        q: a.q, token_pos: meta.tokenPos, inv_freq: o.invFreq, norm_weight: o.headNorm ?? this.dummy, k: a.k, v: a.v,
+        token_table: meta.tokenTable, block_table: meta.blockTable, k_cache: a.kCache.createView(), v_cache: a.vCache.createView(),
       }),
       workgroups: (s) => [ceil(s.tokens * (a.heads + a.kvHeads), 64)],
     };
@@ -359,7 +362,7 @@ export class Ops {
     while (perKv % sharing !== 0) sharing--;
     const declarations = `${this.kvCacheDeclarations()}\nconst D4: u32 = ${o.headDim / 4}u;`;
     const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
-      2: a.q, 3: a.kCache.createView(), 4: a.vCache.createView(), 5: meta.tokenPos, 6: meta.tokenTable, 7: meta.blockTable, 8: out,
+      q: a.q, k_cache: a.kCache.createView(), v_cache: a.vCache.createView(), token_pos: meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
     });
     /** attention.wgsl over groups of tq tokens x hq heads. */
     const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
@@ -388,7 +391,7 @@ export class Ops {
     return {
       label: 'swiglu',
       pipeline,
-      bindGroup: this.bind('swiglu', pipeline, params, { 2: gate, 3: up }),
+      bindGroup: this.bind('swiglu', pipeline, params, { gate, up }),
       workgroups: (s) => [ceil((s.tokens * width) / 4, 64)],
     };
   }
@@ -399,7 +402,7 @@ export class Ops {
     return {
       label: 'logit_bias',
       pipeline,
-      bindGroup: this.bind('logit_bias', pipeline, params, { 2: logits, 3: entries }),
+      bindGroup: this.bind('logit_bias', pipeline, params, { logits, entries }),
       workgroups: (s) => [ceil(s.bias, 64)],
     };
   }
@@ -410,7 +413,7 @@ export class Ops {
     return {
       label: 'sample',
       pipeline,
-      bindGroup: this.bind('sample', pipeline, params, { 2: logits, 3: meta.seqParams, 4: meta.sampled, 5: meta.masks, 6: meta.logprobs }),
+      bindGroup: this.bind('sample', pipeline, params, { logits, seqs: meta.seqParams, out: meta.sampled, masks: meta.masks, logprobs: meta.logprobs }),
       workgroups: (s) => [s.seqs],
     };
   }

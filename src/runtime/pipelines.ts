@@ -11,9 +11,17 @@ export interface PipelineSource {
   constants: Record<string, number>;
 }
 
+/** `@binding(N) var... name` declarations of a WGSL source: name -> N. */
+function bindingIndices(code: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of code.replace(/\/\/[^\n]*/g, '').matchAll(/@binding\((\d+)\)\s*var(?:<[^>]*>)?\s+(\w+)/g)) out.set(m[2]!, Number(m[1]));
+  return out;
+}
+
 export class PipelineCache {
   private readonly pipelines = new Map<string, GPUComputePipeline>();
   private readonly sources: PipelineSource[] = [];
+  private readonly bindings = new WeakMap<GPUComputePipeline, Map<string, number>>();
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -33,8 +41,16 @@ export class PipelineCache {
         compute: { module, entryPoint: 'main', constants: numeric },
       });
       this.pipelines.set(key, pipeline);
+      this.bindings.set(pipeline, bindingIndices(code));
     }
     return pipeline;
+  }
+
+  /** The binding number of the variable `name` in `pipeline`'s WGSL. */
+  binding(pipeline: GPUComputePipeline, name: string): number {
+    const n = this.bindings.get(pipeline)?.get(name);
+    if (n === undefined) throw new Error(`${pipeline.label}: no binding named ${name}`);
+    return n;
   }
 
   /** Every pipeline created so far, in creation order (src/tools/print-kernels.ts prints them). */
