@@ -3,7 +3,7 @@
 import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS } from './engine/engine.js';
 import type { Backend } from './runtime/gpu.js';
-import { DEFAULT_RESPONSES_OPTIONS } from './server/responses.js';
+import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
 

@@ -91,12 +91,12 @@ export function chatTurn(body: MessagesBody): ChatTurnRequest {
   return {
     messages,
     tools: chatTools(body.tools),
-    toolChoice: chatToolChoice(body.tool_choice),
+    tool_choice: chatToolChoice(body.tool_choice),
     // enable_thinking is the switch templates with optional reasoning read; a budget of 0
     // also closes a block that a template opens regardless.
-    kwargs: thinking ? { enable_thinking: thinking.type !== 'disabled' } : undefined,
-    thinkingBudget: thinking?.type === 'disabled' ? 0 : thinking?.type === 'enabled' ? thinking.budget_tokens : undefined,
-    parallelToolCalls: body.tool_choice?.disable_parallel_tool_use === true ? false : undefined,
+    chat_template_kwargs: thinking ? { enable_thinking: thinking.type !== 'disabled' } : undefined,
+    thinking_budget_tokens: thinking?.type === 'disabled' ? 0 : thinking?.type === 'enabled' ? thinking.budget_tokens : undefined,
+    parallel_tool_calls: body.tool_choice?.disable_parallel_tool_use === true ? false : undefined,
   };
 }
 

@@ -3,21 +3,21 @@
 // 404 and error envelopes last.
 import express, { type Express } from 'express';
 import type { Engine } from '../engine/engine.js';
-import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './anthropic.js';
+import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/anthropic.js';
 import { apiKeyAuth } from './auth.js';
-import { cacheRoutes } from './cache.js';
+import { cacheRoutes } from './routes/cache.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
-import { healthRoutes } from './health.js';
+import { healthRoutes } from './routes/health.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
-import { modelRoutes } from './models.js';
-import { nativeRoutes } from './native.js';
-import { openAIChatRoutes } from './openai-chat.js';
-import { openAICompletionRoutes } from './openai-completions.js';
-import { propsRoutes } from './props.js';
-import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './responses.js';
+import { modelRoutes } from './routes/models.js';
+import { nativeRoutes } from './routes/native.js';
+import { openAIChatRoutes } from './routes/openai-chat.js';
+import { openAICompletionRoutes } from './routes/openai-completions.js';
+import { propsRoutes } from './routes/props.js';
+import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './routes/responses.js';
 import { samplingDefaults, type SamplingDefaults } from './sampling-defaults.js';
-import { slotRoutes } from './slots.js';
+import { slotRoutes } from './routes/slots.js';
 
 export interface AppOptions {
   /** When set, every route but GET /health and GET / needs this key. */

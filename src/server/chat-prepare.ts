@@ -1,5 +1,5 @@
 // Turns a chat request into its prompt and everything its reply needs: tool_choice
-// applied (400s for the cases the reference lists), template kwargs resolved, earlier
+// applied (400s for the cases the REST reference lists), template kwargs resolved, earlier
 // reasoning dropped or kept, the reply's parser configured, and the token constraint (a
 // forced call's grammar, or the thinking budget).
 import { chatOutputConfig, type ChatOutputConfig } from '../chat/chat-output.js';
@@ -13,6 +13,7 @@ import {
   thinkingBudget,
   withObjectArguments,
   type ForcedChoice,
+  type THINKING_BUDGET_FIELDS,
 } from '../chat/chat-request.js';
 import { promptOpensReasoning } from '../chat/reasoning.js';
 import { ChatTemplateError } from '../chat/template.js';
@@ -28,6 +29,23 @@ import type { ServedModel } from './model-state.js';
 import type { ChatCompletionBody } from './schemas.js';
 import { compileForcedCall } from './forced-call.js';
 import { responseFormatConstraint } from './response-format.js';
+
+/**
+ * What the chat pipeline reads from a request, in chat-completions terms:
+ * /v1/chat/completions passes its body; the Responses and Anthropic routes translate theirs.
+ */
+export type ChatTurnRequest = Pick<
+  ChatCompletionBody,
+  | 'messages'
+  | 'tools'
+  | 'tool_choice'
+  | 'chat_template_kwargs'
+  | 'extra_body'
+  | 'parallel_tool_calls'
+  | 'response_format'
+  | 'reasoning_budget_message'
+  | (typeof THINKING_BUDGET_FIELDS)[number]
+>;
 
 export interface PreparedChat {
   prompt: string;
@@ -50,8 +68,8 @@ const HARMONY_ANALYSIS = '<|channel|>analysis<|message|>';
 const HARMONY_TO_FINAL = '<|end|><|start|>assistant<|channel|>final<|message|>';
 
 /** response_format values that constrain the reply (anything but plain text). */
-function constrainsReply(body: ChatCompletionBody): boolean {
-  const format = (body as { response_format?: unknown }).response_format;
+function constrainsReply(body: ChatTurnRequest): boolean {
+  const format = body.response_format;
   if (typeof format !== 'object' || format === null) return false;
   const type = (format as { type?: unknown }).type;
   return type !== undefined && type !== 'text';
@@ -67,7 +85,7 @@ export function specialIds(tokenizer: TextTokenizer, texts: readonly string[]): 
   return ids;
 }
 
-export function prepareChat(model: ServedModel, body: ChatCompletionBody, options: ChatPrepareOptions): PreparedChat {
+export function prepareChat(model: ServedModel, body: ChatTurnRequest, options: ChatPrepareOptions): PreparedChat {
   try {
     return prepare(model, body, options);
   } catch (err) {
@@ -76,7 +94,7 @@ export function prepareChat(model: ServedModel, body: ChatCompletionBody, option
   }
 }
 
-function prepare(model: ServedModel, body: ChatCompletionBody, options: ChatPrepareOptions): PreparedChat {
+function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepareOptions): PreparedChat {
   const { engine, chatFormat: format } = model;
   const { tokenizer } = engine;
   const plan = planTools(body.tools ?? undefined, body.tool_choice);

@@ -1,46 +1,31 @@
-// One assistant turn through the chat pipeline the chat-completions route uses:
-// prepareChat (template, tool_choice rules and instruction, kwargs, rolling reasoning
-// checkpoint, thinking-budget and forced-call constraints), generateText (the shared
-// generation path with stop strings and usage), and ChatOutput (reasoning, content and
-// tool calls split from the streamed text, reconciled with the final parse). The
-// Responses and Anthropic routes translate their requests into a ChatTurnRequest and the
-// typed events below into their wire formats, so all three API families agree.
+// One assistant turn through the chat pipeline, for every chat API: prepareChat
+// (template, tool_choice rules and instruction, kwargs, rolling reasoning checkpoint,
+// thinking-budget and forced-call constraints), generateText (the shared generation path
+// with stop strings, usage and logprobs), and ChatOutput (reasoning, content and tool
+// calls split from the streamed text, reconciled with the final parse). Chat completions
+// pass their body as the ChatTurnRequest; the Responses and Anthropic routes translate
+// theirs into one. Each route renders the typed events below in its wire format
+// (./chat-response.ts, ./responses-output.ts, ./anthropic-output.ts).
 import { ChatOutput, type OutputDelta } from '../chat/chat-output.js';
 import type { ToolChoice } from '../chat/chat-request.js';
 import type { ChatMessage } from '../chat/template.js';
-import { generateText, type TextGenerationEvent, type TextGenerationResult } from '../chat/text-generation.js';
+import { generateText, type GeneratedToken, type TextGenerationEvent, type TextGenerationResult } from '../chat/text-generation.js';
 import { ThinkingBudget } from '../chat/thinking-budget.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
-import { prepareChat, type PreparedChat } from './chat-prepare.js';
+import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
 import { badRequest } from './errors.js';
 import { generationParams } from './generation-params.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
-import type { ChatCompletionBody, SamplingFields } from './schemas.js';
+import type { SamplingFields } from './schemas.js';
 
-export type { ToolChoice, ToolDefinition };
-
-export interface ChatTurnRequest {
-  messages: ChatMessage[];
-  /** Chat-completions tools ({type: "function", function: {...}}). */
-  tools?: ToolDefinition[];
-  toolChoice?: ToolChoice;
-  /** Request-level chat_template_kwargs (merged over the server's --chat-template-kwargs). */
-  kwargs?: Record<string, unknown>;
-  /** Reasoning tokens allowed (0: the block is closed at once); undefined = no cap. */
-  thinkingBudget?: number;
-  /** false allows at most one tool call. */
-  parallelToolCalls?: boolean;
-  /** JSON Schema the answer must match (Responses text.format json_schema). */
-  outputSchema?: Record<string, unknown>;
-}
+export type { ChatTurnRequest, ToolChoice, ToolDefinition };
 
 export interface PreparedTurn {
   chat: PreparedChat;
   promptTokens: number[];
-  outputSchema?: Record<string, unknown>;
 }
 
 export interface ToolCall {
@@ -52,13 +37,20 @@ export interface ToolCall {
 
 export type FinishKind = 'stop' | 'length' | 'tool_calls';
 
-export type ChatEvent =
-  | { type: 'reasoning'; text: string }
-  | { type: 'content'; text: string }
+/**
+ * A turn started with `logprobs` sets `token` on the first event each generated token
+ * produced, and gives a token that produced none (held-back markup, part of a stop
+ * string) a 'token' event of its own, so every token's logprobs are reported.
+ */
+export type OutputEvent =
+  | { type: 'reasoning'; text: string; token?: GeneratedToken }
+  | { type: 'content'; text: string; token?: GeneratedToken }
   /** A tool call starts; its arguments follow as 'tool_arguments' pieces. */
-  | { type: 'tool_call'; index: number; id: string; name: string }
-  | { type: 'tool_arguments'; index: number; delta: string }
-  | { type: 'done'; turn: TurnResult };
+  | { type: 'tool_call'; index: number; id: string; name: string; token?: GeneratedToken }
+  | { type: 'tool_arguments'; index: number; delta: string; token?: GeneratedToken }
+  | { type: 'token'; token: GeneratedToken };
+
+export type ChatEvent = OutputEvent | { type: 'done'; turn: TurnResult };
 
 export interface TurnResult {
   finish: FinishKind;
@@ -81,24 +73,9 @@ export interface TurnPrepareOptions {
 /** Renders and tokenizes a turn; 400 for what the template, the rules or the model refuse. */
 export function prepareTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedTurn {
   rejectNonTextContent(req.messages);
-  const body: ChatCompletionBody & { response_format?: unknown } = {
-    messages: req.messages,
-    tools: req.tools && req.tools.length > 0 ? req.tools : undefined,
-    tool_choice: req.toolChoice,
-    chat_template_kwargs: req.kwargs,
-    thinking_budget_tokens: req.thinkingBudget,
-    parallel_tool_calls: req.parallelToolCalls,
-    // In chat-completions terms, so the pipeline applies its rules (and, once wired, the
-    // grammar) to it as it does to response_format.
-    ...(req.outputSchema ? { response_format: { type: 'json_schema', json_schema: { name: 'output', schema: req.outputSchema } } } : {}),
-  };
-  const chat = prepareChat(model, body, options);
-  return {
-    chat,
-    // The template owns BOS and the turn markers, so no specials are added.
-    promptTokens: model.engine.tokenizer.encode(chat.prompt, false),
-    outputSchema: req.outputSchema,
-  };
+  const chat = prepareChat(model, req, options);
+  // The template owns BOS and the turn markers, so no specials are added.
+  return { chat, promptTokens: model.engine.tokenizer.encode(chat.prompt, false) };
 }
 
 export interface TurnOptions {
@@ -108,6 +85,8 @@ export interface TurnOptions {
   defaults: SamplingDefaults;
   metrics: ServerMetrics;
   warn: (message: string) => void;
+  /** Top logprobs per token besides the chosen one's (0-20); undefined = no logprobs. */
+  logprobs?: number;
 }
 
 /**
@@ -122,6 +101,7 @@ export function startTurn(model: ServedModel, turn: PreparedTurn, options: TurnO
     ...generationParams(engine, turn.promptTokens, options.sampling, options.maxTokens, options.context, options.defaults),
     keepSpecialIds: chat.keepSpecialIds,
     ...(chat.constraint ? { constraint: chat.constraint } : {}),
+    ...(options.logprobs === undefined ? {} : { logprobs: options.logprobs }),
   };
   const events = options.metrics.track(generateText(engine, params), true);
   return chatEvents(model, turn, events, options.warn);
@@ -136,7 +116,7 @@ async function* chatEvents(
   const output = new ChatOutput(turn.chat.output);
   for await (const event of events) {
     if (event.type === 'text') {
-      yield* deltaEvents(output.push(event.text));
+      yield* deltaEvents(output.push(event.text), event.token?.logprobs ? event.token : undefined);
       continue;
     }
     const { delta, reply } = output.finish();
@@ -158,14 +138,18 @@ async function* chatEvents(
   }
 }
 
-/** One token's worth of output, in the order chat completions sends it. */
-function* deltaEvents(delta: OutputDelta): Generator<ChatEvent> {
-  if (delta.reasoning) yield { type: 'reasoning', text: delta.reasoning };
-  if (delta.content) yield { type: 'content', text: delta.content };
+/** One token's worth of output, in the order chat completions sends it; `token` goes on the first event. */
+export function deltaEvents(delta: OutputDelta, token?: GeneratedToken): OutputEvent[] {
+  const events: OutputEvent[] = [];
+  const add = (event: Exclude<OutputEvent, { type: 'token' }>) => events.push(token && events.length === 0 ? { ...event, token } : event);
+  if (delta.reasoning) add({ type: 'reasoning', text: delta.reasoning });
+  if (delta.content) add({ type: 'content', text: delta.content });
   for (const call of delta.toolCalls) {
-    if (call.id !== undefined) yield { type: 'tool_call', index: call.index, id: call.id, name: call.function.name ?? '' };
-    if (call.function.arguments) yield { type: 'tool_arguments', index: call.index, delta: call.function.arguments };
+    if (call.id !== undefined) add({ type: 'tool_call', index: call.index, id: call.id, name: call.function.name ?? '' });
+    if (call.function.arguments) add({ type: 'tool_arguments', index: call.index, delta: call.function.arguments });
   }
+  if (token && events.length === 0) events.push({ type: 'token', token });
+  return events;
 }
 
 /** The budget constraint counted them as they were sampled; otherwise the text is re-encoded. */

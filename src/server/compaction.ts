@@ -24,7 +24,7 @@ import { isInstruction, isObject, isUserMessage, normalizeInput, SUMMARY_MARK, t
 const CAPSULE_FORMAT = 'mlxcel.compaction';
 const CAPSULE_VERSION = 1;
 
-/** Defaults and bounds from the reference. */
+/** Defaults and bounds from the REST reference. */
 export const DEFAULT_SUMMARY_TOKENS = 1024;
 export const MAX_SUMMARY_TOKENS = 16384;
 const MAX_DEFAULT_KEEP_TOKENS = 8192;

@@ -8,7 +8,7 @@ import { engineConstraint, SchemaError, UnsupportedTokenizerError } from '../gra
 /**
  * The constraint, or undefined when the grammar engine cannot express the tools' schemas
  * or walk this tokenizer: the request then relies on the instruction and the narrowed tool
- * list alone, as the reference allows for such tools (and says so at warn).
+ * list alone, as the REST reference allows for such tools (and says so at warn).
  */
 export function compileForcedCall(document: WrappedJsonDocument, engine: Engine, warn: (message: string) => void): TokenConstraint | undefined {
   try {

@@ -38,7 +38,7 @@ export function samplingFrom(body: SamplingFields, defaults: SamplingDefaults, t
       multiplier: dryMultiplier,
       base: body.dry_base ?? defaults.dry_base,
       allowedLength: body.dry_allowed_length ?? defaults.dry_allowed_length,
-      // llama-server's -1 and the reference's 0 both mean the whole context.
+      // llama-server's -1 and the REST reference's 0 both mean the whole context.
       penaltyLastN: Math.max(0, body.dry_penalty_last_n ?? defaults.dry_penalty_last_n),
       sequenceBreakers: body.dry_sequence_breakers ?? defaultDryBreakers(tokenizer),
     };

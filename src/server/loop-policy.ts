@@ -1,5 +1,5 @@
 // Which loop detection (the engine's early stop on a repeating tail, ../engine/loop-detection.ts)
-// a request gets. Precedence, as the reference words it:
+// a request gets. Precedence, as the REST reference words it:
 //  1. any of max_pattern_size / min_pattern_size / min_count in the request: the request's
 //     values, the fields it leaves out taken from the server policy's thresholds (or from
 //     STANDARD_LOOP_THRESHOLDS when the policy is off); an explicit max_pattern_size 0, or a
@@ -12,7 +12,7 @@ import type { LoopDetection } from '../engine/types.js';
 /** 'auto': the per-family default; 'off': never, unless a request asks. */
 export type LoopPolicy = 'auto' | 'off' | LoopDetection;
 
-/** The reference's Gemma 4 thresholds; also what a request that sets only some fields starts from. */
+/** The REST reference's Gemma 4 thresholds; also what a request that sets only some fields starts from. */
 export const STANDARD_LOOP_THRESHOLDS: Readonly<LoopDetection> = Object.freeze({ minPatternSize: 1, maxPatternSize: 20, minCount: 4 });
 
 /** Families that fall into loops often enough to want detection on by default, by model_type. */

@@ -1,9 +1,9 @@
-// GET /metrics: Prometheus text from prom-client, with the reference's names, types and
+// GET /metrics: Prometheus text from prom-client, with the REST reference's names, types and
 // HELP texts. Each app owns its Registry (never the global one), so several servers can
 // live in one process, as the tests run them.
 //
 // Two sources: the request counters (mlxcel_requests_total and its token/time siblings)
-// are counted here as generations finish, under the reference's rules; everything else
+// are counted here as generations finish, under the REST reference's rules; everything else
 // mirrors engine.stats() at scrape time.
 import { Router } from 'express';
 import { Counter, Gauge, Registry } from 'prom-client';
@@ -70,7 +70,7 @@ export class ServerMetrics {
    * Passes a generation's events through, counting it when it finishes (its 'done'
    * event) if `record`. A generation the client abandoned never reaches 'done', so a
    * cancelled stream is not counted. Routes pass record=false for streaming
-   * /v1/completions and /completion, which the reference leaves unrecorded.
+   * /v1/completions and /completion, which the REST reference leaves unrecorded.
    */
   track(events: AsyncIterable<TextGenerationEvent>, record: boolean): AsyncIterable<TextGenerationEvent> {
     if (!record) return events;

@@ -43,7 +43,7 @@ export class ModelState {
     return this.state.kind === 'ready' ? this.state.model : undefined;
   }
 
-  /** The model for a route that needs it; 503 while loading, as the reference specifies. */
+  /** The model for a route that needs it; 503 while loading, as the REST reference specifies. */
   require(): ServedModel {
     const model = this.current;
     if (!model) throw new ApiError(503, 'server_busy', 'Loading model');

@@ -94,7 +94,7 @@ function checkPart(part: unknown, path: string, role: string): void {
   if (!isObject(part)) throw badRequest(`${path} must be an object`);
   switch (part.type) {
     // Chat-completions parts ("text", "image_url") are accepted too: clients moving from
-    // /v1/chat/completions send them, and the reference reuses that schema.
+    // /v1/chat/completions send them, and the REST reference reuses that schema.
     case 'input_text':
     case 'output_text':
     case 'text':

@@ -1,8 +1,8 @@
-// Request bodies of the Responses routes: their JSON schemas, the refusals the reference
+// Request bodies of the Responses routes: their JSON schemas, the refusals the REST reference
 // lists (built-in tools, truncation, background), and the translation of tools,
 // tool_choice and text.format into the chat pipeline's terms (./chat-turn.ts).
 import { Ajv } from 'ajv';
-import type { ToolChoice, ToolDefinition } from './chat-turn.js';
+import type { ChatTurnRequest, ToolChoice, ToolDefinition } from './chat-turn.js';
 import { badRequest } from './errors.js';
 import { isObject } from './responses-items.js';
 import { extendedSamplingProperties, validateBody, type SamplingFields } from './schemas.js';
@@ -185,14 +185,14 @@ export function chatToolChoice(choice: ResponsesBody['tool_choice']): ToolChoice
   throw badRequest(`tool_choice.type "${type}" is not supported; use "function"`);
 }
 
-/** The JSON schema of text.format, if the request asks for one. */
-export function outputSchema(text: ResponsesBody['text']): Record<string, unknown> | undefined {
+/** text.format as a chat-completions response_format, if the request asks for a JSON schema. */
+export function responseFormat(text: ResponsesBody['text']): ChatTurnRequest['response_format'] {
   const format = text?.format;
   if (!format || format.type === 'text') return undefined;
   if (format.type === 'json_object') throw badRequest('text.format type "json_object" is not supported; use "json_schema"');
   if (format.type !== 'json_schema') throw badRequest(`text.format.type "${String(format.type)}" is not supported`);
   if (!isObject(format.schema)) throw badRequest('text.format.schema must be an object');
-  return format.schema;
+  return { type: 'json_schema', json_schema: { name: 'output', schema: format.schema } };
 }
 
 /**

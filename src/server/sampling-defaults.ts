@@ -38,7 +38,7 @@ export interface SamplingDefaults {
  * 1, frequency/presence 0, dry_multiplier 0) and XTC off (xtc_probability 0).
  * repeat_last_n, dry_base, dry_allowed_length and xtc_threshold are llama-server's, inert
  * while their sampler is off; dry_penalty_last_n is 0 (the whole context) as in the
- * reference's /props example. p_less has no server-wide default (the reference).
+ * reference's /props example. p_less has no server-wide default (the REST reference).
  */
 export const DEFAULT_SAMPLING: Readonly<SamplingDefaults> = Object.freeze({
   n_predict: -1,

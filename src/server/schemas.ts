@@ -55,7 +55,7 @@ export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields {
   messages: ChatMessage[];
   chat_template_kwargs?: Opt<Record<string, unknown>>;
   tools?: Opt<ToolDefinition[]>;
-  /** Checked by src/chat/chat-request.ts, which words the 400s the reference lists. */
+  /** Checked by src/chat/chat-request.ts, which words the 400s the REST reference lists. */
   tool_choice?: unknown;
   parallel_tool_calls?: Opt<boolean>;
   /** OpenAI logprobs: `top_logprobs` (0-20) needs `logprobs: true`. */
@@ -97,7 +97,7 @@ const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
 
 
 /**
- * The sampler knobs beyond temperature/top_p/top_k, their ranges as the reference and
+ * The sampler knobs beyond temperature/top_p/top_k, their ranges as the REST reference and
  * llama-server/vLLM read them. Shared with the Responses schema.
  */
 export const extendedSamplingProperties = {
@@ -113,14 +113,14 @@ export const extendedSamplingProperties = {
   dry_multiplier: { ...nullable('number'), minimum: 0 },
   dry_base: { ...nullable('number'), minimum: 1 },
   dry_allowed_length: { ...nullable('integer'), minimum: 1 },
-  // 0 (the reference) or -1 (llama-server) = the whole context.
+  // 0 (the REST reference) or -1 (llama-server) = the whole context.
   dry_penalty_last_n: { ...nullable('integer'), minimum: -1 },
   dry_sequence_breakers: { ...nullable('array'), items: { type: 'integer', minimum: 0 } },
   xtc_probability: { ...nullable('number'), minimum: 0, maximum: 1 },
   xtc_threshold: { ...nullable('number'), minimum: 0, maximum: 1 },
   max_pattern_size: { ...nullable('integer'), minimum: 0 },
   min_pattern_size: { ...nullable('integer'), minimum: 0 },
-  // Below 2 disables detection for the request (the reference): not an error.
+  // Below 2 disables detection for the request (the REST reference): not an error.
   min_count: nullable('integer'),
   cache_prompt: nullable('boolean'),
   extra_body: { ...nullable('object'), properties: { cache_prompt: nullable('boolean') } },

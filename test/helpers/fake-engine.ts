@@ -5,7 +5,7 @@ import type { Engine } from '../../src/engine/engine.js';
 import { QueueFullError, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
-import { disabledCacheStats } from '../../src/server/cache.js';
+import { disabledCacheStats } from '../../src/server/routes/cache.js';
 
 export const STORIES_DIR = new URL('../../models/stories260k', import.meta.url).pathname;
 

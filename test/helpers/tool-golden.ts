@@ -1,16 +1,17 @@
 // Runs a model's reply text through the real output path without a GPU: the text is
 // tokenized with a real tokenizer, the ids come out of a scripted engine, generateText
-// detokenizes them (keeping the markup's special tokens, as the chat route does) and
-// ChatOutput splits them into the chunks a client would receive.
+// detokenizes them (keeping the markup's special tokens, as the chat routes do),
+// ChatOutput splits them, and the chat turn's events become the chunks a client would receive.
 import { join } from 'node:path';
-import { ChatOutput, type ChatOutputConfig, type ChatReply } from '../../src/chat/chat-output.js';
+import { ChatOutput, type ChatOutputConfig, type ChatReply, type OutputDelta } from '../../src/chat/chat-output.js';
 import { generateText } from '../../src/chat/text-generation.js';
 import type { Engine } from '../../src/engine/engine.js';
 import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
-import { disabledCacheStats } from '../../src/server/cache.js';
-import { deltaChunks } from '../../src/server/chat-response.js';
+import { disabledCacheStats } from '../../src/server/routes/cache.js';
+import { chunkDelta } from '../../src/server/chat-response.js';
+import { deltaEvents } from '../../src/server/chat-turn.js';
 
 export type LenmlName = 'qwen3' | 'llama3_1' | 'gemma3' | 'deepseek_v3' | 'gptoss';
 
@@ -79,6 +80,9 @@ export interface StreamedReply {
   reply: ChatReply;
   warnings: string[];
 }
+
+/** The chunk deltas one output delta becomes on the chat-completions stream. */
+const deltaChunks = (delta: OutputDelta) => deltaEvents(delta).map(chunkDelta);
 
 /** Feeds `text`'s tokens through generateText and ChatOutput, one token at a time. */
 export async function streamReply(

@@ -1,12 +1,12 @@
 // The prompt-cache endpoints, always mounted: GET /v1/cache/stats (the engine's snapshot,
-// every field of the reference) and POST /v1/cache/reset (frees every cached block no
+// every field of the REST reference) and POST /v1/cache/reset (frees every cached block no
 // running request holds and returns what was freed; idempotent). With the cache off
 // (--no-cache-prompt) both answer the same fixed disabled payload, so monitoring needs no
 // conditional routing.
 import { Router } from 'express';
-import type { Engine } from '../engine/engine.js';
-import type { PromptCacheStats } from '../engine/prompt-cache.js';
-import type { ModelState } from './model-state.js';
+import type { Engine } from '../../engine/engine.js';
+import type { PromptCacheStats } from '../../engine/prompt-cache.js';
+import type { ModelState } from '../model-state.js';
 
 /** The disabled snapshot: the engine's block size and hash, every bound and counter 0. */
 export function disabledCacheStats(blockSize: number): PromptCacheStats {

@@ -1,11 +1,11 @@
 // GET /props: the server's default generation settings (what a request gets for each
-// field it omits; see ./sampling-defaults.ts) and its slot count, in llama-server's shape.
+// field it omits; see ../sampling-defaults.ts) and its slot count, in llama-server's shape.
 import { Router } from 'express';
-import { serverLoopDetection } from './loop-policy.js';
-import type { ModelState } from './model-state.js';
-import type { SamplingDefaults } from './sampling-defaults.js';
+import { serverLoopDetection } from '../loop-policy.js';
+import type { ModelState } from '../model-state.js';
+import type { SamplingDefaults } from '../sampling-defaults.js';
 
-/** u64::MAX: how the reference (and llama-server's u32 cousin) says "no seed configured". */
+/** u64::MAX: how the REST reference (and llama-server's u32 cousin) says "no seed configured". */
 const UNSET_SEED = '18446744073709551615';
 
 export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Router {

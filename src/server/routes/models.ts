@@ -1,6 +1,6 @@
 // GET /v1/models: the one model this process serves.
 import { Router } from 'express';
-import type { ModelState } from './model-state.js';
+import type { ModelState } from '../model-state.js';
 
 export function modelRoutes(models: ModelState): Router {
   const router = Router();

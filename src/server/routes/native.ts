@@ -1,17 +1,17 @@
 // llama-server's native routes: POST /completion, /tokenize and /detokenize.
 import { Router } from 'express';
-import { collectText, generateText, type TextGenerationResult } from '../chat/text-generation.js';
-import type { Engine } from '../engine/engine.js';
-import { serverError } from './errors.js';
-import { generationParams, tokenizePrompt } from './generation-params.js';
-import { completionProbabilities } from './logprobs.js';
-import type { ServerMetrics } from './metrics.js';
-import type { ModelState } from './model-state.js';
-import { requestContext } from './request-context.js';
-import { rejectResponseFormat } from './response-format.js';
-import type { SamplingDefaults } from './sampling-defaults.js';
-import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from './schemas.js';
-import { endSse, runSse, sendSse } from './sse.js';
+import { collectText, generateText, type TextGenerationResult } from '../../chat/text-generation.js';
+import type { Engine } from '../../engine/engine.js';
+import { serverError } from '../errors.js';
+import { generationParams, tokenizePrompt } from '../generation-params.js';
+import { completionProbabilities } from '../logprobs.js';
+import type { ServerMetrics } from '../metrics.js';
+import type { ModelState } from '../model-state.js';
+import { requestContext } from '../request-context.js';
+import { rejectResponseFormat } from '../response-format.js';
+import type { SamplingDefaults } from '../sampling-defaults.js';
+import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
+import { endSse, runSse, sendSse } from '../sse.js';
 
 export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
   const router = Router();
@@ -29,7 +29,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
       ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults),
       ...(nProbs > 0 ? { logprobs: nProbs } : {}),
     };
-    // The reference leaves streaming /completion out of /metrics' request counts.
+    // The REST reference leaves streaming /completion out of /metrics' request counts.
     const events = metrics.track(generateText(engine, params), !body.stream);
 
     if (body.stream) {

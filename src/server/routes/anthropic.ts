@@ -4,15 +4,15 @@
 // Anthropic's envelope, including those raised before the route (auth, malformed JSON),
 // which is why anthropicErrorScope is mounted ahead of the authentication middleware.
 import { Router, type RequestHandler } from 'express';
-import { anthropicError, MessageBuilder, newMessageId } from './anthropic-output.js';
-import { chatTurn, parseCountTokensBody, parseMessagesBody, samplingFields } from './anthropic-request.js';
-import { prepareTurn, startTurn } from './chat-turn.js';
-import { isUnexpected, toApiError, type ApiError } from './errors.js';
-import type { ServerMetrics } from './metrics.js';
-import type { ModelState } from './model-state.js';
-import { requestContext } from './request-context.js';
-import type { SamplingDefaults } from './sampling-defaults.js';
-import { sendSseEvent, startSse } from './sse.js';
+import { anthropicError, MessageBuilder, newMessageId } from '../anthropic-output.js';
+import { chatTurn, parseCountTokensBody, parseMessagesBody, samplingFields } from '../anthropic-request.js';
+import { prepareTurn, startTurn } from '../chat-turn.js';
+import { isUnexpected, toApiError, type ApiError } from '../errors.js';
+import type { ServerMetrics } from '../metrics.js';
+import type { ModelState } from '../model-state.js';
+import { requestContext } from '../request-context.js';
+import type { SamplingDefaults } from '../sampling-defaults.js';
+import { sendSseEvent, startSse } from '../sse.js';
 
 export const ANTHROPIC_PATHS = ['/v1/messages', '/messages'];
 

@@ -1,8 +1,8 @@
 // GET /health and GET /: liveness, loading status and the engine's load, open even when
-// an API key is set. 503 while loading or while every slot is busy, as the reference has it.
+// an API key is set. 503 while loading or while every slot is busy, as the REST reference has it.
 import { Router } from 'express';
-import { supportsTools } from '../chat/tools/registry.js';
-import type { ModelState } from './model-state.js';
+import { supportsTools } from '../../chat/tools/registry.js';
+import type { ModelState } from '../model-state.js';
 
 export function healthRoutes(models: ModelState): Router {
   const router = Router();

@@ -4,12 +4,12 @@
 //
 // A request's conversation is the stored history it continues (previous_response_id, or
 // a string-form conversation) followed by its input items, compaction items expanded
-// (./compaction.ts), rendered through the chat pipeline (./chat-turn.ts) after the
+// (../compaction.ts), rendered through the chat pipeline (../chat-turn.ts) after the
 // `instructions`, which OpenAI does not carry over from a previous response.
 import { Router, type Request, type Response } from 'express';
-import type { ChatMessage } from '../chat/template.js';
-import { BoundedStore, type StoreLimits } from './bounded-store.js';
-import { collectTurn, prepareTurn, startTurn, type ChatEvent, type PreparedTurn, type TurnPrepareOptions } from './chat-turn.js';
+import type { ChatMessage } from '../../chat/template.js';
+import { BoundedStore, type StoreLimits } from '../bounded-store.js';
+import { collectTurn, prepareTurn, startTurn, type ChatEvent, type PreparedTurn, type TurnPrepareOptions } from '../chat-turn.js';
 import {
   automaticSummaryTokens,
   compactItems,
@@ -17,25 +17,25 @@ import {
   defaultKeepTokens,
   resolveItems,
   type CompactionDeps,
-} from './compaction.js';
-import { ApiError, badRequest, isUnexpected, toApiError } from './errors.js';
-import type { ServerMetrics } from './metrics.js';
-import type { ModelState, ServedModel } from './model-state.js';
-import { requestContext, type RequestContext } from './request-context.js';
-import { itemsToMessages, normalizeInput, type Item } from './responses-items.js';
-import { newId, ResponseBuilder, type ResponseObject } from './responses-output.js';
+} from '../compaction.js';
+import { ApiError, badRequest, isUnexpected, toApiError } from '../errors.js';
+import type { ServerMetrics } from '../metrics.js';
+import type { ModelState, ServedModel } from '../model-state.js';
+import { requestContext, type RequestContext } from '../request-context.js';
+import { itemsToMessages, normalizeInput, type Item } from '../responses-items.js';
+import { newId, ResponseBuilder, type ResponseObject } from '../responses-output.js';
 import {
   chatToolChoice,
   chatTools,
-  outputSchema,
   parseCompactBody,
   parseResponsesBody,
+  responseFormat,
   templateKwargs,
   thinkingBudget,
   type ResponsesBody,
-} from './responses-request.js';
-import type { SamplingDefaults } from './sampling-defaults.js';
-import { sendSseEvent, startSse } from './sse.js';
+} from '../responses-request.js';
+import type { SamplingDefaults } from '../sampling-defaults.js';
+import { sendSseEvent, startSse } from '../sse.js';
 
 export interface ResponsesOptions {
   /** --responses-store-max-entries / --responses-store-ttl-secs. */
@@ -269,7 +269,7 @@ function prepareOptions(id: string, options: ResponsesOptions): TurnPrepareOptio
 function turnBuilder(model: ServedModel, body: ResponsesBody, prepare: TurnPrepareOptions): (items: Item[]) => PreparedTurn {
   const tools = chatTools(body.tools);
   const toolChoice = chatToolChoice(body.tool_choice);
-  const schema = outputSchema(body.text);
+  const format = responseFormat(body.text);
   const budget = thinkingBudget(body);
   const kwargs = templateKwargs(body);
   return (items) =>
@@ -278,11 +278,11 @@ function turnBuilder(model: ServedModel, body: ResponsesBody, prepare: TurnPrepa
       {
         messages: withInstructions(body.instructions, itemsToMessages(resolveItems(items))),
         tools,
-        toolChoice,
-        kwargs,
-        thinkingBudget: budget,
-        parallelToolCalls: body.parallel_tool_calls ?? undefined,
-        outputSchema: schema,
+        tool_choice: toolChoice,
+        chat_template_kwargs: kwargs,
+        thinking_budget_tokens: budget,
+        parallel_tool_calls: body.parallel_tool_calls,
+        response_format: format,
       },
       prepare,
     );
@@ -313,8 +313,8 @@ function compactionDeps(
       model,
       {
         messages: withInstructions(body.instructions, itemsToMessages(items)),
-        thinkingBudget: 0,
-        kwargs: { ...body.chat_template_kwargs, enable_thinking: false },
+        thinking_budget_tokens: 0,
+        chat_template_kwargs: { ...body.chat_template_kwargs, enable_thinking: false },
       },
       prepare,
     );

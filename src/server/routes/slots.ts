@@ -2,7 +2,7 @@
 // queue, from the engine's own view (engine.stats().slotStates). Mounted unless
 // --no-slots; 503 while the model loads, like every route that needs it.
 import { Router } from 'express';
-import type { ModelState } from './model-state.js';
+import type { ModelState } from '../model-state.js';
 
 export function slotRoutes(models: ModelState): Router {
   const router = Router();
