@@ -31,8 +31,8 @@ export class ThinkingBudget implements TokenConstraint {
   private forcedAt = 0;
   private tail = '';
 
-  constructor(private readonly o: ThinkingBudgetOptions) {
-    this.state = o.startsInside ? 'thinking' : 'before';
+  constructor(private readonly options: ThinkingBudgetOptions) {
+    this.state = options.startsInside ? 'thinking' : 'before';
   }
 
   /** Reasoning tokens counted so far. */
@@ -41,29 +41,29 @@ export class ThinkingBudget implements TokenConstraint {
   }
 
   allowed(): Uint32Array | undefined {
-    if (this.state === 'thinking' && this.used >= this.o.budget) this.state = 'forcing';
+    if (this.state === 'thinking' && this.used >= this.options.budget) this.state = 'forcing';
     if (this.state !== 'forcing') return undefined;
-    const id = this.o.forced[this.forcedAt]!;
-    const mask = new Uint32Array(Math.ceil(this.o.vocabSize / 32));
+    const id = this.options.forced[this.forcedAt]!;
+    const mask = new Uint32Array(Math.ceil(this.options.vocabSize / 32));
     mask[id >>> 5] = 1 << (id & 31);
     return mask;
   }
 
   accept(token: number): void {
-    this.tail = (this.tail + this.o.piece(token)).slice(-TAIL);
+    this.tail = (this.tail + this.options.piece(token)).slice(-TAIL);
     switch (this.state) {
       case 'before':
-        if (this.tail.includes(this.o.open)) {
+        if (this.tail.includes(this.options.open)) {
           this.state = 'thinking';
-          this.tail = this.tail.slice(this.tail.indexOf(this.o.open) + this.o.open.length);
+          this.tail = this.tail.slice(this.tail.indexOf(this.options.open) + this.options.open.length);
         }
         return;
       case 'thinking':
-        if (this.tail.includes(this.o.close)) this.state = 'done';
+        if (this.tail.includes(this.options.close)) this.state = 'done';
         else this.used++;
         return;
       case 'forcing':
-        if (++this.forcedAt >= this.o.forced.length) this.state = 'done';
+        if (++this.forcedAt >= this.options.forced.length) this.state = 'done';
         return;
       case 'done':
         return;

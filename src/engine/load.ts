@@ -17,33 +17,31 @@ const BLOCK_SIZE = 16;
 /** Default KV budget across all slots when --ctx-size is not given. */
 const DEFAULT_TOTAL_CONTEXT = 8192;
 
-export async function loadEngine(o: EngineOptions): Promise<Engine> {
-  const dir = resolve(o.modelDir);
-  const slots = o.parallel ?? ENGINE_DEFAULTS.parallel;
-  const batchSize = o.batchSize ?? ENGINE_DEFAULTS.batchSize;
+export async function loadEngine(options: EngineOptions): Promise<Engine> {
+  const dir = resolve(options.modelDir);
+  const slots = options.parallel ?? ENGINE_DEFAULTS.parallel;
+  const batchSize = options.batchSize ?? ENGINE_DEFAULTS.batchSize;
   const cfg = readModelConfig(dir);
   const maxPositions = cfg.maxPositions;
   // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
   // slot gets the model's trained length within a total budget.
-  const perSlot = o.contextSize && o.contextSize > 0
-    ? Math.floor(o.contextSize / slots)
+  const perSlot = options.contextSize && options.contextSize > 0
+    ? Math.floor(options.contextSize / slots)
     : Math.min(maxPositions, Math.floor(DEFAULT_TOTAL_CONTEXT / slots));
-  if (perSlot < 2) throw new Error(`--ctx-size ${o.contextSize} leaves ${perSlot} tokens per slot for ${slots} slots`);
+  if (perSlot < 2) throw new Error(`--ctx-size ${options.contextSize} leaves ${perSlot} tokens per slot for ${slots} slots`);
   // Every slot can hold a full context at once, so admission never waits on KV space;
   // the prompt cache's blocks come on top.
   const slotBlocks = slots * Math.ceil(perSlot / BLOCK_SIZE);
   const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
-  const cacheOn = o.cachePrompt !== false;
-  const cacheMaxEntries = o.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
-  const cacheCapacityBytes = o.cacheCapacityBytes ?? slotBlocks * blockBytes;
+  const cacheOn = options.cachePrompt !== false;
+  const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
+  const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
-  const gpu = await openGpu((o.backend ?? 'auto') as Backend, { quietDawn: o.quietDawn });
-  o.log?.(`adapter ${gpu.description}`);
+  const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
+  options.log?.(`adapter ${gpu.description}`);
   // On a CPU adapter the KV cache is host memory, allocated untouched and filled as
   // sequences grow: a cache the machine cannot hold would load, then die to the
-  // out-of-memory killer mid-request. (Before the cache moved to textures, the 128 MiB
-  // storage-binding limit per layer refused such contexts by accident.) WebGPU reports no
-  // GPU memory to check against.
+  // out-of-memory killer mid-request. WebGPU reports no GPU memory to check against.
   const kvBytes = (slotBlocks + cacheBlocks) * blockBytes;
   if (gpu.isCpu && kvBytes > freemem()) {
     const gib = (b: number) => (b / 2 ** 30).toFixed(1);
@@ -61,37 +59,36 @@ export async function loadEngine(o: EngineOptions): Promise<Engine> {
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {
-    id: o.alias ?? basename(dir),
+    id: options.alias ?? basename(dir),
     architecture: model.cfg.modelType,
     vocabSize: model.cfg.vocab,
     contextSize: perSlot,
     eosTokenIds: [...eos],
   };
-  o.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
-  o.log?.(`context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
+  options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
+  options.log?.(`context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
   const runner = new ForwardRunner(model);
-  if (o.warmup !== false) await runner.warmUp();
+  if (options.warmup !== false) await runner.warmUp();
   return new Scheduler(info, tokenizer, gpu.description, runner, {
     slots,
-    maxQueue: o.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
+    maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     cache: {
       enabled: cacheOn,
       blockBytes,
       capacityBytes: cacheCapacityBytes,
       maxEntries: cacheMaxEntries,
-      ttlMs: (o.cacheTtlSecs ?? ENGINE_DEFAULTS.cacheTtlSecs) * 1000,
+      ttlMs: (options.cacheTtlSecs ?? ENGINE_DEFAULTS.cacheTtlSecs) * 1000,
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });
 }
 
 /**
- * One full garbage collection. Parsing the tokenizer leaves ~45 MB of garbage in the JS
- * heap (Qwen3's), and a server idling or decoding allocates too little for V8 to collect
- * it soon. Collected here (~40 ms), V8 returns the pages while the weights load: resident
- * memory once ready is ~30 MB lower (1131-1135 -> 1097-1104 MiB on the bench model;
- * bench/RESULTS.md, sixth session). `gc` exists only in contexts created after
- * --expose-gc is set, hence the new context.
+ * One full garbage collection. Parsing the tokenizer leaves tens of MB of garbage in the
+ * JS heap, and a server idling or decoding allocates too little for V8 to collect it soon.
+ * Collected here, V8 returns the pages while the weights load, so the server is ready with
+ * less resident memory. `gc` exists only in contexts created after --expose-gc is set,
+ * hence the new context.
  */
 function collectGarbage(): void {
   setFlagsFromString('--expose-gc');

@@ -2,11 +2,11 @@
 // pattern of k tokens repeated minCount times, for some k in [minPatternSize, maxPatternSize].
 import type { LoopDetection } from './types.js';
 
-export function isLooping(tokens: number[], d: LoopDetection): boolean {
-  if (d.minCount < 2 || d.maxPatternSize <= 0) return false;
-  const lo = Math.max(1, d.minPatternSize);
-  for (let k = lo; k <= d.maxPatternSize; k++) {
-    const span = k * d.minCount;
+export function isLooping(tokens: number[], detection: LoopDetection): boolean {
+  if (detection.minCount < 2 || detection.maxPatternSize <= 0) return false;
+  const lo = Math.max(1, detection.minPatternSize);
+  for (let k = lo; k <= detection.maxPatternSize; k++) {
+    const span = k * detection.minCount;
     if (span > tokens.length) break;
     const start = tokens.length - span;
     let repeats = true;

@@ -4,9 +4,9 @@
 import type { TokenPenalty } from './forward.js';
 import { PENALTY_WINDOW, type DryParams, type SamplingParams } from './types.js';
 
-/** Whether `s` turns on a penalty sampler, which then needs the sequence's history. */
-export function hasPenalties(s: SamplingParams): boolean {
-  return hasRepetitionPenalty(s) || (s.dry !== undefined && s.dry.multiplier > 0);
+/** Whether `sampling` turns on a penalty sampler, which then needs the sequence's history. */
+export function hasPenalties(sampling: SamplingParams): boolean {
+  return hasRepetitionPenalty(sampling) || (sampling.dry !== undefined && sampling.dry.multiplier > 0);
 }
 
 function hasRepetitionPenalty(s: SamplingParams): boolean {
@@ -14,20 +14,20 @@ function hasRepetitionPenalty(s: SamplingParams): boolean {
 }
 
 /** Repetition, frequency and presence penalties, then DRY, merged per token. */
-export function penalties(history: number[], s: SamplingParams): Map<number, TokenPenalty> | undefined {
+export function penalties(history: number[], sampling: SamplingParams): Map<number, TokenPenalty> | undefined {
   const out = new Map<number, TokenPenalty>();
-  const rp = s.repetitionPenalty ?? 1;
-  const fp = s.frequencyPenalty ?? 0;
-  const pp = s.presencePenalty ?? 0;
-  if (hasRepetitionPenalty(s)) {
-    const n = s.repetitionContextSize ?? PENALTY_WINDOW;
+  const rp = sampling.repetitionPenalty ?? 1;
+  const fp = sampling.frequencyPenalty ?? 0;
+  const pp = sampling.presencePenalty ?? 0;
+  if (hasRepetitionPenalty(sampling)) {
+    const n = sampling.repetitionContextSize ?? PENALTY_WINDOW;
     const window = n < 0 ? history : n === 0 ? [] : history.slice(-n);
     const counts = new Map<number, number>();
     for (const t of window) counts.set(t, (counts.get(t) ?? 0) + 1);
     for (const [token, count] of counts) out.set(token, { repeat: rp, subtract: count * fp + pp });
   }
-  if (s.dry && s.dry.multiplier > 0) {
-    for (const [token, penalty] of dryPenalties(history, s.dry)) {
+  if (sampling.dry && sampling.dry.multiplier > 0) {
+    for (const [token, penalty] of dryPenalties(history, sampling.dry)) {
       const p = out.get(token) ?? { repeat: 1, subtract: 0 };
       p.subtract += penalty;
       out.set(token, p);
@@ -42,12 +42,12 @@ export function penalties(history: number[], s: SamplingParams): Map<number, Tok
  * multiplier * base^(L - allowedLength); a sequence breaker ends any match. Match lengths
  * come from the Z-function of the reversed window, so one step is linear in the window.
  */
-export function dryPenalties(history: number[], d: DryParams): Map<number, number> {
-  const window = d.penaltyLastN > 0 ? history.slice(-d.penaltyLastN) : history;
+export function dryPenalties(history: number[], dry: DryParams): Map<number, number> {
+  const window = dry.penaltyLastN > 0 ? history.slice(-dry.penaltyLastN) : history;
   const n = window.length;
   const out = new Map<number, number>();
   if (n < 2) return out;
-  const breakers = new Set(d.sequenceBreakers);
+  const breakers = new Set(dry.sequenceBreakers);
   // rev[i] = window[n-1-i]; z[i] = length of the common prefix of rev and rev[i..], i.e. of
   // the common suffix of the whole window and window[..n-1-i].
   const rev = window.slice().reverse();
@@ -59,8 +59,8 @@ export function dryPenalties(history: number[], d: DryParams): Map<number, numbe
     // The stretch ending at window[n-1-i] is followed by window[n-i].
     const next = window[n - i];
     const len = Math.min(z[i], tailRun);
-    if (len < d.allowedLength || breakers.has(next)) continue;
-    const penalty = d.multiplier * Math.pow(d.base, len - d.allowedLength);
+    if (len < dry.allowedLength || breakers.has(next)) continue;
+    const penalty = dry.multiplier * Math.pow(dry.base, len - dry.allowedLength);
     out.set(next, Math.max(out.get(next) ?? 0, penalty));
   }
   return out;

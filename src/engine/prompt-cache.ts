@@ -65,24 +65,24 @@ export class PromptCache {
   private rejectionsOversized = 0;
 
   constructor(
-    readonly o: PromptCacheOptions,
+    readonly options: PromptCacheOptions,
     /** Gives an evicted block back to the KV pool. */
     private readonly freeBlock: (block: number) => void,
     private readonly now: () => number = Date.now,
   ) {}
 
   get enabled(): boolean {
-    return this.o.enabled;
+    return this.options.enabled;
   }
 
   /** Chained keys of the full blocks of `tokens`. */
   keys(tokens: number[], blocks: number): string[] {
     const out: string[] = [];
-    let prev = this.o.modelIdentity;
+    let prev = this.options.modelIdentity;
     for (let b = 0; b < blocks; b++) {
       const h = createHash('sha256');
       h.update(prev);
-      h.update(new Uint8Array(Uint32Array.from(tokens.slice(b * this.o.blockSize, (b + 1) * this.o.blockSize)).buffer));
+      h.update(new Uint8Array(Uint32Array.from(tokens.slice(b * this.options.blockSize, (b + 1) * this.options.blockSize)).buffer));
       prev = h.digest('hex');
       out.push(prev);
     }
@@ -96,7 +96,7 @@ export class PromptCache {
   borrow(prompt: number[]): Borrowed {
     this.expire();
     this.lookups++;
-    const usable = Math.floor((prompt.length - 1) / this.o.blockSize);
+    const usable = Math.floor((prompt.length - 1) / this.options.blockSize);
     const found: Entry[] = [];
     for (const key of this.keys(prompt, usable)) {
       const e = this.entries.get(key);
@@ -125,10 +125,10 @@ export class PromptCache {
   donate(tokens: number[], table: number[], borrowed: number): number[] {
     this.release(table.slice(0, borrowed));
     const owned = table.slice(borrowed);
-    const full = Math.min(table.length, Math.floor(tokens.length / this.o.blockSize));
+    const full = Math.min(table.length, Math.floor(tokens.length / this.options.blockSize));
     const fresh = full - borrowed;
     if (fresh <= 0) return owned;
-    if (fresh * this.o.blockBytes > this.o.capacityBytes) {
+    if (fresh * this.options.blockBytes > this.options.capacityBytes) {
       this.rejectionsOversized++;
       return owned;
     }
@@ -165,21 +165,21 @@ export class PromptCache {
   reset(): PromptCacheStats {
     const freed = [...this.entries.values()].filter((e) => e.refs === 0);
     for (const e of freed) this.freeBlock(this.remove(e));
-    return { ...this.stats(), entries: freed.length, bytes: freed.length * this.o.blockBytes, total_blocks_stored: freed.length, unique_block_hashes: freed.length };
+    return { ...this.stats(), entries: freed.length, bytes: freed.length * this.options.blockBytes, total_blocks_stored: freed.length, unique_block_hashes: freed.length };
   }
 
   stats(): PromptCacheStats {
     this.expire();
     const n = this.entries.size;
     return {
-      enabled: this.o.enabled,
+      enabled: this.options.enabled,
       apc_enabled: false,
-      block_size: this.o.blockSize,
+      block_size: this.options.blockSize,
       hash: 'sha256',
       entries: n,
-      bytes: n * this.o.blockBytes,
-      capacity_bytes: this.o.enabled ? this.o.capacityBytes : 0,
-      max_entries: this.o.enabled ? this.o.maxEntries : 0,
+      bytes: n * this.options.blockBytes,
+      capacity_bytes: this.options.enabled ? this.options.capacityBytes : 0,
+      max_entries: this.options.enabled ? this.options.maxEntries : 0,
       hits: this.hits,
       lookups: this.lookups,
       hit_rate: this.lookups ? this.hits / this.lookups : 0,
@@ -215,8 +215,8 @@ export class PromptCache {
   }
 
   private expire(): void {
-    if (this.o.ttlMs <= 0) return;
-    const cutoff = this.now() - this.o.ttlMs;
+    if (this.options.ttlMs <= 0) return;
+    const cutoff = this.now() - this.options.ttlMs;
     for (const e of [...this.entries.values()]) {
       if (e.refs === 0 && e.lastUsed < cutoff) {
         this.evictionsTtl++;
@@ -227,7 +227,7 @@ export class PromptCache {
 
   /** Enforces the byte and entry bounds by LRU eviction of unreferenced blocks. */
   private shrink(): void {
-    const maxBlocks = Math.min(this.o.maxEntries, Math.floor(this.o.capacityBytes / this.o.blockBytes));
+    const maxBlocks = Math.min(this.options.maxEntries, Math.floor(this.options.capacityBytes / this.options.blockBytes));
     for (const e of [...this.entries.values()]) {
       if (this.entries.size <= maxBlocks) break;
       if (e.refs > 0) continue;

@@ -79,19 +79,19 @@ export class Scheduler implements Engine {
     readonly tokenizer: TextTokenizer,
     readonly adapterDescription: string,
     private readonly runner: ForwardRunner,
-    private readonly o: SchedulerOptions,
+    private readonly options: SchedulerOptions,
   ) {
     const kv = runner.model.kv;
     this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
-    this.cache = new PromptCache({ ...o.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
+    this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.eos = new Set(info.eosTokenIds);
   }
 
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent> {
     if (this.closed) throw new Error('engine is closed');
-    const free = this.o.slots - this.active.length;
-    if (this.waiting.size - free >= this.o.maxQueue) throw new QueueFullError(this.waiting.size);
+    const free = this.options.slots - this.active.length;
+    if (this.waiting.size - free >= this.options.maxQueue) throw new QueueFullError(this.waiting.size);
     if (req.promptTokens.length === 0) throw new Error('empty prompt');
     if (req.promptTokens.length >= this.info.contextSize) {
       throw new Error(`prompt of ${req.promptTokens.length} tokens does not fit the context of ${this.info.contextSize}`);
@@ -126,11 +126,11 @@ export class Scheduler implements Engine {
     const queued = this.waiting.size;
     const busy = new Set(this.active.filter((s) => !s.closed).map((s) => s.slot));
     return {
-      slots: this.o.slots,
+      slots: this.options.slots,
       activeSequences: busy.size,
       queueDepth: queued,
       slotStates: [
-        ...Array.from({ length: this.o.slots }, (_, i) => (busy.has(i) ? 'decoding' as const : 'idle' as const)),
+        ...Array.from({ length: this.options.slots }, (_, i) => (busy.has(i) ? 'decoding' as const : 'idle' as const)),
         ...Array.from({ length: queued }, () => 'queued' as const),
       ],
       counters: { ...this.counters },
@@ -179,7 +179,7 @@ export class Scheduler implements Engine {
     for (let i = this.active.length - 1; i >= 0; i--) {
       if (this.active[i].closed) this.release(this.active.splice(i, 1)[0]);
     }
-    while (this.active.length < this.o.slots && this.waiting.size > 0) {
+    while (this.active.length < this.options.slots && this.waiting.size > 0) {
       const seq = this.waiting.shift()!;
       if (this.usesCache(seq)) {
         const { blocks } = this.cache.borrow(seq.req.promptTokens);
@@ -188,7 +188,7 @@ export class Scheduler implements Engine {
         seq.prefilled = seq.written = blocks.length * this.blocks.blockSize;
       }
       const taken = new Set(this.active.map((a) => a.slot));
-      seq.slot = [...Array(this.o.slots).keys()].find((i) => !taken.has(i))!;
+      seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
       this.active.push(seq);
       this.counters.sequences_started++;
     }

@@ -182,10 +182,10 @@ export class Universe {
     return cur;
   }
 
-  /** The configuration once the top frame of `s` pops. */
-  popped(s: Stack): Config {
-    if (!s.popped || s.popped.epoch !== this.epoch) s.popped = this.closure([s.parent!]);
-    return s.popped;
+  /** The configuration once the top frame of `stack` pops. */
+  popped(stack: Stack): Config {
+    if (!stack.popped || stack.popped.epoch !== this.epoch) stack.popped = this.closure([stack.parent!]);
+    return stack.popped;
   }
 
   /** Starts over when the tables are past their budget; call only between walks. */

@@ -70,22 +70,22 @@ export class Rule {
   constructor(readonly name: string) {}
 
   /** Fills in the graph (a rule may be referenced before it is defined: recursion). */
-  define(b: RuleBuilder, shape: string | undefined, min = 0, max = Infinity): this {
+  define(builder: RuleBuilder, shape: string | undefined, min = 0, max = Infinity): this {
     if (this.defined) throw new Error('rule defined twice');
     this.defined = true;
     this.shape = shapeId(shape ?? `#${this.id}`);
     this.min = min;
     this.max = max;
-    const n = b.count;
+    const n = builder.count;
     this.nodeCount = n;
-    const order = b.edges.map((_, i) => i).sort((x, y) => b.edges[x]!.from - b.edges[y]!.from || b.edges[x]!.lo - b.edges[y]!.lo);
+    const order = builder.edges.map((_, i) => i).sort((x, y) => builder.edges[x]!.from - builder.edges[y]!.from || builder.edges[x]!.lo - builder.edges[y]!.lo);
     this.edgeStart = new Int32Array(n + 1);
     this.edgeLo = new Uint8Array(order.length);
     this.edgeHi = new Uint8Array(order.length);
     this.edgeTo = new Int32Array(order.length);
     this.edgeOp = new Uint8Array(order.length);
     order.forEach((i, k) => {
-      const e = b.edges[i]!;
+      const e = builder.edges[i]!;
       this.edgeStart[e.from + 1]!++;
       this.edgeLo[k] = e.lo;
       this.edgeHi[k] = e.hi;
@@ -94,29 +94,29 @@ export class Rule {
     });
     for (let i = 0; i < n; i++) this.edgeStart[i + 1]! += this.edgeStart[i]!;
     this.eps = Array.from({ length: n }, () => []);
-    for (const e of b.epsEdges) this.eps[e.from]!.push([e.to, e.op]);
+    for (const e of builder.epsEdges) this.eps[e.from]!.push([e.to, e.op]);
     this.calls = Array.from({ length: n }, () => []);
-    for (const c of b.callEdges) this.calls[c.from]!.push({ rule: c.rule, to: c.to, op: c.op });
+    for (const c of builder.callEdges) this.calls[c.from]!.push({ rule: c.rule, to: c.to, op: c.op });
     this.final = new Uint8Array(n);
-    for (const f of b.finals) this.final[f] = 1;
+    for (const f of builder.finals) this.final[f] = 1;
     this.literal = new Uint8Array(n);
-    for (const l of b.literalNodes) this.literal[l] = 1;
+    for (const l of builder.literalNodes) this.literal[l] = 1;
     this.computeDistances();
     return this;
   }
 
   /** Counter after an edge with `op` into node `to`, or -1 when the op forbids it. */
-  apply(op: number, c: number, to: number): number {
-    if (op === 0) return c;
-    if (op & OP_MIN && c < this.min) return -1;
-    if (op & OP_ROOM && c >= this.max) return -1;
+  apply(op: number, count: number, to: number): number {
+    if (op === 0) return count;
+    if (op & OP_MIN && count < this.min) return -1;
+    if (op & OP_ROOM && count >= this.max) return -1;
     if (op & OP_INC) {
-      if (c + 1 + this.minRemain[to]! > this.max) return -1;
-      if (c + 1 + this.maxRemain[to]! < this.min) return -1;
+      if (count + 1 + this.minRemain[to]! > this.max) return -1;
+      if (count + 1 + this.maxRemain[to]! < this.min) return -1;
       // Unbounded above, counts past min are all alike.
-      return this.max === Infinity ? Math.min(c + 1, this.min) : c + 1;
+      return this.max === Infinity ? Math.min(count + 1, this.min) : count + 1;
     }
-    return c;
+    return count;
   }
 
   private computeDistances(): void {
@@ -239,7 +239,7 @@ export class RuleBuilder {
   }
 }
 
-export const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
+export const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 
 /**
  * Most counted edges on a path from each node to a final node: Infinity when the path can

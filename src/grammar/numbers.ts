@@ -16,9 +16,9 @@ export interface Dec {
   frac: string;
 }
 
-export function toDec(x: number): Dec {
-  if (!Number.isFinite(x)) throw new SchemaError('numeric bounds must be finite numbers', 'minimum');
-  const s = Math.abs(x).toString();
+export function toDec(value: number): Dec {
+  if (!Number.isFinite(value)) throw new SchemaError('numeric bounds must be finite numbers', 'minimum');
+  const s = Math.abs(value).toString();
   const [mant, exp] = s.split('e') as [string, string | undefined];
   const e = exp ? Number(exp) : 0;
   const [ip, fp = ''] = mant.split('.') as [string, string | undefined];
@@ -38,7 +38,7 @@ export function toDec(x: number): Dec {
   }
   frac = frac.replace(/0+$/, '');
   const i = BigInt(int);
-  return { neg: x < 0 && (i !== 0n || frac !== ''), int: i, frac };
+  return { neg: value < 0 && (i !== 0n || frac !== ''), int: i, frac };
 }
 
 const pow10 = (n: number): bigint => 10n ** BigInt(n);
@@ -139,12 +139,12 @@ function uintRange(b: RuleBuilder, from: number, to: number, lo: bigint, hi: big
 }
 
 /** Integers in [lo, hi]. */
-export function integerRange(b: RuleBuilder, from: number, to: number, lo: bigint, hi: bigint): void {
-  if (hi >= 0n) uintRange(b, from, to, lo > 0n ? lo : 0n, hi);
+export function integerRange(builder: RuleBuilder, from: number, to: number, lo: bigint, hi: bigint): void {
+  if (hi >= 0n) uintRange(builder, from, to, lo > 0n ? lo : 0n, hi);
   if (lo < 0n) {
-    const minus = b.node();
-    b.byte(from, 0x2d, 0x2d, minus);
-    uintRange(b, minus, to, hi < -1n ? -hi : 1n, -lo);
+    const minus = builder.node();
+    builder.byte(from, 0x2d, 0x2d, minus);
+    uintRange(builder, minus, to, hi < -1n ? -hi : 1n, -lo);
   }
 }
 
@@ -245,7 +245,7 @@ function udecimal(b: RuleBuilder, from: number, to: number, lo: Bound, hi: Bound
 const ZERO: Dec = { neg: false, int: 0n, frac: '' };
 
 /** Numbers (JSON "number") within the bounds. */
-export function numberRange(b: RuleBuilder, from: number, to: number, min: Bound | undefined, max: Bound | undefined): void {
+export function numberRange(builder: RuleBuilder, from: number, to: number, min: Bound | undefined, max: Bound | undefined): void {
   for (const bound of [min, max]) {
     if (bound && (digitsOf(bound.value.int) > MAX_DIGITS || bound.value.frac.length > MAX_DIGITS)) {
       throw new SchemaError(`numeric bounds beyond ${MAX_DIGITS} digits are not supported`, 'minimum');
@@ -259,16 +259,16 @@ export function numberRange(b: RuleBuilder, from: number, to: number, min: Bound
   const positive = !max || !max.value.neg && (cmpDec(max.value, ZERO) > 0 || !max.exclusive);
   if (positive) {
     const lo: Bound = min && !min.value.neg ? min : { value: ZERO, exclusive: false };
-    udecimal(b, from, to, lo, max);
+    udecimal(builder, from, to, lo, max);
   }
   // x < 0: "-" and y = -x > 0.
   const negative = !min || min.value.neg;
   if (negative) {
-    const minus = b.node();
-    b.byte(from, 0x2d, 0x2d, minus);
+    const minus = builder.node();
+    builder.byte(from, 0x2d, 0x2d, minus);
     const flip = (d: Dec): Dec => ({ ...d, neg: false });
     const lo: Bound = max && max.value.neg ? { value: flip(max.value), exclusive: max.exclusive } : { value: ZERO, exclusive: true };
     const hi: Bound | undefined = min ? { value: flip(min.value), exclusive: min.exclusive } : undefined;
-    udecimal(b, minus, to, lo, hi);
+    udecimal(builder, minus, to, lo, hi);
   }
 }

@@ -335,53 +335,53 @@ function checkNoAnchors(re: Re): void {
  * pattern matches (each character counted once). Loops get fresh nodes, so paths never
  * leak between alternatives.
  */
-export function emitPattern(b: RuleBuilder, pattern: string, from: number, to: number): void {
-  emit(b, anchored(parseRegex(pattern)), from, to);
+export function emitPattern(builder: RuleBuilder, pattern: string, from: number, to: number): void {
+  emit(builder, anchored(parseRegex(pattern)), from, to);
 }
 
 /** Adds paths for an already parsed, anchor-free regex. */
-export function emit(b: RuleBuilder, re: Re, from: number, to: number): void {
+export function emit(builder: RuleBuilder, re: Re, from: number, to: number): void {
   switch (re.t) {
     case 'set':
-      jsonCharEdges(b, from, to, re.set);
+      jsonCharEdges(builder, from, to, re.set);
       return;
     case 'seq': {
       if (re.items.length === 0) {
-        b.eps(from, to);
+        builder.eps(from, to);
         return;
       }
       let at = from;
       re.items.forEach((item, i) => {
-        const next = i === re.items.length - 1 ? to : b.node();
-        emit(b, item, at, next);
+        const next = i === re.items.length - 1 ? to : builder.node();
+        emit(builder, item, at, next);
         at = next;
       });
       return;
     }
     case 'alt':
-      for (const alt of re.alts) emit(b, alt, from, to);
+      for (const alt of re.alts) emit(builder, alt, from, to);
       return;
     case 'rep': {
       let at = from;
       for (let k = 0; k < re.min; k++) {
-        const next = b.node();
-        emit(b, re.item, at, next);
+        const next = builder.node();
+        emit(builder, re.item, at, next);
         at = next;
       }
       if (re.max === Infinity) {
-        const loop = b.node();
-        b.eps(at, loop);
-        emit(b, re.item, loop, loop);
-        b.eps(loop, to);
+        const loop = builder.node();
+        builder.eps(at, loop);
+        emit(builder, re.item, loop, loop);
+        builder.eps(loop, to);
         return;
       }
       for (let k = re.min; k < re.max; k++) {
-        b.eps(at, to);
-        const next = b.node();
-        emit(b, re.item, at, next);
+        builder.eps(at, to);
+        const next = builder.node();
+        emit(builder, re.item, at, next);
         at = next;
       }
-      b.eps(at, to);
+      builder.eps(at, to);
       return;
     }
     case 'bol':

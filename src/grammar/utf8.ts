@@ -117,14 +117,14 @@ const RAW: CpRange[] = [
  * first byte counted (OP_INC). Each character has one spelling: raw UTF-8 when JSON allows,
  * else its short escape, else \u00XX with lowercase hex.
  */
-export function jsonCharEdges(b: RuleBuilder, from: number, to: number, set: readonly CpRange[]): void {
+export function jsonCharEdges(builder: RuleBuilder, from: number, to: number, set: readonly CpRange[]): void {
   const ranges = normalize(set);
   for (const [lo, hi] of intersect(ranges, RAW)) {
     for (const seq of utf8Sequences(lo, hi)) {
       let at = from;
       seq.forEach(([blo, bhi], i) => {
-        const next = i === seq.length - 1 ? to : b.node();
-        b.byte(at, blo, bhi, next, i === 0 ? OP_INC : 0);
+        const next = i === seq.length - 1 ? to : builder.node();
+        builder.byte(at, blo, bhi, next, i === 0 ? OP_INC : 0);
         at = next;
       });
     }
@@ -134,8 +134,8 @@ export function jsonCharEdges(b: RuleBuilder, from: number, to: number, set: rea
   let esc: number | undefined;
   const escape = (): number => {
     if (esc === undefined) {
-      esc = b.node();
-      b.byte(from, 0x5c, 0x5c, esc, OP_INC);
+      esc = builder.node();
+      builder.byte(from, 0x5c, 0x5c, esc, OP_INC);
     }
     return esc;
   };
@@ -146,17 +146,17 @@ export function jsonCharEdges(b: RuleBuilder, from: number, to: number, set: rea
         hex.push(cp);
         continue;
       }
-      b.byte(escape(), short.charCodeAt(0), short.charCodeAt(0), to);
+      builder.byte(escape(), short.charCodeAt(0), short.charCodeAt(0), to);
     }
   }
   if (hex.length === 0) return;
   // \u00XX, lowercase hex, sharing the "\u00" prefix.
-  const u00 = b.literal(escape(), new TextEncoder().encode('u00'));
+  const u00 = builder.literal(escape(), new TextEncoder().encode('u00'));
   for (const high of [0, 1]) {
     const lows = hex.filter((cp) => cp >> 4 === high).map((cp) => (cp & 15).toString(16).charCodeAt(0));
     if (lows.length === 0) continue;
-    const digit = b.node();
-    b.byte(u00, 0x30 + high, 0x30 + high, digit);
-    for (const c of lows) b.byte(digit, c, c, to);
+    const digit = builder.node();
+    builder.byte(u00, 0x30 + high, 0x30 + high, digit);
+    for (const c of lows) builder.byte(digit, c, c, to);
   }
 }

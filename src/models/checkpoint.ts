@@ -144,7 +144,7 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
  * SwiGLU themselves (q4/q8, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
  * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
  */
-export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefixes: string[], quant?: Quantization, o: { glu?: boolean } = {}): GpuWeight {
+export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefixes: string[], quant?: Quantization, options: { glu?: boolean } = {}): GpuWeight {
   const sources = prefixes.map((prefix) => ({ prefix, ...storedMatrix(ckpt, prefix, quant) }));
   const { cols, format, groupSize, scaleFormat } = sources[0]!;
   for (const s of sources) {
@@ -153,7 +153,7 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     }
   }
   const rows = sources.reduce((n, s) => n + s.rows, 0);
-  const glu = o.glu === true && isAffine(format) && sources.length === 2 && sources[0]!.rows === sources[1]!.rows && sources[0]!.rows % GLU_BLOCK_ROWS === 0;
+  const glu = options.glu === true && isAffine(format) && sources.length === 2 && sources[0]!.rows === sources[1]!.rows && sources[0]!.rows % GLU_BLOCK_ROWS === 0;
   const order = stackOrder(sources, glu ? GLU_BLOCK_ROWS : undefined);
   const tensors = (what: string): RowRun[] => order.map((r) => ({ name: `${sources[r.source]!.prefix}.${what}`, first: r.first, rows: r.rows }));
   const [weights, scales, biases] = [tensors('weight'), tensors('scales'), tensors('biases')];

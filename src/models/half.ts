@@ -43,13 +43,13 @@ export function f32ToF16Bits(value: number): number {
 }
 
 /** float16 bits to a float32-representable number. */
-export function f16BitsToF32(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >>> 10) & 0x1f;
-  const mant = h & 0x3ff;
+export function f16BitsToF32(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >>> 10) & 0x1f;
+  const mant = bits & 0x3ff;
   if (exp === 0) return sign * mant * 2 ** -24;
   if (exp === 31) return mant ? NaN : sign * Infinity;
-  return floatOf((((h & 0x8000) << 16) | ((exp - 15 + 127) << 23) | (mant << 13)) >>> 0);
+  return floatOf((((bits & 0x8000) << 16) | ((exp - 15 + 127) << 23) | (mant << 13)) >>> 0);
 }
 
 /** One float32 value to bfloat16 bits (round to nearest even; NaN stays a quiet NaN). */
@@ -59,8 +59,8 @@ export function f32ToBf16Bits(value: number): number {
   return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
-export function bf16BitsToF32(b: number): number {
-  return floatOf((b << 16) >>> 0);
+export function bf16BitsToF32(bits: number): number {
+  return floatOf((bits << 16) >>> 0);
 }
 
 export function f32ToF16(src: ArrayLike<number>): Uint16Array {

@@ -21,14 +21,14 @@ export function embed(ctx: BuildContext): Dispatch[] {
  * normed first with qkNorm). q, k and v come from one stacked projection, which applies
  * the norm to its input itself.
  */
-export function selfAttention(ctx: BuildContext, layer: number, o: AttentionOptions = {}): Dispatch[] {
+export function selfAttention(ctx: BuildContext, layer: number, options: AttentionOptions = {}): Dispatch[] {
   const { ops, cfg, act, kv, meta } = ctx;
   const p = `model.layers.${layer}.self_attn`;
   const qkv = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
-  const bias = o.qkvBias ? ctx.vector(...qkv.map((name) => `${name}.bias`)) : undefined;
+  const bias = options.qkvBias ? ctx.vector(...qkv.map((name) => `${name}.bias`)) : undefined;
   const inputNorm = norm(ctx, `model.layers.${layer}.input_layernorm`);
   const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, ctx.matrix(...qkv), act.h, [act.q, act.k, act.v], { bias, norm: inputNorm })];
-  const headNorm = o.qkNorm ? ctx.vector(`${p}.q_norm.weight`, `${p}.k_norm.weight`) : undefined;
+  const headNorm = options.qkNorm ? ctx.vector(`${p}.q_norm.weight`, `${p}.k_norm.weight`) : undefined;
   d.push(
     ...ops.attention(p, {
       q: act.q, k: act.k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer], vCache: kv.v[layer], blockSize: kv.blockSize,

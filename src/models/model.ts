@@ -86,7 +86,7 @@ export interface LoadOptions {
   blockSize: number;
 }
 
-export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<LoadedModel> {
+export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Promise<LoadedModel> {
   const cfg = readModelConfig(dir);
   const family = familyFor(cfg.modelType);
   const device = gpu.device;
@@ -94,8 +94,8 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   const ops = new Ops(gpu);
   const f32 = (n: number, label: string) => storageBuffer(device, n * 4, label);
   const u32 = f32;
-  const T = o.maxTokens;
-  const S = o.maxSeqs;
+  const T = options.maxTokens;
+  const S = options.maxSeqs;
   const qDim = cfg.heads * cfg.headDim;
   const kvDim = cfg.kvHeads * cfg.headDim;
   // The MLP's buffers are dead while attention runs, so attention's short-lived buffers
@@ -117,17 +117,17 @@ export async function loadModel(gpu: Gpu, dir: string, o: LoadOptions): Promise<
   };
   // Quantized linear layers read their input through one shared texture: size it for the widest.
   if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.h.size, act.attn.size, act.gate.size, act.headIn.size));
-  const blocks = Math.ceil(o.kvTokens / o.blockSize);
-  const kvTexels = (blocks * o.blockSize * kvDim) / 4;
+  const blocks = Math.ceil(options.kvTokens / options.blockSize);
+  const kvTexels = (blocks * options.blockSize * kvDim) / 4;
   const kv: KvCache = {
-    blockSize: o.blockSize,
+    blockSize: options.blockSize,
     blocks,
     k: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `k_cache.${i}`)),
     v: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `v_cache.${i}`)),
   };
-  const maxTableEntries = S * Math.ceil(o.maxContext / o.blockSize);
+  const maxTableEntries = S * Math.ceil(options.maxContext / options.blockSize);
   // Penalties name at most every token of each sequence's context.
-  const biasCapacity = S * o.maxContext;
+  const biasCapacity = S * options.maxContext;
   const meta: BatchMeta = {
     tokens: u32(T, 'tokens'),
     tokenPos: u32(T, 'token_pos'),

@@ -50,9 +50,9 @@ function checkShape(N: number, K: number, bits: number, groupSize: number): void
 }
 
 /** Quantizes a row-major [N, K] float32 matrix, in float32 and in MLX's order of operations. */
-export function quantizeAffine(w: Float32Array, N: number, K: number, bits: QuantBits, groupSize: number): AffineQuantized {
+export function quantizeAffine(weights: Float32Array, N: number, K: number, bits: QuantBits, groupSize: number): AffineQuantized {
   checkShape(N, K, bits, groupSize);
-  if (w.length !== N * K) throw new Error(`quantize: ${w.length} values for [${N}, ${K}]`);
+  if (weights.length !== N * K) throw new Error(`quantize: ${weights.length} values for [${N}, ${K}]`);
   const nBins = (1 << bits) - 1;
   const perWord = 32 / bits;
   const eps = fr(1e-7);
@@ -65,7 +65,7 @@ export function quantizeAffine(w: Float32Array, N: number, K: number, bits: Quan
     let wMin = Infinity;
     let wMax = 0; // sic: the GPU kernels' max reduction starts at 0
     for (let j = 0; j < groupSize; j++) {
-      const v = w[base + j]!;
+      const v = weights[base + j]!;
       if (v > wMax) wMax = v;
       if (v < wMin) wMin = v;
     }
@@ -80,7 +80,7 @@ export function quantizeAffine(w: Float32Array, N: number, K: number, bits: Quan
       bias = edge;
     }
     for (let j = 0; j < groupSize; j++) {
-      const q = Math.min(Math.max(round(fr(fr(w[base + j]! - bias) / scale)), 0), nBins);
+      const q = Math.min(Math.max(round(fr(fr(weights[base + j]! - bias) / scale)), 0), nBins);
       const k = base + j;
       packed[(k / perWord) | 0]! |= q << ((k % perWord) * bits);
     }

@@ -115,13 +115,13 @@ export function listCheckpointTensors(dir: string): Map<string, CheckpointTensor
 }
 
 /** A float tensor (F32/F16/BF16) of a checkpoint, widened to f32. */
-export function readTensorF32(t: CheckpointTensor): Float32Array {
-  const bytes = readSafetensorsBytes(t.path, t.header, t.name);
-  switch (t.info.dtype) {
+export function readTensorF32(tensor: CheckpointTensor): Float32Array {
+  const bytes = readSafetensorsBytes(tensor.path, tensor.header, tensor.name);
+  switch (tensor.info.dtype) {
     case 'F32': return new Float32Array(bytes.buffer);
     case 'F16': return f16ToF32(new Uint16Array(bytes.buffer));
     case 'BF16': return bf16ToF32(new Uint16Array(bytes.buffer));
-    default: throw new Error(`${t.name}: dtype ${t.info.dtype} is not a float type`);
+    default: throw new Error(`${tensor.name}: dtype ${tensor.info.dtype} is not a float type`);
   }
 }
 

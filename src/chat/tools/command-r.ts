@@ -1,4 +1,4 @@
-// Cohere Command R family.
+// Cohere Command R family tool calls ("command_r").
 // R7B:  <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {...}}]<|END_ACTION|>
 //       with the answer itself wrapped in <|START_RESPONSE|> … <|END_RESPONSE|>.
 // R/R+: Action: ```json\n[{"tool_name": "f", "parameters": {...}}]\n```
@@ -6,10 +6,8 @@
 // "Action:" only counts at the start of a line, so prose that mentions it is left alone.
 import { callsFromJson } from './json-call.js';
 import { skipWs } from './json-scan.js';
-import { earliest, endAfter, endAfterJson, findAtLineStart, findLiteral } from './markers.js';
-import { objectArguments } from './functionary.js';
+import { between, earliest, endAfter, endAfterJson, findAtLineStart, findLiteral, objectArguments } from './markers.js';
 import { WRAPPER_ONLY, type ParsedToolCall, type ToolCallFormat } from './types.js';
-import { between } from './hermes.js';
 
 const START_ACTION = '<|START_ACTION|>';
 const END_ACTION = '<|END_ACTION|>';

@@ -1,10 +1,10 @@
-// IBM Granite 3.x. Calls are a JSON list after <|tool_call|>, or (3.3 with its thinking
-// layout) inside <tool_call> … </tool_call>, the answer itself wrapped in
-// <response> … </response>, which is dropped from content.
+// IBM Granite 3.x tool calls ("granite"). Calls are a JSON list after <|tool_call|>,
+//   <|tool_call|>[{"name": "f", "arguments": {...}}]
+// or (3.3 with its thinking layout) inside <tool_call> … </tool_call>, the answer itself
+// wrapped in <response> … </response>, which is dropped from content.
 import { callsFromJson } from './json-call.js';
 import { scanJsonValue, skipWs } from './json-scan.js';
-import { endAfter, endAfterJson, findLiteral } from './markers.js';
-import { between } from './hermes.js';
+import { between, endAfter, endAfterJson, findLiteral } from './markers.js';
 import { WRAPPER_ONLY, type ToolCallFormat } from './types.js';
 
 const TOOL_CALL_TOKEN = '<|tool_call|>';

@@ -8,9 +8,8 @@
 // analysis is reasoning, final and commentary without a recipient are content, and a
 // message to a recipient is a tool call (sent whole, at its end). <|call|> and <|return|>
 // end generation, so the last body usually just stops.
-import { partialSuffix } from './markers.js';
+import { objectArguments, partialSuffix } from './markers.js';
 import { newCallId } from './stream-filter.js';
-import { objectArguments } from './functionary.js';
 import type { ToolCall, ToolCallDelta } from './types.js';
 
 const START = '<|start|>';

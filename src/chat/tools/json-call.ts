@@ -46,6 +46,14 @@ export function callsFromJson(text: string, start: number, argKeys: readonly str
   return call ? [call] : undefined;
 }
 
+/** The calls of one JSON value that fills `body` (whitespace aside); undefined otherwise. */
+export function wholeJson(body: string, argKeys: readonly string[]): ParsedToolCall[] | undefined {
+  const start = skipWs(body, 0);
+  const scan = scanJsonValue(body, start, true);
+  if (scan.status !== 'complete' || skipWs(body, scan.end) !== body.length) return undefined;
+  return callsFromJson(body, start, argKeys);
+}
+
 /** Follows one call object as it is written, sending its name and argument pieces once. */
 class ObjectTracker {
   private started = false;

@@ -1,8 +1,7 @@
-// Moonshot Kimi K2: a section of calls, each "functions.NAME:INDEX" then JSON arguments.
+// Moonshot Kimi K2 tool calls ("kimi_k2"): a section of calls, each "functions.NAME:INDEX"
+// then JSON arguments.
 //   <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
-import { objectArguments } from './functionary.js';
-import { between } from './hermes.js';
-import { endAfter, findLiteral } from './markers.js';
+import { between, endAfter, findLiteral, objectArguments } from './markers.js';
 import type { ParsedToolCall, ToolCallFormat } from './types.js';
 
 const SECTION_BEGIN = '<|tool_calls_section_begin|>';

@@ -1,7 +1,9 @@
 // Finding where markup starts and ends in text that arrives in pieces. A marker split
 // across tokens ("<tool" + "_call>") is reported as partial, so the filter holds it back
-// until the next piece proves or disproves it.
-import { scanJsonValue, skipWs } from './json-scan.js';
+// until the next piece proves or disproves it. Also the small pieces of region reading
+// that several formats share: a region's body between its tags, and a JSON-object
+// arguments text.
+import { scanJsonValue, skipWs, tryParseJson } from './json-scan.js';
 import type { StartMatch } from './types.js';
 
 /** Length of the longest suffix of `text` that is a proper prefix of one of `markers`. */
@@ -95,4 +97,17 @@ export function findBareJsonCall(text: string, keys: readonly string[], final: b
     if (quoted.startsWith(typed)) return undecided();
   }
   return { kind: 'none' };
+}
+
+/** The body of a region that may lack its closing tag (generation ended first). */
+export function between(region: string, open: string, close: string): string {
+  const body = region.slice(open.length);
+  return body.endsWith(close) ? body.slice(0, -close.length) : body;
+}
+
+/** A JSON object taken as the arguments text, or undefined. */
+export function objectArguments(raw: string): string | undefined {
+  const text = raw.trim();
+  const value = tryParseJson(text);
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? text : undefined;
 }

@@ -1,15 +1,18 @@
-// Mistral. Nemo and Ministral write a JSON list after the control token:
-//   [TOOL_CALLS][{"name": "f", "arguments": {...}, "id": "abc123XYZ"}]
-// Ministral 2410+, Mistral Small 3, Magistral and Devstral write one call per token:
+// Mistral tool calls ("mistral"): Ministral 2410+, Mistral Small 3, Magistral and
+// Devstral write one call per token,
 //   [TOOL_CALLS]f[ARGS]{...}        (some versions: [TOOL_CALLS]f[CALL_ID]abc123XYZ[ARGS]{...})
-// Both read both shapes; they differ in the forced-choice wire and in detection.
+// and Nemo's JSON list after the control token is read as well:
+//   [TOOL_CALLS][{"name": "f", "arguments": {...}, "id": "abc123XYZ"}]
+// mistral_nemo (mistral-nemo.ts) reads the same markup; the two differ in the
+// forced-choice wire and in detection.
 import { randomInt } from 'node:crypto';
 import { callsFromJson, JsonCallsStreamer, RawArgumentsStreamer } from './json-call.js';
 import { scanJsonValue, skipWs, tryParseJson } from './json-scan.js';
 import { endAfterJson, findLiteral } from './markers.js';
 import type { CallEvent, CallStreamer, ParsedToolCall, ToolCallFormat } from './types.js';
 
-const TOOL_CALLS = '[TOOL_CALLS]';
+/** The control token that opens every call region. */
+export const TOOL_CALLS = '[TOOL_CALLS]';
 const ARGS = '[ARGS]';
 const CALL_ID = '[CALL_ID]';
 /** A name (and call id) longer than this, or with a line break, is not a call. */
@@ -83,19 +86,12 @@ function mistralId(): string {
   return id;
 }
 
-const common = {
+export const mistral: ToolCallFormat = {
+  name: 'mistral',
   preservedTokens: [TOOL_CALLS, ARGS, CALL_ID],
-  findStart: (text: string, ctx: { final: boolean }) => findLiteral(text, [TOOL_CALLS], ctx.final),
+  findStart: (text, ctx) => findLiteral(text, [TOOL_CALLS], ctx.final),
   findEnd,
   parseRegion,
   createStreamer: () => new MistralStreamer(),
   newId: mistralId,
 };
-
-export const mistralNemo: ToolCallFormat = {
-  name: 'mistral_nemo',
-  ...common,
-  jsonWire: { prefix: `${TOOL_CALLS}[`, suffix: ']', argumentsKey: 'arguments' },
-};
-
-export const mistral: ToolCallFormat = { name: 'mistral', ...common };

@@ -1,10 +1,9 @@
-// Qwen3-Coder XML (also Qwen3.5/3.6 checkpoints that share its template):
+// Qwen3-Coder XML tool calls ("qwen3_coder"; also Qwen3.5/3.6 checkpoints that share its template):
 //   <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>
 // Values are raw text, coerced against the tool schema. A value runs to its
 // </parameter>, or to </function> when the model left it unclosed.
 import { argumentPiece, argumentsClose, coerceValue, paramSchema } from './coerce.js';
-import { between } from './hermes.js';
-import { endAfter, findLiteral } from './markers.js';
+import { between, endAfter, findLiteral } from './markers.js';
 import type { CallEvent, CallStreamer, ParsedToolCall, ToolCallFormat, ToolDefinition } from './types.js';
 
 const OPEN = '<tool_call>';

@@ -3,17 +3,24 @@
 // the markers the model will write. Checked most specific first: several formats share
 // a tag (<tool_call> is Hermes, GLM and Qwen3-Coder alike).
 import { commandR } from './command-r.js';
-import { functionaryV31, functionaryV32 } from './functionary.js';
-import { functionGemma, gemma4 } from './gemma.js';
-import { glm47, longcat } from './glm.js';
-import { deepseek, hermes } from './hermes.js';
+import { deepseek } from './deepseek.js';
+import { functionGemma } from './function-gemma.js';
+import { functionaryV31 } from './functionary-v3-1.js';
+import { functionaryV32 } from './functionary-v3-2.js';
+import { gemma4 } from './gemma4.js';
+import { genericJson } from './generic-json.js';
+import { glm47 } from './glm47.js';
+import { granite } from './granite.js';
+import { hermes } from './hermes.js';
 import { kimiK2 } from './kimi-k2.js';
-import { genericJson, llama3 } from './llama3.js';
-import { minimaxM2, minimaxM3, NS } from './minimax.js';
-import { mistral, mistralNemo } from './mistral.js';
+import { llama3 } from './llama3-json.js';
+import { longcat } from './longcat.js';
+import { minimaxM2 } from './minimax-m2.js';
+import { minimaxM3, NS } from './minimax-m3.js';
+import { mistral } from './mistral.js';
+import { mistralNemo } from './mistral-nemo.js';
 import { pythonic } from './pythonic.js';
 import { qwen3Coder } from './qwen3-coder.js';
-import { granite } from './granite.js';
 import type { ToolCallFormat } from './types.js';
 
 export interface ThinkTags {

@@ -1,39 +1,10 @@
-// MeetKai Functionary.
-// v3.1: <function=get_weather>{"city": "Paris"}</function>, and <|python_tag|>CODE for its
-//       built-in python tool (to the end of the output).
-// v3.2: the generation prompt ends with ">>>", so the output opens with a recipient and a
-//       newline: "all\n" for text to the user, "NAME\n{json}" for a call; later items
-//       start with ">>>".
-import { scanJsonValue, skipWs, tryParseJson } from './json-scan.js';
-import { earliest, endAfter, endAfterJson, findLiteral } from './markers.js';
+// MeetKai Functionary v3.2 tool calls ("functionary_v3_2"). The generation prompt ends
+// with ">>>", so the output opens with a recipient and a newline: "all\n" for text to the
+// user, "NAME\n{json}" for a call; later items start with ">>>":
+//   get_weather\n{"city": "Paris"}>>>all\nIt is sunny.
+import { scanJsonValue, skipWs } from './json-scan.js';
+import { earliest, endAfterJson, findLiteral, objectArguments } from './markers.js';
 import { WRAPPER_ONLY, type ParsedToolCall, type StartMatch, type ToolCallFormat } from './types.js';
-
-const FUNCTION = '<function=';
-const FUNCTION_END = '</function>';
-const PYTHON_TAG = '<|python_tag|>';
-
-/** A JSON object taken as the arguments text, or undefined. */
-export function objectArguments(raw: string): string | undefined {
-  const text = raw.trim();
-  const value = tryParseJson(text);
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? text : undefined;
-}
-
-export const functionaryV31: ToolCallFormat = {
-  name: 'functionary_v3_1',
-  preservedTokens: [PYTHON_TAG],
-  findStart: (text, ctx) => findLiteral(text, [FUNCTION, PYTHON_TAG], ctx.final),
-  findEnd: (region, final) => (region.startsWith(PYTHON_TAG) ? (final ? region.length : undefined) : endAfter(region, FUNCTION_END, final)),
-  parseRegion(region) {
-    if (region.startsWith(PYTHON_TAG)) {
-      const code = region.slice(PYTHON_TAG.length).trim();
-      return code ? [{ name: 'python', arguments: JSON.stringify({ code }) }] : undefined;
-    }
-    const m = /^<function=([^>\s]+)>([\s\S]*?)(?:<\/function>)?$/.exec(region);
-    const args = m && objectArguments(m[2]!);
-    return m && args ? [{ name: m[1]!, arguments: args }] : undefined;
-  },
-};
 
 const ARROWS = '>>>';
 const HEAD = /^(?:>>>)?([A-Za-z_][\w.-]*)\n/;

@@ -1,13 +1,11 @@
-// Key/value tag pairs after the function name: GLM-4.5 and later (glm4_moe, glm4_moe_lite,
-// glm_moe_dsa, glm4v_moe; 4.7 drops the newlines) and Meituan LongCat-Flash.
-//   <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>
-//   <longcat_tool_call>get_weather\n<longcat_arg_key>city</longcat_arg_key>\n<longcat_arg_value>Paris</longcat_arg_value>\n</longcat_tool_call>
-// Values are raw text, coerced against the tool schema. LongCat also writes a JSON object
-// ({"name", "arguments"}) in the same tags, which is read as well.
+// Key/value tag pairs after the function name, the shape shared by GLM 4.7 ("glm47") and
+// LongCat ("longcat"), each with its own tag names:
+//   <OPEN>NAME<KEY>city</KEY><VALUE>Paris</VALUE>...</CLOSE>
+// Values are raw text, coerced against the tool schema. A JSON object ({"name",
+// "arguments"}) in the same tags is read as well (LongCat writes it).
 import { coerceValue, paramSchema, serializeArguments } from './coerce.js';
-import { between } from './hermes.js';
 import { callsFromJson } from './json-call.js';
-import { endAfter, findLiteral } from './markers.js';
+import { between, endAfter, findLiteral } from './markers.js';
 import type { ParsedToolCall, ToolCallFormat, ToolDefinition } from './types.js';
 
 function parsePairs(body: string, keyTag: string, valueTag: string, tools: readonly ToolDefinition[]): ParsedToolCall | undefined {
@@ -26,7 +24,8 @@ function parsePairs(body: string, keyTag: string, valueTag: string, tools: reado
   return { name, arguments: serializeArguments(entries) };
 }
 
-function pairFormat(name: string, open: string, close: string, keyTag: string, valueTag: string): ToolCallFormat {
+/** A key/value-pair format named `name`, its call wrapped in `open` … `close`. */
+export function pairFormat(name: string, open: string, close: string, keyTag: string, valueTag: string): ToolCallFormat {
   return {
     name,
     preservedTokens: [open, close, `<${keyTag}>`, `</${keyTag}>`, `<${valueTag}>`, `</${valueTag}>`],
@@ -40,6 +39,3 @@ function pairFormat(name: string, open: string, close: string, keyTag: string, v
     },
   };
 }
-
-export const glm47 = pairFormat('glm47', '<tool_call>', '</tool_call>', 'arg_key', 'arg_value');
-export const longcat = pairFormat('longcat', '<longcat_tool_call>', '</longcat_tool_call>', 'longcat_arg_key', 'longcat_arg_value');

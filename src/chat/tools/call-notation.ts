@@ -1,6 +1,6 @@
-// Google Gemma call notation, shared by two families with different tokens:
-//   Gemma 4:               <|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>
-//   function-calling Gemma: <start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>
+// Google Gemma call notation, the shape shared by Gemma 4 ("gemma4") and function-calling
+// Gemma ("function_gemma"), each with its own tokens:
+//   <OPEN>call:NAME{key:<QUOTE>text<QUOTE>,n:3}<CLOSE>
 // Keys are bare, strings sit between the family's quote token, and other values are bare
 // literals; a bare value of a declared parameter is coerced against its schema.
 import { coerceValue, paramSchema, parseLoose, serializeArguments } from './coerce.js';
@@ -109,7 +109,8 @@ export function parseCallNotation(body: string, quote: string, tools: readonly T
   }
 }
 
-function notationFormat(name: string, open: string, close: string, quote: string): ToolCallFormat {
+/** A call-notation format named `name`: `open` … `close` around the call, `quote` around strings. */
+export function notationFormat(name: string, open: string, close: string, quote: string): ToolCallFormat {
   return {
     name,
     preservedTokens: [open, close, quote],
@@ -123,6 +124,3 @@ function notationFormat(name: string, open: string, close: string, quote: string
     },
   };
 }
-
-export const gemma4 = notationFormat('gemma4', '<|tool_call>', '<tool_call|>', '<|"|>');
-export const functionGemma = notationFormat('function_gemma', '<start_function_call>', '<end_function_call>', '<escape>');
