@@ -77,11 +77,10 @@ export class ForwardRunner {
   /**
    * Dispatches every pipeline of the forward pass once in each batch shape, so that the
    * driver compiles what it compiles on first use now rather than in a user's first
-   * request: on llvmpipe with a cold shader cache that first request took 25-30 s for
-   * Qwen3-0.6B (with a warm cache ~0.2 s more than later ones). Only each pipeline's
-   * first active dispatch runs, so the values are garbage; they land in activations
-   * every step rewrites and in KV block 0 at positions a sequence writes before it
-   * reads them.
+   * request (llvmpipe compiles a kernel on its first dispatch, from its on-disk shader
+   * cache when warm). Only each pipeline's first active dispatch runs, so the values are
+   * garbage; they land in activations every step rewrites and in KV block 0 at positions
+   * a sequence writes before it reads them.
    */
   async warmUp(): Promise<void> {
     const sample: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };

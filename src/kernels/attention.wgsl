@@ -1,22 +1,18 @@
 // Causal attention of each token over its own sequence's cached keys/values (positions
 // 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads). GPUs run
 // their decode steps through attention_decode_workgroup.wgsl instead (Ops.attention).
-// Bindings and params: attention_io.wgsl.
-// Plan: one invocation per group of ROWS query rows that read the same keys and values:
-// TQ consecutive tokens x HQ heads of one KV head (decode steps: TQ = 1 and HQ heads of the
-// token; steps with a prefill chunk: TQ = 3 tokens of one head; Ops.attention), with an
-// online softmax (running max and sum) in registers, so any context length works without a
-// scores buffer. When the group's tokens share a sequence, each key and value row is
-// loaded once for all its rows, the later keys masked per token; otherwise each row runs
-// alone. Sharing the loads is what pays on llvmpipe, where a load at an address that
-// varies per invocation costs per lane. Splitting a decode token's positions among the
-// invocations of a workgroup (flash decoding) did not pay there: the same 8.5 ms per step
-// over 120 positions, and about 50 us more per layer for the merge through workgroup
-// memory. Workgroups of WG invocations (8, one llvmpipe SIMD group; 8 / HQ for decode) give
-// a single decode token's heads at least two workgroups. The runtime generates the
-// constants D4 (head_dim / 4), TQ and HQ, so that q and the accumulators are arrays indexed
-// only by constant-trip loops, which the compiler unrolls into registers: with runtime
-// bounds they were per-lane scratch memory on llvmpipe.
+// Bindings and params: attention_io.wgsl; the runtime generates D4 (head_dim / 4), TQ, HQ.
+// Plan: one invocation per group of ROWS = TQ x HQ query rows that read the same keys and
+// values (decode steps: TQ = 1 and HQ heads of the token; steps with a prefill chunk: TQ = 3
+// tokens of one head), with an online softmax (running max and sum) in registers, so any
+// context length works without a scores buffer. If the group's tokens share a sequence,
+// each key and value row is loaded once for all its rows (later keys masked per token);
+// else each row runs alone. Workgroups of WG invocations (8, one llvmpipe SIMD group;
+// 8 / HQ for decode) give a lone decode token's heads at least two workgroups.
+// Why: on llvmpipe a load at a per-invocation address costs per lane, so sharing loads pays,
+// and splitting a token's positions among a workgroup (flash decoding) would not; q and the
+// accumulators are arrays indexed only by constant-trip loops, which unroll into registers
+// (a runtime-indexed array is per-lane scratch memory).
 const ROWS: u32 = TQ * HQ;
 override WG: u32 = 8u;
 

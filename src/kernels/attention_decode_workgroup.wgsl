@@ -1,19 +1,18 @@
 // Attention of a step's decode tokens over their own sequence's cached keys and values
 // (positions 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads).
-// This is the layout for GPUs: Ops.attention records it for steps of decode tokens only
-// where the adapter is not a CPU; attention.wgsl serves CPUs, and steps with a prefill
-// chunk everywhere.
-// Bindings and params: attention_io.wgsl.
+// The layout for GPUs: Ops.attention records it for steps of decode tokens only where the
+// adapter is not a CPU; attention.wgsl serves CPUs, and steps with a prefill chunk
+// everywhere.
+// Bindings and params: attention_io.wgsl. The runtime generates D4 (head_dim / 4).
 // Plan: flash decoding inside one workgroup per (token, query head). The WG invocations
 // walk the positions a tile of WG at a time: invocation i scores position t0 + i against q
 // (scaled, in workgroup memory), the tile's max and its weights under the running max go
 // through workgroup memory, and every invocation then adds the whole tile's weighted values
-// into the output vectors it owns (vec4 d = lid, lid + WG, ...), so one key row is read by
-// one invocation and one value row by all of them, each its own texels. Any context length
-// works with one tile of workgroup memory. Unmeasured on a GPU: no GPU was lent while it
-// was written; on llvmpipe, where its barriers are slow, the kernel tests run it by telling
-// Ops the adapter is a GPU.
-// The runtime generates D4 (head_dim / 4).
+// into the output vectors it owns (vec4 d = lid, lid + WG, ...).
+// Why: one key row is read by one invocation and one value row by all of them, each its
+// own texels, and one tile of workgroup memory serves any context length. Its barriers are
+// slow on llvmpipe, so there only the kernel tests run it, telling Ops the adapter is a
+// GPU.
 const WG: u32 = 32u;
 // Output vectors per invocation.
 const PER: u32 = (D4 + WG - 1u) / WG;

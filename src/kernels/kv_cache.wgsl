@@ -11,8 +11,7 @@
 // the append is a dispatch of its own.
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per invocation
 // is a per-lane scalar loop (four per vec4), while a texel load is one gather for all the
-// lanes. One layer's decode attention with its append (16/8 heads, head_dim 128) took
-// 268 -> 202 us over 120 positions, 731 -> 451 over 500 (bench/attention-decode.ts).
+// lanes.
 override KV_WIDTH: u32 = 4096u;
 
 fn kv_texel(i: u32) -> vec2<u32> {

@@ -1,30 +1,24 @@
 // The output side shared by the linear kernels (matmul, matvec_q, matmul_q): their params,
-// bindings 6-9 and store_y. A weight stacked from several matrices (q/k/v, gate/up: one
-// dispatch instead of three or two; on llvmpipe a dispatch costs 30-50 us however little
-// it computes, and a 1024-row projection fills only two workgroups) writes each source's
-// rows to its own buffer: of the n_total output columns (the whole weight's rows; N is this
-// part's), col < split1 goes to y [M, split1], col < split2 to y1 [M, split2 - split1], the
-// rest to y2 [M, n_total - split2]. An unstacked weight has split1 = split2 = n_total, so
-// every column goes to y; a weight split into parts (one dispatch each) puts its part's
-// rows at n_offset.
-// Bindings: 0 params, 6 y rw, 7 bias [n_total] (a dummy without has_bias), 8 y1 rw, 9 y2 rw
-// (distinct dummies when unused: writable bindings may not alias).
-// accumulate (y only): add into Y, which fuses the residual add after o_proj and down_proj;
-// has_bias: add bias[col].
-// norm_eps: matvec_q's fused RMSNorm (documented there).
-// glu (matmul_q; matvec_q takes it as the constant GLU; Ops.gatedLinear): the weight is
-// a SwiGLU's gate and up with their rows interleaved in blocks of 16 (GpuWeight.gluBlock),
-// so of the 32 rows an invocation owns, the first 16 are gate rows and the last 16 the up
-// rows of the same 16 columns; the kernel stores glu(gate, up) as column
-// (n_offset + n0) / 2 + r, r < 16 (n_total is then the output's width, half the weight's
-// rows). That saves the SwiGLU's own dispatch and the up projection's trip through memory.
-// Runtime flags rather than constants where that costs nothing, so one compiled kernel
-// serves every layer: matmul_q's pipelines are large (about 9 MiB of llvmpipe code each),
-// and making norm and glu constants there too tripled them, which cost 50 MiB of RSS, 0.7 s
-// of warm load and 50 s of cold compile. But in a hot loop a runtime flag is not free (a
-// runtime norm flag cost matmul_q 25% at 8 tokens, and matvec_q about 6% per decode step),
-// so the small matvec_q takes NORM and GLU as constants, and matmul_q reads its input
-// normed by rmsnorm.wgsl (Ops.linear) and has no norm at all.
+// bindings 6-9 and store_y. Bindings: 0 params, 6 y rw, 7 bias [n_total] (a dummy
+// without has_bias), 8 y1 rw, 9 y2 rw (distinct dummies when unused: writable bindings may
+// not alias).
+// Of the n_total output columns (the whole weight's rows; a weight split into parts is one
+// dispatch per part, its N rows at n_offset), col < split1 goes to y [M, split1], col <
+// split2 to y1 [M, split2 - split1], the rest to y2 [M, n_total - split2], so a weight
+// stacked from several matrices (q/k/v, gate/up) writes each source's rows to its own
+// buffer; unstacked, split1 = split2 = n_total. accumulate (y only): add into Y (the
+// residual add after o_proj and down_proj); has_bias: add bias[col]; norm_eps: matvec_q's
+// fused RMSNorm (documented there).
+// glu (matmul_q; matvec_q's constant GLU; Ops.gatedLinear): gate and up rows interleaved in
+// blocks of 16 (GpuWeight.gluBlock), so of an invocation's 32 rows the first 16 are gate
+// rows and the last 16 the up rows of the same columns; it stores glu(gate, up) as column
+// (n_offset + n0) / 2 + r, r < 16 (n_total is then the output's width, half the weight's).
+// Why: on llvmpipe a dispatch has a fixed cost however little it computes, and a 1024-row
+// projection fills only two workgroups, so stacking and glu save dispatches (glu also the up
+// projection's trip through memory). Flags are runtime values so one compiled kernel serves
+// every layer (matmul_q's pipelines are large), but a branch in a hot loop is not free:
+// matvec_q takes NORM and GLU as constants; matmul_q has no norm (rmsnorm.wgsl norms its
+// input; Ops.linear).
 struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, glu: u32, norm_eps: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;

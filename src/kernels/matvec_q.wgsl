@@ -1,30 +1,21 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
 // or 8), one token per workgroup row: decode's hot loop, where reading the packed weights
-// once per token is the whole cost. This is the layout for CPU adapters (llvmpipe);
+// once per token is the whole cost. The layout for CPU adapters (llvmpipe);
 // matvec_q_workgroup.wgsl is the one for GPUs (Ops.linear picks by Gpu.isCpu).
-// Bindings: 0 params, 1 step, 2-4 W in its format file (formats/affine.wgsl: BITS,
-// GROUP_SIZE, w_texel for the packed words [N, K*BITS/32] as vec4<u32> in tiles of
-// PACKED_TILE_ROWS rows, w_scale_bias4 for four rows' (scale, bias) of a group),
-// 5 X f32 and 10 the norm weight (matvec_input.wgsl, which also fuses the layer's RMSNorm
-// into the input under NORM); the outputs (6-9), params and GLU's row layout are
-// linear_out.wgsl's (GLU here is a constant: see there).
-// The runtime also declares the K loop (Ops.matvecInput): k_loop walks the groups, calling
-// chunk_dots for each 32-value chunk of a group (unrolled) and group_end once.
-// Plan: one invocation per R = 32 output rows of one token (gid.y): four tiles of the
-// packed weights (PACKED_TILE_ROWS = 8), so each tile's texels for a chunk are adjacent.
-// Each chunk of X (8 vec4, the same for every invocation of the workgroup) meets one
-// 16-byte weight texel per row (two for 8-bit); per group the affine map is applied once:
-// sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
-// Why 32 rows: on llvmpipe an X load is a per-lane gather even though every lane reads the
-// same address (8 scalar loads and inserts per value; only constant offsets become one
-// broadcast load), so each X chunk is made to serve as many rows as possible. Against 8
-// rows per invocation, 32 took 8-18% off every decode projection (the LM head 18.8 ->
-// 16.4 ms); 64 was no faster (bench/RESULTS.md, sixth session). Workgroups of 16
-// invocations keep 512 rows per workgroup, so a 1024-row projection still has two.
-// Every private value is indexed by constants only, so it lives in registers or plain
-// stack slots: a runtime-indexed array becomes per-lane scratch memory on llvmpipe
-// (measured 4x slower). The loops over the rows' vectors run exactly as many times as the
-// arrays they index are long, which makes NIR unroll them.
+// Bindings: 0 params, 1 step, 2-4 W (formats/affine.wgsl), 5 X and 10 the norm weight
+// (matvec_input.wgsl, which fuses the RMSNorm under NORM); outputs 6-9, params and GLU's
+// row layout are linear_out.wgsl's (GLU a constant here). The runtime declares k_loop
+// (Ops.matvecInput): per group, chunk_dots for each 32-value chunk (unrolled), then
+// group_end.
+// Plan: one invocation per R = 32 output rows of one token (gid.y), four tiles of
+// PACKED_TILE_ROWS = 8 rows, so each tile's texels for a chunk are adjacent; workgroups of
+// 16 (512 rows: a 1024-row projection still has two). Each X chunk (8 vec4, the same for
+// the workgroup) meets one 16-byte texel per row (two for 8-bit); per group the affine map
+// is applied once: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
+// Why: on llvmpipe an X load is a per-lane gather even when every lane reads the same
+// address (only constant offsets become one broadcast load), so each X chunk serves many
+// rows; a runtime-indexed private array is per-lane scratch memory, so private arrays are
+// indexed only by loops exactly as long as they are, which NIR unrolls.
 override GLU: bool = false;
 const R: u32 = 32u;
 // The rows as vec4s.

@@ -1,6 +1,5 @@
 // Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
-// or 8), one token per workgroup row: decode's matvec in the layout for GPUs, where
-// coalesced weight reads and enough workgroups to fill the device matter
+// or 8), one token per workgroup row: decode's matvec in the layout for GPUs
 // (matvec_q.wgsl is the CPU layout; Ops.linear picks by Gpu.isCpu).
 // Bindings and constants as matvec_q.wgsl: 0 params, 1 step, 2-4 W (formats/affine.wgsl),
 // 5 X and 10 the norm weight (matvec_input.wgsl, with the RMSNorm fused under NORM),
@@ -13,8 +12,8 @@
 // chunk serves the 8 invocations that share it, and each chunk's affine map is applied
 // at once (s * dot(q, x) + b * sum(x)). The LANES partial sums of each row, and the
 // sums of squares with NORM, are then added up in workgroup memory.
-// Not measured on a GPU yet (no GPU machine was lent); correctness is checked on llvmpipe,
-// where Ops.linear picks it only when told the adapter is a GPU (test/kernels).
+// Why: on a GPU, coalesced weight reads and enough workgroups to fill the device matter.
+// On llvmpipe Ops.linear picks it only when told the adapter is a GPU (test/kernels).
 override GLU: bool = false;
 const WG: u32 = 128u;
 // Rows per tile: PACKED_TILE_ROWS, whose value (8) the coalescing above assumes.

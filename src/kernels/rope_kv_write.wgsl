@@ -1,22 +1,21 @@
-// Rotary position embedding of q and k, HF "rotate_half" pairing (i, i + head_dim/2)
-// inside each head, with NORM after a per-head RMSNorm (Qwen3's q_norm / k_norm):
-// x <- x / sqrt(mean(x^2) + eps) * weight, rounded as rmsnorm.wgsl rounds it; and the
-// append of this pass's keys and values to the paged KV cache (kv_cache.wgsl): q is rotated
-// in place, k is rotated straight into the cache, and v is copied there.
-// Frequencies come from the host (inv_freq[i]), so every rope_scaling type (default,
-// linear, llama3, ...) is a host-side table and this kernel stays one.
+// Rotary position embedding of q and k (HF "rotate_half": pairs (i, i + head_dim/2) in each
+// head), with NORM after a per-head RMSNorm (Qwen3's q_norm / k_norm, rounded as
+// rmsnorm.wgsl rounds it), and the append of this pass's keys and values to the paged KV
+// cache (kv_cache.wgsl): q is rotated in place, k straight into the cache, v copied there.
+// Frequencies come from the host (inv_freq[i]), so every rope_scaling type is a host table.
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim] rw, 3 token_pos [M], 4 inv_freq
 // [head_dim / 2], 5 the norm weights [2 * head_dim], q's then k's (read only with NORM; any
 // buffer otherwise), 6 k and 7 v [M, kv_heads, head_dim], 8 token_table [M] (offset of the
 // token's sequence in block_table), 9 block_table, 10 k_cache and 11 v_cache (write-only
-// textures). Every array but the tables is one of vec4s, the pairs taken four at a time
-// (head_dim % 8 == 0): a storage access at an address that differs per invocation costs
-// llvmpipe a per-lane loop, whatever its width.
+// textures). All but the tables are arrays of vec4s, the pairs four at a time
+// (head_dim % 8 == 0).
 // Plan: one invocation per (token, head) of q's heads then k's, walking its pairs; a k
-// head's invocation also copies the same head of v. The norm needs the whole head row, and
-// the cache write needs the rotated k, so all of it is one dispatch instead of four per
-// layer: on llvmpipe a dispatch costs 40-100 us however little it computes. The branch
-// between q and k is per head, outside the arithmetic.
+// head's invocation also copies the same head of v. The q/k branch is per head, outside the
+// arithmetic.
+// Why: on llvmpipe a storage access at a per-invocation address is a per-lane loop whatever
+// its width (hence vec4s), and a dispatch has a fixed cost however little it computes, so
+// the norm (which needs the whole head row), the rotation and the cache write (which needs
+// the rotated k) are one dispatch per layer instead of four.
 override NORM: bool = false;
 struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32 }
 @group(0) @binding(0) var<uniform> p: Params;

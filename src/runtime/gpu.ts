@@ -67,9 +67,7 @@ async function tryAdapter(backend: Backend, quiet: boolean): Promise<{ gpu: GPU;
     process.env.EGL_PLATFORM ??= 'surfaceless';
     // llvmpipe runs each dispatch's workgroups on a pool of this many threads (default: one
     // per core). With one per core, a thread the OS parks for a moment leaves a core idle
-    // for the rest of the dispatch: on the 2-core dev VM decode steps ran in phases of
-    // 100 ms and 140-170 ms. Twice as many lets the others take up its workgroups (median
-    // step 119-132 -> 109-110 ms, p90 151-168 -> 122-129 ms; scratch A/B, issue 3 note).
+    // for the rest of the dispatch; with twice as many the others take up its workgroups.
     process.env.LP_NUM_THREADS ??= String(2 * availableParallelism());
     compat = true;
     options.push(`backend=${backend}`);
@@ -79,8 +77,8 @@ async function tryAdapter(backend: Backend, quiet: boolean): Promise<{ gpu: GPU;
     options.push(`backend=${backend}`);
   }
   // The kernels are ours and guard their own indices, so Dawn's robustness pass (a clamp
-  // on every storage access) is pure cost: on llvmpipe it made the 4-bit LM head matvec
-  // 3.7x slower (166 ms -> 45 ms per step). The driver's own bounds checks remain.
+  // on every storage access) is pure cost, and on llvmpipe a large one. The driver's own
+  // bounds checks remain.
   options.push('enable-dawn-features=allow_unsafe_apis,disable_robustness');
   const gpu = create(options);
   instances.push(gpu);

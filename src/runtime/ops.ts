@@ -24,9 +24,8 @@ const MATMUL_ROWS_PER_WORKGROUP = 16 * 32;
 const MATMUL_TILE_TOKENS = 4;
 /**
  * Query rows per attention invocation: tokens in steps with a prefill chunk (attention.wgsl
- * TQ), and at most this many heads of one KV head in decode steps (HQ). Over a
- * 256-token prefill on llvmpipe: 1 token 2.8 s, 2 tokens 1.4 s, 3 tokens 1.0-1.1 s; 4 took a
- * minute to compile at head_dim 128 (3: 16 s for the kernel tests' four head sizes).
+ * TQ), and at most this many heads of one KV head in decode steps (HQ). More rows share
+ * more key and value loads, and compile slower: past 3 the compile time grows steeply.
  */
 const ATTENTION_GROUP = 3;
 /** Texels per row of matmul_q's input texture (a power of two: the kernel shifts and masks). */
@@ -420,8 +419,8 @@ export class Ops {
 }
 
 /**
- * matvec_q's K loop over the groups, their chunks unrolled: llvmpipe ran the kernel's own
- * loop over them 15-20% slower.
+ * matvec_q's K loop over the groups, their chunks unrolled: llvmpipe runs a real loop over
+ * them slower.
  */
 function matvecKLoop(groupSize: number): string {
   return [
@@ -437,7 +436,7 @@ function matvecKLoop(groupSize: number): string {
 
 /**
  * One generated line per 32-value chunk of group `g`, `call` given the chunk's index: the
- * quantized kernels' chunk loops, unrolled (llvmpipe ran them as real loops, 15-40% slower).
+ * quantized kernels' chunk loops, unrolled (llvmpipe runs them slower as real loops).
  */
 function chunkCalls(groupSize: number, call: (chunk: string) => string): string[] {
   const chunks = groupSize / 32;

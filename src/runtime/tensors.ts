@@ -97,9 +97,7 @@ const PACKED_TEXTURE_ROW_BYTES = PACKED_TEXTURE_WIDTH * 16;
 /**
  * Rows of a packed weight stored side by side (formats/affine.wgsl PACKED_TILE_ROWS, set
  * from here): texel c of rows 8t .. 8t + 7 are consecutive, so 8 rows a kernel reads
- * together are one sequential stream instead of 8. On llvmpipe: matvec_q (then 8 rows per
- * invocation) over the LM head 19.4 -> 17.0 ms (scratch A/B, issue 3 note); matmul_q
- * unchanged. With 32 rows per invocation, tiles of 32 measured the same as tiles of 8.
+ * together are one sequential stream instead of 8.
  */
 export const PACKED_TILE_ROWS = 8;
 
@@ -136,8 +134,7 @@ export type RowReader = (dst: Uint8Array, offset: number) => void;
  * and the texels past the data are zeros. Why a texture: on llvmpipe a texel fetch is one
  * vectorised gather, where a storage load whose address differs per invocation is a
  * per-lane scalar loop (bench/linear-q.ts). The data goes up in small slices, so loading
- * needs no staging copy of the whole part (a freed one left ~25 MiB more resident for the
- * bench model).
+ * needs no staging copy of the whole part (whose garbage would stay resident).
  */
 function flatTexture(device: GPUDevice, bytes: number, label: string, read: RowReader): GPUTexture {
   const height = textureRows(Math.ceil(bytes / PACKED_TEXTURE_ROW_BYTES));
@@ -223,7 +220,7 @@ const AFFINE_SLICE_ROWS = 64;
  * A q4/q8 part's scales and biases (stored dtype: `valueBytes` each, `groupsPerRow` per
  * row) in formats/affine.wgsl's layout (interleaveAffine), in a flat texture. They are read
  * and interleaved AFFINE_SLICE_ROWS rows at a time through small reused slices (whole-part
- * copies left garbage that raised the bench model's peak RSS while serving by ~12 MiB).
+ * copies leave garbage that stays resident while serving).
  */
 export function affineTexture(device: GPUDevice, rows: number, groupsPerRow: number, valueBytes: 2 | 4, label: string, scales: AffineReader, biases: AffineReader): GPUTexture {
   const bytesPerRow = groupsPerRow * valueBytes;

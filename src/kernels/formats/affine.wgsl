@@ -2,19 +2,18 @@
 // Row-major [N, K] packed 32 / BITS values per u32 from the low bits up; per group of
 // GROUP_SIZE columns a scale and a bias: w = q * scale + bias. K % GROUP_SIZE == 0, so a
 // group never crosses a row and the group index is element / GROUP_SIZE.
-// Bindings: 2 the packed words in an rgba32uint texture PACKED_WIDTH texels wide (a power
-// of two), flat, in tiles of PACKED_TILE_ROWS rows (both set by the runtime:
-// runtime/tensors.ts packedTexture): texel c (words 4c .. 4c+3) of row n is texel
-// (n / PACKED_TILE_ROWS) * PACKED_TILE_ROWS * row_texels + c * PACKED_TILE_ROWS
-// + n % PACKED_TILE_ROWS, so a tile's rows are read side by side; 3 each group's scale
-// and bias side by side as one entry, in the dtype the checkpoint stores them
-// (SCALE_FORMAT): 0 f32 (two words per entry), 1 f16 or 2 bf16 (one word, scale in the low
-// half), so one load serves both; and the entries of a group for four consecutive rows
-// adjacent (w_affine_entry; runtime/tensors.ts interleaveAffine), so that one 16-byte load
-// serves matvec_q four rows (w_scale_bias4: the decode step 2% faster than four loads).
-// The entries are a texture too, flat (tensors.ts affineTexture), for the reason the
-// packed words are: on llvmpipe a storage-buffer load at an address that differs per
-// invocation is a per-lane scalar loop (the texture took 2% off the decode step).
+// Bindings: 2 the packed words, flat in an rgba32uint texture PACKED_WIDTH texels wide (a
+// power of two), in tiles of PACKED_TILE_ROWS rows (both set by runtime/tensors.ts
+// packedTexture): texel c (words 4c .. 4c+3) of row n is texel (n / PACKED_TILE_ROWS) *
+// PACKED_TILE_ROWS * row_texels + c * PACKED_TILE_ROWS + n % PACKED_TILE_ROWS, so a tile's
+// rows are read side by side. 3 the entries, flat in a texture too (tensors.ts
+// affineTexture): each group's scale and bias side by side in the checkpoint's dtype
+// (SCALE_FORMAT: 0 f32, two words; 1 f16 or 2 bf16, one word, scale in the low half), so
+// one load serves both, and a group's entries for four consecutive rows adjacent
+// (w_affine_entry; tensors.ts interleaveAffine), so one 16-byte load serves matvec_q four
+// rows (w_scale_bias4).
+// Why textures: on llvmpipe a storage-buffer load at an address that differs per
+// invocation is a per-lane scalar loop, while a texel load is one gather for all the lanes.
 override BITS: u32 = 4u;
 override GROUP_SIZE: u32 = 64u;
 override SCALE_FORMAT: u32 = 0u;
@@ -70,8 +69,8 @@ fn w_scale_bias4(e: u32) -> ScaleBias4 {
 // The hot kernels (matvec_q, matmul_q) take a packed word's fields masked in place, not
 // shifted down: the field at bit s converts to q * 2^s, so the X values it multiplies come
 // pre-scaled by 2^-s (x_field_scale), once per X value for every row that reads it. That
-// saves a shift per weight (matvec_q's decode step 4% faster). The top field is shifted
-// instead, which needs no mask and keeps every conversion below 2^31.
+// saves a shift per weight. The top field is shifted instead, which needs no mask and
+// keeps every conversion below 2^31.
 // Fields 0-3 and 4-7 of a 4-bit word, or the four of an 8-bit word, each times 2^s.
 fn nibbles_lo(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u)); }
 fn nibbles_hi(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w & 0xf0000u, w & 0xf00000u, w & 0xf000000u, w >> 28u)); }
