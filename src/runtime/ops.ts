@@ -308,14 +308,14 @@ export class Ops {
     });
   }
 
-  rmsnorm(label: string, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, o: { width: number; eps: number; seqLast?: GPUBuffer }): Dispatch {
+  rmsnorm(label: string, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, options: { width: number; eps: number; seqLast?: GPUBuffer }): Dispatch {
     const pipeline = this.pipelines.get('rmsnorm');
-    const perSeq = o.seqLast ? 1 : 0;
-    const params = this.params('rmsnorm', { width: o.width, per_seq: perSeq, eps: o.eps });
+    const perSeq = options.seqLast ? 1 : 0;
+    const params = this.params('rmsnorm', { width: options.width, per_seq: perSeq, eps: options.eps });
     return {
       label,
       pipeline,
-      bindGroup: this.bind(label, pipeline, params, { x, weight, y, seq_last: o.seqLast ?? this.dummy }),
+      bindGroup: this.bind(label, pipeline, params, { x, weight, y, seq_last: options.seqLast ?? this.dummy }),
       workgroups: (s) => [ceil(perSeq ? s.seqs : s.tokens, 64)],
     };
   }
@@ -325,18 +325,18 @@ export class Ops {
    * layer's paged KV cache, in one dispatch (rope_kv_write.wgsl). With `headNorm` ([2 *
    * head_dim]: q's weight, then k's), each head is RMS-normed first (Qwen3's q/k norm).
    */
-  ropeKvWrite(label: string, a: RopeKvInputs, o: RopeOptions, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
-    if (o.headDim % 8 !== 0) throw new Error(`head_dim ${o.headDim} unsupported (multiple of 8)`);
-    const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: o.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
-    const params = this.params('rope_kv_write', { heads: a.heads, kv_heads: a.kvHeads, head_dim: o.headDim, eps: o.eps ?? 0, block_size: a.blockSize });
+  ropeKvWrite(label: string, inputs: RopeKvInputs, rope: RopeOptions, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
+    if (rope.headDim % 8 !== 0) throw new Error(`head_dim ${rope.headDim} unsupported (multiple of 8)`);
+    const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
+    const params = this.params('rope_kv_write', { heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize });
     return {
       label,
       pipeline,
       bindGroup: this.bind(label, pipeline, params, {
-        q: a.q, token_pos: meta.tokenPos, inv_freq: o.invFreq, norm_weight: o.headNorm ?? this.dummy, k: a.k, v: a.v,
-        token_table: meta.tokenTable, block_table: meta.blockTable, k_cache: a.kCache.createView(), v_cache: a.vCache.createView(),
+        q: inputs.q, token_pos: meta.tokenPos, inv_freq: rope.invFreq, norm_weight: rope.headNorm ?? this.dummy, k: inputs.k, v: inputs.v,
+        token_table: meta.tokenTable, block_table: meta.blockTable, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(),
       }),
-      workgroups: (s) => [ceil(s.tokens * (a.heads + a.kvHeads), 64)],
+      workgroups: (s) => [ceil(s.tokens * (inputs.heads + inputs.kvHeads), 64)],
     };
   }
 
@@ -350,24 +350,24 @@ export class Ops {
    * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
    * belong to one sequence).
    */
-  attention(label: string, a: RopeKvInputs, out: GPUBuffer, o: RopeOptions & { scale: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
-    if (o.headDim > 256) throw new Error(`head_dim ${o.headDim} unsupported (at most 256)`);
-    if (a.heads % a.kvHeads !== 0) throw new Error(`${a.heads} attention heads are not a multiple of ${a.kvHeads} KV heads`);
-    const params = this.params('attention_io', { heads: a.heads, kv_heads: a.kvHeads, block_size: a.blockSize, scale: o.scale });
+  attention(label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & { scale: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
+    if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
+    if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
+    const params = this.params('attention_io', { heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale });
     // The group's registers grow with head_dim; past 128 a group compiles slowly.
-    const group = o.headDim <= 128 ? ATTENTION_GROUP : 1;
-    const perKv = a.heads / a.kvHeads;
+    const group = rope.headDim <= 128 ? ATTENTION_GROUP : 1;
+    const perKv = inputs.heads / inputs.kvHeads;
     let sharing = group;
     while (perKv % sharing !== 0) sharing--;
-    const declarations = `${this.kvCacheDeclarations()}\nconst D4: u32 = ${o.headDim / 4}u;`;
+    const declarations = `${this.kvCacheDeclarations()}\nconst D4: u32 = ${rope.headDim / 4}u;`;
     const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
-      q: a.q, k_cache: a.kCache.createView(), v_cache: a.vCache.createView(), token_pos: meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
+      q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
     });
     /** attention.wgsl over groups of tq tokens x hq heads. */
     const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
       const wg = Math.max(1, Math.floor(8 / hq));
       const pipeline = this.pipelines.get('attention', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `${declarations}\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
-      return { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (a.heads / hq), wg)] : [0]) };
+      return { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (inputs.heads / hq), wg)] : [0]) };
     };
     // Steps with tokens beyond one per sequence hold a prefill chunk.
     const prefillChunk = (s: StepShape) => s.tokens > s.seqs;
@@ -377,9 +377,9 @@ export class Ops {
       decode = grouped(1, sharing, decodeOnly);
     } else {
       const pipeline = this.pipelines.get('attention_decode_workgroup', undefined, { KV_WIDTH: KV_TEXTURE_WIDTH }, declarations);
-      decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * a.heads : 0] };
+      decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * inputs.heads : 0] };
     }
-    return [this.ropeKvWrite(`${label}.rope_kv_write`, a, o, meta), decode, grouped(group, 1, prefillChunk)];
+    return [this.ropeKvWrite(`${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
   }
 
   /** gate = silu(gate) * up, in place. */
