@@ -39,9 +39,9 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
   const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
   options.log?.(`adapter ${gpu.description}`);
-  // On a CPU adapter the KV cache is host memory, allocated untouched and filled as
-  // sequences grow: a cache the machine cannot hold would load, then die to the
-  // out-of-memory killer mid-request. WebGPU reports no GPU memory to check against.
+  // On a CPU adapter the KV cache is host memory (llvmpipe zero-fills each texture as it
+  // creates it): a cache the machine cannot hold would start loading, then die to the
+  // out-of-memory killer. WebGPU reports no GPU memory to check against.
   const kvBytes = (slotBlocks + cacheBlocks) * blockBytes;
   if (gpu.isCpu && kvBytes > freemem()) {
     const gib = (b: number) => (b / 2 ** 30).toFixed(1);
