@@ -254,9 +254,10 @@ describe('compactItems', () => {
     expect(err.message).toMatch(/nothing precedes the retained turns/);
   });
 
-  it('reports an empty summary instead of storing one', async () => {
+  it('refuses an empty summary instead of storing one', async () => {
     const err = await refusal(history, deps({ summarize: async () => ({ text: '  \n', promptTokens: 40, completionTokens: 2 }) }));
-    expect(err.status).toBe(500);
+    expect(err).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'context_length_exceeded' });
+    expect(err.message).toMatch(/summary generation produced no text within max_output_tokens \d+; nothing was changed/);
   });
 });
 

@@ -241,6 +241,15 @@ describe('compaction on stories260k', () => {
     err = await badRequest(client.responses.compact({ model: 'm', input: short, max_output_tokens: 48 } as never));
     expect(err.code).toBe('context_length_exceeded');
     expect(err.message).toMatch(/would not be shorter than the input/);
+
+    // Greedy decoding opens the summary with whitespace: one token of it leaves no text.
+    const empty = await post('/v1/responses/compact', { model: 'm', input: longHistory(), max_output_tokens: 1 });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'context_length_exceeded',
+      message: 'compaction failed: the summary generation produced no text within max_output_tokens 1; nothing was changed',
+    });
   });
 
   it('rejects streaming, previous_response_id, conversation and bad bounds', async () => {

@@ -1,5 +1,6 @@
 // The HTTP layer over a fake engine: shapes, validation, errors, auth, loading and
 // disconnects. The same routes over the real engine are in the *.e2e tests.
+import { request } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
@@ -153,6 +154,164 @@ describe('request errors', () => {
     const res = await post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 100 });
     expect(res.body.choices[0].finish_reason).toBe('length');
     expect(engine.requests[0]!.maxTokens).toBe(3);
+  });
+});
+
+/** `{"a":{"a":...1...}}` as text: a body `depth` levels deep, built without recursion. */
+const nested = (depth: number) => '{"a":'.repeat(depth - 1) + '{}' + '}'.repeat(depth - 1);
+
+/** A history long enough to compact on the fake engine's 512-token context. */
+const compactable = [
+  { role: 'user', content: 'Once upon a time there was a little dog who loved to run in the park.' },
+  { role: 'assistant', content: 'One day the dog saw a big red ball and ran after it all the way home.' },
+  { role: 'user', content: 'Once upon a time' },
+];
+
+describe('error paths', () => {
+  it('answers a malformed percent-escape in a path parameter with 400, whatever the method', async () => {
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const url = await serve(await FakeEngine.create());
+    for (const [method, path] of [
+      ['GET', '/v1/responses/%ZZ'],
+      ['DELETE', '/v1/responses/%ZZ'],
+      ['POST', '/v1/responses/%ZZ/cancel'],
+      ['POST', '/responses/%E0%A4%A/cancel'],
+      ['PUT', '/v1/responses/%ZZ'],
+      ['PROPFIND', '/responses/%ZZ'],
+    ] as const) {
+      const res = await fetch(url + path, { method });
+      expect(res.status, `${method} ${path}`).toBe(400);
+      const body = (await res.json()) as any;
+      expect(body.error).toMatchObject({ type: 'invalid_request_error', code: null });
+      expect(body.error.message).toMatch(/^malformed percent-encoding in the request path: Failed to decode param/);
+    }
+    expect(logged).not.toHaveBeenCalled();
+    logged.mockRestore();
+  });
+
+  it("answers an unknown route 404 in the path's envelope whatever the method", async () => {
+    const url = await serve(await FakeEngine.create());
+    for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND', 'M-SEARCH']) {
+      const openai = await fetch(`${url}/v1/nothing`, { method });
+      expect(openai.status, method).toBe(404);
+      expect(await openai.json()).toEqual({ error: { message: `no route for ${method} /v1/nothing`, type: 'not_found_error', code: null } });
+      const anthropic = await fetch(`${url}/v1/messages/nothing`, { method });
+      expect(anthropic.status, method).toBe(404);
+      expect(await anthropic.json()).toEqual({
+        type: 'error',
+        error: { type: 'not_found_error', message: `no route for ${method} /v1/messages/nothing` },
+      });
+    }
+    expect((await fetch(`${url}/v1/chat/completions`)).status).toBe(404);
+  });
+
+  it('refuses a body nested deeper than 128 levels with 400, in the route family envelope', async () => {
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const url = await serve(await FakeEngine.create());
+    const atLimit = `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"x":${nested(127)}}`;
+    expect((await post(`${url}/v1/chat/completions`, atLimit)).status).toBe(200);
+    const tooDeep = `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"x":${nested(128)}}`;
+    expect(await post(`${url}/v1/chat/completions`, tooDeep)).toEqual({
+      status: 400,
+      body: { error: { message: 'request body nests deeper than 128 levels', type: 'invalid_request_error', code: null } },
+    });
+    const metadata = await post(`${url}/v1/responses`, `{"input":"hi","metadata":${nested(20_000)}}`);
+    expect(metadata.status).toBe(400);
+    expect(metadata.body.error.message).toBe('request body nests deeper than 128 levels');
+    const arrays = await post(`${url}/v1/messages`, '['.repeat(100_000) + ']'.repeat(100_000));
+    expect(arrays).toEqual({
+      status: 400,
+      body: { type: 'error', error: { type: 'invalid_request_error', message: 'request body nests deeper than 128 levels' } },
+    });
+    expect(logged).not.toHaveBeenCalled();
+    logged.mockRestore();
+  });
+
+  it('refuses a compaction whose summary generation writes no text with 400, changing nothing', async () => {
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    // Every generation ends at once, with an EOS.
+    const url = await serve(await FakeEngine.create({ script: () => [] }));
+    const res = await post(`${url}/v1/responses/compact`, { input: compactable, max_output_tokens: 16 });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'context_length_exceeded', n_ctx: 512 });
+    expect(res.body.error.message).toBe(
+      'compaction failed: the summary generation produced no text within max_output_tokens 16; nothing was changed',
+    );
+    // context_management compacts the same way before generating.
+    const managed = await post(`${url}/v1/responses`, { input: compactable, context_management: [{ type: 'compaction', compact_threshold: 1 }] });
+    expect(managed.status).toBe(400);
+    expect(managed.body.error.code).toBe('context_length_exceeded');
+    expect(logged).not.toHaveBeenCalled();
+    logged.mockRestore();
+  });
+
+  it('logs a server fault once, under the request id it answers with', async () => {
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const url = await serve(await FakeEngine.create({ failAfter: 2 }));
+    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat('Once upon a time')) });
+    expect(res.status).toBe(500);
+    const id = res.headers.get('x-request-id');
+    expect(id).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(logged).toHaveBeenCalledTimes(1);
+    expect(logged.mock.calls[0]![0]).toBe(`mlxcel-server: request ${id} (POST /v1/chat/completions) failed:`);
+    expect((logged.mock.calls[0]![1] as Error).message).toBe('engine step failed');
+    logged.mockRestore();
+  });
+});
+
+describe('documented routes this server cannot serve', () => {
+  const SERVED = 'this server serves text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)';
+  const image = (path: string) => `POST ${path} needs an image model: start the server with --image-model (or MLXCEL_IMAGE_MODEL); ${SERVED}`;
+  const whisper = (path: string) => `POST ${path} needs a Whisper checkpoint, served by an audio-only server process; ${SERVED}`;
+  const kokoro = (path: string) => `POST ${path} needs a Kokoro text-to-speech checkpoint, served by an audio-only server process; ${SERVED}`;
+  const embeddings = 'This server does not support embeddings. Start it with `--embeddings`';
+  const reranking = 'This server does not support reranking. Start it with `--reranking`';
+
+  it.each([
+    ...['/v1/images/generations', '/images/generations', '/v1/images/edits', '/images/edits'].map((p) => ['POST', p, 'not_implemented', image(p)]),
+    ...['/v1/audio/speech', '/audio/speech'].map((p) => ['POST', p, 'not_implemented', kokoro(p)]),
+    ...['/v1/audio/transcriptions', '/audio/transcriptions', '/v1/audio/translations', '/audio/translations'].map((p) => [
+      'POST',
+      p,
+      'not_implemented',
+      whisper(p),
+    ]),
+    ['GET', '/v1/realtime', 'not_implemented', `GET /v1/realtime needs a Nemotron VoiceChat checkpoint; ${SERVED}`],
+    ...['/v1/embeddings', '/embedding', '/embeddings'].map((p) => ['POST', p, 'not_supported_error', embeddings]),
+    ...['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'].map((p) => ['POST', p, 'not_supported_error', reranking]),
+    ['POST', '/infill', 'not_supported_error', 'This server does not support infill: it has no fill-in-the-middle path'],
+  ])('%s %s -> 501 %s', async (method, path, type, message) => {
+    const url = await serve(await FakeEngine.create());
+    // The body is not read: a multipart upload or a malformed one gets the same answer.
+    const res = await fetch(url + path, { method, ...(method === 'POST' ? { body: '{not json' } : {}) });
+    expect(res.status).toBe(501);
+    expect(await res.json()).toEqual({ error: { message, type, code: null } });
+  });
+
+  it('answers a WebSocket upgrade on /v1/realtime with the 501', async () => {
+    const url = new URL(await serve(await FakeEngine.create()));
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      const req = request({
+        host: url.hostname,
+        port: url.port,
+        path: '/v1/realtime',
+        headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==' },
+      });
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode);
+      });
+      req.on('upgrade', () => reject(new Error('upgraded')));
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).toBe(501);
+  });
+
+  it('asks for the API key first', async () => {
+    const url = await serve(await FakeEngine.create(), 'sesame');
+    expect((await fetch(`${url}/v1/images/generations`, { method: 'POST' })).status).toBe(401);
+    expect((await fetch(`${url}/infill`, { method: 'POST', headers: { Authorization: 'Bearer sesame' } })).status).toBe(501);
   });
 });
 

@@ -1,12 +1,14 @@
-// The HTTP application: middleware order matters. Health comes before auth (it must stay
-// open), auth before body parsing (no parse errors for unauthenticated callers), and the
-// 404 and error envelopes last.
+// The HTTP application: middleware order matters. Every request is named first (the id
+// a fault is logged under), health comes before auth (it must stay open), auth before
+// body parsing (no parse errors for unauthenticated callers), and the 404 and error
+// envelopes last.
 import express, { type Express } from 'express';
 import type { Engine } from '../engine/engine.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/anthropic.js';
 import { apiKeyAuth } from './auth.js';
 import { cacheRoutes } from './routes/cache.js';
-import { ApiError, errorHandler, sendError } from './errors.js';
+import { limitBodyDepth } from './body-depth.js';
+import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
@@ -18,6 +20,7 @@ import { propsRoutes } from './routes/props.js';
 import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './routes/responses.js';
 import { samplingDefaults, type SamplingDefaults } from './sampling-defaults.js';
 import { slotRoutes } from './routes/slots.js';
+import { unavailableRoutes } from './routes/unavailable.js';
 
 export interface AppOptions {
   /** When set, every route but GET /health and GET / needs this key. */
@@ -76,8 +79,10 @@ export function createApp(
   app.use(propsRoutes(models, defaults));
   // Bodiless too: POST /v1/cache/reset reads nothing.
   app.use(cacheRoutes(models));
+  // 501s for the documented routes this server cannot serve; they read no body either.
+  app.use(unavailableRoutes());
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
-  app.use(express.json({ limit: '32mb', type: () => true }));
+  app.use(express.json({ limit: '32mb', type: () => true }), limitBodyDepth);
   app.use(
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
     openAICompletionRoutes(models, defaults, metrics),
@@ -112,6 +117,7 @@ function responsesOptions(o: AppOptions) {
 function newApp(): Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use(assignRequestId);
   return app;
 }
 

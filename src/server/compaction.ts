@@ -15,8 +15,9 @@
 //    is what the capsule replaced, so a client may send back either the compacted output
 //    or its full history followed by that output.
 //  * Failures leave nothing changed and answer 400 context_length_exceeded: a history
-//    longer than the context, a summary prompt that cannot fit, a result not shorter
-//    than the input.
+//    longer than the context, a summary prompt that cannot fit, a summary generation
+//    that wrote no text (nothing would stand for the turns it replaces), a result not
+//    shorter than the input.
 import { randomBytes } from 'node:crypto';
 import { ApiError, badRequest } from './errors.js';
 import { isInstruction, isObject, isUserMessage, normalizeInput, SUMMARY_MARK, type Item } from './responses-items.js';
@@ -208,7 +209,9 @@ export async function compactItems(items: Item[], deps: CompactionDeps, options:
   deps.onStart?.(before);
   const summary = await deps.summarize(request, options.maxOutputTokens);
   const text = summary.text.trim();
-  if (!text) throw new ApiError(500, 'server_error', 'the summary generation produced no text; nothing was compacted');
+  if (!text) {
+    throw tooLong(`the summary generation produced no text within max_output_tokens ${options.maxOutputTokens}`, before, deps.contextSize);
+  }
 
   const item = newCompactionItem({ summary: text, items: retained });
   const output = [...instructions, ...retained, item];

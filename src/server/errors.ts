@@ -1,5 +1,7 @@
-// The OpenAI error envelope every route answers with: {"error":{"message","type","code"}}.
-import type { ErrorRequestHandler, Response } from 'express';
+// The OpenAI error envelope every route answers with: {"error":{"message","type","code"}},
+// and the one log line of a failure no route chose to report, under the request's id.
+import { randomBytes } from 'node:crypto';
+import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import { QueueFullError } from '../engine/types.js';
 
 export class ApiError extends Error {
@@ -34,6 +36,8 @@ export function sendError(res: Response, err: ApiError): void {
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof QueueFullError) return new ApiError(503, 'server_busy', err.message);
+  // The router's, for a path parameter that is not valid percent-encoding.
+  if (err instanceof URIError) return badRequest(`malformed percent-encoding in the request path: ${err.message}`);
   const e = err as { type?: string; status?: number; expose?: boolean; message?: string };
   if (e.type === 'entity.parse.failed') return badRequest(`malformed JSON in request body: ${e.message}`);
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
@@ -42,18 +46,30 @@ export function toApiError(err: unknown): ApiError {
   return serverError(e.message ?? String(err));
 }
 
-/** A failure no route chose to report (a bug, an engine fault): worth a log line. */
-export function isUnexpected(err: unknown): boolean {
-  return !(err instanceof ApiError) && toApiError(err).type === 'server_error';
+/** Names each request: res.locals.requestId, echoed as X-Request-Id so that a client can
+ *  quote the id a fault was logged under. */
+export const assignRequestId: RequestHandler = (_req, res, next) => {
+  const id = `req_${randomBytes(12).toString('hex')}`;
+  res.locals.requestId = id;
+  res.setHeader('X-Request-Id', id);
+  next();
+};
+
+/** Logs a failure no route chose to report (a bug, an engine fault). An ApiError is an
+ *  answer a route chose, and what toApiError maps below 500 (a malformed body, a full
+ *  queue) is no fault of the server's: neither is logged. */
+export function logFault(res: Response, err: unknown): void {
+  if (err instanceof ApiError || toApiError(err).type !== 'server_error') return;
+  const { method, originalUrl } = res.req;
+  console.error(`mlxcel-server: request ${String(res.locals.requestId)} (${method} ${originalUrl}) failed:`, err);
 }
 
 export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
-  const apiError = toApiError(err);
-  if (isUnexpected(err)) console.error(err);
+  logFault(res, err);
   // A streaming route reports its own failures inside the stream.
   if (res.headersSent) {
     res.end();
     return;
   }
-  sendError(res, apiError);
+  sendError(res, toApiError(err));
 };

@@ -1,7 +1,7 @@
 // Server-Sent Events framing shared by the streaming routes: `data: <json>\n\n` per event,
 // errors reported in-band once the 200 headers are out.
 import type { Response } from 'express';
-import { isUnexpected, toApiError } from './errors.js';
+import { logFault, toApiError } from './errors.js';
 
 export function startSse(res: Response): void {
   res.status(200);
@@ -39,7 +39,7 @@ export async function runSse(res: Response, body: () => Promise<void>): Promise<
     await body();
   } catch (err) {
     // A client that left makes the engine stop; that is not worth a log line.
-    if (isUnexpected(err) && !res.destroyed) console.error(err);
+    if (!res.destroyed) logFault(res, err);
     sendSse(res, toApiError(err).toJSON());
     res.end();
   }

@@ -7,7 +7,7 @@ import { Router, type RequestHandler } from 'express';
 import { anthropicError, MessageBuilder, newMessageId } from '../anthropic-output.js';
 import { chatTurn, parseCountTokensBody, parseMessagesBody, samplingFields } from '../anthropic-request.js';
 import { prepareTurn, startTurn } from '../chat-turn.js';
-import { isUnexpected, toApiError, type ApiError } from '../errors.js';
+import { logFault, toApiError, type ApiError } from '../errors.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { requestContext } from '../request-context.js';
@@ -54,7 +54,7 @@ export function anthropicRoutes(models: ModelState, defaults: SamplingDefaults, 
       builder.start();
       for await (const event of events) builder.push(event);
     } catch (err) {
-      if (isUnexpected(err)) console.error(err);
+      logFault(res, err);
       builder.fail(toApiError(err));
     } finally {
       res.end();

@@ -18,7 +18,7 @@ import {
   resolveItems,
   type CompactionDeps,
 } from '../compaction.js';
-import { ApiError, badRequest, isUnexpected, toApiError } from '../errors.js';
+import { ApiError, badRequest, logFault, toApiError } from '../errors.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState, ServedModel } from '../model-state.js';
 import { requestContext, type RequestContext } from '../request-context.js';
@@ -188,7 +188,7 @@ export function responsesRoutes(
       }
       for await (const event of events) builder.push(event);
     } catch (err) {
-      if (isUnexpected(err)) console.error(err);
+      logFault(res, err);
       builder.fail(toApiError(err));
     } finally {
       finish();
