@@ -1,6 +1,6 @@
 // rmsnorm.wgsl through Ops.rmsnorm: y[r, :] = x[src(r), :] / sqrt(mean(x^2) + eps) * weight,
 // per token and per sampling sequence (seqLast). Qwen3's per-head q/k norm is fused into
-// rope.wgsl and checked in rope.test.ts.
+// rope_kv_write.wgsl and checked in rope-kv-write.test.ts.
 //
 // Tolerance: |got - want| <= (width + 16) * 2^-24 * |want|: the f32 sum of squares has
 // relative error <= width * 2^-24 (gamma bound), which reaches the result halved by the
