@@ -345,12 +345,49 @@ describe('malformed calls come back as content, never a crash', () => {
       expect(streamChars(c.reply, config(c)).reply.content).toBe(c.reply);
     });
   }
+});
 
-  it('a call cut off mid-arguments (max_tokens) is content in the final parse, with a warning', async () => {
+describe('a call cut off by max_tokens is never content', () => {
+  it('keeps a streamed call with the arguments read so far, and the same in the final parse', async () => {
+    const tok = await lenmlTokenizer('qwen3');
+    const reply = 'Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa';
+    const streamed = await streamReply(tok, reply, config({ format: 'hermes' }), new Set(), 'Hi', true);
+    expect(streamed.reply.content).toBe('Sure.');
+    expect(streamed.reply.cutOff).toBe(true);
+    expect(streamed.reply.toolCalls.map((c) => c.function.name)).toEqual(['get_weather']);
+    const chunks = coalesce(streamed.chunks);
+    expect(chunks.filter((c) => 'content' in c)).toEqual([{ content: 'Sure.' }]);
+    const pieces = argumentPieces(streamed.chunks);
+    expect(pieces.get(0)!.join('')).toBe(streamed.reply.toolCalls[0]!.function.arguments);
+    expect(streamed.warnings).toEqual([]);
+    // The one-shot parse (a non-streaming answer) reads the same call.
+    const chars = streamChars(reply, config({ format: 'hermes' }), true);
+    expect(chars.reply).toMatchObject({ content: 'Sure.', cutOff: true });
+    expect(chars.reply.toolCalls.map((c) => [c.function.name, c.function.arguments])).toEqual(
+      streamed.reply.toolCalls.map((c) => [c.function.name, c.function.arguments]),
+    );
+  });
+
+  it('drops a call cut off before its name', async () => {
+    const tok = await lenmlTokenizer('qwen3');
+    const reply = 'Sure.\n<tool_call>\n{"na';
+    const streamed = await streamReply(tok, reply, config({ format: 'hermes' }), new Set(), 'Hi', true);
+    expect(streamed.reply).toMatchObject({ content: 'Sure.', toolCalls: [], cutOff: true });
+    expect(coalesce(streamed.chunks)).toEqual([{ content: 'Sure.' }]);
+  });
+
+  it('drops a cut-off call of a format that sends calls whole', () => {
+    const reply = 'Sure.<|tool_call_start|>[get_weather(city="Pa';
+    const out = streamChars(reply, config({ format: 'pythonic' }), true);
+    expect(out.reply).toMatchObject({ content: 'Sure.', toolCalls: [], cutOff: true });
+    expect(coalesce(out.chunks)).toEqual([{ content: 'Sure.' }]);
+  });
+
+  it('the same markup without the limit (an end-of-generation token) is content', async () => {
     const tok = await lenmlTokenizer('qwen3');
     const reply = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa';
     const streamed = await streamReply(tok, reply, config({ format: 'hermes' }), new Set());
-    expect(streamed.reply).toMatchObject({ content: reply, toolCalls: [] });
+    expect(streamed.reply).toMatchObject({ content: reply, toolCalls: [], cutOff: false });
     // The name and part of the arguments had already gone out: that disagreement is logged.
     expect(streamed.warnings.length).toBeGreaterThan(0);
   });
@@ -445,7 +482,15 @@ describe('Harmony (GPT-OSS), tokenized with its own tokenizer', () => {
     ]);
   });
 
-  it('a call cut off mid-arguments is content', async () => {
+  it('a call cut off mid-arguments by max_tokens is dropped', async () => {
+    const tok = await lenmlTokenizer('gptoss');
+    const text = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Par';
+    const streamed = await streamReply(tok, text, harmonyConfig(true), await keep(), 'Hi', true);
+    expect(streamed.reply).toMatchObject({ content: '', toolCalls: [], cutOff: true });
+    expect(coalesce(streamed.chunks)).toEqual([]);
+  });
+
+  it('a call ended without its terminator and without the limit is content', async () => {
     const tok = await lenmlTokenizer('gptoss');
     const body = '{"city": "Par';
     const streamed = await streamReply(tok, `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>${body}`, harmonyConfig(true), await keep());

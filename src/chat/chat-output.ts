@@ -2,7 +2,9 @@
 // Each pushed piece (one token's text) gives one delta, possibly empty, so a caller can keep
 // one chunk per token. At the end the whole text is parsed once more; that parse is
 // authoritative, and the stream is reconciled with it (what was not sent yet is sent, and
-// a disagreement is reported through `warn`).
+// a disagreement is reported through `warn`). A generation stopped by its token limit
+// inside a call ends with `cutOff`: the call's markup is not content, and a call whose
+// name was already streamed stays, with the arguments read so far.
 import { promptOpensReasoning, ReasoningSplitter } from './reasoning.js';
 import { HarmonyOutput } from './tools/harmony.js';
 import type { ChatFormat, ThinkTags } from './tools/registry.js';
@@ -28,6 +30,8 @@ export interface ChatReply {
   content: string;
   reasoning: string;
   toolCalls: ToolCall[];
+  /** The output ended inside a tool call, cut off by the token limit. */
+  cutOff: boolean;
 }
 
 /** The output configuration for a rendered prompt. */
@@ -68,9 +72,10 @@ class Pipeline {
     }
   }
 
-  push(text: string, final: boolean): OutputDelta {
+  /** `atLimit` (with `final`): the generation stopped at its token limit. */
+  push(text: string, final: boolean, atLimit = false): OutputDelta {
     if (this.harmony) {
-      const d = final ? this.harmony.finish() : this.harmony.push(text);
+      const d = final ? this.harmony.finish(atLimit) : this.harmony.push(text);
       return { reasoning: d.reasoning, content: d.content, toolCalls: d.toolCalls };
     }
     const split = this.splitter ? (final ? this.splitter.finish() : this.splitter.push(text)) : { reasoning: '', content: text };
@@ -78,7 +83,7 @@ class Pipeline {
     if (!this.filter) return { reasoning: split.reasoning, content: split.content, toolCalls: [] };
     const filtered = this.filter.push(split.content);
     if (final) {
-      const rest = this.filter.finish();
+      const rest = this.filter.finish(atLimit);
       filtered.content += rest.content;
       filtered.calls.push(...rest.calls);
     }
@@ -86,27 +91,32 @@ class Pipeline {
   }
 
   reply(rawContent: string): ChatReply {
-    if (this.harmony) return { content: this.harmony.content, reasoning: this.harmony.reasoning, toolCalls: this.harmony.toolCalls };
+    const h = this.harmony;
+    if (h) return { content: h.content, reasoning: h.reasoning, toolCalls: h.toolCalls, cutOff: h.cutOff };
     return {
       reasoning: this.reasoning,
       content: this.filter ? this.filter.content : rawContent,
       toolCalls: this.filter?.calls ?? [],
+      cutOff: this.filter?.cutOff ?? false,
     };
   }
 }
 
-/** The whole reply at once: the non-streaming answer, and the authoritative parse. */
-export function parseChatOutput(text: string, config: ChatOutputConfig): ChatReply {
+/**
+ * The whole reply at once: the non-streaming answer, and the authoritative parse.
+ * `atLimit`: the generation stopped at its token limit.
+ */
+export function parseChatOutput(text: string, config: ChatOutputConfig, atLimit = false): ChatReply {
   const pipeline = new Pipeline(config, false);
   const a = pipeline.push(text, false);
-  const b = pipeline.push('', true);
+  const b = pipeline.push('', true, atLimit);
   return pipeline.reply(a.content + b.content);
 }
 
 export class ChatOutput {
   private readonly pipeline: Pipeline;
   private text = '';
-  private readonly sent: ChatReply = { content: '', reasoning: '', toolCalls: [] };
+  private readonly sent: Omit<ChatReply, 'cutOff'> = { content: '', reasoning: '', toolCalls: [] };
   private readonly sentArgs: string[] = [];
 
   constructor(private readonly config: ChatOutputConfig) {
@@ -118,10 +128,13 @@ export class ChatOutput {
     return this.record(this.pipeline.push(text, false));
   }
 
-  /** Ends the stream: the last delta, and the reply as the final parse has it. */
-  finish(): { delta: OutputDelta; reply: ChatReply } {
-    const delta = this.record(this.pipeline.push('', true));
-    const reply = parseChatOutput(this.text, this.config);
+  /**
+   * Ends the stream: the last delta, and the reply as the final parse has it. `atLimit`:
+   * the generation stopped at its token limit.
+   */
+  finish(atLimit = false): { delta: OutputDelta; reply: ChatReply } {
+    const delta = this.record(this.pipeline.push('', true, atLimit));
+    const reply = parseChatOutput(this.text, this.config, atLimit);
     const warn = this.config.warn ?? (() => {});
     for (const key of ['reasoning', 'content'] as const) {
       if (reply[key].startsWith(this.sent[key])) delta[key] += reply[key].slice(this.sent[key].length);

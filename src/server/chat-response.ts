@@ -2,6 +2,8 @@
 // reasoning_content, tool_calls) as JSON, or the chunk sequence (SSE) with one chunk per
 // turn event and each token's logprobs on the first chunk it produced. finish_reason is
 // the turn's; reasoning_only marks a reply whose tokens all stayed in the reasoning channel.
+// A generation that fails mid-stream ends with the error event, a finish_reason "error"
+// chunk and [DONE].
 import type { Response } from 'express';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { ChatEvent, FinishKind, OutputEvent, ToolCall, TurnResult } from './chat-turn.js';
@@ -68,5 +70,5 @@ export async function streamChatCompletion(
       send(reasoningOnly(event.turn) ? { reasoning_only: true } : {}, event.turn.finish);
       stream.end(event.turn.generation.usage);
     }
-  });
+  }, () => stream.fail({ index: 0, delta: {}, logprobs: null }));
 }

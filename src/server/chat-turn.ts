@@ -119,15 +119,16 @@ async function* chatEvents(
       yield* deltaEvents(output.push(event.text), event.token?.logprobs ? event.token : undefined);
       continue;
     }
-    const { delta, reply } = output.finish();
+    const generation = event.result;
+    const { delta, reply } = output.finish(generation.finishReason === 'length');
     yield* deltaEvents(delta);
     const forced = turn.chat.forced;
     if (forced && reply.toolCalls.length === 0) warn(`tool_choice forced a call (${forced.kind}) but the reply has none`);
-    const generation = event.result;
     yield {
       type: 'done',
       turn: {
-        finish: reply.toolCalls.length > 0 ? 'tool_calls' : generation.finishReason,
+        // A call cut off by the token limit makes the turn a 'length' one.
+        finish: reply.cutOff ? 'length' : reply.toolCalls.length > 0 ? 'tool_calls' : generation.finishReason,
         generation,
         reasoning: reply.reasoning,
         content: reply.content,

@@ -22,13 +22,21 @@ export function responseHead(engine: Engine, idPrefix: 'chatcmpl' | 'cmpl'): Res
   };
 }
 
-/** A stream's framing: `send` writes a chunk of one choice; `end` the usage chunk (when asked for) and [DONE]. */
+/**
+ * A stream's framing: `send` writes a chunk of one choice; `end` the usage chunk (when
+ * asked for) and [DONE]; `fail`, after the error event of a generation that failed, the
+ * closing choice with finish_reason "error" and [DONE].
+ */
 export function openAIStream(res: Response, head: ResponseHead, object: 'chat.completion.chunk' | 'text_completion', includeUsage: boolean) {
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({ ...head, object, choices, ...extra });
   return {
     send: (choice: Record<string, unknown>) => sendSse(res, chunk([choice])),
     end(usage: Usage): void {
       if (includeUsage) sendSse(res, chunk([], { usage }));
+      endSse(res, true);
+    },
+    fail(closing: Record<string, unknown>): void {
+      sendSse(res, chunk([{ ...closing, finish_reason: 'error' }]));
       endSse(res, true);
     },
   };

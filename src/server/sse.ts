@@ -31,9 +31,10 @@ export function endSse(res: Response, doneMarker: boolean): void {
 
 /**
  * Runs a stream body, turning a failure after the headers into an error event (as
- * llama-server does) rather than a silently truncated stream.
+ * llama-server does) rather than a silently truncated stream; `closeOnError` then writes
+ * the route's closing events (an OpenAI stream's finish_reason "error" chunk and [DONE]).
  */
-export async function runSse(res: Response, body: () => Promise<void>): Promise<void> {
+export async function runSse(res: Response, body: () => Promise<void>, closeOnError?: () => void): Promise<void> {
   startSse(res);
   try {
     await body();
@@ -41,6 +42,7 @@ export async function runSse(res: Response, body: () => Promise<void>): Promise<
     // A client that left makes the engine stop; that is not worth a log line.
     if (!res.destroyed) logFault(res, err);
     sendSse(res, toApiError(err).toJSON());
-    res.end();
+    closeOnError?.();
+    if (!res.writableEnded) res.end();
   }
 }

@@ -84,13 +84,17 @@ export interface StreamedReply {
 /** The chunk deltas one output delta becomes on the chat-completions stream. */
 const deltaChunks = (delta: OutputDelta) => deltaEvents(delta).map(chunkDelta);
 
-/** Feeds `text`'s tokens through generateText and ChatOutput, one token at a time. */
+/**
+ * Feeds `text`'s tokens through generateText and ChatOutput, one token at a time;
+ * `atLimit` makes its last token the last max_tokens allows.
+ */
 export async function streamReply(
   tokenizer: TextTokenizer,
   text: string,
   config: ChatOutputConfig,
   keepSpecialIds: ReadonlySet<number>,
   prompt = 'Hi',
+  atLimit = false,
 ): Promise<StreamedReply> {
   const ids = tokenizer.encode(text, false);
   const engine = new ScriptedEngine(tokenizer, ids);
@@ -99,7 +103,7 @@ export async function streamReply(
   const chunks: Array<Record<string, unknown>> = [];
   const events = generateText(engine, {
     promptTokens: tokenizer.encode(prompt, false),
-    maxTokens: ids.length + 1,
+    maxTokens: atLimit ? ids.length : ids.length + 1,
     sampling: { temperature: 0, topK: 0, topP: 1 },
     stop: [],
     keepSpecialIds,
@@ -111,7 +115,7 @@ export async function streamReply(
       chunks.push(...deltaChunks(output.push(event.text)));
       continue;
     }
-    const end = output.finish();
+    const end = output.finish(event.result.finishReason === 'length');
     chunks.push(...deltaChunks(end.delta));
     reply = end.reply;
   }
@@ -119,12 +123,12 @@ export async function streamReply(
 }
 
 /** The same text cut into single characters: every delimiter split everywhere. */
-export function streamChars(text: string, config: ChatOutputConfig): StreamedReply {
+export function streamChars(text: string, config: ChatOutputConfig, atLimit = false): StreamedReply {
   const warnings: string[] = [];
   const output = new ChatOutput({ ...config, warn: (m) => warnings.push(m) });
   const chunks: Array<Record<string, unknown>> = [];
   for (const ch of text) chunks.push(...deltaChunks(output.push(ch)));
-  const end = output.finish();
+  const end = output.finish(atLimit);
   chunks.push(...deltaChunks(end.delta));
   return { chunks, tokens: text.length, reply: end.reply, warnings };
 }

@@ -7,7 +7,8 @@
 // (the recipient may also sit before the channel: "<|start|>assistant to=functions.f<|channel|>commentary json").
 // analysis is reasoning, final and commentary without a recipient are content, and a
 // message to a recipient is a tool call (sent whole, at its end). <|call|> and <|return|>
-// end generation, so the last body usually just stops.
+// end generation, so the last body usually just stops. A call cut off by the token limit
+// is dropped: it was never sent, and its markup is no content.
 import { objectArguments, partialSuffix } from './markers.js';
 import { newCallId } from './stream-filter.js';
 import type { ToolCall, ToolCallDelta } from './types.js';
@@ -48,6 +49,8 @@ export class HarmonyOutput {
   private readonly calls: ToolCall[] = [];
   content = '';
   reasoning = '';
+  /** The output ended inside a call, cut off by the token limit. */
+  cutOff = false;
 
   constructor(
     /** Calls are reported only when the request declared tools. */
@@ -64,9 +67,10 @@ export class HarmonyOutput {
     return this.drain(false);
   }
 
-  finish(): HarmonyDelta {
+  /** `atLimit`: the generation stopped at its token limit. */
+  finish(atLimit = false): HarmonyDelta {
     const out = this.drain(true);
-    if (this.body) this.endMessage(out);
+    if (this.body) this.endMessage(out, atLimit);
     else if (this.buffer.trim() !== '') {
       // A header that never reached <|message|>: what the model wrote is all there is.
       out.content += this.buffer;
@@ -117,13 +121,17 @@ export class HarmonyOutput {
     }
   }
 
-  private endMessage(out: HarmonyDelta): void {
+  private endMessage(out: HarmonyDelta, atLimit = false): void {
     const body = this.body;
     this.body = undefined;
     if (body?.kind !== 'call' || !this.toolsDeclared) return;
     const text = this.callText;
     this.callText = '';
     const args = objectArguments(text);
+    if (!args && atLimit) {
+      this.cutOff = true;
+      return;
+    }
     if (!args) {
       // Not a valid call: the client sees what the model wrote.
       out.content += text;

@@ -4,6 +4,10 @@
 // region that turns out malformed is given back as content. Whitespace next to calls is
 // layout, not content: it is held, and dropped when a call follows or ends the output.
 //
+// A generation stopped by its token limit inside markup is a call cut off: the markup is
+// dropped, not given back as content, and the calls it already named stay, with the
+// arguments read so far.
+//
 // The same class is the end-of-generation parser: fed the whole text at once with
 // `final`, it is what the streamed result is reconciled against.
 import { randomInt } from 'node:crypto';
@@ -53,6 +57,8 @@ export class ToolCallFilter {
   private droppedLayout = '';
   /** Content emitted so far. */
   content = '';
+  /** The output ended inside a call, cut off by the token limit. */
+  cutOff = false;
   private readonly maxCalls: number;
   private readonly newId: () => string;
 
@@ -75,9 +81,12 @@ export class ToolCallFilter {
     return this.drain(false);
   }
 
-  /** End of generation: whatever is pending is decided now. */
-  finish(): FilterOutput {
-    const out = this.drain(true);
+  /**
+   * End of generation: whatever is pending is decided now. `atLimit`: the generation
+   * stopped at its token limit, so unfinished markup at the end is a cut-off call.
+   */
+  finish(atLimit = false): FilterOutput {
+    const out = this.drain(true, atLimit);
     // Trailing layout after calls is dropped; plain answers keep theirs.
     if (this.buffer !== '') {
       if (this.streamed.length === 0) out.content += this.emit(this.buffer);
@@ -110,7 +119,7 @@ export class ToolCallFilter {
     return { atBoundary: this.atBoundary, atLineStart: this.atLineStart, atOutputStart: this.atOutputStart, final, tools: this.tools };
   }
 
-  private drain(final: boolean): FilterOutput {
+  private drain(final: boolean, atLimit = false): FilterOutput {
     const out: FilterOutput = { content: '', calls: [] };
     while (this.buffer !== '') {
       if (!this.inMarkup) {
@@ -149,7 +158,7 @@ export class ToolCallFilter {
       const region = this.buffer.slice(0, end);
       this.buffer = this.buffer.slice(end);
       this.inMarkup = false;
-      this.closeRegion(region, out);
+      this.closeRegion(region, out, atLimit && this.buffer === '');
     }
     return out;
   }
@@ -172,10 +181,17 @@ export class ToolCallFilter {
     }
   }
 
-  private closeRegion(region: string, out: FilterOutput): void {
+  /** `cutOff`: the region runs to the end of an output stopped by the token limit. */
+  private closeRegion(region: string, out: FilterOutput, cutOff: boolean): void {
     const parsed = this.format.parseRegion(region, this.tools);
     const streamedHere = this.streamed.length - this.regionBase;
     this.streamer = undefined;
+    if (parsed === undefined && cutOff) {
+      // The one-shot parse reads the calls the stream would have named.
+      if (this.options.incremental === false && this.format.createStreamer) this.streamEvents(this.format.createStreamer(this.tools).update(region), out);
+      this.cutOff = true;
+      return;
+    }
     if (parsed === undefined) {
       if (streamedHere > 0) this.options.warn?.(`tool call markup streamed as a call did not parse; returned as content: ${JSON.stringify(region.slice(0, 200))}`);
       // Malformed markup is content: the client sees what the model wrote.

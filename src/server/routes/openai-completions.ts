@@ -1,4 +1,6 @@
 // POST /v1/completions (and /completions): OpenAI legacy text completions, JSON or SSE.
+// A stream whose generation fails ends with the error event, a finish_reason "error"
+// choice and [DONE].
 import { Router, type Response } from 'express';
 import { collectText, generateText, type TextGenerationEvent } from '../../chat/text-generation.js';
 import type { FinishReason } from '../../engine/types.js';
@@ -69,7 +71,7 @@ async function streamCompletion(
       stream.send(choice('', event.result.finishReason));
       stream.end(event.result.usage);
     }
-  });
+  }, () => stream.fail(choice('', null, null)));
 }
 
 /** The one prompt of the request: batches (several prompts) are not served. */
