@@ -24,6 +24,8 @@ export interface ServeOptions {
   batchSize?: number;
   maxQueue?: number;
   apiKey?: string;
+  /** --cors-origins: origins sent CORS headers; undefined = any ("*"). */
+  corsOrigins?: string[];
   alias?: string;
   backend: (typeof BACKENDS)[number];
   /** GET /slots; undefined = on. */
@@ -85,6 +87,7 @@ const FLAGS: Flag[] = [
   { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: `requests that may wait for a slot before 503 (default: ${ENGINE_DEFAULTS.maxQueue})` },
   // LLAMA_API_KEY is llama-server's own name for this one.
   { name: 'api-key', env: ['LLAMA_ARG_API_KEY', 'LLAMA_API_KEY'], value: 'KEY', help: 'require this key in "Authorization: Bearer KEY" (default: none)' },
+  { name: 'cors-origins', env: ['LLAMA_ARG_CORS_ORIGINS'], value: 'LIST', help: 'comma-separated origins whose browser calls may read responses, * for any (default: *)' },
   { name: 'alias', env: ['LLAMA_ARG_ALIAS'], value: 'NAME', help: 'model id shown in responses (default: the model directory name)' },
   { name: 'backend', env: ['LLAMA_ARG_BACKEND'], value: 'NAME', help: `GPU backend: ${BACKENDS.join('|')} (default: auto)` },
   { name: 'chat-template-kwargs', env: ['LLAMA_ARG_CHAT_TEMPLATE_KWARGS'], value: 'JSON', help: 'JSON object of chat template kwargs; request kwargs win per key (default: {})' },
@@ -210,6 +213,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       batchSize: optionalInteger('batch-size', 1),
       maxQueue: optionalInteger('max-queue', 0),
       apiKey: get('api-key'),
+      corsOrigins: originList('cors-origins', get('cors-origins')),
       alias: get('alias'),
       backend: backend as ServeOptions['backend'],
       slots: getSwitch('slots'),
@@ -240,6 +244,14 @@ function loopPolicyOption(env: Readonly<Record<string, string | undefined>>): Pa
   } catch (err) {
     throw new CliError((err as Error).message);
   }
+}
+
+/** --cors-origins: a comma-separated list; undefined (any origin) when unset or when it holds "*". */
+function originList(name: string, text: string | undefined): string[] | undefined {
+  if (text === undefined) return undefined;
+  const origins = text.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  if (origins.length === 0) throw new CliError(`--${name} must list at least one origin, got "${text}"`);
+  return origins.includes('*') ? undefined : origins;
 }
 
 /** A flag whose value is a JSON object (llama-server's --chat-template-kwargs). */

@@ -221,3 +221,25 @@ describe('parseCli: --verbose and --log-verbosity', () => {
     }
   });
 });
+
+describe('parseCli: --cors-origins', () => {
+  it('reads a comma-separated list from the flag or LLAMA_ARG_CORS_ORIGINS; unset means any origin', () => {
+    expect(serveOptions([]).corsOrigins).toBeUndefined();
+    expect(serveOptions(['--cors-origins', 'http://a.example, http://b.example,']).corsOrigins).toEqual(['http://a.example', 'http://b.example']);
+    expect(parse([], { LLAMA_ARG_CORS_ORIGINS: 'http://env.example' })).toMatchObject({ options: { corsOrigins: ['http://env.example'] } });
+    expect(parse(['--cors-origins', 'http://flag.example'], { LLAMA_ARG_CORS_ORIGINS: 'http://env.example' })).toMatchObject({
+      options: { corsOrigins: ['http://flag.example'] },
+    });
+  });
+
+  it('reads "*" as any origin and refuses an empty list', () => {
+    expect(serveOptions(['--cors-origins', '*']).corsOrigins).toBeUndefined();
+    expect(serveOptions(['--cors-origins', 'http://a.example,*']).corsOrigins).toBeUndefined();
+    expect(() => parse(['--cors-origins', ' , '])).toThrow(/--cors-origins must list at least one origin/);
+  });
+
+  it('lists it in --help with its variable', () => {
+    expect(HELP_TEXT).toContain('--cors-origins LIST');
+    expect(HELP_TEXT).toContain('LLAMA_ARG_CORS_ORIGINS');
+  });
+});

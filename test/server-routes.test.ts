@@ -3,7 +3,7 @@
 import { request } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { startServer, type RunningServer, type ServerOptions } from '../src/server/server.js';
 import { FakeEngine, ONCE_UPON_A_TIME_TEXT } from './helpers/fake-engine.js';
 import { readSse } from './helpers/sse.js';
 
@@ -13,8 +13,8 @@ afterEach(async () => {
   running = undefined;
 });
 
-async function serve(engine: Engine | Promise<Engine>, apiKey?: string): Promise<string> {
-  running = await startServer(engine, { host: '127.0.0.1', port: 0, apiKey });
+async function serve(engine: Engine | Promise<Engine>, apiKey?: string, options: Partial<ServerOptions> = {}): Promise<string> {
+  running = await startServer(engine, { host: '127.0.0.1', port: 0, apiKey, ...options });
   return running.url;
 }
 
@@ -90,6 +90,15 @@ describe('health and models', () => {
     expect(body).toMatchObject({ object: 'list', data: [{ id: 'stories260k', object: 'model', owned_by: 'user' }] });
     expect(typeof body.data[0].created).toBe('number');
   });
+
+  it('answers GET /models as GET /v1/models, behind the API key', async () => {
+    const url = await serve(await FakeEngine.create(), 'sesame');
+    const auth = { headers: { Authorization: 'Bearer sesame' } };
+    const res = await fetch(`${url}/models`, auth);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual(await (await fetch(`${url}/v1/models`, auth)).json());
+    expect((await fetch(`${url}/models`)).status).toBe(401);
+  });
 });
 
 describe('request errors', () => {
@@ -121,6 +130,11 @@ describe('request errors', () => {
     ['/v1/completions', { prompt: [1, 9999] }, 'prompt token id 9999 is out of vocabulary range (vocab_size 512)'],
     ['/completion', { n_predict: 3 }, 'prompt is required'],
     ['/completion', { prompt: 'x', n_predict: 'many' }, 'n_predict must be integer'],
+    ['/completion', { prompt: 'x', thinking_budget_tokens: -2 }, 'thinking_budget_tokens must be an integer >= -1 (-1 = no limit)'],
+    ['/completion', { prompt: 'x', reasoning_budget_tokens: 1.5 }, 'reasoning_budget_tokens must be integer'],
+    ['/completion', { prompt: 'x', reasoning_budget: 'all' }, 'reasoning_budget must be integer'],
+    ['/completion', { prompt: 'x', reasoning_budget: -5 }, 'reasoning_budget must be an integer >= -1'],
+    ['/completion', { prompt: 'x', reasoning_budget: 4, reasoning_budget_message: 7 }, 'reasoning_budget_message must be string'],
     ['/tokenize', {}, 'content is required'],
     ['/detokenize', { tokens: ['a'] }, 'tokens[0] must be integer'],
   ])('POST %s %j -> 400 "%s"', async (path, body, message) => {
@@ -330,8 +344,77 @@ describe('--api-key', () => {
     expect(wrong.body.error).toMatchObject({ type: 'invalid_api_key', code: 'invalid_api_key' });
 
     expect((await fetch(`${url}/v1/models`)).status).toBe(401);
+    expect((await fetch(`${url}/models`)).status).toBe(401);
     expect((await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'Bearer sesame' })).status).toBe(200);
     expect((await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'sesame' })).status).toBe(200);
+  });
+});
+
+describe('CORS', () => {
+  const ORIGIN = 'http://app.example';
+  const preflight = (url: string, origin = ORIGIN) =>
+    fetch(url, {
+      method: 'OPTIONS',
+      headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization,content-type' },
+    });
+  const expectCors = (res: Response, origin = ORIGIN) => {
+    expect(res.headers.get('access-control-allow-origin')).toBe(origin);
+    expect(res.headers.get('access-control-allow-credentials')).toBe('true');
+    expect(res.headers.get('access-control-allow-methods')).toBe('GET, POST, DELETE');
+    expect(res.headers.get('vary')).toMatch(/Origin/);
+  };
+
+  it.each([undefined, 'sesame'])('answers a browser preflight with 200 and no key asked (api key %s)', async (apiKey) => {
+    const url = await serve(await FakeEngine.create(), apiKey);
+    for (const path of ['/v1/chat/completions', '/completion', '/v1/messages', '/nowhere']) {
+      const res = await preflight(url + path);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe('');
+      expectCors(res);
+      expect(res.headers.get('access-control-allow-headers')).toBe('authorization,content-type');
+    }
+    // An OPTIONS that is no preflight is routed like any other method.
+    expect((await fetch(`${url}/v1/nothing`, { method: 'OPTIONS' })).status).toBe(apiKey ? 401 : 404);
+  });
+
+  it('sends the headers on answers and on 401, 404 and 400 errors', async () => {
+    const url = await serve(await FakeEngine.create(), 'sesame');
+    const auth = { Origin: ORIGIN, Authorization: 'Bearer sesame' };
+    const ok = await post(`${url}/tokenize`, { content: 'hi' }, auth);
+    expect(ok.status).toBe(200);
+    const res = await fetch(`${url}/v1/models`, { headers: auth });
+    expect(res.status).toBe(200);
+    expectCors(res);
+    expectCors(await fetch(`${url}/health`, { headers: { Origin: ORIGIN } }));
+
+    const unauthorized = await fetch(`${url}/v1/models`, { headers: { Origin: ORIGIN } });
+    expect(unauthorized.status).toBe(401);
+    expectCors(unauthorized);
+    const missing = await fetch(`${url}/v1/nothing`, { headers: auth });
+    expect(missing.status).toBe(404);
+    expectCors(missing);
+    const invalid = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: auth, body: '{"messages": [' });
+    expect(invalid.status).toBe(400);
+    expectCors(invalid);
+  });
+
+  it('sends none to a request without Origin', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await fetch(`${url}/v1/models`);
+    expect(res.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('sends them only to the origins --cors-origins lists', async () => {
+    const url = await serve(await FakeEngine.create(), undefined, { corsOrigins: [ORIGIN, 'http://other.example'] });
+    expectCors(await preflight(`${url}/v1/chat/completions`));
+    expectCors(await fetch(`${url}/v1/models`, { headers: { Origin: 'http://other.example' } }), 'http://other.example');
+
+    const refused = await preflight(`${url}/v1/chat/completions`, 'http://evil.example');
+    expect(refused.status).toBe(200);
+    expect(refused.headers.get('access-control-allow-origin')).toBeNull();
+    expect(refused.headers.get('access-control-allow-credentials')).toBeNull();
+    const read = await fetch(`${url}/v1/models`, { headers: { Origin: 'http://evil.example' } });
+    expect(read.headers.get('access-control-allow-origin')).toBeNull();
   });
 });
 
@@ -462,6 +545,16 @@ describe('native routes', () => {
     expect(worded.body).toMatchObject({ content: ', there was a little girl named ', stop_type: 'word', stopping_word: 'Lily' });
   });
 
+  it('POST /completion accepts a thinking budget; a model without a reasoning block has nothing to cap', async () => {
+    const url = await serve(await FakeEngine.create());
+    const plain = await post(`${url}/completion`, { prompt: 'Once upon a time', n_predict: 4, temperature: 0 });
+    for (const field of ['thinking_budget_tokens', 'reasoning_budget_tokens', 'reasoning_budget']) {
+      const res = await post(`${url}/completion`, { prompt: 'Once upon a time', n_predict: 4, temperature: 0, [field]: 0 });
+      expect(res.status).toBe(200);
+      expect(res.body.content).toBe(plain.body.content);
+    }
+  });
+
   it('POST /completion streams content chunks and ends with the summary, without [DONE]', async () => {
     const url = await serve(await FakeEngine.create());
     const res = await fetch(`${url}/completion`, {
@@ -563,9 +656,11 @@ describe('request lifecycle', () => {
     const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat('Once upon a time', { stream: true })) });
     expect(res.status).toBe(200);
     const events = (await readSse(res)) as any[];
-    expect(events).not.toContain('[DONE]');
-    expect(events.at(-1)).toEqual({ error: { message: 'engine step failed', type: 'server_error', code: null } });
-    expect(events.slice(1, -1).map((e) => e.choices[0].delta.content).join('')).toBe(', there');
+    // The error, then the finish_reason "error" chunk and [DONE] (test/server-stream-errors.test.ts).
+    expect(events.at(-3)).toEqual({ error: { message: 'engine step failed', type: 'server_error', code: null } });
+    expect(events.at(-2).choices[0].finish_reason).toBe('error');
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(events.slice(1, -3).map((e) => e.choices[0].delta.content).join('')).toBe(', there');
     expect(logged).toHaveBeenCalledTimes(2);
     logged.mockRestore();
   });

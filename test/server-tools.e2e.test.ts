@@ -191,6 +191,24 @@ describe('tool rendering and refusals', () => {
 });
 
 describe('reasoning (the generation prompt opens <think>)', () => {
+  it('POST /completion applies the thinking budget to a block its raw prompt opens', async () => {
+    const prompt = '<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n';
+    const complete = async (extra: Record<string, unknown>) => {
+      const res = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, temperature: 0, ...extra }) });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { content: string; tokens_predicted: number };
+    };
+    const firstFour = (await complete({ n_predict: 4 })).content;
+    const free = await complete({ n_predict: 14 });
+    expect(free.content).not.toContain('</think>');
+    for (const field of ['thinking_budget_tokens', 'reasoning_budget_tokens', 'reasoning_budget']) {
+      const budgeted = await complete({ n_predict: 14, [field]: 4 });
+      // Greedy: four reasoning tokens as without a budget, then the forced closing tag.
+      expect(budgeted.content.startsWith(`${firstFour}</think>`)).toBe(true);
+      expect(budgeted.tokens_predicted).toBe(14);
+    }
+  });
+
   it('a reply that never leaves the block is reasoning_only, streamed or not', async () => {
     const res = await client.chat.completions.create({ model: 'm', messages: ask, max_tokens: 8, temperature: 0 });
     const message = res.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string; reasoning_only?: boolean };

@@ -1,5 +1,6 @@
 // The HTTP application: middleware order matters. Every request is named first (the id
-// a fault is logged under), health comes before auth (it must stay open), auth before
+// a fault is logged under), CORS headers and the OPTIONS preflight answer come next (ahead
+// of auth, as browsers send no key on a preflight), health comes before auth (it must stay open), auth before
 // body parsing (no parse errors for unauthenticated callers), and the 404 and error
 // envelopes last.
 import express, { type Express } from 'express';
@@ -7,6 +8,7 @@ import type { Engine } from '../engine/engine.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/anthropic.js';
 import { apiKeyAuth } from './auth.js';
 import { cacheRoutes } from './routes/cache.js';
+import { cors } from './cors.js';
 import { limitBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes } from './routes/health.js';
@@ -25,6 +27,8 @@ import { unavailableRoutes } from './routes/unavailable.js';
 export interface AppOptions {
   /** When set, every route but GET /health and GET / needs this key. */
   apiKey?: string;
+  /** --cors-origins: the origins CORS headers are sent to; undefined: any. */
+  corsOrigins?: string[];
   /** Defaults for what a request leaves out (the CLI's sampling flags); a field left
    *  undefined keeps ./sampling-defaults.ts's value. */
   sampling?: Partial<SamplingDefaults>;
@@ -68,7 +72,7 @@ export function createApp(
   state: AppState = createAppState(engine, options),
 ): Express {
   const { models, defaults, metrics } = state;
-  const app = newApp();
+  const app = newApp(options);
   app.use(healthRoutes(models));
   // Before auth, so that its 401s on these paths are in Anthropic's envelope too.
   app.use(ANTHROPIC_PATHS, anthropicErrorScope);
@@ -94,9 +98,9 @@ export function createApp(
   return finish(app);
 }
 
-/** The --metrics-port listener's app: GET /metrics alone, behind the same API key. */
-export function createMetricsApp(state: AppState, options: Pick<AppOptions, 'apiKey'> = {}): Express {
-  const app = newApp();
+/** The --metrics-port listener's app: GET /metrics alone, behind the same API key and CORS. */
+export function createMetricsApp(state: AppState, options: Pick<AppOptions, 'apiKey' | 'corsOrigins'> = {}): Express {
+  const app = newApp(options);
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
   app.use(metricsRoutes(state.metrics));
   return finish(app);
@@ -114,10 +118,10 @@ function responsesOptions(o: AppOptions) {
   };
 }
 
-function newApp(): Express {
+function newApp(options: Pick<AppOptions, 'corsOrigins'>): Express {
   const app = express();
   app.disable('x-powered-by');
-  app.use(assignRequestId);
+  app.use(assignRequestId, cors(options.corsOrigins));
   return app;
 }
 

@@ -15,9 +15,7 @@ import {
   type ForcedChoice,
   type THINKING_BUDGET_FIELDS,
 } from '../chat/chat-request.js';
-import { promptOpensReasoning } from '../chat/reasoning.js';
 import { ChatTemplateError } from '../chat/template.js';
-import { ThinkingBudget } from '../chat/thinking-budget.js';
 import { forcedCallDocument } from '../chat/tool-constraint.js';
 import { HARMONY_TOKENS } from '../chat/tools/harmony.js';
 import type { ChatFormat } from '../chat/tools/registry.js';
@@ -28,6 +26,7 @@ import { badRequest } from './errors.js';
 import type { ServedModel } from './model-state.js';
 import type { ChatCompletionBody } from './schemas.js';
 import { compileForcedCall } from './forced-call.js';
+import { reasoningBudgetConstraint } from './reasoning-budget.js';
 import { responseFormatConstraint } from './response-format.js';
 
 /**
@@ -63,9 +62,6 @@ export interface ChatPrepareOptions {
   serverKwargs?: Record<string, unknown>;
   warn: (message: string) => void;
 }
-
-const HARMONY_ANALYSIS = '<|channel|>analysis<|message|>';
-const HARMONY_TO_FINAL = '<|end|><|start|>assistant<|channel|>final<|message|>';
 
 /** response_format values that constrain the reply (anything but plain text). */
 function constrainsReply(body: ChatTurnRequest): boolean {
@@ -126,7 +122,7 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
   else if (constrainsReply(body)) {
     constraint = responseFormatConstraint(engine, body.response_format, output.reasoning?.startsInside ? `${output.reasoning.tags.close}\n\n` : undefined);
   }
-  if (!constraint && budget !== undefined) constraint = budgetConstraint(model, prompt, budget, body.reasoning_budget_message ?? '');
+  if (!constraint && budget !== undefined) constraint = reasoningBudgetConstraint(model, prompt, budget, body.reasoning_budget_message ?? '');
   return { prompt, output, keepSpecialIds, ...(constraint ? { constraint } : {}), ...(plan.forced ? { forced: plan.forced } : {}), tools: plan.parsed };
 }
 
@@ -137,25 +133,4 @@ export function markupTokens(format: ChatFormat, parsesTools: boolean): string[]
     ...(format.reasoning ? [format.reasoning.open, format.reasoning.close] : []),
     ...(format.harmony ? HARMONY_TOKENS : []),
   ];
-}
-
-/** The thinking budget as a constraint, for templates with a reasoning block. */
-function budgetConstraint(model: ServedModel, prompt: string, budget: number, message: string): TokenConstraint | undefined {
-  const { chatFormat: format, engine } = model;
-  const { tokenizer } = engine;
-  let tags: { open: string; close: string; forced: string; startsInside: boolean };
-  if (format.harmony) tags = { open: HARMONY_ANALYSIS, close: '<|end|>', forced: message + HARMONY_TO_FINAL, startsInside: false };
-  else if (format.reasoning) {
-    const { open, close } = format.reasoning;
-    tags = { open, close, forced: message + close, startsInside: promptOpensReasoning(prompt, format.reasoning) };
-  } else return undefined;
-  return new ThinkingBudget({
-    budget,
-    open: tags.open,
-    close: tags.close,
-    forced: tokenizer.encode(tags.forced, false),
-    startsInside: tags.startsInside,
-    vocabSize: engine.info.vocabSize,
-    piece: (id) => tokenizer.decode([id], false),
-  });
 }

@@ -51,7 +51,7 @@ export interface OpenAIStreamFields {
   n?: Opt<number>;
 }
 
-export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields {
+export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields, ThinkingBudgetFields {
   messages: ChatMessage[];
   chat_template_kwargs?: Opt<Record<string, unknown>>;
   tools?: Opt<ToolDefinition[]>;
@@ -61,6 +61,10 @@ export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields {
   /** OpenAI logprobs: `top_logprobs` (0-20) needs `logprobs: true`. */
   logprobs?: Opt<boolean>;
   top_logprobs?: Opt<number>;
+}
+
+/** Chat completions' and /completion's cap on reasoning tokens. */
+export interface ThinkingBudgetFields {
   /** Thinking-budget aliases (src/chat/chat-request.ts): -1 = no limit. */
   thinking_budget_tokens?: Opt<number>;
   reasoning_budget_tokens?: Opt<number>;
@@ -76,7 +80,7 @@ export interface CompletionBody extends SamplingFields, OpenAIStreamFields {
   logprobs?: Opt<number>;
 }
 
-export interface NativeCompletionBody extends SamplingFields {
+export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFields {
   prompt: string | number[];
   /** -1 = until the context is full. */
   n_predict?: Opt<number>;
@@ -95,6 +99,13 @@ export interface DetokenizeBody {
 
 const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
 
+/** ThinkingBudgetFields; values below -1 are refused by src/chat/chat-request.ts's thinkingBudget. */
+const thinkingBudgetProperties = {
+  thinking_budget_tokens: nullable('integer'),
+  reasoning_budget_tokens: nullable('integer'),
+  reasoning_budget: nullable('integer'),
+  reasoning_budget_message: nullable('string'),
+};
 
 /**
  * The sampler knobs beyond temperature/top_p/top_k, their ranges as the REST reference and
@@ -193,10 +204,7 @@ export const validateChatCompletion = ajv.compile<ChatCompletionBody>({
     parallel_tool_calls: nullable('boolean'),
     logprobs: nullable('boolean'),
     top_logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
-    thinking_budget_tokens: nullable('integer'),
-    reasoning_budget_tokens: nullable('integer'),
-    reasoning_budget: nullable('integer'),
-    reasoning_budget_message: nullable('string'),
+    ...thinkingBudgetProperties,
   },
 });
 
@@ -218,6 +226,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     prompt: { type: ['string', 'array'], items: { type: 'integer' } },
     n_predict: { ...nullable('integer'), minimum: -1 },
     n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
+    ...thinkingBudgetProperties,
   },
 });
 

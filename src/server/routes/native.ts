@@ -8,6 +8,7 @@ import { completionProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { requestContext } from '../request-context.js';
+import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
 import { rejectResponseFormat } from '../response-format.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
@@ -19,8 +20,13 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   router.post('/completion', async (req, res) => {
     const body = validateBody(validateNativeCompletion, req.body);
     rejectResponseFormat(body.response_format);
-    const { engine } = models.require();
+    const budget = requestedBudget(body);
+    const model = models.require();
+    const { engine } = model;
     const promptTokens = tokenizePrompt(engine, body.prompt);
+    // The thinking budget caps a reasoning block the prompt opens or the model writes.
+    const promptText = () => (typeof body.prompt === 'string' ? body.prompt : engine.tokenizer.decode(promptTokens, false));
+    const constraint = budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText(), budget, body.reasoning_budget_message ?? '');
     // n_predict -1 (the default) means the server's -n, by default until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
@@ -28,6 +34,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const params = {
       ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults),
       ...(nProbs > 0 ? { logprobs: nProbs } : {}),
+      ...(constraint ? { constraint } : {}),
     };
     // The REST reference leaves streaming /completion out of /metrics' request counts.
     const events = metrics.track(generateText(engine, params), !body.stream);
