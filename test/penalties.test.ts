@@ -35,6 +35,17 @@ function dry(over: Partial<DryParams> = {}): DryParams {
 
 const sorted = (m: Map<number, number>) => [...m].sort((a, b) => a[0] - b[0]);
 
+describe('logit bias', () => {
+  it('adds to the penalties per token, alone or on top of them; -Infinity bans', () => {
+    const logitBias = new Map([[5, 2], [4, -Infinity], [8, -1.5]]);
+    expect(rows(penalties([], { ...BASE, logitBias }))).toEqual([[4, 1, Infinity], [5, 1, -2], [8, 1, 1.5]]);
+    // 5 seen twice: frequency 0.5 * 2 + presence 0.25, then the bias 2.
+    expect(rows(penalties([5, 5, 7], { ...BASE, repetitionPenalty: 1.2, frequencyPenalty: 0.5, presencePenalty: 0.25, logitBias }))).toEqual([
+      [4, 1, Infinity], [5, 1.2, -0.75], [7, 1.2, 0.75], [8, 1, 1.5],
+    ]);
+  });
+});
+
 describe('repetition / frequency / presence penalties', () => {
   // counts over the whole history: 5 x3, 3 x2, 7 x1, 9 x1.
   const history = [5, 3, 5, 7, 5, 3, 9];

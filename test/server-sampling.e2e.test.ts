@@ -1,8 +1,10 @@
 // The sampling surface through the real server and engine on the trained stories260k
 // model: penalties and DRY visibly change a repeating greedy output, seeds reproduce alone
 // and beside other requests, loop detection stops a forced repetition, logprobs have the
-// OpenAI and llama-server shapes (streaming and not) and sane values, out-of-range values
-// are 400s naming the field, and /props reports the command-line defaults.
+// OpenAI and llama-server shapes (streaming and not) and sane values, logit_bias forces or
+// bans a token on every route that has it (OpenAI's map, llama-server's [id or text, bias]
+// pairs and false), out-of-range values are 400s naming the field, and /props reports the
+// command-line defaults.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseCli } from '../src/cli-options.js';
@@ -92,6 +94,39 @@ describe('penalties', () => {
     const responses = await client.responses.create({ model: 'm', input: REPEATING, max_output_tokens: 64, temperature: 0, ...({ repetition_penalty: 1.5 } as object) });
     expect(plain.output_text).toBe(base.choices[0]!.message.content);
     expect(responses.output_text).not.toBe(plain.output_text);
+  });
+});
+
+describe('logit_bias', () => {
+  // "Lily" is one token of stories260k's vocabulary, read " Lily" after another token.
+  const LILY = 317;
+  const N = 6;
+  const forced = ' Lily'.repeat(N);
+
+  it('+100 forces a token every greedy step on completions, chat and /completion', async () => {
+    const completion = await client.completions.create({ model: 'm', prompt: REPEATING, max_tokens: N, temperature: 0, logit_bias: { [LILY]: 100 } });
+    expect(completion.choices[0]!.text).toBe(forced);
+    const messages = [{ role: 'user' as const, content: REPEATING }];
+    const chat = await client.chat.completions.create({ model: 'm', messages, max_tokens: N, temperature: 0, logit_bias: { [LILY]: 100 } });
+    expect(chat.choices[0]!.message.content).toBe(forced);
+    expect((await complete({ prompt: REPEATING, n_predict: N, logit_bias: [[LILY, 100]] })).content).toBe(forced);
+    expect((await complete({ prompt: REPEATING, n_predict: N, logit_bias: [['Lily', 100]] })).content).toBe(forced);
+    expect((await complete({ prompt: REPEATING, n_predict: N, logit_bias: { [LILY]: 100 } })).content).toBe(forced);
+  });
+
+  it('-100 and false ban the greedy token', async () => {
+    const base = await complete({ prompt: REPEATING, n_predict: 16, n_probs: 1 });
+    const ids = (r: { completion_probabilities?: any[] }) => r.completion_probabilities!.map((p) => p.id as number);
+    const greedy = ids(base)[0]!;
+    for (const logit_bias of [[[greedy, false]], [[greedy, -100]], { [greedy]: false }]) {
+      const banned = await complete({ prompt: REPEATING, n_predict: 16, n_probs: 1, logit_bias });
+      expect(banned.content, JSON.stringify(logit_bias)).not.toBe(base.content);
+      expect(ids(banned), JSON.stringify(logit_bias)).not.toContain(greedy);
+    }
+    const plain = await client.completions.create({ model: 'm', prompt: REPEATING, max_tokens: 16, temperature: 0 });
+    const banned = await client.completions.create({ model: 'm', prompt: REPEATING, max_tokens: 16, temperature: 0, logit_bias: { [greedy]: -100 } });
+    expect(plain.choices[0]!.text).toBe(base.content);
+    expect(banned.choices[0]!.text).not.toBe(base.content);
   });
 });
 
@@ -320,6 +355,16 @@ describe('validation', () => {
     ['/completion', 'dry_penalty_last_n', { prompt: 'Hi', dry_penalty_last_n: -2 }, /dry_penalty_last_n must be >= -1/],
     ['/completion', 'p_less', { prompt: 'Hi', p_less: 1 }, /p_less must be boolean/],
     ['/v1/responses', 'min_p', { input: 'Hi', min_p: 2 }, /min_p must be <= 1/],
+    ['/v1/chat/completions', 'logit_bias', chat({ logit_bias: { 5: 101 } }), /logit_bias\[5\] must be <= 100/],
+    ['/v1/chat/completions', 'logit_bias', chat({ logit_bias: { Hi: 5 } }), /logit_bias must match pattern/],
+    ['/v1/chat/completions', 'logit_bias', chat({ logit_bias: [[5, 1]] }), /logit_bias must be object/],
+    ['/v1/completions', 'logit_bias', { prompt: 'Hi', logit_bias: { 5: false } }, /logit_bias\[5\] must be number/],
+    ['/v1/completions', 'logit_bias', { prompt: 'Hi', logit_bias: { 512: 1 } }, /logit_bias token id 512 is out of vocabulary range/],
+    ['/completion', 'logit_bias', { prompt: 'Hi', logit_bias: [[5]] }, /logit_bias\[0\] must NOT have fewer than 2 items/],
+    ['/completion', 'logit_bias', { prompt: 'Hi', logit_bias: [[5, true]] }, /logit_bias\[0\]\[1\] must be number/],
+    ['/completion', 'logit_bias', { prompt: 'Hi', logit_bias: [[-1, 1]] }, /logit_bias\[0\]\[0\] must be >= 0/],
+    ['/completion', 'logit_bias', { prompt: 'Hi', logit_bias: [[512, false]] }, /logit_bias token id 512 is out of vocabulary range/],
+    ['/completion', 'logit_bias', { prompt: 'Hi', logit_bias: 'Hi' }, /logit_bias must be object or array/],
   ];
 
   it.each(cases)('%s: bad %s is a 400 naming it', async (path, _field, body, message) => {

@@ -1,19 +1,23 @@
 // Host side of the penalty samplers: from a sequence's token history, the per-token logit
-// changes that logit_bias.wgsl applies on the GPU. Only tokens present in the history can
-// be penalised, so the list is short and the logits never leave the GPU.
+// changes that logit_bias.wgsl applies on the GPU. Only tokens present in the history or
+// named by the request's logit_bias get an entry, so the list is short and the logits
+// never leave the GPU.
 import type { TokenPenalty } from './forward.js';
 import { PENALTY_WINDOW, type DryParams, type SamplingParams } from './types.js';
 
-/** Whether `sampling` turns on a penalty sampler, which then needs the sequence's history. */
+/** Whether `sampling` turns on a penalty sampler or a logit bias, which then need entries each step. */
 export function hasPenalties(sampling: SamplingParams): boolean {
-  return hasRepetitionPenalty(sampling) || (sampling.dry !== undefined && sampling.dry.multiplier > 0);
+  return hasRepetitionPenalty(sampling) || (sampling.dry !== undefined && sampling.dry.multiplier > 0) || (sampling.logitBias?.size ?? 0) > 0;
 }
 
 function hasRepetitionPenalty(s: SamplingParams): boolean {
   return (s.repetitionPenalty ?? 1) !== 1 || (s.frequencyPenalty ?? 0) !== 0 || (s.presencePenalty ?? 0) !== 0;
 }
 
-/** Repetition, frequency and presence penalties, then DRY, merged per token. */
+/**
+ * Repetition, frequency and presence penalties, then DRY, then the logit bias, merged per
+ * token: the kernel subtracts `subtract`, so a bias b lowers it by b (-Infinity bans).
+ */
 export function penalties(history: number[], sampling: SamplingParams): Map<number, TokenPenalty> | undefined {
   const out = new Map<number, TokenPenalty>();
   const rp = sampling.repetitionPenalty ?? 1;
@@ -32,6 +36,11 @@ export function penalties(history: number[], sampling: SamplingParams): Map<numb
       p.subtract += penalty;
       out.set(token, p);
     }
+  }
+  for (const [token, bias] of sampling.logitBias ?? []) {
+    const p = out.get(token) ?? { repeat: 1, subtract: 0 };
+    p.subtract -= bias;
+    out.set(token, p);
   }
   return out.size > 0 ? out : undefined;
 }

@@ -34,6 +34,11 @@ export interface SamplingParams {
   xtcThreshold?: number;
   /** Seeds this request's own RNG stream; absent = a random seed. */
   seed?: number;
+  /**
+   * Added to these tokens' logits after the penalties (OpenAI's and llama-server's
+   * logit_bias); -Infinity bans a token. At most MAX_LOGIT_BIAS_TOKENS tokens.
+   */
+  logitBias?: Map<number, number>;
 }
 
 /** Stops generation when the tail repeats a pattern (vLLM's field names). */
@@ -68,6 +73,8 @@ export interface TokenLogprob {
 
 /** The most top logprobs a sampled token can carry besides its own (the sampler's capacity). */
 export { MAX_TOP_LOGPROBS } from '../runtime/ops.js';
+/** The most distinct tokens one request's logit_bias may name. */
+export { MAX_LOGIT_BIAS_TOKENS } from '../runtime/ops.js';
 
 export interface GenerationRequest {
   /** Prompt token ids, already including any BOS the template or tokenizer adds. */

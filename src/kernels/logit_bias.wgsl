@@ -1,7 +1,8 @@
 // Applies each sequence's penalties to the tokens they name, in place, before sampling:
 // the repetition penalty as llama.cpp does (divide a positive logit, multiply a negative
-// one), then an additive term (frequency * count + presence, and DRY). The host lists
-// each (sequence, token) at most once, so invocations never collide.
+// one), then a subtracted term (frequency * count + presence, DRY, minus logit_bias; +inf
+// makes the logit -inf). The host lists each (sequence, token) at most once, so
+// invocations never collide.
 // Bindings: 0 params, 1 step, 2 logits [S, vocab] rw, 3 entries [n_bias].
 // Plan: one invocation per entry.
 struct Params { vocab: u32 }

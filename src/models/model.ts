@@ -2,7 +2,7 @@
 // forward pass recorded once. The engine fills the batch metadata and replays it.
 import type { Gpu } from '../runtime/gpu.js';
 import { isAffine } from '../runtime/kernel-source.js';
-import { BIAS_ENTRY_BYTES, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAMS_BYTES, type BatchMeta } from '../runtime/ops.js';
+import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAMS_BYTES, type BatchMeta } from '../runtime/ops.js';
 import type { Program } from '../runtime/program.js';
 import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector } from './checkpoint.js';
@@ -126,8 +126,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     v: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `v_cache.${i}`)),
   };
   const maxTableEntries = S * Math.ceil(options.maxContext / options.blockSize);
-  // Penalties name at most every token of each sequence's context.
-  const biasCapacity = S * options.maxContext;
+  // Penalties name at most every token of each sequence's context, logit_bias at most
+  // MAX_LOGIT_BIAS_TOKENS more.
+  const biasCapacity = S * (options.maxContext + MAX_LOGIT_BIAS_TOKENS);
   const meta: BatchMeta = {
     tokens: u32(T, 'tokens'),
     tokenPos: u32(T, 'token_pos'),

@@ -524,6 +524,9 @@ export interface BiasEntry {
 /** Bytes per penalty entry (logit_bias.wgsl Entry). */
 export const BIAS_ENTRY_BYTES = kernelStruct('logit_bias', 'Entry').bytes;
 
+/** The most distinct tokens one request's logit_bias may name (sizes the entry buffer). */
+export const MAX_LOGIT_BIAS_TOKENS = 1024;
+
 /** The penalty-entries buffer's contents for `entries` (logit_bias.wgsl Entry). */
 export function packBiasEntries(entries: BiasEntry[]): ArrayBuffer {
   return packArray(kernelStruct('logit_bias', 'Entry'), entries);

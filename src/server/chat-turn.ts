@@ -87,6 +87,8 @@ export interface TurnOptions {
   warn: (message: string) => void;
   /** Top logprobs per token besides the chosen one's (0-20); undefined = no logprobs. */
   logprobs?: number;
+  /** The request's logit_bias (./logit-bias.ts), for the APIs that have one. */
+  logitBias?: Map<number, number>;
 }
 
 /**
@@ -98,7 +100,7 @@ export function startTurn(model: ServedModel, turn: PreparedTurn, options: TurnO
   const { engine } = model;
   const { chat } = turn;
   const params = {
-    ...generationParams(engine, turn.promptTokens, options.sampling, options.maxTokens, options.context, options.defaults),
+    ...generationParams(engine, turn.promptTokens, options.sampling, options.maxTokens, options.context, options.defaults, options.logitBias),
     keepSpecialIds: chat.keepSpecialIds,
     ...(chat.constraint ? { constraint: chat.constraint } : {}),
     ...(options.logprobs === undefined ? {} : { logprobs: options.logprobs }),

@@ -17,7 +17,7 @@ import { defaultDryBreakers } from './token-pieces.js';
  * (repetition, frequency, presence) -> DRY -> grammar mask -> top-k -> top-p -> min-p ->
  * p-less -> temperature -> XTC -> draw. Ranges were checked by the schemas.
  */
-export function samplingFrom(body: SamplingFields, defaults: SamplingDefaults, tokenizer: TextTokenizer): SamplingParams {
+export function samplingFrom(body: SamplingFields, defaults: SamplingDefaults, tokenizer: TextTokenizer, logitBias?: Map<number, number>): SamplingParams {
   const sampling: SamplingParams = {
     temperature: body.temperature ?? defaults.temperature,
     // 0 keeps every token; a negative top_k is refused by the schemas.
@@ -47,6 +47,7 @@ export function samplingFrom(body: SamplingFields, defaults: SamplingDefaults, t
   // --seed applies, if set.
   const seed = body.seed != null && body.seed >= 0 ? body.seed : defaults.seed;
   if (seed >= 0) sampling.seed = seed;
+  if (logitBias) sampling.logitBias = logitBias;
   return sampling;
 }
 
@@ -78,7 +79,8 @@ export function tokenizePrompt(engine: Engine, prompt: string | number[]): numbe
  * Everything the shared generator needs, after rejecting a prompt that leaves no room in
  * the context (before any work is queued). `maxTokens` absent means the server's
  * n_predict, by default "until the context is full", as in llama-server; a larger
- * request is capped there and ends with 'length'.
+ * request is capped there and ends with 'length'. `logitBias` is the request's
+ * logit_bias (./logit-bias.ts), which only the routes whose API has one read.
  */
 export function generationParams(
   engine: Engine,
@@ -87,6 +89,7 @@ export function generationParams(
   maxTokens: number | null | undefined,
   context: RequestContext,
   defaults: SamplingDefaults,
+  logitBias?: Map<number, number>,
 ): TextGenerationParams {
   const contextSize = engine.info.contextSize;
   if (promptTokens.length === 0) throw badRequest('the prompt is empty');
@@ -108,7 +111,7 @@ export function generationParams(
   return {
     promptTokens,
     maxTokens: Math.min(budget ?? room, room),
-    sampling: samplingFrom(body, defaults, engine.tokenizer),
+    sampling: samplingFrom(body, defaults, engine.tokenizer, logitBias),
     stop: stopList(body.stop),
     ...(loopDetection ? { loopDetection } : {}),
     ...(cachePrompt === undefined ? {} : { cachePrompt }),

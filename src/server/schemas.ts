@@ -6,6 +6,7 @@ import type { ChatMessage } from '../chat/template.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
 import { MAX_TOP_LOGPROBS } from '../engine/types.js';
 import { badRequest } from './errors.js';
+import type { LogitBias } from './logit-bias.js';
 
 type Opt<T> = T | null | undefined;
 
@@ -49,6 +50,8 @@ export interface OpenAIStreamFields {
   max_tokens?: Opt<number>;
   max_completion_tokens?: Opt<number>;
   n?: Opt<number>;
+  /** OpenAI's map of token id (a decimal string) -> bias in [-100, 100]. */
+  logit_bias?: Opt<Record<string, number>>;
 }
 
 export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields, ThinkingBudgetFields {
@@ -86,6 +89,8 @@ export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFiel
   n_predict?: Opt<number>;
   /** llama-server's top-token count per generated token (0 = none, at most 20). */
   n_probs?: Opt<number>;
+  /** llama-server's forms: see ./logit-bias.ts. */
+  logit_bias?: Opt<LogitBias>;
 }
 
 export interface TokenizeBody {
@@ -154,6 +159,26 @@ const openAIProperties = {
   max_tokens: { ...nullable('integer'), minimum: 1 },
   max_completion_tokens: { ...nullable('integer'), minimum: 1 },
   n: { ...nullable('integer'), minimum: 1, maximum: 1 },
+  logit_bias: {
+    ...nullable('object'),
+    propertyNames: { pattern: '^[0-9]+$' },
+    additionalProperties: { type: 'number', minimum: -100, maximum: 100 },
+  },
+};
+
+/** llama-server's logit_bias value: a number, or false for "never". */
+const nativeBiasValue = { anyOf: [{ type: 'number' }, { const: false }] };
+
+/** llama-server's logit_bias: a map keyed by token id or text, or [id or text, bias] pairs. */
+const nativeLogitBias = {
+  ...nullable('object', 'array'),
+  additionalProperties: nativeBiasValue,
+  items: {
+    type: 'array',
+    minItems: 2,
+    items: [{ type: ['integer', 'string'], minimum: 0 }, nativeBiasValue],
+    additionalItems: false,
+  },
 };
 
 const textPart = {
@@ -226,6 +251,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     prompt: { type: ['string', 'array'], items: { type: 'integer' } },
     n_predict: { ...nullable('integer'), minimum: -1 },
     n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
+    logit_bias: nativeLogitBias,
     ...thinkingBudgetProperties,
   },
 });

@@ -4,6 +4,7 @@ import { collectText, generateText, type TextGenerationResult } from '../../chat
 import type { Engine } from '../../engine/engine.js';
 import { serverError } from '../errors.js';
 import { generationParams, tokenizePrompt } from '../generation-params.js';
+import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
@@ -32,7 +33,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
     const nProbs = body.n_probs ?? 0;
     const params = {
-      ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults),
+      ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
       ...(nProbs > 0 ? { logprobs: nProbs } : {}),
       ...(constraint ? { constraint } : {}),
     };

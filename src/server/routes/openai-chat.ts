@@ -3,6 +3,7 @@
 import { Router } from 'express';
 import { chatCompletionBody, streamChatCompletion } from '../chat-response.js';
 import { collectTurn, prepareTurn, startTurn } from '../chat-turn.js';
+import { logitBiasFrom } from '../logit-bias.js';
 import { chatLogprobCount } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
@@ -26,6 +27,7 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     const warn = (message: string) => console.warn(`mlxcel-server: ${head.id}: ${message}`);
     const turn = prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
     const logprobs = chatLogprobCount(body);
+    const logitBias = logitBiasFrom(model.engine, body.logit_bias);
     // Queued before any header, so a full queue or an over-long prompt is a plain error.
     const events = startTurn(model, turn, {
       maxTokens: body.max_completion_tokens ?? body.max_tokens,
@@ -35,6 +37,7 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
       metrics,
       warn,
       ...(logprobs === undefined ? {} : { logprobs }),
+      ...(logitBias ? { logitBias } : {}),
     });
 
     if (body.stream) {

@@ -6,6 +6,7 @@ import { collectText, generateText, type TextGenerationEvent } from '../../chat/
 import type { FinishReason } from '../../engine/types.js';
 import { badRequest } from '../errors.js';
 import { generationParams, tokenizePrompt } from '../generation-params.js';
+import { logitBiasFrom } from '../logit-bias.js';
 import { CompletionLogprobsBuilder } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
@@ -28,7 +29,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
     const constraint = responseFormatConstraint(engine, body.response_format);
     const params = {
-      ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults),
+      ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
       ...(constraint ? { constraint } : {}),
       ...(body.logprobs == null ? {} : { logprobs: body.logprobs }),
     };
