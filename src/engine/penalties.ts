@@ -7,7 +7,12 @@ import { PENALTY_WINDOW, type DryParams, type SamplingParams } from './types.js'
 
 /** Whether `sampling` turns on a penalty sampler or a logit bias, which then need entries each step. */
 export function hasPenalties(sampling: SamplingParams): boolean {
-  return hasRepetitionPenalty(sampling) || (sampling.dry !== undefined && sampling.dry.multiplier > 0) || (sampling.logitBias?.size ?? 0) > 0;
+  return readsHistory(sampling) || (sampling.logitBias?.size ?? 0) > 0;
+}
+
+/** Whether `sampling` turns on a penalty sampler that reads the sequence's history (a logit bias does not). */
+export function readsHistory(sampling: SamplingParams): boolean {
+  return hasRepetitionPenalty(sampling) || (sampling.dry !== undefined && sampling.dry.multiplier > 0);
 }
 
 function hasRepetitionPenalty(s: SamplingParams): boolean {

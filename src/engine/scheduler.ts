@@ -8,7 +8,7 @@ import type { Engine } from './engine.js';
 import { Channel } from './channel.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
-import { hasPenalties, penalties } from './penalties.js';
+import { hasPenalties, penalties, readsHistory } from './penalties.js';
 import { BlockAllocator } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
@@ -305,7 +305,7 @@ export class Scheduler implements Engine {
       xtcThreshold: xtcFires ? s.xtcThreshold ?? XTC_THRESHOLD : 0,
       u,
       mask: seq.req.constraint?.allowed(),
-      penalties: hasPenalties(s) ? penalties([...seq.req.promptTokens, ...seq.output], s) : undefined,
+      penalties: hasPenalties(s) ? penalties(readsHistory(s) ? [...seq.req.promptTokens, ...seq.output] : [], s) : undefined,
       topLogprobs: seq.req.logprobs,
     };
   }
