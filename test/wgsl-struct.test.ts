@@ -2,7 +2,7 @@
 // by name, packed by name, and every mismatch refused.
 import { describe, expect, it } from 'vitest';
 import { kernelStruct } from '../src/runtime/kernel-source.js';
-import { packArray, packStruct, parseStruct } from '../src/runtime/wgsl-struct.js';
+import { packArray, packStruct, parseBindings, parseStruct } from '../src/runtime/wgsl-struct.js';
 
 describe('WGSL structs', () => {
   const source = `
@@ -27,6 +27,15 @@ describe('WGSL structs', () => {
     expect(() => packStruct(layout, { K: 1, eps: 1, delta: 0, k: 2 })).toThrow(/has no field k/);
     expect(() => parseStruct('struct S { v: vec4<f32> }', 'S')).toThrow(/v is vec4<f32>/);
     expect(() => parseStruct(source, 'Missing')).toThrow(/no struct Missing/);
+  });
+
+  it('reads binding numbers by variable name, whatever the address space, comments skipped', () => {
+    const bindings = parseBindings(`
+      @group(0) @binding(0) var<uniform> p: Params;
+      // @group(0) @binding(9) var<storage, read> ghost: array<f32>;
+      @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+      @group(0) @binding(5) var x_tex: texture_2d<f32>;`);
+    expect([...bindings]).toEqual([['p', 0], ['y', 3], ['x_tex', 5]]);
   });
 
   it('reads every struct the host writes from the kernels themselves', () => {

@@ -1,6 +1,7 @@
 // Compiled compute pipelines, keyed by kernel, weight format and override constants, so
 // each variant compiles once per process.
 import { kernelSource, type WeightFormat } from './kernel-source.js';
+import { parseBindings } from './wgsl-struct.js';
 
 export type Constants = Record<string, number | boolean>;
 
@@ -9,13 +10,6 @@ export interface PipelineSource {
   key: string;
   code: string;
   constants: Record<string, number>;
-}
-
-/** `@binding(N) var... name` declarations of a WGSL source: name -> N. */
-function bindingIndices(code: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const m of code.replace(/\/\/[^\n]*/g, '').matchAll(/@binding\((\d+)\)\s*var(?:<[^>]*>)?\s+(\w+)/g)) out.set(m[2]!, Number(m[1]));
-  return out;
 }
 
 export class PipelineCache {
@@ -41,7 +35,7 @@ export class PipelineCache {
         compute: { module, entryPoint: 'main', constants: numeric },
       });
       this.pipelines.set(key, pipeline);
-      this.bindings.set(pipeline, bindingIndices(code));
+      this.bindings.set(pipeline, parseBindings(code));
     }
     return pipeline;
   }

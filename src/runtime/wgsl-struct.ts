@@ -1,35 +1,44 @@
-// The host's side of the WGSL structs it writes (kernel params, the step uniform, the
-// sampler's per-sequence params, penalty entries): fields read from the kernel source by
-// name, so a kernel edit cannot silently misalign what the host packs. Structs of 4-byte
-// scalars (u32, i32, f32) in declaration order; fields named `_...` are padding, written
-// as zero.
+// The host's side of what a kernel declares, read from its WGSL source so that a kernel
+// edit cannot silently misalign the host: the structs the host writes (kernel params, the
+// step uniform, the sampler's per-sequence params, penalty entries), packed by field name,
+// and the binding numbers of its variables. Structs of 4-byte scalars (u32, i32, f32) in
+// declaration order; fields named `_...` are padding, written as zero.
 export type Scalar = 'u32' | 'i32' | 'f32';
 
 export interface StructLayout {
   name: string;
   fields: Array<{ name: string; type: Scalar }>;
+  names: ReadonlySet<string>;
   /** Bytes per struct (also the stride of an array of them: every field is 4-byte aligned). */
   bytes: number;
 }
 
 export type StructValues = Record<string, number | boolean>;
 
+const withoutComments = (source: string) => source.replace(/\/\/[^\n]*/g, '');
+
 /** `struct name { ... }` of a WGSL source. */
 export function parseStruct(source: string, name: string): StructLayout {
-  const body = new RegExp(`struct\\s+${name}\\s*\\{([^}]*)\\}`).exec(source.replace(/\/\/[^\n]*/g, ''))?.[1];
+  const body = new RegExp(`struct\\s+${name}\\s*\\{([^}]*)\\}`).exec(withoutComments(source))?.[1];
   if (body === undefined) throw new Error(`no struct ${name} in the kernel source`);
   const fields = body.split(',').map((f) => f.trim()).filter((f) => f.length > 0).map((f) => {
     const [field, type] = f.split(':').map((s) => s.trim());
     if (type !== 'u32' && type !== 'i32' && type !== 'f32') throw new Error(`struct ${name}: field ${field} is ${type}, not a 4-byte scalar`);
     return { name: field!, type: type as Scalar };
   });
-  return { name, fields, bytes: fields.length * 4 };
+  return { name, fields, names: new Set(fields.map((f) => f.name)), bytes: fields.length * 4 };
+}
+
+/** The `@binding(N) var... name` declarations of a WGSL source: name -> N. */
+export function parseBindings(source: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of withoutComments(source).matchAll(/@binding\((\d+)\)\s*var(?:<[^>]*>)?\s+(\w+)/g)) out.set(m[2]!, Number(m[1]));
+  return out;
 }
 
 /** Writes `values` as one struct at `byteOffset` of `view`: every field but padding by name, no others. */
 export function writeStruct(layout: StructLayout, values: StructValues, view: DataView, byteOffset = 0): void {
-  const names = new Set(layout.fields.map((f) => f.name));
-  for (const key of Object.keys(values)) if (!names.has(key)) throw new Error(`struct ${layout.name} has no field ${key}`);
+  for (const key of Object.keys(values)) if (!layout.names.has(key)) throw new Error(`struct ${layout.name} has no field ${key}`);
   layout.fields.forEach((f, i) => {
     const at = byteOffset + 4 * i;
     const v = f.name.startsWith('_') ? 0 : values[f.name];

@@ -1,8 +1,8 @@
-// The HTTP application: middleware order matters. Every request is named first (the id
-// a fault is logged under), CORS headers and the OPTIONS preflight answer come next (ahead
-// of auth, as browsers send no key on a preflight), health comes before auth (it must stay open), auth before
-// body parsing (no parse errors for unauthenticated callers), and the 404 and error
-// envelopes last.
+// The HTTP application: middleware order matters. Every request is named first (the id a
+// fault is logged under); CORS headers and the OPTIONS preflight answer come next, ahead
+// of auth, as browsers send no key on a preflight; health comes before auth (it must stay
+// open), auth before body parsing (no parse errors for unauthenticated callers), and the
+// 404 and error envelopes last.
 import express, { type Express } from 'express';
 import type { Engine } from '../engine/engine.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/anthropic.js';
