@@ -27,6 +27,7 @@ function words(item: Item): number {
   return text.split(/\s+/).length + 1;
 }
 const count = (items: Item[]) => items.reduce((n, item) => n + words(item), 0);
+const asyncCount = async (items: Item[]) => count(items);
 
 /** The calls still waiting for an output just before index `at`. */
 function pendingAt(items: Item[], at: number): Set<string> {
@@ -83,38 +84,38 @@ describe('the retained part', () => {
     user('latest question'),
   ];
 
-  it('is at least the latest user message and what follows it', () => {
-    expect(chooseCut(conversation, 1, count)).toBe(6);
+  it('is at least the latest user message and what follows it', async () => {
+    expect(await chooseCut(conversation, 1, asyncCount)).toBe(6);
     const withTail = [...conversation, call('c2'), output('c2')];
     // Retained = latest user message + its unanswered tool traffic, whatever keep_tokens says.
-    expect(chooseCut(withTail, 1, count)).toBe(6);
+    expect(await chooseCut(withTail, 1, asyncCount)).toBe(6);
   });
 
-  it('grows by whole turns while within keep_tokens', () => {
+  it('grows by whole turns while within keep_tokens', async () => {
     const fromSecondAnswer = count(conversation.slice(5));
     const fromSecondQuestion = count(conversation.slice(2));
-    expect(chooseCut(conversation, fromSecondAnswer, count)).toBe(5);
-    expect(chooseCut(conversation, fromSecondQuestion - 1, count)).toBe(5);
-    expect(chooseCut(conversation, fromSecondQuestion, count)).toBe(2);
+    expect(await chooseCut(conversation, fromSecondAnswer, asyncCount)).toBe(5);
+    expect(await chooseCut(conversation, fromSecondQuestion - 1, asyncCount)).toBe(5);
+    expect(await chooseCut(conversation, fromSecondQuestion, asyncCount)).toBe(2);
     // Everything fits: the cut stops at the first split, never at 0.
-    expect(chooseCut(conversation, 10_000, count)).toBe(2);
+    expect(await chooseCut(conversation, 10_000, asyncCount)).toBe(2);
   });
 
-  it('never starts inside a tool group, whatever keep_tokens', () => {
+  it('never starts inside a tool group, whatever keep_tokens', async () => {
     for (let keep = 1; keep < 60; keep++) {
-      const cut = chooseCut(conversation, keep, count);
+      const cut = await chooseCut(conversation, keep, asyncCount);
       expect(pendingAt(conversation, cut).size).toBe(0);
       expect(conversation[cut - 1]?.type).not.toBe('function_call');
     }
   });
 
-  it('skips a split the template refuses to render', () => {
+  it('skips a split the template refuses to render', async () => {
     const refusing = (items: Item[]) => {
       if (items[0]?.type === 'message' && items[0].role === 'assistant') throw new ApiError(400, 'invalid_request_error', 'roles must alternate');
       return count(items);
     };
-    expect(chooseCut(conversation, 10_000, refusing)).toBe(2);
-    expect(chooseCut(conversation, count(conversation.slice(5)), refusing)).toBe(6);
+    expect(await chooseCut(conversation, 10_000, async (items) => refusing(items))).toBe(2);
+    expect(await chooseCut(conversation, count(conversation.slice(5)), async (items) => refusing(items))).toBe(6);
   });
 
   it('defaults keep_tokens to 1/16 of the context, at most 8192', () => {
@@ -186,8 +187,8 @@ describe('compactItems', () => {
   function deps(over: Partial<CompactionDeps> = {}): CompactionDeps {
     return {
       contextSize: 200,
-      count,
-      summaryPromptTokens: count,
+      count: asyncCount,
+      summaryPromptTokens: asyncCount,
       summarize: vi.fn(async () => ({ text: 'brief summary', promptTokens: 40, completionTokens: 3 })),
       ...over,
     };

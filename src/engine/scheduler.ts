@@ -149,6 +149,7 @@ export class Scheduler implements Engine {
     this.closed = true;
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
     await this.loop;
+    await this.tokenizer.close();
   }
 
   private cancel(seq: Sequence): void {

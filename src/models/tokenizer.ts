@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { TokenizerWorker, WORKER_MIN_CHARS } from './tokenizer-worker.js';
 
 type TokenLike = string | { content: string } | null | undefined;
 
@@ -33,13 +34,25 @@ export class TextTokenizer {
   readonly decoderTypes: string[];
   /** Added tokens, special or not: never pieces of ordinary text. */
   readonly addedIds: ReadonlySet<number>;
+  /**
+   * An upper bound on the UTF-8 bytes of text one token stands for, so a text of B bytes
+   * has at least B / maxTokenBytes tokens; undefined where one token may stand for any
+   * amount (an unknown-word token, as WordPiece and Unigram have and BPE without byte
+   * fallback fuses). Pieces are measured as stored, which over-counts ("Ġ", "▁", "<0x0A>"),
+   * never under-counts.
+   */
+  readonly maxTokenBytes: number | undefined;
+  private readonly worker: TokenizerWorker;
 
   constructor(
     private readonly tok: Tokenizer,
     readonly config: TokenizerConfig,
     /** The default chat template and any named variants ('default' key for the main one). */
     readonly chatTemplates: Map<string, string>,
+    /** The tokenizer.json `tok` was built from, which the worker loads too. */
+    tokenizerJson: string,
   ) {
+    this.worker = new TokenizerWorker(tokenizerJson, config);
     const vocab = tok.get_vocab(true);
     let maxId = -1;
     for (const id of vocab.values()) maxId = Math.max(maxId, id);
@@ -55,10 +68,18 @@ export class TextTokenizer {
     const flatten = (d: DecoderConfig | undefined): string[] =>
       d == null ? [] : d.type === 'Sequence' ? (d.decoders ?? []).flatMap(flatten) : d.type ? [d.type] : [];
     this.decoderTypes = flatten(tok.decoder?.config as DecoderConfig | undefined);
+    const model = tok.model?.config as { fuse_unk?: boolean; byte_fallback?: boolean } | undefined;
+    if (this.modelType === 'BPE' && !(model?.fuse_unk && !model.byte_fallback)) {
+      // An unfused unknown token stands for one character: 4 bytes at most.
+      let max = 4;
+      for (const piece of vocab.keys()) max = Math.max(max, Buffer.byteLength(piece, 'utf8'));
+      this.maxTokenBytes = max;
+    }
   }
 
   static async load(dir: string): Promise<TextTokenizer> {
-    const json = JSON.parse(await readFile(join(dir, 'tokenizer.json'), 'utf8'));
+    const jsonPath = join(dir, 'tokenizer.json');
+    const json = JSON.parse(await readFile(jsonPath, 'utf8'));
     const configPath = join(dir, 'tokenizer_config.json');
     const config: TokenizerConfig = existsSync(configPath) ? JSON.parse(await readFile(configPath, 'utf8')) : {};
     const templates = new Map<string, string>();
@@ -68,12 +89,24 @@ export class TextTokenizer {
     // Newer checkpoints ship the template as its own file; it wins over the config copy.
     const jinjaPath = join(dir, 'chat_template.jinja');
     if (existsSync(jinjaPath)) templates.set('default', await readFile(jinjaPath, 'utf8'));
-    return new TextTokenizer(new Tokenizer(json, config), config, templates);
+    return new TextTokenizer(new Tokenizer(json, config), config, templates, jsonPath);
   }
 
   /** `addSpecial` runs the tokenizer's post-processor (e.g. prepends BOS). */
   encode(text: string, addSpecial: boolean): number[] {
     return this.tok.encode(text, { add_special_tokens: addSpecial }).ids;
+  }
+
+  /** encode() for request text: long texts are tokenized on a worker thread, so a
+   *  multi-megabyte prompt never blocks the event loop. */
+  encodeAsync(text: string, addSpecial: boolean): Promise<number[]> {
+    if (text.length < WORKER_MIN_CHARS) return Promise.resolve(this.encode(text, addSpecial));
+    return this.worker.encode(text, addSpecial);
+  }
+
+  /** Stops the worker thread, if one was started. */
+  close(): Promise<void> {
+    return this.worker.close();
   }
 
   /** `cleanUpSpaces` false keeps the pieces' text exactly (no " ," -> "," clean-up), as

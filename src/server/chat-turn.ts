@@ -14,7 +14,7 @@ import { ThinkingBudget } from '../chat/thinking-budget.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
 import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
 import { badRequest } from './errors.js';
-import { generationParams } from './generation-params.js';
+import { generationParams, tokenizeText } from './generation-params.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
@@ -71,11 +71,11 @@ export interface TurnPrepareOptions {
 }
 
 /** Renders and tokenizes a turn; 400 for what the template, the rules or the model refuse. */
-export function prepareTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedTurn {
+export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): Promise<PreparedTurn> {
   rejectNonTextContent(req.messages);
   const chat = prepareChat(model, req, options);
   // The template owns BOS and the turn markers, so no specials are added.
-  return { chat, promptTokens: model.engine.tokenizer.encode(chat.prompt, false) };
+  return { chat, promptTokens: await tokenizeText(model.engine, chat.prompt, false) };
 }
 
 export interface TurnOptions {

@@ -123,7 +123,7 @@ export function splitPoints(conversation: Item[]): number[] {
  * Where the retained part starts. `count` gives the tokens of a run of items, or throws
  * when the template refuses to render it (that split is then skipped).
  */
-export function chooseCut(conversation: Item[], keepTokens: number, count: (items: Item[]) => number): number {
+export async function chooseCut(conversation: Item[], keepTokens: number, count: (items: Item[]) => Promise<number>): Promise<number> {
   let lastUser = -1;
   for (let i = conversation.length - 1; i >= 0 && lastUser < 0; i--) if (isUserMessage(conversation[i]!)) lastUser = i;
   const points = splitPoints(conversation);
@@ -136,7 +136,7 @@ export function chooseCut(conversation: Item[], keepTokens: number, count: (item
     const candidate = eligible[k]!;
     let tokens: number;
     try {
-      tokens = count(conversation.slice(candidate));
+      tokens = await count(conversation.slice(candidate));
     } catch (err) {
       if (err instanceof ApiError && err.status === 400) continue;
       throw err;
@@ -156,9 +156,9 @@ export interface SummaryRun {
 export interface CompactionDeps {
   contextSize: number;
   /** Rendered prompt tokens of resolved items, as /v1/responses/input_tokens counts them. */
-  count(items: Item[]): number;
+  count(items: Item[]): Promise<number>;
   /** Prompt tokens of a summary generation over `items`. */
-  summaryPromptTokens(items: Item[]): number;
+  summaryPromptTokens(items: Item[]): Promise<number>;
   /** Runs the summary generation (one, non-streaming). */
   summarize(items: Item[], maxTokens: number): Promise<SummaryRun>;
   /** Called once the checks have passed, right before the summary generation. */
@@ -182,13 +182,13 @@ export interface CompactionResult {
 /** Compacts `items` (which may themselves hold a compaction item) or throws a 400. */
 export async function compactItems(items: Item[], deps: CompactionDeps, options: CompactionOptions): Promise<CompactionResult> {
   const resolved = resolveItems(items);
-  const before = deps.count(resolved);
+  const before = await deps.count(resolved);
   if (before > deps.contextSize) {
     throw tooLong(`the history has ${before} tokens, more than the context window of ${deps.contextSize} tokens`, before, deps.contextSize);
   }
   const instructions = resolved.filter(isInstruction);
   const conversation = resolved.filter((item) => !isInstruction(item));
-  const cut = chooseCut(conversation, options.keepTokens, deps.count);
+  const cut = await chooseCut(conversation, options.keepTokens, deps.count);
   if (cut === 0) throw tooLong('nothing precedes the retained turns, so compaction cannot shorten this history', before, deps.contextSize);
 
   const retained = conversation.slice(cut);
@@ -197,7 +197,7 @@ export async function compactItems(items: Item[], deps: CompactionDeps, options:
     ...conversation.slice(0, cut),
     { type: 'message', role: 'user', content: SUMMARY_INSTRUCTION },
   ];
-  const promptTokens = deps.summaryPromptTokens(request);
+  const promptTokens = await deps.summaryPromptTokens(request);
   if (promptTokens + options.maxOutputTokens > deps.contextSize) {
     throw tooLong(
       `the summary prompt has ${promptTokens} tokens, which with max_output_tokens ${options.maxOutputTokens} ` +
@@ -215,7 +215,7 @@ export async function compactItems(items: Item[], deps: CompactionDeps, options:
 
   const item = newCompactionItem({ summary: text, items: retained });
   const output = [...instructions, ...retained, item];
-  const after = deps.count(resolveItems(output));
+  const after = await deps.count(resolveItems(output));
   if (after >= before) {
     throw tooLong(`the compacted history (${after} tokens) would not be shorter than the input (${before} tokens)`, before, deps.contextSize);
   }

@@ -4,7 +4,7 @@ import type { TextGenerationParams } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import type { SamplingParams } from '../engine/types.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
-import { badRequest } from './errors.js';
+import { ApiError, badRequest } from './errors.js';
 import { requestLoopDetection } from './loop-policy.js';
 import type { RequestContext } from './request-context.js';
 import { tokenBudget, type SamplingDefaults } from './sampling-defaults.js';
@@ -63,12 +63,35 @@ function stopList(stop: SamplingFields['stop']): string[] {
 }
 
 /**
+ * Request text as token ids, long texts off the event loop. A text that cannot fit the
+ * context is refused from its byte length alone (no token spans more than the
+ * tokenizer's maxTokenBytes), before any of it is tokenized.
+ */
+export async function tokenizeText(engine: Engine, text: string, addSpecial: boolean): Promise<number[]> {
+  const { maxTokenBytes } = engine.tokenizer;
+  const contextSize = engine.info.contextSize;
+  if (maxTokenBytes !== undefined && text.length >= contextSize) {
+    const atLeast = Math.ceil(Buffer.byteLength(text, 'utf8') / maxTokenBytes);
+    if (atLeast >= contextSize) throw contextExceeded(`at least ${atLeast}`, atLeast, contextSize);
+  }
+  return engine.tokenizer.encodeAsync(text, addSpecial);
+}
+
+function contextExceeded(count: string, tokens: number, contextSize: number): ApiError {
+  return badRequest(
+    `the prompt has ${count} tokens but the context size is ${contextSize} tokens, which leaves no room for a completion`,
+    'context_length_exceeded',
+    { n_prompt_tokens: tokens, n_ctx: contextSize },
+  );
+}
+
+/**
  * A completion prompt as token ids. Text gets the tokenizer's special tokens (BOS), as
  * llama-server and vLLM do; ids a client sent are checked, since the engine indexes
  * embeddings with them.
  */
-export function tokenizePrompt(engine: Engine, prompt: string | number[]): number[] {
-  if (typeof prompt === 'string') return engine.tokenizer.encode(prompt, true);
+export async function tokenizePrompt(engine: Engine, prompt: string | number[]): Promise<number[]> {
+  if (typeof prompt === 'string') return tokenizeText(engine, prompt, true);
   const vocabSize = engine.info.vocabSize;
   const bad = prompt.find((id) => id < 0 || id >= vocabSize);
   if (bad !== undefined) throw badRequest(`prompt token id ${bad} is out of vocabulary range (vocab_size ${vocabSize})`);
@@ -93,14 +116,7 @@ export function generationParams(
 ): TextGenerationParams {
   const contextSize = engine.info.contextSize;
   if (promptTokens.length === 0) throw badRequest('the prompt is empty');
-  if (promptTokens.length >= contextSize) {
-    throw badRequest(
-      `the prompt has ${promptTokens.length} tokens but the context size is ${contextSize} tokens, ` +
-        'which leaves no room for a completion',
-      'context_length_exceeded',
-      { n_prompt_tokens: promptTokens.length, n_ctx: contextSize },
-    );
-  }
+  if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
   const room = contextSize - promptTokens.length;
   const budget = tokenBudget(maxTokens ?? undefined, defaults.n_predict);
   if (body.min_pattern_size != null && body.max_pattern_size != null && body.max_pattern_size > 0 && body.min_pattern_size > body.max_pattern_size) {

@@ -36,7 +36,7 @@ export function anthropicRoutes(models: ModelState, defaults: SamplingDefaults, 
     const context = requestContext(req, res);
     const id = newMessageId();
     const warn = (message: string) => console.warn(`mlxcel-server: ${id}: ${message}`);
-    const turn = prepareTurn(model, chatTurn(body), { serverKwargs: options.chatTemplateKwargs, warn });
+    const turn = await prepareTurn(model, chatTurn(body), { serverKwargs: options.chatTemplateKwargs, warn });
     // Queued before any header, so a full queue or an over-long prompt is a plain error.
     const events = startTurn(model, turn, { maxTokens: body.max_tokens, sampling: samplingFields(body), context, defaults, metrics, warn });
     const inputTokens = turn.promptTokens.length;
@@ -61,11 +61,12 @@ export function anthropicRoutes(models: ModelState, defaults: SamplingDefaults, 
     }
   });
 
-  router.post(['/v1/messages/count_tokens', '/messages/count_tokens'], (req, res) => {
+  router.post(['/v1/messages/count_tokens', '/messages/count_tokens'], async (req, res) => {
     const body = parseCountTokensBody(req.body);
     const model = models.require();
     const warn = (message: string) => console.warn(`mlxcel-server: count_tokens: ${message}`);
-    res.json({ input_tokens: prepareTurn(model, chatTurn(body), { serverKwargs: options.chatTemplateKwargs, warn }).promptTokens.length });
+    const turn = await prepareTurn(model, chatTurn(body), { serverKwargs: options.chatTemplateKwargs, warn });
+    res.json({ input_tokens: turn.promptTokens.length });
   });
 
   return router;

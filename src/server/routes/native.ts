@@ -24,7 +24,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const budget = requestedBudget(body);
     const model = models.require();
     const { engine } = model;
-    const promptTokens = tokenizePrompt(engine, body.prompt);
+    const promptTokens = await tokenizePrompt(engine, body.prompt);
     // The thinking budget caps a reasoning block the prompt opens or the model writes.
     const promptText = () => (typeof body.prompt === 'string' ? body.prompt : engine.tokenizer.decode(promptTokens, false));
     const constraint = budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText(), budget, body.reasoning_budget_message ?? '');

@@ -25,7 +25,7 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     const { tokenizer } = model.engine;
     const head = responseHead(model.engine, 'chatcmpl');
     const warn = (message: string) => console.warn(`mlxcel-server: ${head.id}: ${message}`);
-    const turn = prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
+    const turn = await prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
     const logprobs = chatLogprobCount(body);
     const logitBias = logitBiasFrom(model.engine, body.logit_bias);
     // Queued before any header, so a full queue or an over-long prompt is a plain error.

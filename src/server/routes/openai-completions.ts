@@ -25,7 +25,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
   router.post(['/v1/completions', '/completions'], async (req, res) => {
     const body = validateBody(validateCompletion, req.body);
     const { engine } = models.require();
-    const promptTokens = tokenizePrompt(engine, singlePrompt(body.prompt));
+    const promptTokens = await tokenizePrompt(engine, singlePrompt(body.prompt));
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
     const constraint = responseFormatConstraint(engine, body.response_format);
     const params = {

@@ -112,7 +112,7 @@ export function responsesRoutes(
     const id = newId('resp');
     const prepare = prepareOptions(id, options);
     const turnFor = turnBuilder(model, body, prepare);
-    let turn = turnFor(items);
+    let turn = await turnFor(items);
 
     const controller = new AbortController();
     const signal = AbortSignal.any([context.signal, controller.signal]);
@@ -141,7 +141,7 @@ export function responsesRoutes(
       });
       builder.compactionCompleted(result.inputTokensBefore, result.inputTokensAfter, result.item);
       turnItems = result.output;
-      turn = turnFor(turnItems);
+      turn = await turnFor(turnItems);
     };
 
     const register = () => {
@@ -196,12 +196,12 @@ export function responsesRoutes(
     }
   });
 
-  router.post(['/v1/responses/input_tokens', '/responses/input_tokens'], (req, res) => {
+  router.post(['/v1/responses/input_tokens', '/responses/input_tokens'], async (req, res) => {
     const body = parseResponsesBody(req.body);
     const model = models.require();
     const { items } = requestItems(body);
     const turnFor = turnBuilder(model, body, prepareOptions('input_tokens', options));
-    res.json({ object: 'response.input_tokens', input_tokens: turnFor(items).promptTokens.length });
+    res.json({ object: 'response.input_tokens', input_tokens: (await turnFor(items)).promptTokens.length });
   });
 
   router.post(['/v1/responses/compact', '/responses/compact'], async (req, res) => {
@@ -266,7 +266,7 @@ function prepareOptions(id: string, options: ResponsesOptions): TurnPrepareOptio
 }
 
 /** Items -> the rendered, tokenized turn, with this request's tools and options. */
-function turnBuilder(model: ServedModel, body: ResponsesBody, prepare: TurnPrepareOptions): (items: Item[]) => PreparedTurn {
+function turnBuilder(model: ServedModel, body: ResponsesBody, prepare: TurnPrepareOptions): (items: Item[]) => Promise<PreparedTurn> {
   const tools = chatTools(body.tools);
   const toolChoice = chatToolChoice(body.tool_choice);
   const format = responseFormat(body.text);
@@ -302,7 +302,7 @@ function withInstructions(instructions: string | null | undefined, messages: Cha
 function compactionDeps(
   model: ServedModel,
   body: ResponsesBody,
-  turnFor: (items: Item[]) => PreparedTurn,
+  turnFor: (items: Item[]) => Promise<PreparedTurn>,
   prepare: TurnPrepareOptions,
   run: { context: RequestContext; defaults: SamplingDefaults; metrics: ServerMetrics },
   onStart?: (inputTokens: number) => void,
@@ -320,10 +320,10 @@ function compactionDeps(
     );
   return {
     contextSize: model.engine.info.contextSize,
-    count: (items) => turnFor(items).promptTokens.length,
-    summaryPromptTokens: (items) => summaryTurn(items).promptTokens.length,
+    count: async (items) => (await turnFor(items)).promptTokens.length,
+    summaryPromptTokens: async (items) => (await summaryTurn(items)).promptTokens.length,
     async summarize(items, maxTokens) {
-      const events = startTurn(model, summaryTurn(items), { maxTokens, sampling: { temperature: 0 }, ...run, warn: prepare.warn });
+      const events = startTurn(model, await summaryTurn(items), { maxTokens, sampling: { temperature: 0 }, ...run, warn: prepare.warn });
       const result = await collectTurn(events);
       if (!result) throw new ApiError(499, 'request_cancelled', 'the request ended before the summary was generated');
       const { usage } = result.generation;
