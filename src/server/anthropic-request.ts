@@ -6,7 +6,7 @@ import type { ChatMessage, ContentPart } from '../chat/template.js';
 import type { ChatTurnRequest, ToolChoice, ToolDefinition } from './chat-turn.js';
 import { badRequest } from './errors.js';
 import { isObject } from './responses-items.js';
-import { validateBody, type SamplingFields } from './schemas.js';
+import { stopStrings, validateBody, type SamplingFields } from './schemas.js';
 
 type Opt<T> = T | null | undefined;
 type Block = Record<string, unknown> & { type: string };
@@ -66,7 +66,7 @@ const validateMessages = ajv.compile<MessagesBody>({
   properties: {
     ...messagesProperties,
     max_tokens: { type: 'integer', minimum: 1 },
-    stop_sequences: { ...nullable('array'), items: { type: 'string' } },
+    stop_sequences: stopStrings('array'),
     temperature: { ...nullable('number'), minimum: 0, maximum: 1 },
     top_p: { ...nullable('number'), minimum: 0, maximum: 1 },
     top_k: { ...nullable('integer'), minimum: 0 },

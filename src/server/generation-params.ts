@@ -63,16 +63,21 @@ function stopList(stop: SamplingFields['stop']): string[] {
 }
 
 /**
- * Request text as token ids, long texts off the event loop. A text that cannot fit the
- * context is refused from its byte length alone (no token spans more than the
- * tokenizer's maxTokenBytes), before any of it is tokenized.
+ * Request text as token ids, long texts off the event loop. A text of more than `limit`
+ * tokens (by default, one that leaves no room in the context) is refused from its byte
+ * length alone (no token spans more than the tokenizer's maxTokenBytes), before any of it
+ * is tokenized.
  */
-export async function tokenizeText(engine: Engine, text: string, addSpecial: boolean): Promise<number[]> {
+export async function tokenizeText(engine: Engine, text: string, addSpecial: boolean, limit?: number): Promise<number[]> {
   const { maxTokenBytes } = engine.tokenizer;
   const contextSize = engine.info.contextSize;
-  if (maxTokenBytes !== undefined && text.length >= contextSize) {
+  const most = limit ?? contextSize - 1;
+  if (maxTokenBytes !== undefined && text.length > most) {
     const atLeast = Math.ceil(Buffer.byteLength(text, 'utf8') / maxTokenBytes);
-    if (atLeast >= contextSize) throw contextExceeded(`at least ${atLeast}`, atLeast, contextSize);
+    if (atLeast > most) {
+      if (limit === undefined) throw contextExceeded(`at least ${atLeast}`, atLeast, contextSize);
+      throw badRequest(`the text has at least ${atLeast} tokens; at most ${limit} are taken (${limit / contextSize} context windows of ${contextSize})`);
+    }
   }
   return engine.tokenizer.encodeAsync(text, addSpecial);
 }

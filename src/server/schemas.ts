@@ -4,7 +4,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { ChatMessage } from '../chat/template.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
-import { MAX_TOP_LOGPROBS } from '../engine/types.js';
+import { MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS } from '../engine/types.js';
 import { badRequest } from './errors.js';
 import type { LogitBias } from './logit-bias.js';
 
@@ -104,12 +104,30 @@ export interface DetokenizeBody {
 
 const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
 
+/**
+ * Bounds on request fields the server works through on its event loop before generating
+ * (the prompt itself is bounded by the context: ./generation-params.ts tokenizeText).
+ */
+export const MAX_STOP_STRINGS = 16;
+export const MAX_STOP_CHARS = 4096;
+/** A logit_bias text key is a word or a phrase, tokenized on the loop. */
+export const MAX_LOGIT_BIAS_TEXT_CHARS = 256;
+export const MAX_REASONING_MESSAGE_CHARS = 4096;
+
+/** A stop string or a list of them (OpenAI's `stop`, Anthropic's `stop_sequences`). */
+export const stopStrings = (...types: string[]) => ({
+  ...nullable(...types),
+  maxLength: MAX_STOP_CHARS,
+  maxItems: MAX_STOP_STRINGS,
+  items: { type: 'string', maxLength: MAX_STOP_CHARS },
+});
+
 /** ThinkingBudgetFields; values below -1 are refused by src/chat/chat-request.ts's thinkingBudget. */
 const thinkingBudgetProperties = {
   thinking_budget_tokens: nullable('integer'),
   reasoning_budget_tokens: nullable('integer'),
   reasoning_budget: nullable('integer'),
-  reasoning_budget_message: nullable('string'),
+  reasoning_budget_message: { ...nullable('string'), maxLength: MAX_REASONING_MESSAGE_CHARS },
 };
 
 /**
@@ -148,7 +166,7 @@ const samplingProperties = {
   // 0 (or >= the vocabulary) keeps every token.
   top_k: { ...nullable('integer'), minimum: 0 },
   seed: nullable('integer'),
-  stop: { ...nullable('string', 'array'), items: { type: 'string' } },
+  stop: stopStrings('string', 'array'),
   stream: nullable('boolean'),
   ...extendedSamplingProperties,
 };
@@ -161,6 +179,7 @@ const openAIProperties = {
   n: { ...nullable('integer'), minimum: 1, maximum: 1 },
   logit_bias: {
     ...nullable('object'),
+    maxProperties: MAX_LOGIT_BIAS_TOKENS,
     propertyNames: { pattern: '^[0-9]+$' },
     additionalProperties: { type: 'number', minimum: -100, maximum: 100 },
   },
@@ -172,11 +191,14 @@ const nativeBiasValue = { anyOf: [{ type: 'number' }, { const: false }] };
 /** llama-server's logit_bias: a map keyed by token id or text, or [id or text, bias] pairs. */
 const nativeLogitBias = {
   ...nullable('object', 'array'),
+  maxProperties: MAX_LOGIT_BIAS_TOKENS,
+  propertyNames: { maxLength: MAX_LOGIT_BIAS_TEXT_CHARS },
   additionalProperties: nativeBiasValue,
+  maxItems: MAX_LOGIT_BIAS_TOKENS,
   items: {
     type: 'array',
     minItems: 2,
-    items: [{ type: ['integer', 'string'], minimum: 0 }, nativeBiasValue],
+    items: [{ type: ['integer', 'string'], minimum: 0, maxLength: MAX_LOGIT_BIAS_TEXT_CHARS }, nativeBiasValue],
     additionalItems: false,
   },
 };

@@ -3,7 +3,7 @@ import { Router } from 'express';
 import { collectText, generateText, type TextGenerationResult } from '../../chat/text-generation.js';
 import type { Engine } from '../../engine/engine.js';
 import { serverError } from '../errors.js';
-import { generationParams, tokenizePrompt } from '../generation-params.js';
+import { generationParams, tokenizePrompt, tokenizeText } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
@@ -14,6 +14,9 @@ import { rejectResponseFormat } from '../response-format.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
+
+/** /tokenize takes texts of up to this many context windows (a document to be split). */
+const TOKENIZE_CONTEXTS = 4;
 
 export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
   const router = Router();
@@ -60,10 +63,11 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     res.json({ ...finalResponse(engine, result, result.text), ...probs });
   });
 
-  router.post('/tokenize', (req, res) => {
+  router.post('/tokenize', async (req, res) => {
     const body = validateBody(validateTokenize, req.body);
     const { engine } = models.require();
-    res.json({ tokens: engine.tokenizer.encode(body.content, body.add_special ?? false) });
+    const limit = TOKENIZE_CONTEXTS * engine.info.contextSize;
+    res.json({ tokens: await tokenizeText(engine, body.content, body.add_special ?? false, limit) });
   });
 
   router.post('/detokenize', (req, res) => {
