@@ -27,6 +27,7 @@ function served(tokenizer: TextTokenizer, template = tokenizer.chatTemplates.get
     chatTemplate: new ChatTemplate(template, tokenizer),
     chatFormat: detectChatFormat(template),
     created: 0,
+    maxMessages: undefined,
   };
 }
 

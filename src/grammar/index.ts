@@ -16,6 +16,7 @@
 //   checkTokenizer(tokenizer) -> throws UnsupportedTokenizerError unless the tokenizer is a
 //     Hugging Face BPE tokenizer.json whose pieces map to bytes (byte-level like Qwen and
 //     Llama 3, or SentencePiece-style with ▁ and <0xNN> like Llama 2 and stories260k).
+//   prepareConstrainedDecoding(engine) -> builds the vocabulary trie at load.
 //
 // Supported keywords: type (incl. arrays), enum, const, properties, required,
 // additionalProperties, items (incl. the draft-7 array form), prefixItems, additionalItems,
@@ -34,6 +35,7 @@ import type { Engine } from '../engine/engine.js';
 import type { TokenConstraint } from '../engine/types.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import { universe as U, type Config } from './automaton.js';
+import { UnsupportedTokenizerError } from './errors.js';
 import { checkSchema } from './limits.js';
 import { Matcher } from './matcher.js';
 import type { Rule } from './nfa.js';
@@ -70,6 +72,18 @@ export function compileJsonSchema(schema: unknown, wrap: Wrap = {}): CompiledGra
 
 export function checkTokenizer(tokenizer: TextTokenizer): void {
   pieceEncoding(tokenizer);
+}
+
+/** Builds the engine's vocabulary trie now (a second or so for a 150k vocabulary), at load
+ *  rather than on the first constrained request; nothing when constraints are unsupported. */
+export function prepareConstrainedDecoding(engine: Engine): void {
+  try {
+    checkTokenizer(engine.tokenizer);
+  } catch (err) {
+    if (err instanceof UnsupportedTokenizerError) return;
+    throw err;
+  }
+  vocabFor(engine.tokenizer, engine.info.vocabSize, engine.info.eosTokenIds);
 }
 
 const matchers = new WeakMap<Rule, Map<number, Matcher>>();

@@ -1,10 +1,14 @@
 // Checks before compilation: the size limits (64 KiB serialized, 32 levels of nesting, 64
-// $ref entries) and the keyword whitelist. Nothing here quotes the schema back.
+// $ref entries, 32 distinct patterns and formats) and the keyword whitelist. Nothing here
+// quotes the schema back.
 import { quoteKeyword, SchemaError } from './errors.js';
 
 export const MAX_SCHEMA_BYTES = 64 * 1024;
 export const MAX_SCHEMA_DEPTH = 32;
 export const MAX_SCHEMA_REFS = 64;
+/** Distinct pattern/format strings: each is compiled to its own automaton and its states
+ *  explored (schema-compiler.ts checkStateCount), tens of milliseconds apiece. */
+export const MAX_SCHEMA_PATTERNS = 32;
 
 /** Keywords that shape the generated value. */
 const CONSTRAINTS = new Set([
@@ -33,9 +37,12 @@ export function checkSchema(schema: unknown): void {
   if (Buffer.byteLength(JSON.stringify(schema) ?? '', 'utf8') > MAX_SCHEMA_BYTES) {
     throw new SchemaError(`the schema is larger than ${MAX_SCHEMA_BYTES / 1024} KiB serialized`);
   }
-  const refs = { count: 0 };
+  const refs: Counts = { count: 0, patterns: new Set() };
   checkNode(schema, refs);
   if (refs.count > MAX_SCHEMA_REFS) throw new SchemaError(`the schema has more than ${MAX_SCHEMA_REFS} $ref entries`, '$ref');
+  if (refs.patterns.size > MAX_SCHEMA_PATTERNS) {
+    throw new SchemaError(`the schema has more than ${MAX_SCHEMA_PATTERNS} distinct pattern and format values`, 'pattern');
+  }
 }
 
 /** JSON nesting depth (objects and arrays), iteratively: the body may be deeper than the stack. */
@@ -55,7 +62,13 @@ function bad(keyword: string, why: string): SchemaError {
 
 const isCount = (v: unknown): boolean => Number.isInteger(v) && (v as number) >= 0;
 
-function checkNode(node: unknown, refs: { count: number }): void {
+/** $ref entries, and the distinct pattern/format strings. */
+interface Counts {
+  count: number;
+  patterns: Set<string>;
+}
+
+function checkNode(node: unknown, refs: Counts): void {
   if (typeof node === 'boolean') return;
   if (!isObject(node)) throw new SchemaError('a schema must be an object or a boolean');
   for (const [key, value] of Object.entries(node)) {
@@ -105,9 +118,11 @@ function checkNode(node: unknown, refs: { count: number }): void {
         break;
       case 'pattern':
         if (typeof value !== 'string') throw bad(key, 'must be a string');
+        refs.patterns.add(`pattern:${value}`);
         break;
       case 'format':
         if (typeof value !== 'string' || !FORMATS.has(value)) throw bad(key, `supports only ${[...FORMATS].join(', ')}`);
+        refs.patterns.add(`format:${value}`);
         break;
       case 'minimum':
       case 'maximum':

@@ -11,7 +11,8 @@ import { Worker } from 'node:worker_threads';
 /** Texts at least this long (UTF-16 units) go to the worker: ~5-30 ms of tokenizing inline. */
 export const WORKER_MIN_CHARS = 32 * 1024;
 
-// Plain CommonJS, so it runs the same under the compiled build and the test runner.
+// Plain CommonJS (the worker starts without the parent's flags, so no --input-type or
+// loader changes that), the same under the compiled build and the test runner.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { readFileSync } = require('node:fs');
@@ -72,6 +73,7 @@ export class TokenizerWorker {
     const lib = createRequire(import.meta.url).resolve('@huggingface/tokenizers');
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
+      execArgv: [],
       workerData: { lib, tokenizerJson: this.tokenizerJson, config: this.config },
     });
     worker.unref();

@@ -73,6 +73,14 @@ export interface TurnPrepareOptions {
 /** Renders and tokenizes a turn; 400 for what the template, the rules or the model refuse. */
 export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): Promise<PreparedTurn> {
   rejectNonTextContent(req.messages);
+  if (model.maxMessages !== undefined && req.messages.length > model.maxMessages) {
+    const { contextSize } = model.engine.info;
+    throw badRequest(
+      `the conversation has ${req.messages.length} messages; at most ${model.maxMessages} fit the context size of ${contextSize} tokens`,
+      'context_length_exceeded',
+      { n_ctx: contextSize },
+    );
+  }
   const chat = prepareChat(model, req, options);
   // The template owns BOS and the turn markers, so no specials are added.
   return { chat, promptTokens: await tokenizeText(model.engine, chat.prompt, false) };

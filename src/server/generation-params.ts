@@ -76,7 +76,7 @@ export async function tokenizeText(engine: Engine, text: string, addSpecial: boo
     const atLeast = Math.ceil(Buffer.byteLength(text, 'utf8') / maxTokenBytes);
     if (atLeast > most) {
       if (limit === undefined) throw contextExceeded(`at least ${atLeast}`, atLeast, contextSize);
-      throw badRequest(`the text has at least ${atLeast} tokens; at most ${limit} are taken (${limit / contextSize} context windows of ${contextSize})`);
+      throw badRequest(`the text has at least ${atLeast} tokens; at most ${limit} are taken (${limit / contextSize} context windows)`);
     }
   }
   return engine.tokenizer.encodeAsync(text, addSpecial);

@@ -3,6 +3,7 @@
 import { ChatTemplate } from '../chat/template.js';
 import { detectChatFormat, type ChatFormat } from '../chat/tools/registry.js';
 import type { Engine } from '../engine/engine.js';
+import { prepareConstrainedDecoding } from '../grammar/index.js';
 import { ApiError } from './errors.js';
 
 /** The loaded engine plus what the routes derive from it once. */
@@ -15,6 +16,12 @@ export interface ServedModel {
   chatFormat: ChatFormat;
   /** Unix seconds when loading finished: the model's `created` in /v1/models. */
   created: number;
+  /**
+   * The most messages a conversation may have: more than the context can hold at half the
+   * template's per-message overhead (its turn markers) are refused before rendering, which
+   * costs time in the number of messages. Undefined when the overhead cannot be measured.
+   */
+  maxMessages: number | undefined;
 }
 
 type State = { kind: 'loading' } | { kind: 'ready'; model: ServedModel } | { kind: 'failed'; error: Error };
@@ -54,11 +61,28 @@ export class ModelState {
 function serve(engine: Engine): ServedModel {
   const { tokenizer } = engine;
   const toolUse = tokenizer.chatTemplates.get('tool_use');
+  const chatTemplate = new ChatTemplate(tokenizer.chatTemplates.get('default'), tokenizer);
+  prepareConstrainedDecoding(engine);
   return {
     engine,
-    chatTemplate: new ChatTemplate(tokenizer.chatTemplates.get('default'), tokenizer),
+    chatTemplate,
     ...(toolUse ? { toolUseTemplate: new ChatTemplate(toolUse, tokenizer) } : {}),
     chatFormat: detectChatFormat(toolUse ?? tokenizer.chatTemplates.get('default')),
     created: Math.floor(Date.now() / 1000),
+    maxMessages: maxMessages(engine, chatTemplate),
   };
+}
+
+/** ceil(2 * context / the tokens one more user-assistant exchange adds to the prompt) / 2 per message. */
+function maxMessages(engine: Engine, template: ChatTemplate): number | undefined {
+  const exchanges = (n: number) =>
+    Array.from({ length: 2 * n }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: '' }) as const).concat([{ role: 'user', content: '' }]);
+  try {
+    const tokens = (n: number) => engine.tokenizer.encode(template.render(exchanges(n)), false).length;
+    const perMessage = (tokens(4) - tokens(1)) / 6;
+    if (!(perMessage >= 1)) return undefined;
+    return Math.ceil((2 * engine.info.contextSize) / perMessage);
+  } catch {
+    return undefined;
+  }
 }

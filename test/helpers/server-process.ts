@@ -22,7 +22,7 @@ export interface ServerProcess {
 }
 
 export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', ...args], {
+  const child = spawn(process.execPath, [...(process.env.SERVER_NODE_FLAGS ? process.env.SERVER_NODE_FLAGS.split(' ') : []), '--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

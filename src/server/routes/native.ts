@@ -2,7 +2,7 @@
 import { Router } from 'express';
 import { collectText, generateText, type TextGenerationResult } from '../../chat/text-generation.js';
 import type { Engine } from '../../engine/engine.js';
-import { serverError } from '../errors.js';
+import { badRequest } from '../errors.js';
 import { generationParams, tokenizePrompt, tokenizeText } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities } from '../logprobs.js';
@@ -15,7 +15,7 @@ import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
 
-/** /tokenize takes texts of up to this many context windows (a document to be split). */
+/** /tokenize and /detokenize take up to this many context windows (a document to be split). */
 const TOKENIZE_CONTEXTS = 4;
 
 export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
@@ -72,12 +72,14 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
 
   router.post('/detokenize', (req, res) => {
     const body = validateBody(validateDetokenize, req.body);
-    const { tokenizer } = models.require().engine;
-    // Checked before decoding so no partial text comes back; 500 is llama-server's status.
+    const { engine } = models.require();
+    const { tokenizer } = engine;
+    const limit = TOKENIZE_CONTEXTS * engine.info.contextSize;
+    if (body.tokens.length > limit) throw badRequest(`tokens has ${body.tokens.length} ids; at most ${limit} are taken (${TOKENIZE_CONTEXTS} context windows)`);
+    // Checked before decoding so no partial text comes back (llama-server answers 500 here:
+    // a client's mistake is a 400 in this server).
     const bad = body.tokens.find((id) => id < 0 || id >= tokenizer.vocabSize);
-    if (bad !== undefined) {
-      throw serverError(`token id ${bad} is out of vocabulary range (vocab_size ${tokenizer.vocabSize})`);
-    }
+    if (bad !== undefined) throw badRequest(`token id ${bad} is out of vocabulary range (vocab_size ${tokenizer.vocabSize})`);
     // Special tokens are shown, as llama-server's detokenize shows them; tokenizers.js
     // rejects an empty list.
     res.json({ content: body.tokens.length === 0 ? '' : tokenizer.decode(body.tokens, false) });
