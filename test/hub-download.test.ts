@@ -237,17 +237,23 @@ describe('download progress', () => {
     vi.useRealTimers();
   });
 
-  it('on a terminal, redraws one bar with bytes, rate and ETA', () => {
+  it('on a terminal, redraws one bar with bytes, rate and ETA, within the terminal width', () => {
     vi.useFakeTimers();
-    const written: string[] = [];
-    const progress = new DownloadProgress({ write: (t: string) => written.push(t), isTTY: true, columns: 100 }, 'x: ', 'org/model', 2_000_000_000, 3);
-    progress.add(500_000_000);
-    vi.advanceTimersByTime(1000);
-    progress.finish();
-    const last = written.at(-2)!;
-    expect(last).toMatch(/^\r {0}x: downloading org\/model \[#+\.+\]  25% 500 MB \/ 2\.00 GB  \d+ MB\/s  ETA \d+s\x1b\[K$/);
-    expect(last.length - '\r\x1b[K'.length).toBeLessThan(100);
-    expect(written.at(-1)).toBe('\n');
+    for (const columns of [100, 80, 30]) {
+      const written: string[] = [];
+      const progress = new DownloadProgress({ write: (t: string) => written.push(t), isTTY: true, columns }, 'x: ', 'mlx-community/Qwen3-0.6B-4bit', 2_000_000_000, 3);
+      progress.add(500_000_000);
+      vi.advanceTimersByTime(1000);
+      progress.finish();
+      const last = written.at(-2)!;
+      expect(last.startsWith('\r') && last.endsWith('\x1b[K')).toBe(true);
+      const line = last.slice(1, -3);
+      expect(line.length).toBeLessThan(columns);
+      if (columns === 100) expect(line).toMatch(/^mlx-community\/Qwen3-0\.6B-4bit \[#{5,}\.+\]  25% 500 MB \/ 2\.00 GB \d+ MB\/s ETA \d+s *$/);
+      if (columns === 80) expect(line).toMatch(/^mlx-community\/Qwen3-0\.~ \[###\.{7}\]  25% 500 MB \/ 2\.00 GB/);
+      if (columns === 30) expect(line).toBe('mlx-community/Qwen3-0.6B-4bit');
+      expect(written.at(-1)).toBe('\n');
+    }
   });
 
   it('in a log, writes a plain line every few seconds', () => {

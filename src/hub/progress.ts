@@ -20,6 +20,8 @@ const BAR_EVERY_MS = 200;
 const LINE_EVERY_MS = 5000;
 /** The rate is measured over this much recent time. */
 const RATE_WINDOW_MS = 5000;
+/** " 42% 1.23 GB / 4.56 GB 12.3 MB/s ETA 3m05s", padded. */
+const TAIL_WIDTH = 42;
 
 export class DownloadProgress {
   private bytesDone = 0;
@@ -81,16 +83,24 @@ export class DownloadProgress {
     const percent = `${Math.floor(fraction * 100)}%`;
     const amounts = `${formatBytes(this.bytesDone)} / ${formatBytes(this.bytesTotal)}`;
     if (this.out.isTTY) {
-      const tail = `${percent.padStart(4)} ${amounts}  ${formatBytes(rate)}/s  ETA ${eta}`;
-      const label = `${this.prefix}downloading ${this.repo}`;
-      const width = Math.max(10, Math.min(40, (this.out.columns ?? 80) - label.length - tail.length - 5));
-      const filled = Math.round(fraction * width);
-      const line = `${label} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${tail}`;
-      this.out.write(`\r${line.slice(0, (this.out.columns ?? 80) - 1)}\x1b[K`);
+      // The tail keeps one width, so the bar does not shift as the numbers change.
+      const tail = `${percent.padStart(4)} ${amounts} ${formatBytes(rate)}/s ETA ${eta}`.padEnd(TAIL_WIDTH);
+      this.out.write(`\r${barLine(this.repo, fraction, tail, this.out.columns ?? 80)}\x1b[K`);
     } else {
       this.out.write(`${this.prefix}downloading ${this.repo}: ${percent} (${amounts}, file ${this.filesDone} of ${this.filesTotal} done), ${formatBytes(rate)}/s, ETA ${eta}\n`);
     }
   }
+}
+
+/** "org/name [#####.....] <tail>" in the terminal's width: the bar gets 10 to 30 columns,
+ *  a long repo name is cut to leave it 10; a terminal too narrow for that gets no bar. */
+function barLine(repo: string, fraction: number, tail: string, columns: number): string {
+  const room = columns - 1 - tail.length - 4;
+  if (room < 18) return `${repo} ${tail}`.slice(0, columns - 1);
+  const label = repo.length > room - 10 ? `${repo.slice(0, room - 11)}~` : repo;
+  const width = Math.min(30, room - label.length);
+  const filled = Math.round(fraction * width);
+  return `${label} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${tail}`;
 }
 
 /** Decimal units, as the Hub shows sizes: "1.23 GB". */

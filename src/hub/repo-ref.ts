@@ -8,7 +8,7 @@ export interface RepoRef {
   revision: string;
 }
 
-export const DEFAULT_REVISION = 'main';
+const DEFAULT_REVISION = 'main';
 
 // The Hub's repo-name rule: letters, digits, "-", "_", "."; no "--" or ".." and no leading
 // or trailing "-"/"."; at most 96 characters a part.

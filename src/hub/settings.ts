@@ -17,7 +17,7 @@ export interface HubSettings {
   offline: boolean;
 }
 
-export const DEFAULT_ENDPOINT = 'https://huggingface.co';
+const DEFAULT_ENDPOINT = 'https://huggingface.co';
 
 export function hubSettings(env: Env, token?: string): HubSettings {
   const set = (name: string) => (env[name] !== undefined && env[name] !== '' ? env[name] : undefined);

@@ -4,7 +4,7 @@
 // under the name that means "complete".
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream } from 'node:stream/web';
@@ -47,6 +47,8 @@ export async function fetchBlob(job: BlobJob, options: TransferOptions): Promise
   const partial = `${job.dest}.incomplete`;
   let failures = 0;
   let refetches = 0;
+  // An empty file needs no transfer, only its (empty) partial to verify and rename.
+  if (job.size === 0) await writeFile(partial, '');
   for (;;) {
     let have = (await fileSize(partial)) ?? 0;
     if (have > job.size) {
