@@ -58,6 +58,11 @@ export class DownloadProgress {
     this.filesDone++;
   }
 
+  /** Takes the bar off the terminal line so another line can be printed; it is redrawn next tick. */
+  clear(): void {
+    if (this.out.isTTY) this.out.write('\r\x1b[K');
+  }
+
   /** Stops redrawing; on a terminal, leaves the final bar on its own line. */
   finish(): void {
     clearInterval(this.timer);
@@ -94,7 +99,7 @@ export class DownloadProgress {
 
 /** "org/name [#####.....] <tail>" in the terminal's width: the bar gets 10 to 30 columns,
  *  a long repo name is cut to leave it 10; a terminal too narrow for that gets no bar. */
-function barLine(repo: string, fraction: number, tail: string, columns: number): string {
+export function barLine(repo: string, fraction: number, tail: string, columns: number): string {
   const room = columns - 1 - tail.length - 4;
   if (room < 18) return `${repo} ${tail}`.slice(0, columns - 1);
   const label = repo.length > room - 10 ? `${repo.slice(0, room - 11)}~` : repo;
