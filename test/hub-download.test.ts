@@ -139,6 +139,17 @@ describe('Hub downloads', () => {
     expect(readFileSync(join(dir, 'model.safetensors')).equals(file(STORIES, 'model.safetensors').data)).toBe(true);
   });
 
+  it('retries a transfer the server answered 503, and reports one that keeps failing', async () => {
+    hub.faults.push({ path: 'tokenizer.json', kind: 'busy', times: 1 });
+    await download(STORIES.id, settings(), options({ transfer: { retries: 1, retryDelayMs: 10 } }));
+    expect(hub.transfersOf('tokenizer.json')).toHaveLength(2);
+    rmSync(join(home, 'hub'), { recursive: true });
+    hub.faults.push({ path: 'tokenizer.json', kind: 'busy', times: 2 });
+    expect(await failure(download(STORIES.id, settings(), options({ transfer: { retries: 1, retryDelayMs: 10 } })))).toBe(
+      'download of test-org/stories260k/tokenizer.json interrupted (HTTP 503) at 0 B of 14.8 kB; start again to resume it',
+    );
+  });
+
   it('refuses a file with the wrong hash and fetches it again', async () => {
     hub.faults.push({ path: 'model.safetensors', kind: 'corrupt', times: 1 }, { path: 'tokenizer.json', kind: 'corrupt', times: 1 });
     const { dir } = await download(STORIES.id);

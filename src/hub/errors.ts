@@ -15,12 +15,16 @@ export class HubHttpError extends Error {
   }
 }
 
+/** An API call (info, listing) that has not answered in this long has failed. */
+const API_TIMEOUT_MS = 30_000;
+
 /**
  * fetch for the Hub: a response that is neither 2xx nor a redirect becomes a HubHttpError,
- * so the library's calls and our own fail the same way.
+ * so the library's calls and our own fail the same way. Calls without a signal of their
+ * own (the library's API calls) time out.
  */
 export const hubFetch: typeof fetch = async (input, init) => {
-  const res = await fetch(input, init);
+  const res = await fetch(input, { ...init, signal: init?.signal ?? AbortSignal.timeout(API_TIMEOUT_MS) });
   if (res.ok) return res;
   const body = await res.text().catch(() => '');
   let message = res.headers.get('x-error-message') ?? '';
@@ -38,14 +42,17 @@ export const hubFetch: typeof fetch = async (input, init) => {
  *  when `err` is not a network failure. */
 export function networkFailure(err: unknown): string | undefined {
   if (err instanceof HubHttpError || err instanceof HubError || !(err instanceof Error)) return undefined;
+  if (err.name === 'TimeoutError' || err.name === 'AbortError') return 'timed out';
+  // undici's "fetch failed" (or "terminated") carries the system error as its cause.
   let e: unknown = err;
+  let innermost = err.message;
   for (let depth = 0; e instanceof Error && depth < 4; depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string') return code;
+    innermost = e.message;
     e = e.cause;
   }
-  if (err.name === 'TimeoutError' || err.name === 'AbortError') return 'timed out';
-  return err instanceof TypeError && /fetch failed|terminated/.test(err.message) ? err.message : undefined;
+  return err instanceof TypeError && /fetch failed|terminated/.test(err.message) ? innermost : undefined;
 }
 
 export interface HubContext {

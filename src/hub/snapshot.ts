@@ -65,6 +65,8 @@ export async function snapshotFromHub(ref: RepoRef, settings: HubSettings, optio
       if (entry.type === 'file') entries.set(entry.path, entry);
     }
   } catch (err) {
+    const cause = networkFailure(err);
+    if (cause !== undefined) throw new HubError(`lost ${settings.endpoint} (${cause}) while listing ${name}; start again to retry`);
     throw err instanceof HubHttpError ? describeHttpError(err, ctx) : err;
   }
   const pick = pickFiles(name, [...entries.keys()]);

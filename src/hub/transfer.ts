@@ -8,7 +8,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream } from 'node:stream/web';
-import { HubError, hubFetch, networkFailure } from './errors.js';
+import { HubError, hubFetch, HubHttpError, networkFailure } from './errors.js';
 import { fileSize } from './cache.js';
 import { formatBytes } from './progress.js';
 
@@ -59,7 +59,8 @@ export async function fetchBlob(job: BlobJob, options: TransferOptions): Promise
       if (have < job.size) have = await transfer(job, partial, have, options);
     } catch (err) {
       if (options.signal?.aborted) throw err;
-      const cause = networkFailure(err);
+      // Network failures and the server errors of a busy CDN are retried; the rest are final.
+      const cause = networkFailure(err) ?? (err instanceof HubHttpError && err.status >= 500 ? `HTTP ${err.status}` : undefined);
       if (cause === undefined) throw diskError(err, job) ?? err;
       if (failures++ >= options.retries) {
         const kept = (await fileSize(partial)) ?? 0;

@@ -2,8 +2,8 @@
 // downloader ask of it, the way the Hub does: model info at a revision, the tree listing
 // (git oid, LFS oid and size), and resolve (ETag, X-Repo-Commit, X-Linked-Size/-Etag; LFS
 // files through a redirect to a "CDN" path; HTTP Range). Errors carry the Hub's X-Error-Code.
-// Faults can be armed per file: drop the connection half way, corrupt the bytes, or hold the
-// transfer half way until released.
+// Faults can be armed per file: drop the connection half way, corrupt the bytes, hold the
+// transfer half way until released, or answer 503 as a busy CDN does.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -36,7 +36,7 @@ export interface StandInRepo {
 
 export interface Fault {
   path: string;
-  kind: 'drop' | 'corrupt' | 'hold';
+  kind: 'drop' | 'corrupt' | 'hold' | 'busy';
   /** How many transfers of the file it spoils. */
   times: number;
 }
@@ -188,6 +188,12 @@ export class HubStandIn {
       res.end();
       return;
     }
+    const fault = this.faults.find((f) => f.path === file.path && f.times > 0);
+    if (fault) fault.times--;
+    if (fault?.kind === 'busy') {
+      error(res, 503, undefined, 'Service Unavailable');
+      return;
+    }
     let body = file.data.subarray(start);
     res.writeHead(range ? 206 : 200, {
       ...headers,
@@ -200,8 +206,6 @@ export class HubStandIn {
       res.end();
       return;
     }
-    const fault = this.faults.find((f) => f.path === file.path && f.times > 0);
-    if (fault) fault.times--;
     const half = Math.floor(body.length / 2);
     switch (fault?.kind) {
       case 'corrupt':
