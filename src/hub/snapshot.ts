@@ -22,8 +22,6 @@ export interface SnapshotOptions {
   warn(line: string): void;
   /** The live progress while files download, then undefined; for /health. */
   onProgress?(progress: DownloadProgress | undefined): void;
-  /** Files fetched at once. */
-  parallel?: number;
   transfer?: Partial<Pick<TransferOptions, 'retries' | 'retryDelayMs' | 'stallMs'>>;
 }
 
@@ -32,6 +30,7 @@ export interface Snapshot {
   commit: string;
 }
 
+/** Files fetched at once. */
 const PARALLEL_FILES = 4;
 
 export async function snapshotFromHub(ref: RepoRef, settings: HubSettings, options: SnapshotOptions): Promise<Snapshot> {
@@ -108,8 +107,10 @@ class SnapshotFetcher {
   /** Fetches what of `paths` the cache lacks; `report`: with the start/finish lines and progress. */
   async fetch(paths: string[], report: boolean): Promise<void> {
     const { cache, commit, options } = this;
-    const jobs = [];
+    // One job a blob: files with the same contents share it.
+    const jobs = new Map<string, { paths: string[]; size: number; lfs: boolean; partial: number }>();
     for (const path of paths) {
+      if (path.startsWith('/') || path.split('/').includes('..')) throw new HubError(`${this.ctx.repo}: refusing the file name ${path}`);
       const entry = this.entries.get(path)!;
       const etag = entry.lfs?.oid ?? entry.oid;
       if (!etag) throw new HubError(`${this.ctx.repo}: the Hub listed ${path} without a hash`);
@@ -120,47 +121,49 @@ class SnapshotFetcher {
         await cache.link(commit, path, etag);
         continue;
       }
-      const partial = Math.min((await fileSize(`${cache.blob(etag)}.incomplete`)) ?? 0, size);
-      jobs.push({ path, etag, size, lfs: entry.lfs !== undefined, partial });
+      const job = jobs.get(etag);
+      if (job) job.paths.push(path);
+      else jobs.set(etag, { paths: [path], size, lfs: entry.lfs !== undefined, partial: Math.min((await fileSize(`${cache.blob(etag)}.incomplete`)) ?? 0, size) });
     }
     const name = formatRepoRef(this.ctx);
-    if (jobs.length === 0) {
+    if (jobs.size === 0) {
       if (report) options.log(`${name}: commit ${commit.slice(0, 7)} from the cache, ${cache.snapshot(commit)}`);
       return;
     }
-    const total = jobs.reduce((n, j) => n + j.size, 0);
-    const resumed = jobs.reduce((n, j) => n + j.partial, 0);
+    const total = [...jobs.values()].reduce((n, j) => n + j.size, 0);
+    const resumed = [...jobs.values()].reduce((n, j) => n + j.partial, 0);
     await mkdir(join(cache.dir, 'blobs'), { recursive: true });
     const { bavail, bsize } = await statfs(join(cache.dir, 'blobs'));
     if (total - resumed > bavail * bsize) {
       throw new HubError(`not enough disk space for ${name}: ${formatBytes(total - resumed)} to download, ${formatBytes(bavail * bsize)} free in ${cache.dir}`);
     }
     if (report) {
-      options.log(`downloading ${name} (commit ${commit.slice(0, 7)}) from ${this.settings.endpoint}: ${jobs.length} file${jobs.length === 1 ? '' : 's'}, ${formatBytes(total)}${resumed > 0 ? ` (${formatBytes(resumed)} of it already there)` : ''}, into ${cache.snapshot(commit)}`);
+      options.log(`downloading ${name} (commit ${commit.slice(0, 7)}) from ${this.settings.endpoint}: ${jobs.size} file${jobs.size === 1 ? '' : 's'}, ${formatBytes(total)}${resumed > 0 ? ` (${formatBytes(resumed)} of it already there)` : ''}, into ${cache.snapshot(commit)}`);
     }
     const started = Date.now();
-    const progress = report ? new DownloadProgress(options.out, options.prefix, name, total, jobs.length, resumed) : undefined;
+    const progress = report ? new DownloadProgress(options.out, options.prefix, name, total, jobs.size, resumed) : undefined;
     options.onProgress?.(progress);
     const abort = new AbortController();
     const transfer: TransferOptions = { ...TRANSFER_DEFAULTS, ...options.transfer, token: this.settings.token, signal: abort.signal, onBytes: (n) => progress?.add(n) };
     const queue = [...jobs];
     let firstError: unknown;
     const worker = async () => {
-      for (let job = queue.shift(); job && !abort.signal.aborted; job = queue.shift()) {
-        const label = `${this.ctx.repo}/${job.path}`;
-        const url = `${this.settings.endpoint}/${this.ctx.repo}/resolve/${commit}/${job.path.split('/').map(encodeURIComponent).join('/')}`;
+      for (let next = queue.shift(); next && !abort.signal.aborted; next = queue.shift()) {
+        const [etag, job] = next;
+        const path = job.paths[0]!;
+        const url = `${this.settings.endpoint}/${this.ctx.repo}/resolve/${commit}/${path.split('/').map(encodeURIComponent).join('/')}`;
         try {
-          await fetchBlob({ label, url, size: job.size, etag: job.etag, lfs: job.lfs, dest: cache.blob(job.etag) }, transfer);
+          await fetchBlob({ label: `${this.ctx.repo}/${path}`, url, size: job.size, etag, lfs: job.lfs, dest: cache.blob(etag) }, transfer);
         } catch (err) {
-          firstError ??= err instanceof HubHttpError ? describeHttpError(err, { ...this.ctx, path: job.path }) : err;
+          firstError ??= err instanceof HubHttpError ? describeHttpError(err, { ...this.ctx, path }) : err;
           abort.abort();
           return;
         }
-        await cache.link(commit, job.path, job.etag);
+        for (const p of job.paths) await cache.link(commit, p, etag);
         progress?.fileDone();
       }
     };
-    await Promise.all(Array.from({ length: Math.min(options.parallel ?? PARALLEL_FILES, jobs.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(PARALLEL_FILES, jobs.size) }, worker));
     progress?.finish();
     options.onProgress?.(undefined);
     if (firstError !== undefined) throw firstError;
