@@ -2,6 +2,8 @@
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS } from './engine/engine.js';
+import { parseRepoRef } from './hub/repo-ref.js';
+import type { ModelArg } from './hub/resolve-model.js';
 import type { Backend } from './runtime/gpu.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
@@ -15,7 +17,10 @@ export const LOG_LEVELS = { output: 0, error: 1, warning: 2, info: 3, trace: 4, 
 export const DEFAULT_LOG_VERBOSITY = LOG_LEVELS.info;
 
 export interface ServeOptions {
-  modelDir: string;
+  /** --model or -hf: resolved (and downloaded) by resolveModel once the server listens. */
+  model: ModelArg;
+  /** --hf-token: for gated and private repos (else HF_TOKEN, else the stored login). */
+  hfToken?: string;
   host: string;
   port: number;
   /** Total KV tokens shared by the slots; undefined: the engine's default. */
@@ -78,7 +83,10 @@ const sampling = (key: keyof SamplingDefaults, kind: 'int' | 'float', min: numbe
 const D = DEFAULT_SAMPLING;
 
 const FLAGS: Flag[] = [
-  { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR', help: 'model directory in Hugging Face layout (default: the bundled stories260k)' },
+  { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR|REPO', help: 'model directory in Hugging Face layout, or a Hub repo id org/name[:revision] to download (default: the bundled stories260k)' },
+  { name: 'hf-repo', short: 'hf', env: ['LLAMA_ARG_HF_REPO'], value: 'REPO', help: 'Hub repo org/name[:revision] to serve, downloaded into the Hugging Face cache (HF_HUB_CACHE, HF_HOME) unless there (default: none)' },
+  // HF_TOKEN is llama-server's and huggingface_hub's name for it.
+  { name: 'hf-token', env: ['HF_TOKEN'], value: 'TOKEN', help: 'Hugging Face token for gated and private repos (default: the one `hf auth login` stored)' },
   { name: 'host', env: ['LLAMA_ARG_HOST'], value: 'HOST', help: 'address to listen on (default: 127.0.0.1)' },
   { name: 'port', env: ['LLAMA_ARG_PORT'], value: 'PORT', help: 'port to listen on, 0 for any free port (default: 8080)' },
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
@@ -132,7 +140,10 @@ const FLAGS: Flag[] = [
 ];
 
 /** Variables read that belong to no flag. */
-const ENVIRONMENT = [LOOP_POLICY_HELP];
+const ENVIRONMENT = [
+  LOOP_POLICY_HELP,
+  'HF_ENDPOINT: the Hub to download from (default: https://huggingface.co); HF_HUB_OFFLINE=1: use only the cache',
+];
 
 export const HELP_TEXT = [
   'Usage: mlxcel-server [options]',
@@ -205,7 +216,8 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
   return {
     kind: 'serve',
     options: {
-      modelDir: get('model') ?? defaultModelDir,
+      model: modelArg(get('model'), get('hf-repo'), defaultModelDir),
+      hfToken: get('hf-token'),
       host: get('host') ?? '127.0.0.1',
       port: integer('port', get('port') ?? '8080', 0, 65535),
       ctxSize: ctxSize === 0 ? undefined : ctxSize,
@@ -233,6 +245,15 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       logVerbosity: getSwitch('verbose') ? Infinity : logVerbosity,
     },
   };
+}
+
+/** --model and -hf name the same thing: at most one of them, -hf a well-formed repo id. */
+function modelArg(model: string | undefined, hfRepo: string | undefined, defaultModelDir: string): ModelArg {
+  if (hfRepo === undefined) return { kind: 'path-or-repo', text: model ?? defaultModelDir };
+  if (model !== undefined) throw new CliError(`give --model or --hf-repo, not both (got "${model}" and "${hfRepo}")`);
+  const ref = parseRepoRef(hfRepo, true);
+  if (!ref) throw new CliError(`--hf-repo must be a Hub repo id org/name[:revision], got "${hfRepo}"`);
+  return { kind: 'repo', ref };
 }
 
 /** MLXCEL_LOOP_DETECTION, when set, as the server's loop_detection default. */

@@ -1,9 +1,14 @@
-// The mlxcel-server command: parse options, listen at once, then load the model (the
-// server answers 503 "loading model" meanwhile).
+// The mlxcel-server command: parse options, listen at once, then fetch the model from the
+// Hub if it names one, and load it (the server answers 503 "loading model" meanwhile).
 import { fileURLToPath } from 'node:url';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
 import { loadEngine } from './engine/load.js';
+import { HubError } from './hub/errors.js';
+import type { DownloadProgress } from './hub/progress.js';
+import { resolveModel } from './hub/resolve-model.js';
+import { hubSettings } from './hub/settings.js';
+import { LoadDisplay } from './load-progress.js';
 import { startServer } from './server/server.js';
 
 /** The model shipped in the package, found from dist/ or src/ alike. */
@@ -26,22 +31,41 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
 
   const { options } = command;
   const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
+  // Progress goes where the startup facts go; a bar is taken off its line for each fact.
+  const out = verbosity >= LOG_LEVELS.info ? process.stdout : { write: () => true };
+  let download: DownloadProgress | undefined;
+  const load = new LoadDisplay(out, 'mlxcel-server: ');
+  const clearBars = () => {
+    download?.clear();
+    load.clear();
+  };
   // One line per startup fact.
   const info = (line: string) => {
+    clearBars();
     if (verbosity >= LOG_LEVELS.info) console.log(`mlxcel-server: ${line}`);
   };
-  // Listen first: opening the GPU blocks the event loop for a while, and clients
-  // should meanwhile get 503 "loading model" rather than a refused connection.
+  // Listen first: a download takes minutes and opening the GPU blocks the event loop for a
+  // while, and clients should meanwhile get 503 "loading model" rather than a refused connection.
   let startLoading!: (engine: Promise<Engine>) => void;
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
-  const server = await startServer(loading, options);
+  const server = await startServer(loading, { ...options, loadingProgress: () => download?.snapshot() ?? load.snapshot() });
   info(`listening on ${server.url}`);
   if (server.metricsUrl) info(`metrics on ${server.metricsUrl}/metrics`);
   const loadStart = performance.now();
-  startLoading(
+  const model = resolveModel(options.model, hubSettings(env, options.hfToken), {
+    out,
+    prefix: 'mlxcel-server: ',
+    log: info,
+    warn: (line) => {
+      clearBars();
+      console.error(`mlxcel-server: ${line}`);
+    },
+    onProgress: (progress) => (download = progress),
+  });
+  startLoading(model.then(({ dir, id }) =>
     loadEngine({
-      modelDir: options.modelDir,
-      alias: options.alias,
+      modelDir: dir,
+      alias: options.alias ?? id,
       contextSize: options.ctxSize,
       parallel: options.parallel,
       batchSize: options.batchSize,
@@ -54,14 +78,17 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       warmup: options.warmup,
       log: info,
       quietDawn: verbosity < LOG_LEVELS.trace,
+      onLoadProgress: (progress) => load.update(progress),
     }),
-  );
+  ));
 
   let engine: Engine;
   try {
     engine = await loading;
   } catch (err) {
-    console.error(`mlxcel-server: could not load the model from ${options.modelDir}:`, err);
+    clearBars();
+    if (err instanceof HubError) console.error(`mlxcel-server: ${err.message}`);
+    else console.error(`mlxcel-server: could not load the model from ${(await model.catch(() => undefined))?.dir ?? 'its directory'}:`, err);
     await server.close();
     process.exitCode = 1;
     return;

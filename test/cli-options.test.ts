@@ -14,7 +14,7 @@ describe('parseCli', () => {
   it('has llama-server defaults and the bundled model', () => {
     expect(parse([])).toEqual({
       kind: 'serve',
-      options: { modelDir: DEFAULT_MODEL, host: '127.0.0.1', port: 8080, backend: 'auto' },
+      options: { model: { kind: 'path-or-repo', text: DEFAULT_MODEL }, host: '127.0.0.1', port: 8080, backend: 'auto' },
     });
   });
 
@@ -23,7 +23,7 @@ describe('parseCli', () => {
     expect(parse([...argv, '-np', '2', '-b', '64', '--max-queue', '0'])).toEqual({
       kind: 'serve',
       options: {
-        modelDir: '/m',
+        model: { kind: 'path-or-repo', text: '/m' },
         host: '0.0.0.0',
         port: 0,
         ctxSize: 2048,
@@ -36,7 +36,7 @@ describe('parseCli', () => {
       },
     });
     expect(parse(['--parallel', '3', '--batch-size', '128'])).toMatchObject({ options: { parallel: 3, batchSize: 128 } });
-    expect(parse(['--model=/x', '--ctx-size=64'])).toMatchObject({ options: { modelDir: '/x', ctxSize: 64 } });
+    expect(parse(['--model=/x', '--ctx-size=64'])).toMatchObject({ options: { model: { kind: 'path-or-repo', text: '/x' }, ctxSize: 64 } });
   });
 
   it('reads LLAMA_ARG_* variables, and a flag wins over its variable', () => {
@@ -55,7 +55,7 @@ describe('parseCli', () => {
     expect(parse([], env)).toEqual({
       kind: 'serve',
       options: {
-        modelDir: '/env-model',
+        model: { kind: 'path-or-repo', text: '/env-model' },
         host: '::1',
         port: 9000,
         ctxSize: 128,
@@ -69,6 +69,21 @@ describe('parseCli', () => {
     });
     expect(parse(['--port', '1234'], env)).toMatchObject({ options: { port: 1234 } });
     expect(parse([], { LLAMA_API_KEY: 'llama-name' })).toMatchObject({ options: { apiKey: 'llama-name' } });
+  });
+
+  it('takes a Hub repo from -hf/--hf-repo or LLAMA_ARG_HF_REPO, and a token from --hf-token or HF_TOKEN', () => {
+    expect(parse(['-hf', 'org/model'])).toMatchObject({ options: { model: { kind: 'repo', ref: { repo: 'org/model', revision: 'main' } } } });
+    expect(parse(['--hf-repo', 'org/model:v2', '--hf-token', 'hf_x'])).toMatchObject({
+      options: { model: { kind: 'repo', ref: { repo: 'org/model', revision: 'v2' } }, hfToken: 'hf_x' },
+    });
+    expect(parse([], { LLAMA_ARG_HF_REPO: 'gpt2', HF_TOKEN: 'hf_env' })).toMatchObject({
+      options: { model: { kind: 'repo', ref: { repo: 'gpt2', revision: 'main' } }, hfToken: 'hf_env' },
+    });
+    // --model names a directory or a repo; which one is decided when it is resolved.
+    expect(parse(['-m', 'org/model'])).toMatchObject({ options: { model: { kind: 'path-or-repo', text: 'org/model' } } });
+    expect(() => parse(['-hf', 'org/model', '-m', '/dir'])).toThrow('give --model or --hf-repo, not both (got "/dir" and "org/model")');
+    expect(() => parse(['-hf', 'org/a/b'])).toThrow('--hf-repo must be a Hub repo id org/name[:revision], got "org/a/b"');
+    expect(() => parse(['-hf', 'org/model:'])).toThrow(CliError);
   });
 
   it('treats ctx-size 0 as the model default', () => {

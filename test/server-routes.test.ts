@@ -73,7 +73,7 @@ describe('health and models', () => {
     const url = await serve(new Promise<Engine>((r) => (resolve = r)));
     const health = await fetch(`${url}/health`);
     expect(health.status).toBe(503);
-    expect(await health.json()).toEqual({ status: 'loading model' });
+    expect(await health.json()).toEqual({ status: 'loading model', error: { code: 503, message: 'Loading model', type: 'unavailable_error' } });
     const busy = await post(`${url}/v1/chat/completions`, chat('Once upon a time'));
     expect(busy.status).toBe(503);
     expect(busy.body.error).toMatchObject({ type: 'server_busy' });

@@ -1,5 +1,6 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
+import type { LoadOptions } from '../models/model.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { PromptCacheStats } from './prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
@@ -53,6 +54,8 @@ export interface EngineOptions {
   log?: (line: string) => void;
   /** Keep Dawn's startup noise off stderr (openGpu's quietDawn). Default off. */
   quietDawn?: boolean;
+  /** Hears the load's progress: tensors uploaded, pipelines compiled (warm-up's too). */
+  onLoadProgress?: LoadOptions['onProgress'];
 }
 
 /** What loadEngine takes for the EngineOptions left out (the command line's defaults too). */

@@ -55,6 +55,7 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
     maxContext: perSlot,
     blockSize: BLOCK_SIZE,
+    onProgress: options.onLoadProgress,
   });
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);

@@ -11,8 +11,11 @@ import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, rowBytes, rowsPerPart, SCA
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
   private readonly fds = new Map<string, number>();
+  /** Tensors whose bytes have been read (load progress). */
+  private readonly read = new Set<string>();
 
-  constructor(readonly dir: string) {
+  /** `onRead` hears of each tensor the first time its bytes are read: (read so far, in the checkpoint). */
+  constructor(readonly dir: string, private readonly onRead?: (done: number, total: number) => void) {
     this.tensors = listCheckpointTensors(dir);
   }
 
@@ -29,6 +32,7 @@ export class Checkpoint {
   /** Reads `dst.length` bytes of tensor `name` starting at byte `start` into `dst`. */
   readInto(name: string, dst: Uint8Array, start = 0): void {
     const t = this.entry(name);
+    this.noteRead(name);
     let fd = this.fds.get(t.path);
     if (fd === undefined) {
       fd = openSync(t.path, 'r');
@@ -45,7 +49,14 @@ export class Checkpoint {
 
   /** A float tensor of any stored dtype, widened to f32. */
   readF32(name: string): Float32Array {
+    this.noteRead(name);
     return readTensorF32(this.entry(name));
+  }
+
+  private noteRead(name: string): void {
+    if (this.read.has(name)) return;
+    this.read.add(name);
+    this.onRead?.(this.read.size, this.tensors.size);
   }
 
   close(): void {

@@ -84,14 +84,32 @@ export interface LoadOptions {
   /** Longest sequence in tokens (sizes the block table). */
   maxContext: number;
   blockSize: number;
+  /** Hears how far the load has come, as it goes (synchronously: the load blocks the event loop). */
+  onProgress?: (progress: LoadProgress) => void;
+}
+
+/** Tensors uploaded of those in the checkpoint, and pipelines compiled so far (warm-up adds more). */
+export interface LoadProgress {
+  tensors: number;
+  tensorsTotal: number;
+  pipelines: number;
 }
 
 export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Promise<LoadedModel> {
   const cfg = readModelConfig(dir);
   const family = familyFor(cfg.modelType);
   const device = gpu.device;
-  const ckpt = new Checkpoint(dir);
+  const progress: LoadProgress = { tensors: 0, tensorsTotal: 0, pipelines: 0 };
+  const ckpt = new Checkpoint(dir, (done, total) => {
+    progress.tensors = done;
+    progress.tensorsTotal = total;
+    options.onProgress?.(progress);
+  });
   const ops = new Ops(gpu);
+  ops.pipelines.onCompile = (count) => {
+    progress.pipelines = count;
+    options.onProgress?.(progress);
+  };
   const f32 = (n: number, label: string) => storageBuffer(device, n * 4, label);
   const u32 = f32;
   const T = options.maxTokens;

@@ -17,6 +17,9 @@ export class PipelineCache {
   private readonly sources: PipelineSource[] = [];
   private readonly bindings = new WeakMap<GPUComputePipeline, Map<string, number>>();
 
+  /** Hears the number of pipelines compiled so far, after each new one (load progress). */
+  onCompile?: (count: number) => void;
+
   constructor(private readonly device: GPUDevice) {}
 
   get(kernel: string, format?: WeightFormat, constants: Constants = {}, declarations = ''): GPUComputePipeline {
@@ -36,6 +39,7 @@ export class PipelineCache {
       });
       this.pipelines.set(key, pipeline);
       this.bindings.set(pipeline, parseBindings(code));
+      this.onCompile?.(this.pipelines.size);
     }
     return pipeline;
   }

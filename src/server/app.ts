@@ -11,7 +11,7 @@ import { cacheRoutes } from './routes/cache.js';
 import { cors } from './cors.js';
 import { limitBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
-import { healthRoutes } from './routes/health.js';
+import { healthRoutes, type LoadingProgress } from './routes/health.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
 import { modelRoutes } from './routes/models.js';
@@ -43,6 +43,8 @@ export interface AppOptions {
   conversationStoreTtlSecs?: number;
   /** --chat-template-kwargs: kwargs every chat request starts from (request keys win). */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** While the model loads, how far it has come (GET /health shows it). */
+  loadingProgress?: () => LoadingProgress | undefined;
 }
 
 /** What the routes of one server share, a separate metrics listener included. */
@@ -73,7 +75,7 @@ export function createApp(
 ): Express {
   const { models, defaults, metrics } = state;
   const app = newApp(options);
-  app.use(healthRoutes(models));
+  app.use(healthRoutes(models, options.loadingProgress));
   // Before auth, so that its 401s on these paths are in Anthropic's envelope too.
   app.use(ANTHROPIC_PATHS, anthropicErrorScope);
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));

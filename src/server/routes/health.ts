@@ -1,15 +1,25 @@
 // GET /health and GET /: liveness, loading status and the engine's load, open even when
-// an API key is set. 503 while loading or while every slot is busy, as the REST reference has it.
+// an API key is set. 503 while loading or while every slot is busy, as the REST reference has it;
+// while loading, llama-server's error envelope comes along, and what the download or load
+// has done so far when the caller knows.
 import { Router } from 'express';
 import { supportsTools } from '../../chat/tools/registry.js';
 import type { ModelState } from '../model-state.js';
 
-export function healthRoutes(models: ModelState): Router {
+/** How far loading has come: its stage ("download", "load") and that stage's counters. */
+export type LoadingProgress = { stage: string } & Record<string, string | number>;
+
+export function healthRoutes(models: ModelState, loadingProgress?: () => LoadingProgress | undefined): Router {
   const router = Router();
   router.get(['/health', '/'], (_req, res) => {
     const model = models.current;
     if (!model) {
-      res.status(503).json({ status: 'loading model' });
+      const progress = loadingProgress?.();
+      res.status(503).json({
+        status: 'loading model',
+        error: { code: 503, message: 'Loading model', type: 'unavailable_error' },
+        ...(progress ? { progress } : {}),
+      });
       return;
     }
     const { info } = model.engine;
