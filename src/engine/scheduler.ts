@@ -9,7 +9,7 @@ import { Channel } from './channel.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
-import { BlockAllocator } from './kv-cache.js';
+import { BlockAllocator, KvRows } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
@@ -37,6 +37,8 @@ interface Sequence {
   table: number[];
   /** Leading blocks of `table` borrowed from the prompt cache. */
   borrowed: number;
+  /** Prompt tokens whose KV came from the prompt cache. */
+  cached: number;
   /** Prompt tokens already in the KV cache. */
   prefilled: number;
   /** Positions whose KV has been written (prompt and fed tokens). */
@@ -61,6 +63,7 @@ export class Scheduler implements Engine {
   private readonly active: Sequence[] = [];
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
+  private readonly rows: KvRows;
   private readonly eos: Set<number>;
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
@@ -85,6 +88,7 @@ export class Scheduler implements Engine {
     this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
+    this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
     this.eos = new Set(info.eosTokenIds);
   }
 
@@ -104,6 +108,7 @@ export class Scheduler implements Engine {
       rng: new Rng(req.sampling.seed ?? randomSeed()),
       table: [],
       borrowed: 0,
+      cached: 0,
       prefilled: 0,
       written: 0,
       next: -1,
@@ -181,18 +186,31 @@ export class Scheduler implements Engine {
     }
     while (this.active.length < this.options.slots && this.waiting.size > 0) {
       const seq = this.waiting.shift()!;
-      if (this.usesCache(seq)) {
-        const { blocks } = this.cache.borrow(seq.req.promptTokens);
-        seq.table.push(...blocks);
-        seq.borrowed = blocks.length;
-        seq.prefilled = seq.written = blocks.length * this.blocks.blockSize;
-      }
+      if (this.usesCache(seq)) this.borrowPrefix(seq);
       const taken = new Set(this.active.map((a) => a.slot));
       seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
       this.active.push(seq);
       this.counters.sequences_started++;
     }
     return this.active.length > 0;
+  }
+
+  /**
+   * Starts a sequence from the longest cached prefix of its prompt: whole blocks shared,
+   * then the rows of a partly matching block copied into a block of its own.
+   */
+  private borrowPrefix(seq: Sequence): void {
+    const { blocks, partial } = this.cache.borrow(seq.req.promptTokens);
+    seq.table.push(...blocks);
+    seq.borrowed = blocks.length;
+    seq.cached = blocks.length * this.blocks.blockSize;
+    if (partial) {
+      this.reserve(seq, seq.cached + partial.tokens);
+      this.rows.copyBlock(partial.block, seq.table[seq.borrowed], partial.tokens);
+      this.cache.release([partial.block]);
+      seq.cached += partial.tokens;
+    }
+    seq.prefilled = seq.written = seq.cached;
   }
 
   private async step(): Promise<void> {
@@ -242,7 +260,7 @@ export class Scheduler implements Engine {
     if (this.eos.has(token)) return this.complete(seq, 'stop');
     seq.req.constraint?.accept(token);
     const event: GenerationEvent = logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token };
-    if (seq.generated === 0) event.cachedTokens = seq.borrowed * this.blocks.blockSize;
+    if (seq.generated === 0) event.cachedTokens = seq.cached;
     seq.events.push(event);
     seq.generated++;
     seq.output.push(token);
@@ -261,8 +279,8 @@ export class Scheduler implements Engine {
       reason,
       promptTokens: promptN,
       completionTokens: seq.generated,
-      cachedTokens: seq.borrowed * this.blocks.blockSize,
-      timings: timings(promptN - seq.borrowed * this.blocks.blockSize, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
+      cachedTokens: seq.cached,
+      timings: timings(promptN - seq.cached, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
     });
     this.counters.sequences_completed++;
     this.finish(seq);
