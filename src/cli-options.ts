@@ -30,6 +30,8 @@ export interface ServeOptions {
   backend: (typeof BACKENDS)[number];
   /** GET /slots; undefined = on. */
   slots?: boolean;
+  /** --slot-save-path: the directory of slot files (POST /slots/:id?action=save|restore). */
+  slotSavePath?: string;
   /** GET /metrics on the main port. */
   metrics?: boolean;
   /** GET /metrics on a listener of its own, same host. */
@@ -93,6 +95,7 @@ const FLAGS: Flag[] = [
   { name: 'chat-template-kwargs', env: ['LLAMA_ARG_CHAT_TEMPLATE_KWARGS'], value: 'JSON', help: 'JSON object of chat template kwargs; request kwargs win per key (default: {})' },
   // llama-server's variable names for these two take a boolean.
   { name: 'slots', negation: 'no-slots', env: ['LLAMA_ARG_ENDPOINT_SLOTS'], help: 'serve GET /slots (default: on)' },
+  { name: 'slot-save-path', env: ['LLAMA_ARG_SLOT_SAVE_PATH'], value: 'DIR', help: 'directory of the slot files POST /slots/ID?action=save|restore write and read (default: none, slot actions answer 501)' },
   { name: 'metrics', env: ['LLAMA_ARG_ENDPOINT_METRICS'], help: 'serve Prometheus GET /metrics on the main port (default: off)' },
   { name: 'metrics-port', env: ['LLAMA_ARG_METRICS_PORT'], value: 'PORT', help: 'serve GET /metrics on its own listener at this port of --host (default: none)' },
   // Server-wide sampling defaults: what a request gets for a field it leaves out. A new
@@ -217,6 +220,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       alias: get('alias'),
       backend: backend as ServeOptions['backend'],
       slots: getSwitch('slots'),
+      slotSavePath: get('slot-save-path'),
       metrics: getSwitch('metrics'),
       metricsPort: optionalInteger('metrics-port', 0, 65535),
       sampling: mergeDefined(samplingOptions(get), loopPolicyOption(env)),

@@ -1,5 +1,6 @@
 // The mlxcel-server command: parse options, listen at once, then load the model (the
 // server answers 503 "loading model" meanwhile).
+import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
@@ -25,6 +26,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
 
   const { options } = command;
+  if (options.slotSavePath !== undefined && !isDirectory(options.slotSavePath)) {
+    console.error(`mlxcel-server: --slot-save-path ${options.slotSavePath} is not a directory`);
+    process.exitCode = 2;
+    return;
+  }
   const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
   // One line per startup fact.
   const info = (line: string) => {
@@ -75,4 +81,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
+}
+
+function isDirectory(path: string): boolean {
+  return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
 }

@@ -20,9 +20,26 @@ export interface Engine {
   stats(): EngineStats;
   /** GET /v1/cache/stats. */
   cacheStats(): PromptCacheStats;
-  /** POST /v1/cache/reset: frees every cached block not in use; returns what was freed. */
+  /** POST /v1/cache/reset: drops every cached block; returns the snapshot it cleared. */
   cacheReset(): PromptCacheStats;
+  /**
+   * POST /slots/:id?action=save: writes the slot's cache (the tokens of the last request
+   * it served that the prompt cache still holds, and their KV) to `path`. Waits for the
+   * slot's running request, if any, to end. Slots are 0 .. stats().slots - 1.
+   */
+  saveSlot(slot: number, path: string): Promise<SlotFileResult>;
+  /** ?action=restore: reads a saved slot into the prompt cache; throws SlotFileError for a bad file. */
+  restoreSlot(slot: number, path: string): Promise<SlotFileResult>;
+  /** ?action=erase: drops the slot's cache from the prompt cache; returns the tokens it held. */
+  eraseSlot(slot: number): Promise<number>;
   close(): Promise<void>;
+}
+
+export interface SlotFileResult {
+  /** Tokens saved or restored. */
+  tokens: number;
+  /** Bytes of the file written or read. */
+  bytes: number;
 }
 
 export interface EngineOptions {

@@ -113,29 +113,60 @@ export class PromptCache {
   borrow(prompt: number[]): Borrowed {
     this.expire();
     this.lookups++;
+    const { whole, partial, shared } = this.match(prompt, prompt.length - 1);
+    if (whole.length > 0 || partial) this.hits++;
+    return { blocks: whole.map((e) => e.block), ...(partial ? { partial: { block: partial.block, tokens: shared } } : {}) };
+  }
+
+  /**
+   * Holds the blocks that cache the longest prefix of `tokens` (a slot's history, to be
+   * read back): their ids in position order and the tokens they cover. Not a lookup in the
+   * statistics. The caller returns the blocks with `release`.
+   */
+  hold(tokens: number[]): { blocks: number[]; tokens: number } {
+    this.expire();
+    const { whole, partial, shared } = this.match(tokens, tokens.length);
+    return { blocks: [...whole, ...(partial ? [partial] : [])].map((e) => e.block), tokens: whole.length * this.options.blockSize + shared };
+  }
+
+  /**
+   * Drops the entries that cache the longest prefix of `tokens` (erasing a slot), as reset
+   * drops everything; returns the tokens they covered.
+   */
+  drop(tokens: number[]): number {
+    const { whole, partial, shared } = this.match(tokens, tokens.length);
+    const chain = partial ? [...whole, partial] : whole;
+    for (const e of chain) e.refs--;
+    this.clear(chain);
+    return whole.length * this.options.blockSize + shared;
+  }
+
+  /**
+   * The cached whole blocks of the first `usable` tokens, then the child of the last one
+   * that shares the most (`shared`) of the next tokens, each referenced once more.
+   */
+  private match(tokens: number[], usable: number): { whole: Entry[]; partial?: Entry; shared: number } {
     const bs = this.options.blockSize;
-    const usable = prompt.length - 1;
-    const found: Entry[] = [];
+    const whole: Entry[] = [];
     let parent = this.options.modelIdentity;
-    for (const key of this.keys(prompt, Math.floor(usable / bs))) {
+    for (const key of this.keys(tokens, Math.floor(usable / bs))) {
       const e = this.entries.get(key);
       if (!e) break;
       e.refs++;
-      found.push(e);
+      whole.push(e);
       parent = key;
     }
-    const start = found.length * bs;
-    const next = prompt.slice(start, Math.min(usable, start + bs));
-    let best: Entry | undefined;
+    const start = whole.length * bs;
+    const next = tokens.slice(start, Math.min(usable, start + bs));
+    let partial: Entry | undefined;
     let shared = 0;
     for (const e of this.children.get(parent) ?? []) {
       const n = commonPrefix(e.tokens, next);
-      if (n > shared) [best, shared] = [e, n];
+      if (n > shared) [partial, shared] = [e, n];
     }
-    if (best) best.refs++;
-    this.touchChain(best ? [...found, best] : found);
-    if (found.length > 0 || best) this.hits++;
-    return { blocks: found.map((e) => e.block), ...(best ? { partial: { block: best.block, tokens: shared } } : {}) };
+    if (partial) partial.refs++;
+    this.touchChain(partial ? [...whole, partial] : whole);
+    return { whole, partial, shared };
   }
 
   /** Drops a borrower's references; the blocks stay cached (a block a reset dropped is freed by its last holder). */
@@ -202,11 +233,7 @@ export class PromptCache {
    */
   reset(): PromptCacheStats {
     const before = this.stats();
-    for (const e of [...this.entries.values()]) {
-      this.remove(e);
-      if (e.refs > 0) this.detached.set(e.block, e.refs);
-      else this.freeBlock(e.block);
-    }
+    this.clear([...this.entries.values()]);
     return before;
   }
 
@@ -252,6 +279,15 @@ export class PromptCache {
     else this.children.set(parent, new Set([e]));
     this.inserts++;
     return true;
+  }
+
+  /** Removes entries; a block a request holds is freed at its last release. */
+  private clear(entries: Entry[]): void {
+    for (const e of entries) {
+      this.remove(e);
+      if (e.refs > 0) this.detached.set(e.block, e.refs);
+      else this.freeBlock(e.block);
+    }
   }
 
   /** The cached entries of `keys` up to the first missing one. */

@@ -4,7 +4,8 @@
 // streams by at most one chunk. Every row's math is independent of the others in the
 // pass, so a request's tokens do not depend on what it is batched with.
 import type { TextTokenizer } from '../models/tokenizer.js';
-import type { Engine } from './engine.js';
+import { readFile, writeFile } from 'node:fs/promises';
+import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
@@ -13,6 +14,7 @@ import { BlockAllocator, KvRows } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
+import { decodeSlotFile, encodeSlotFile, SlotFileError, type SlotFileHeader } from './slot-file.js';
 import {
   QueueFullError,
   XTC_THRESHOLD,
@@ -65,6 +67,10 @@ export class Scheduler implements Engine {
   private readonly cache: PromptCache;
   private readonly rows: KvRows;
   private readonly eos: Set<number>;
+  /** Per slot: the positions whose KV its last finished request wrote (llama-server's slot cache). */
+  private readonly slotTokens: number[][];
+  /** Per slot: callbacks waiting for the request it runs to end. */
+  private readonly slotWaiters = new Map<number, Array<() => void>>();
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
   private closed = false;
@@ -90,6 +96,7 @@ export class Scheduler implements Engine {
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
     this.eos = new Set(info.eosTokenIds);
+    this.slotTokens = Array.from({ length: options.slots }, () => []);
   }
 
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent> {
@@ -150,10 +157,68 @@ export class Scheduler implements Engine {
     return this.cache.reset();
   }
 
+  async saveSlot(slot: number, path: string): Promise<SlotFileResult> {
+    await this.slotIdle(slot);
+    const held = this.cache.hold(this.slotTokens[slot]);
+    try {
+      const tokens = this.slotTokens[slot].slice(0, held.tokens);
+      const kv = await this.rows.read(held.blocks, held.tokens);
+      const data = encodeSlotFile({ ...this.slotLayout(), tokens: tokens.length }, tokens, kv);
+      await writeFile(path, data);
+      return { tokens: tokens.length, bytes: data.length };
+    } finally {
+      this.cache.release(held.blocks);
+    }
+  }
+
+  async restoreSlot(slot: number, path: string): Promise<SlotFileResult> {
+    const data = await readFile(path);
+    const { tokens, kv } = decodeSlotFile(data, this.slotLayout());
+    if (!this.cache.enabled) throw new SlotFileError('the prompt cache is off (--no-cache-prompt): a restored slot has nowhere to live');
+    if (tokens.length > this.info.contextSize) throw new SlotFileError(`the slot file holds ${tokens.length} tokens, more than the context of ${this.info.contextSize}`);
+    const { blockSize } = this.blocks;
+    if (Math.ceil(tokens.length / blockSize) * this.options.cache.blockBytes > this.options.cache.capacityBytes) {
+      throw new SlotFileError(`the slot file's ${tokens.length} tokens exceed the prompt cache's capacity`);
+    }
+    await this.slotIdle(slot);
+    const table: number[] = [];
+    if (!this.blocks.ensure(table, tokens.length)) {
+      this.blocks.release(table);
+      throw new SlotFileError('no free KV space for the slot file');
+    }
+    this.rows.write(table, tokens.length, kv);
+    this.blocks.release(this.cache.donate(tokens, table, 0));
+    this.slotTokens[slot] = tokens;
+    return { tokens: tokens.length, bytes: data.length };
+  }
+
+  async eraseSlot(slot: number): Promise<number> {
+    await this.slotIdle(slot);
+    const erased = this.cache.drop(this.slotTokens[slot]);
+    this.slotTokens[slot] = [];
+    return erased;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
     await this.loop;
+  }
+
+  /** What a slot file must match: the model and its KV layout. */
+  private slotLayout(): Omit<SlotFileHeader, 'tokens'> {
+    const { cfg } = this.runner.model;
+    return { model: this.options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, dtype: 'f32' };
+  }
+
+  /** Resolves once no request runs in `slot` (at once when none does). */
+  private slotIdle(slot: number): Promise<void> {
+    if (!this.active.some((s) => s.slot === slot)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiting = this.slotWaiters.get(slot) ?? [];
+      waiting.push(resolve);
+      this.slotWaiters.set(slot, waiting);
+    });
   }
 
   private cancel(seq: Sequence): void {
@@ -298,12 +363,23 @@ export class Scheduler implements Engine {
     return this.cache.enabled && seq.req.cachePrompt !== false;
   }
 
-  /** Returns a sequence's blocks: full ones with written KV go to the prompt cache. */
+  /**
+   * Returns a sequence's blocks: those with written KV go to the prompt cache, and become
+   * its slot's cache; then whoever waits for the slot goes on.
+   */
   private release(seq: Sequence): void {
     const table = seq.table.splice(0);
-    if (!this.usesCache(seq)) return this.blocks.release(table);
-    const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
-    this.blocks.release(this.cache.donate(history, table, seq.borrowed));
+    if (this.usesCache(seq)) {
+      const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
+      this.blocks.release(this.cache.donate(history, table, seq.borrowed));
+      this.slotTokens[seq.slot] = history;
+    } else {
+      this.blocks.release(table);
+      this.slotTokens[seq.slot] = [];
+    }
+    const waiting = this.slotWaiters.get(seq.slot);
+    this.slotWaiters.delete(seq.slot);
+    for (const resolve of waiting ?? []) resolve();
   }
 
   /**
