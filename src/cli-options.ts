@@ -21,6 +21,8 @@ export interface ServeOptions {
   /** Total KV tokens shared by the slots; undefined: the engine's default. */
   ctxSize?: number;
   parallel?: number;
+  /** --kv-unified: the slots share one KV pool; undefined = off. */
+  kvUnified?: boolean;
   batchSize?: number;
   maxQueue?: number;
   apiKey?: string;
@@ -85,6 +87,7 @@ const FLAGS: Flag[] = [
   { name: 'port', env: ['LLAMA_ARG_PORT'], value: 'PORT', help: 'port to listen on, 0 for any free port (default: 8080)' },
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
   { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: `sequences decoded together (slots) (default: ${ENGINE_DEFAULTS.parallel})` },
+  { name: 'kv-unified', short: 'kvu', negation: 'no-kv-unified', env: ['LLAMA_ARG_KV_UNIFIED'], help: 'one KV pool shared by the slots: a request may use the whole --ctx-size while the others leave room (default: off, each slot gets ctx-size / parallel)' },
   { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: `tokens per forward pass, the prefill chunk (default: ${ENGINE_DEFAULTS.batchSize})` },
   { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: `requests that may wait for a slot before 503 (default: ${ENGINE_DEFAULTS.maxQueue})` },
   // LLAMA_API_KEY is llama-server's own name for this one.
@@ -213,6 +216,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       port: integer('port', get('port') ?? '8080', 0, 65535),
       ctxSize: ctxSize === 0 ? undefined : ctxSize,
       parallel: optionalInteger('parallel', 1),
+      kvUnified: getSwitch('kv-unified'),
       batchSize: optionalInteger('batch-size', 1),
       maxQueue: optionalInteger('max-queue', 0),
       apiKey: get('api-key'),

@@ -50,6 +50,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       alias: options.alias,
       contextSize: options.ctxSize,
       parallel: options.parallel,
+      kvUnified: options.kvUnified,
       batchSize: options.batchSize,
       maxQueue: options.maxQueue,
       backend: options.backend,

@@ -51,6 +51,9 @@ export interface EngineOptions {
   contextSize?: number;
   /** Decode slots (--parallel); default 4. */
   parallel?: number;
+  /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the
+   *  context is the total, not the per-slot share). Default off. */
+  kvUnified?: boolean;
   /** Tokens per forward pass: the prefill chunk (--batch-size); default 512. */
   batchSize?: number;
   /** Requests that may wait for a slot (--max-queue); default 64. */

@@ -214,6 +214,13 @@ export class PromptCache {
     return giveBack;
   }
 
+  /** Blocks evictForPool could give the pool now. */
+  get reclaimable(): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.refs === 0) n++;
+    return n;
+  }
+
   /** Frees the least recently used unreferenced block for the pool; undefined if none. */
   evictForPool(): number | undefined {
     for (const e of this.entries.values()) {

@@ -57,6 +57,13 @@ interface Sequence {
 export interface SchedulerOptions {
   slots: number;
   maxQueue: number;
+  /**
+   * --kv-unified: a sequence may use the whole KV pool (info.contextSize is the total), so
+   * a request waits in the queue until the pool has room for its prompt, and one whose
+   * next token finds no room ends with 'length'. Otherwise every slot's context is
+   * reserved and neither happens.
+   */
+  kvUnified: boolean;
   cache: Omit<PromptCacheOptions, 'blockSize'>;
 }
 
@@ -250,8 +257,10 @@ export class Scheduler implements Engine {
       if (this.active[i].closed) this.release(this.active.splice(i, 1)[0]);
     }
     while (this.active.length < this.options.slots && this.waiting.size > 0) {
+      if (!this.roomFor(this.waiting.peek()!)) break;
       const seq = this.waiting.shift()!;
       if (this.usesCache(seq)) this.borrowPrefix(seq);
+      this.reserve(seq, seq.req.promptTokens.length);
       const taken = new Set(this.active.map((a) => a.slot));
       seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
       this.active.push(seq);
@@ -278,16 +287,29 @@ export class Scheduler implements Engine {
     seq.prefilled = seq.written = seq.cached;
   }
 
+  /** Whether the KV pool can hold a queued sequence's prompt (always, unless --kv-unified). */
+  private roomFor(seq: Sequence): boolean {
+    if (!this.options.kvUnified) return true;
+    // Blocks of the prompt the cache holds count as reclaimable: borrowing them uses them up.
+    return Math.ceil(seq.req.promptTokens.length / this.blocks.blockSize) <= this.blocks.available + this.cache.reclaimable;
+  }
+
   private async step(): Promise<void> {
     const budget = this.runner.model.maxTokens;
     const batch: Array<{ seq: Sequence; chunk: SeqChunk }> = [];
+    /** Decoding sequences the shared KV pool has no room for (--kv-unified). */
+    const full: Sequence[] = [];
     let tokens = 0;
     let decodes = 0;
     let prefills = 0;
     for (const seq of this.active) {
       if (seq.next < 0) continue;
       const pos = seq.req.promptTokens.length + seq.generated - 1;
-      this.reserve(seq, pos + 1);
+      if (!this.blocks.ensure(seq.table, pos + 1)) {
+        if (!this.options.kvUnified) throw new Error('KV cache exhausted');
+        full.push(seq);
+        continue;
+      }
       batch.push({ seq, chunk: { tokens: [seq.next], startPos: pos, table: seq.table, sample: this.draw(seq) } });
       tokens++;
       decodes++;
@@ -297,7 +319,6 @@ export class Scheduler implements Engine {
       const prompt = seq.req.promptTokens;
       const n = Math.min(budget - tokens, prompt.length - seq.prefilled);
       const end = seq.prefilled + n;
-      this.reserve(seq, end);
       const last = end === prompt.length;
       batch.push({ seq, chunk: { tokens: prompt.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, sample: last ? this.draw(seq) : undefined } });
       seq.prefilled = end;
@@ -305,6 +326,8 @@ export class Scheduler implements Engine {
       prefills++;
       this.counters.total_prefill_tokens += n;
     }
+    for (const seq of full) if (!seq.closed) this.complete(seq, 'length');
+    if (batch.length === 0) return;
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
@@ -405,7 +428,8 @@ export class Scheduler implements Engine {
   }
 
   private reserve(seq: Sequence, tokens: number): void {
-    // Blocks are sized for every slot's full context, so this only fails on a bug.
+    // Blocks are sized for every slot's full context, and a unified pool admits a prompt
+    // only when it has room, so this only fails on a bug.
     if (!this.blocks.ensure(seq.table, tokens)) throw new Error('KV cache exhausted');
   }
 }
