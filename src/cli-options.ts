@@ -52,6 +52,8 @@ export interface ServeOptions {
   cacheCapacityBytes?: number;
   cacheMaxEntries?: number;
   cacheTtlSecs?: number;
+  /** --sleep-idle-seconds: unload the model after this long without requests; undefined = never. */
+  sleepIdleSeconds?: number;
   /** --no-warmup skips running every kernel once at load; undefined = on. */
   warmup?: boolean;
   /** Messages above this level (LOG_LEVELS) are not printed; --verbose: Infinity;
@@ -129,6 +131,7 @@ const FLAGS: Flag[] = [
   { name: 'cache-capacity-bytes', env: ['LLAMA_ARG_CACHE_CAPACITY_BYTES'], value: 'N', help: "prompt-cache KV bytes, on top of the slots' own (default: as many as the slots' KV)" },
   { name: 'cache-max-entries', env: ['LLAMA_ARG_CACHE_MAX_ENTRIES'], value: 'N', help: `prompt-cache blocks (16 tokens each) kept at most (default: ${ENGINE_DEFAULTS.cacheMaxEntries})` },
   { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: `seconds an unused cached block is kept, 0 = no expiry (default: ${ENGINE_DEFAULTS.cacheTtlSecs})` },
+  { name: 'sleep-idle-seconds', env: ['LLAMA_ARG_SLEEP_IDLE_SECONDS'], value: 'N', help: 'after N seconds without a request, release the GPU (weights, KV cache, pipelines) and load the model again on the next one, which waits for it; GET /props shows is_sleeping, 0 = never (default: 0)' },
   // llama-server has --no-warmup and no variable for it.
   { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
   // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY
@@ -235,6 +238,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       chatTemplateKwargs: jsonObject('chat-template-kwargs', get('chat-template-kwargs')),
       cachePrompt: getSwitch('cache-prompt'),
       warmup: getSwitch('warmup'),
+      sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),

@@ -107,6 +107,7 @@ describe('GET /props', () => {
         loop_detection: null,
       },
       total_slots: 2,
+      is_sleeping: false,
     });
   });
 

@@ -32,6 +32,8 @@ export interface Engine {
   restoreSlot(slot: number, path: string): Promise<SlotFileResult>;
   /** ?action=erase: drops the slot's cache from the prompt cache; returns the tokens it held. */
   eraseSlot(slot: number): Promise<number>;
+  /** --sleep-idle-seconds: whether the model is unloaded (or loading again) for want of work. */
+  isSleeping(): boolean;
   close(): Promise<void>;
 }
 
@@ -67,6 +69,9 @@ export interface EngineOptions {
   /** Default ENGINE_DEFAULTS.cacheTtlSecs; 0 = no TTL. */
   cacheTtlSecs?: number;
   backend?: string;
+  /** --sleep-idle-seconds: after this long without a request, release the GPU (weights, KV,
+   *  pipelines) and load again on the next request. Default 0: never. */
+  sleepIdleSeconds?: number;
   /** Run every kernel once before serving (ForwardRunner.warmUp); --no-warmup turns it off. Default on. */
   warmup?: boolean;
   /** Receives a line for each startup fact as it is known: adapter, model, context. Default: none. */

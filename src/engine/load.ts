@@ -12,12 +12,22 @@ import { TextTokenizer } from '../models/tokenizer.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
+import { SleepingEngine, type Awake } from './sleep.js';
 
 const BLOCK_SIZE = 16;
 /** Default KV budget across all slots when --ctx-size is not given. */
 const DEFAULT_TOTAL_CONTEXT = 8192;
 
 export async function loadEngine(options: EngineOptions): Promise<Engine> {
+  const first = await loadScheduler(options);
+  const idle = options.sleepIdleSeconds ?? 0;
+  if (idle <= 0) return first.engine;
+  // A reload reports nothing but the sleeping engine's own lines.
+  return new SleepingEngine(first, () => loadScheduler({ ...options, log: undefined }), idle * 1000, options.log);
+}
+
+/** One load: the scheduler, and how to destroy its GPU device once it is closed. */
+async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const dir = resolve(options.modelDir);
   const slots = options.parallel ?? ENGINE_DEFAULTS.parallel;
   const batchSize = options.batchSize ?? ENGINE_DEFAULTS.batchSize;
@@ -76,7 +86,7 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
-  return new Scheduler(info, tokenizer, gpu.description, runner, {
+  const engine = new Scheduler(info, tokenizer, gpu.description, runner, {
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     kvUnified: unified,
@@ -89,6 +99,7 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });
+  return { engine, release: () => gpu.device.destroy() };
 }
 
 /**

@@ -206,6 +206,10 @@ export class Scheduler implements Engine {
     return erased;
   }
 
+  isSleeping(): boolean {
+    return false;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);

@@ -158,5 +158,9 @@ export class FakeEngine implements Engine {
     return 0;
   }
 
+  isSleeping(): boolean {
+    return false;
+  }
+
   async close(): Promise<void> {}
 }

@@ -74,6 +74,10 @@ export class ScriptedEngine implements Engine {
     return 0;
   }
 
+  isSleeping(): boolean {
+    return false;
+  }
+
   async close(): Promise<void> {}
 }
 
