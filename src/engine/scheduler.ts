@@ -4,7 +4,6 @@
 // streams by at most one chunk. Every row's math is independent of the others in the
 // pass, so a request's tokens do not depend on what it is batched with.
 import type { TextTokenizer } from '../models/tokenizer.js';
-import { readFile, writeFile } from 'node:fs/promises';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
@@ -14,7 +13,7 @@ import { BlockAllocator, KvRows } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
-import { decodeSlotFile, encodeSlotFile, SlotFileError, type SlotFileHeader } from './slot-file.js';
+import { SlotStore } from './slot-store.js';
 import {
   QueueFullError,
   XTC_THRESHOLD,
@@ -73,11 +72,8 @@ export class Scheduler implements Engine {
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
   private readonly rows: KvRows;
+  private readonly slotStore: SlotStore;
   private readonly eos: Set<number>;
-  /** Per slot: the positions whose KV its last finished request wrote (llama-server's slot cache). */
-  private readonly slotTokens: number[][];
-  /** Per slot: callbacks waiting for the request it runs to end. */
-  private readonly slotWaiters = new Map<number, Array<() => void>>();
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
   private closed = false;
@@ -102,8 +98,16 @@ export class Scheduler implements Engine {
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
+    const { cfg } = runner.model;
+    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, {
+      slots: options.slots,
+      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, dtype: 'f32' },
+      contextSize: info.contextSize,
+      blockBytes: options.cache.blockBytes,
+      capacityBytes: options.cache.capacityBytes,
+      busy: (slot) => this.active.some((s) => s.slot === slot),
+    });
     this.eos = new Set(info.eosTokenIds);
-    this.slotTokens = Array.from({ length: options.slots }, () => []);
   }
 
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent> {
@@ -164,46 +168,16 @@ export class Scheduler implements Engine {
     return this.cache.reset();
   }
 
-  async saveSlot(slot: number, path: string): Promise<SlotFileResult> {
-    await this.slotIdle(slot);
-    const held = this.cache.hold(this.slotTokens[slot]);
-    try {
-      const tokens = this.slotTokens[slot].slice(0, held.tokens);
-      const kv = await this.rows.read(held.blocks, held.tokens);
-      const data = encodeSlotFile({ ...this.slotLayout(), tokens: tokens.length }, tokens, kv);
-      await writeFile(path, data);
-      return { tokens: tokens.length, bytes: data.length };
-    } finally {
-      this.cache.release(held.blocks);
-    }
+  saveSlot(slot: number, path: string): Promise<SlotFileResult> {
+    return this.slotStore.save(slot, path);
   }
 
-  async restoreSlot(slot: number, path: string): Promise<SlotFileResult> {
-    const data = await readFile(path);
-    const { tokens, kv } = decodeSlotFile(data, this.slotLayout());
-    if (!this.cache.enabled) throw new SlotFileError('the prompt cache is off (--no-cache-prompt): a restored slot has nowhere to live');
-    if (tokens.length > this.info.contextSize) throw new SlotFileError(`the slot file holds ${tokens.length} tokens, more than the context of ${this.info.contextSize}`);
-    const { blockSize } = this.blocks;
-    if (Math.ceil(tokens.length / blockSize) * this.options.cache.blockBytes > this.options.cache.capacityBytes) {
-      throw new SlotFileError(`the slot file's ${tokens.length} tokens exceed the prompt cache's capacity`);
-    }
-    await this.slotIdle(slot);
-    const table: number[] = [];
-    if (!this.blocks.ensure(table, tokens.length)) {
-      this.blocks.release(table);
-      throw new SlotFileError('no free KV space for the slot file');
-    }
-    this.rows.write(table, tokens.length, kv);
-    this.blocks.release(this.cache.donate(tokens, table, 0));
-    this.slotTokens[slot] = tokens;
-    return { tokens: tokens.length, bytes: data.length };
+  restoreSlot(slot: number, path: string): Promise<SlotFileResult> {
+    return this.slotStore.restore(slot, path);
   }
 
-  async eraseSlot(slot: number): Promise<number> {
-    await this.slotIdle(slot);
-    const erased = this.cache.drop(this.slotTokens[slot]);
-    this.slotTokens[slot] = [];
-    return erased;
+  eraseSlot(slot: number): Promise<number> {
+    return this.slotStore.erase(slot);
   }
 
   isSleeping(): boolean {
@@ -214,22 +188,6 @@ export class Scheduler implements Engine {
     this.closed = true;
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
     await this.loop;
-  }
-
-  /** What a slot file must match: the model and its KV layout. */
-  private slotLayout(): Omit<SlotFileHeader, 'tokens'> {
-    const { cfg } = this.runner.model;
-    return { model: this.options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, dtype: 'f32' };
-  }
-
-  /** Resolves once no request runs in `slot` (at once when none does). */
-  private slotIdle(slot: number): Promise<void> {
-    if (!this.active.some((s) => s.slot === slot)) return Promise.resolve();
-    return new Promise((resolve) => {
-      const waiting = this.slotWaiters.get(slot) ?? [];
-      waiting.push(resolve);
-      this.slotWaiters.set(slot, waiting);
-    });
   }
 
   private cancel(seq: Sequence): void {
@@ -396,17 +354,13 @@ export class Scheduler implements Engine {
    */
   private release(seq: Sequence): void {
     const table = seq.table.splice(0);
-    if (this.usesCache(seq)) {
-      const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
-      this.blocks.release(this.cache.donate(history, table, seq.borrowed));
-      this.slotTokens[seq.slot] = history;
-    } else {
+    if (!this.usesCache(seq)) {
       this.blocks.release(table);
-      this.slotTokens[seq.slot] = [];
+      return this.slotStore.finished(seq.slot, []);
     }
-    const waiting = this.slotWaiters.get(seq.slot);
-    this.slotWaiters.delete(seq.slot);
-    for (const resolve of waiting ?? []) resolve();
+    const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
+    this.blocks.release(this.cache.donate(history, table, seq.borrowed));
+    this.slotStore.finished(seq.slot, history);
   }
 
   /**
