@@ -26,6 +26,8 @@ export interface ServeOptions {
   /** Total KV tokens shared by the slots; undefined: the engine's default. */
   ctxSize?: number;
   parallel?: number;
+  /** --kv-unified: the slots share one KV pool; undefined = off. */
+  kvUnified?: boolean;
   batchSize?: number;
   maxQueue?: number;
   apiKey?: string;
@@ -35,6 +37,8 @@ export interface ServeOptions {
   backend: (typeof BACKENDS)[number];
   /** GET /slots; undefined = on. */
   slots?: boolean;
+  /** --slot-save-path: the directory of slot files (POST /slots/:id?action=save|restore). */
+  slotSavePath?: string;
   /** GET /metrics on the main port. */
   metrics?: boolean;
   /** GET /metrics on a listener of its own, same host. */
@@ -53,6 +57,8 @@ export interface ServeOptions {
   cacheCapacityBytes?: number;
   cacheMaxEntries?: number;
   cacheTtlSecs?: number;
+  /** --sleep-idle-seconds: unload the model after this long without requests; undefined = never. */
+  sleepIdleSeconds?: number;
   /** --no-warmup skips running every kernel once at load; undefined = on. */
   warmup?: boolean;
   /** Messages above this level (LOG_LEVELS) are not printed; --verbose: Infinity;
@@ -91,6 +97,7 @@ const FLAGS: Flag[] = [
   { name: 'port', env: ['LLAMA_ARG_PORT'], value: 'PORT', help: 'port to listen on, 0 for any free port (default: 8080)' },
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
   { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: `sequences decoded together (slots) (default: ${ENGINE_DEFAULTS.parallel})` },
+  { name: 'kv-unified', short: 'kvu', negation: 'no-kv-unified', env: ['LLAMA_ARG_KV_UNIFIED'], help: 'one KV pool shared by the slots: a request may use the whole --ctx-size while the others leave room (default: off, each slot gets ctx-size / parallel)' },
   { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: `tokens per forward pass, the prefill chunk (default: ${ENGINE_DEFAULTS.batchSize})` },
   { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: `requests that may wait for a slot before 503 (default: ${ENGINE_DEFAULTS.maxQueue})` },
   // LLAMA_API_KEY is llama-server's own name for this one.
@@ -101,6 +108,7 @@ const FLAGS: Flag[] = [
   { name: 'chat-template-kwargs', env: ['LLAMA_ARG_CHAT_TEMPLATE_KWARGS'], value: 'JSON', help: 'JSON object of chat template kwargs; request kwargs win per key (default: {})' },
   // llama-server's variable names for these two take a boolean.
   { name: 'slots', negation: 'no-slots', env: ['LLAMA_ARG_ENDPOINT_SLOTS'], help: 'serve GET /slots (default: on)' },
+  { name: 'slot-save-path', env: ['LLAMA_ARG_SLOT_SAVE_PATH'], value: 'DIR', help: 'directory of the slot files POST /slots/ID?action=save|restore write and read (default: none, slot actions answer 501)' },
   { name: 'metrics', env: ['LLAMA_ARG_ENDPOINT_METRICS'], help: 'serve Prometheus GET /metrics on the main port (default: off)' },
   { name: 'metrics-port', env: ['LLAMA_ARG_METRICS_PORT'], value: 'PORT', help: 'serve GET /metrics on its own listener at this port of --host (default: none)' },
   // Server-wide sampling defaults: what a request gets for a field it leaves out. A new
@@ -131,6 +139,7 @@ const FLAGS: Flag[] = [
   { name: 'cache-capacity-bytes', env: ['LLAMA_ARG_CACHE_CAPACITY_BYTES'], value: 'N', help: "prompt-cache KV bytes, on top of the slots' own (default: as many as the slots' KV)" },
   { name: 'cache-max-entries', env: ['LLAMA_ARG_CACHE_MAX_ENTRIES'], value: 'N', help: `prompt-cache blocks (16 tokens each) kept at most (default: ${ENGINE_DEFAULTS.cacheMaxEntries})` },
   { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: `seconds an unused cached block is kept, 0 = no expiry (default: ${ENGINE_DEFAULTS.cacheTtlSecs})` },
+  { name: 'sleep-idle-seconds', env: ['LLAMA_ARG_SLEEP_IDLE_SECONDS'], value: 'N', help: 'after N seconds without a request, release the GPU (weights, KV cache, pipelines) and load the model again on the next one, which waits for it; GET /props shows is_sleeping, 0 = never (default: 0)' },
   // llama-server has --no-warmup and no variable for it.
   { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
   // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY
@@ -222,6 +231,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       port: integer('port', get('port') ?? '8080', 0, 65535),
       ctxSize: ctxSize === 0 ? undefined : ctxSize,
       parallel: optionalInteger('parallel', 1),
+      kvUnified: getSwitch('kv-unified'),
       batchSize: optionalInteger('batch-size', 1),
       maxQueue: optionalInteger('max-queue', 0),
       apiKey: get('api-key'),
@@ -229,6 +239,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       alias: get('alias'),
       backend: backend as ServeOptions['backend'],
       slots: getSwitch('slots'),
+      slotSavePath: get('slot-save-path'),
       metrics: getSwitch('metrics'),
       metricsPort: optionalInteger('metrics-port', 0, 65535),
       sampling: mergeDefined(samplingOptions(get), loopPolicyOption(env)),
@@ -239,6 +250,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       chatTemplateKwargs: jsonObject('chat-template-kwargs', get('chat-template-kwargs')),
       cachePrompt: getSwitch('cache-prompt'),
       warmup: getSwitch('warmup'),
+      sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),

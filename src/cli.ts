@@ -1,5 +1,6 @@
 // The mlxcel-server command: parse options, listen at once, then fetch the model from the
 // Hub if it names one, and load it (the server answers 503 "loading model" meanwhile).
+import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
@@ -30,6 +31,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
 
   const { options } = command;
+  if (options.slotSavePath !== undefined && !isDirectory(options.slotSavePath)) {
+    console.error(`mlxcel-server: --slot-save-path ${options.slotSavePath} is not a directory`);
+    process.exitCode = 2;
+    return;
+  }
   const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
   // Progress goes where the startup facts go; a bar is taken off its line for each fact.
   const out = verbosity >= LOG_LEVELS.info ? process.stdout : { write: () => true };
@@ -68,6 +74,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       alias: options.alias ?? id,
       contextSize: options.ctxSize,
       parallel: options.parallel,
+      kvUnified: options.kvUnified,
       batchSize: options.batchSize,
       maxQueue: options.maxQueue,
       backend: options.backend,
@@ -76,6 +83,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
       warmup: options.warmup,
+      sleepIdleSeconds: options.sleepIdleSeconds,
       log: info,
       quietDawn: verbosity < LOG_LEVELS.trace,
       onLoadProgress: (progress) => load.update(progress),
@@ -102,4 +110,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
+}
+
+function isDirectory(path: string): boolean {
+  return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
 }

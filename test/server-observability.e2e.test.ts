@@ -72,10 +72,10 @@ describe('GET /slots', () => {
     await waitFor(async () => countState(await getSlots(url), 'idle') === 2, 5_000, 'slots idle');
   });
 
-  it('is not served with --no-slots', async () => {
+  it('answers 501 naming --slots with --no-slots', async () => {
     const res = await fetch(`${tuned.server.url}/slots`);
-    expect(res.status).toBe(404);
-    expect(((await res.json()) as { error: { type: string } }).error.type).toBe('not_found_error');
+    expect(res.status).toBe(501);
+    expect(await res.json()).toEqual({ error: { type: 'not_supported_error', code: null, message: 'This server does not support slots endpoint. Start it with `--slots`' } });
   });
 });
 
@@ -107,6 +107,7 @@ describe('GET /props', () => {
         loop_detection: null,
       },
       total_slots: 2,
+      is_sleeping: false,
     });
   });
 

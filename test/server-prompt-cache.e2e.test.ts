@@ -1,6 +1,7 @@
 // The prompt cache through the real server and engine on stories260k: a shared prefix is
-// reused and only the suffix prefilled (timings.prompt_n / cache_n, usage cached_tokens,
-// /v1/cache/stats), greedy output with a hit equals the cold output, the bounds (entries,
+// reused to the token and only the suffix prefilled (timings.prompt_n / cache_n, usage
+// cached_tokens, /v1/cache/stats), as llama-server counts it (an identical prompt reuses
+// all but its last token), greedy output with a hit equals the cold output, the bounds (entries,
 // bytes, TTL) evict, reset frees and is idempotent, concurrent requests share a prefix, a
 // cancelled request donates only the blocks it completed, and --no-cache-prompt gives the
 // fixed disabled payload that cache_prompt: true cannot change.
@@ -19,7 +20,6 @@ const BLOCK = 16;
 /** KV bytes of one 16-token block of stories260k: 5 layers x (K, V) x 16 x 4 heads x 8 dims x f32. */
 const BLOCK_BYTES = 5 * 2 * 16 * 4 * 8 * 4;
 const prompt = (from: number, n: number) => [1, ...STORY.slice(from, from + n)];
-const fullBlocks = (n: number) => Math.floor(n / BLOCK) * BLOCK;
 
 interface Served {
   engine: Engine;
@@ -91,21 +91,46 @@ describe('prefix reuse', () => {
     expect(cold.timings).toMatchObject({ cache_n: 0, prompt_n: 100 });
     expect(cold.tokens_cached).toBe(0);
     const afterFirst = await stats(url);
-    expect(afterFirst.inserts - before.inserts).toBe(Math.floor((100 + 16 - 1) / BLOCK)); // prompt + 15 fed tokens
+    expect(afterFirst.inserts - before.inserts).toBe(Math.ceil((100 + 16 - 1) / BLOCK)); // prompt + 15 fed tokens, the last block partly
     expect(afterFirst.entries).toBe(afterFirst.inserts - before.inserts);
     expect(afterFirst.bytes).toBe(afterFirst.entries * BLOCK_BYTES);
 
-    // A different continuation after the first 100 tokens: the 96 tokens of full blocks come back.
+    // A different continuation after the first 100 tokens: all 100 come back, 96 in whole
+    // blocks and 4 copied from the block the first request's generation continued.
     const second = [...first, 7, 8, 9, ...STORY.slice(150, 170)];
     const hit = await complete(url, { prompt: second });
-    expect(hit.timings.cache_n).toBe(96);
-    expect(hit.tokens_cached).toBe(96);
-    expect(hit.timings.prompt_n).toBe(second.length - 96);
+    expect(hit.timings.cache_n).toBe(100);
+    expect(hit.tokens_cached).toBe(100);
+    expect(hit.timings.prompt_n).toBe(second.length - 100);
     expect(hit.tokens_evaluated).toBe(second.length);
     const afterHit = await stats(url);
     expect(afterHit.hits - before.hits).toBe(1);
     expect(afterHit.lookups - before.lookups).toBe(2);
     expect(afterHit.hit_rate).toBeCloseTo(afterHit.hits / afterHit.lookups, 10);
+  });
+
+  it('reuses to the token: an identical 77-token prompt all but its last token, an extension all 77', async () => {
+    await reset(main.server.url);
+    const client = new OpenAI({ baseURL: `${main.server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const p = prompt(20, 76); // 77 tokens: 4 whole blocks and 13 tokens
+    const run = async (tokens: number[], cache = true) => {
+      const r = await client.completions.create({ model: 'm', prompt: tokens, max_tokens: 8, temperature: 0, ...(cache ? {} : { cache_prompt: false }) } as OpenAI.CompletionCreateParamsNonStreaming);
+      return { text: r.choices[0]!.text, cached: r.usage!.prompt_tokens_details!.cached_tokens! };
+    };
+    const cold = await run(p);
+    expect(cold.cached).toBe(0);
+    // llama-server's count: the whole prompt matches, and the last token is evaluated again for its logits.
+    const again = await run(p);
+    expect(again.cached).toBe(76);
+    expect(again.text).toBe(cold.text);
+    const extended = [...p, 3, 4, 5];
+    const warm = await run(extended);
+    expect(warm.cached).toBe(77);
+    expect(warm.text).toBe((await run(extended, false)).text);
+    // The native route shows the prefill saved: only the uncached tokens are evaluated.
+    const native = await complete(main.server.url, { prompt: [...p, 3, 4, 5, 6], n_predict: 4 });
+    expect(native.timings.cache_n).toBe(80);
+    expect(native.timings.prompt_n).toBe(1);
   });
 
   it('reports cached_tokens in chat usage through the openai client', async () => {
@@ -118,8 +143,7 @@ describe('prefix reuse', () => {
     messages.push({ role: 'assistant', content: first.choices[0]!.message.content! }, { role: 'user', content: 'The end.' });
     const second = await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0 });
     const cached = second.usage!.prompt_tokens_details!.cached_tokens!;
-    expect(cached).toBeGreaterThanOrEqual(fullBlocks(first.usage!.prompt_tokens));
-    expect(cached % BLOCK).toBe(0);
+    expect(cached).toBeGreaterThanOrEqual(first.usage!.prompt_tokens);
     expect(second.usage!.prompt_tokens).toBeGreaterThan(cached);
     // Streaming completions report it in the usage chunk too.
     const stream = await client.completions.create({ model: 'm', prompt: story, max_tokens: 4, temperature: 0, stream: true, stream_options: { include_usage: true } });
@@ -139,10 +163,15 @@ describe('prefix reuse', () => {
     const hit = await complete(url, { prompt: base, n_predict: 24, stop: [stop] });
     expect(hit.stop_type).toBe('word');
     expect(hit.stopping_word).toBe(stop);
-    expect(hit.tokens_cached).toBeGreaterThan(0);
-    expect(hit.tokens_cached % BLOCK).toBe(0);
+    expect(hit.tokens_cached).toBe(base.length - 1);
     expect(hit.timings.cache_n).toBe(hit.tokens_cached);
     expect(hit.timings.prompt_n).toBe(base.length - hit.tokens_cached);
+    // What a request ended by a stop string leaves in the cache serves the next ones: the
+    // same prompt, and the prompt extended by the text it generated.
+    expect((await complete(url, { prompt: base, n_predict: 4, stop: [stop] })).tokens_cached).toBe(base.length - 1);
+    const reply = main.engine.tokenizer.encode(hit.content, false);
+    const extended = await complete(url, { prompt: [...base, ...reply], n_predict: 4 });
+    expect(extended.tokens_cached).toBeGreaterThanOrEqual(base.length);
   });
 
   it('greedy output with a hit equals the cold output (cache_prompt: false) for several prompts', async () => {
@@ -185,14 +214,14 @@ describe('prefix reuse', () => {
   it('concurrent requests share a cached prefix and match their cold outputs', async () => {
     const { url } = main.server;
     await reset(url);
-    const base = prompt(0, 80); // 81 tokens: 5 full blocks
+    const base = prompt(0, 80); // 81 tokens: 5 full blocks and one of a single token
     await complete(url, { prompt: base, n_predict: 1 });
     const before = await stats(url);
     const prompts = [0, 1, 2, 3].map((k) => [...base, ...STORY.slice(120 + 10 * k, 128 + 10 * k)]);
     const warm = await Promise.all(prompts.map((p) => complete(url, { prompt: p, n_predict: 24 })));
     const after = await stats(url);
     expect(after.hits - before.hits).toBe(4);
-    for (const r of warm) expect(r.timings.cache_n).toBe(80);
+    for (const r of warm) expect(r.timings.cache_n).toBe(81);
     const cold = await Promise.all(prompts.map((p) => complete(url, { prompt: p, n_predict: 24, cache_prompt: false })));
     expect(warm.map((r) => r.content)).toEqual(cold.map((r) => r.content));
   });
@@ -227,29 +256,56 @@ describe('prefix reuse', () => {
     // KV was written for the prompt and the tokens fed back: the last sampled token's KV
     // was written only if a step was in flight when the abort landed.
     const written = [100 + generated - 1, 100 + generated];
-    expect(written.map((n) => Math.floor(n / BLOCK))).toContain(inserted);
-    // The donated blocks are good: a request over the same text reuses them and matches cold.
+    expect(written.map((n) => Math.ceil(n / BLOCK))).toContain(inserted);
+    // The donated blocks are good: a request over the same text reuses every written
+    // position and matches cold.
     const next = [...p, ...STORY.slice(99, 99 + generated), 5, 6, 7];
     const warm = await complete(url, { prompt: next, n_predict: 16 });
-    expect(warm.timings.cache_n).toBe(inserted * BLOCK);
+    expect(written).toContain(warm.timings.cache_n);
     expect(warm.content).toBe((await complete(url, { prompt: next, n_predict: 16, cache_prompt: false })).content);
   });
 });
 
 describe('reset', () => {
-  it('frees every cached block, returns the freed snapshot, and is idempotent', async () => {
+  it('frees every cached block, returns the snapshot it cleared, and is idempotent', async () => {
     const { url } = main.server;
     await reset(url);
     await complete(url, { prompt: prompt(5, 70) });
     const full = await stats(url);
     expect(full.entries).toBeGreaterThan(0);
+    // One instant's snapshot: the contents it cleared and the running counters at that moment.
     const freed = await reset(url);
     expect(Object.keys(freed).sort()).toEqual([...STATS_FIELDS].sort());
-    expect(freed).toMatchObject({ enabled: true, entries: full.entries, bytes: full.bytes });
-    expect(await stats(url)).toMatchObject({ entries: 0, bytes: 0, total_blocks_stored: 0 });
+    expect(freed).toEqual(full);
+    // The counters keep running; only the contents are gone.
+    expect(await stats(url)).toMatchObject({ entries: 0, bytes: 0, total_blocks_stored: 0, unique_block_hashes: 0, inserts: full.inserts, hits: full.hits, lookups: full.lookups });
     expect(await reset(url)).toMatchObject({ enabled: true, entries: 0, bytes: 0 });
     // Nothing left to hit.
     expect((await complete(url, { prompt: prompt(5, 70) })).timings.cache_n).toBe(0);
+  });
+});
+
+describe('reset during a request', () => {
+  it('drops the blocks a running request borrowed from lookups; the request finishes as cold', async () => {
+    const { url } = main.server;
+    await reset(url);
+    const p = prompt(30, 60);
+    await complete(url, { prompt: p, n_predict: 2 });
+    const longer = [...p, 9, 8, 7];
+    const cold = await complete(url, { prompt: longer, n_predict: 48, cache_prompt: false });
+    const { hits } = await stats(url);
+    const running = complete(url, { prompt: longer, n_predict: 48 });
+    await waitFor(async () => (await stats(url)).hits > hits, 5000, 'the request to borrow');
+    expect((await reset(url)).entries).toBeGreaterThan(0);
+    expect((await stats(url)).entries).toBe(0);
+    const warm = await running;
+    expect(warm.timings.cache_n).toBe(p.length);
+    expect(warm.content).toBe(cold.content);
+    // Its blocks followed a cleared prefix: none is cached, and the pool has them all back.
+    expect((await stats(url)).entries).toBe(0);
+    const again = await complete(url, { prompt: longer, n_predict: 48 });
+    expect(again.timings.cache_n).toBe(0);
+    expect(again.content).toBe(cold.content);
   });
 });
 
@@ -270,9 +326,9 @@ describe('bounds', () => {
     const s = await stats(url);
     expect(s).toMatchObject({ entries: 4, inserts: 6, evictions_lru: 2 });
     expect(s.bytes).toBeLessThanOrEqual(4 * BLOCK_BYTES);
-    // The most recent prompt still hits.
-    expect((await complete(url, { prompt: [...prompt(60, 40), 9, 9] })).timings.cache_n).toBe(32);
-    // Six fresh blocks at once do not fit at all.
+    // The most recent prompt still hits, all 41 of its tokens.
+    expect((await complete(url, { prompt: [...prompt(60, 40), 9, 9] })).timings.cache_n).toBe(41);
+    // Seven fresh blocks at once (98 written) do not fit at all.
     await complete(url, { prompt: prompt(100, 90), n_predict: 8 });
     expect((await stats(url)).rejections_oversized).toBe(1);
   });

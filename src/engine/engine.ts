@@ -21,9 +21,28 @@ export interface Engine {
   stats(): EngineStats;
   /** GET /v1/cache/stats. */
   cacheStats(): PromptCacheStats;
-  /** POST /v1/cache/reset: frees every cached block not in use; returns what was freed. */
+  /** POST /v1/cache/reset: drops every cached block; returns the snapshot it cleared. */
   cacheReset(): PromptCacheStats;
+  /**
+   * POST /slots/:id?action=save: writes the slot's cache (the tokens of the last request
+   * it served that the prompt cache still holds, and their KV) to `path`. Waits for the
+   * slot's running request, if any, to end. Slots are 0 .. stats().slots - 1.
+   */
+  saveSlot(slot: number, path: string): Promise<SlotFileResult>;
+  /** ?action=restore: reads a saved slot into the prompt cache; throws SlotFileError for a bad file. */
+  restoreSlot(slot: number, path: string): Promise<SlotFileResult>;
+  /** ?action=erase: drops the slot's cache from the prompt cache; returns the tokens it held. */
+  eraseSlot(slot: number): Promise<number>;
+  /** --sleep-idle-seconds: whether the model is unloaded (or loading again) for want of work. */
+  isSleeping(): boolean;
   close(): Promise<void>;
+}
+
+export interface SlotFileResult {
+  /** Tokens saved or restored. */
+  tokens: number;
+  /** Bytes of the file written or read. */
+  bytes: number;
 }
 
 export interface EngineOptions {
@@ -35,6 +54,9 @@ export interface EngineOptions {
   contextSize?: number;
   /** Decode slots (--parallel); default 4. */
   parallel?: number;
+  /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the
+   *  context is the total, not the per-slot share). Default off. */
+  kvUnified?: boolean;
   /** Tokens per forward pass: the prefill chunk (--batch-size); default 512. */
   batchSize?: number;
   /** Requests that may wait for a slot (--max-queue); default 64. */
@@ -48,6 +70,9 @@ export interface EngineOptions {
   /** Default ENGINE_DEFAULTS.cacheTtlSecs; 0 = no TTL. */
   cacheTtlSecs?: number;
   backend?: string;
+  /** --sleep-idle-seconds: after this long without a request, release the GPU (weights, KV,
+   *  pipelines) and load again on the next request. Default 0: never. */
+  sleepIdleSeconds?: number;
   /** Run every kernel once before serving (ForwardRunner.warmUp); --no-warmup turns it off. Default on. */
   warmup?: boolean;
   /** Receives a line for each startup fact as it is known: adapter, model, context. Default: none. */

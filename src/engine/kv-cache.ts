@@ -1,5 +1,10 @@
-// Paged KV cache bookkeeping: fixed-size blocks handed to sequences as they grow and
-// returned when they end. The KV tensors themselves live in the model's buffers.
+// Paged KV cache: the bookkeeping of fixed-size blocks handed to sequences as they grow
+// and returned when they end (BlockAllocator), and the moves of KV rows between blocks and
+// the host (KvRows). The KV tensors themselves live in the model's textures.
+import { mapRead } from '../runtime/gpu.js';
+import { KV_TEXTURE_WIDTH } from '../runtime/tensors.js';
+import type { KvCache } from '../models/model.js';
+
 export class BlockAllocator {
   private readonly free: number[];
   /** Reclaims a block held by the prompt cache when the free list runs dry. */
@@ -14,7 +19,7 @@ export class BlockAllocator {
     return this.free.length;
   }
 
-  /** Grows `table` to cover `tokens` positions; false if blocks ran out. */
+  /** Grows `table` to cover `tokens` positions; false if blocks ran out (the table keeps what it got). */
   ensure(table: number[], tokens: number): boolean {
     const need = Math.ceil(tokens / this.blockSize) - table.length;
     for (let i = 0; i < need; i++) {
@@ -28,4 +33,124 @@ export class BlockAllocator {
   release(blocks: number[]): void {
     for (let i = blocks.length - 1; i >= 0; i--) this.free.push(blocks[i]);
   }
+}
+
+/**
+ * Moves KV rows (one row = one position's keys or values in one layer, kvDim f32) by GPU
+ * copies. In a layer's texture, block b's rows are the texels [b * blockSize * rowTexels,
+ * (b + 1) * blockSize * rowTexels), row-major across texture rows of KV_TEXTURE_WIDTH
+ * texels (kv_cache.wgsl), so a run of rows within a block is one texel range, copied as
+ * one segment per texture row it touches.
+ */
+export class KvRows {
+  /** vec4 texels per row. */
+  readonly rowTexels: number;
+  private scratch: GPUBuffer | undefined;
+
+  constructor(
+    private readonly device: GPUDevice,
+    private readonly kv: KvCache,
+    /** kvHeads * headDim. */
+    readonly rowFloats: number,
+  ) {
+    this.rowTexels = rowFloats / 4;
+  }
+
+  /** Bytes of `rows` rows across every layer's keys and values. */
+  bytes(rows: number): number {
+    return this.textures().length * rows * this.rowFloats * 4;
+  }
+
+  /**
+   * Copies the first `rows` rows of block `from` into block `to`, in every layer. A texture
+   * cannot be copied into itself, so the rows pass through a scratch buffer; the copies are
+   * submitted now, ahead of any later pass.
+   */
+  copyBlock(from: number, to: number, rows: number): void {
+    const bytes = this.bytes(rows);
+    if (!this.scratch || this.scratch.size < bytes) {
+      this.scratch?.destroy();
+      this.scratch = this.device.createBuffer({ label: 'kv_rows_scratch', size: this.bytes(this.kv.blockSize), usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    }
+    const scratch = this.scratch;
+    const encoder = this.device.createCommandEncoder();
+    let offset = 0;
+    for (const texture of this.textures()) {
+      let o = offset;
+      for (const s of this.segments(from, rows)) {
+        encoder.copyTextureToBuffer({ texture, origin: { x: s.x, y: s.y } }, { buffer: scratch, offset: o }, [s.texels, 1]);
+        o += s.texels * 16;
+      }
+      o = offset;
+      for (const s of this.segments(to, rows)) {
+        encoder.copyBufferToTexture({ buffer: scratch, offset: o }, { texture, origin: { x: s.x, y: s.y } }, [s.texels, 1]);
+        o += s.texels * 16;
+      }
+      offset = o;
+    }
+    this.device.queue.submit([encoder.finish()]);
+  }
+
+  /**
+   * Reads positions 0 .. tokens - 1 of a sequence whose blocks are `table`: per layer, its
+   * keys then its values, each [tokens, rowFloats].
+   */
+  async read(table: number[], tokens: number): Promise<Float32Array> {
+    const out = this.device.createBuffer({ label: 'kv_rows_read', size: Math.max(16, this.bytes(tokens)), usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ });
+    const encoder = this.device.createCommandEncoder();
+    let offset = 0;
+    for (const texture of this.textures()) {
+      for (const s of this.runs(table, tokens)) {
+        encoder.copyTextureToBuffer({ texture, origin: { x: s.x, y: s.y } }, { buffer: out, offset }, [s.texels, 1]);
+        offset += s.texels * 16;
+      }
+    }
+    this.device.queue.submit([encoder.finish()]);
+    try {
+      return new Float32Array(await mapRead(out), 0, offset / 4);
+    } finally {
+      out.destroy();
+    }
+  }
+
+  /** Writes what `read` returns back into the blocks of `table`. */
+  write(table: number[], tokens: number, data: Float32Array): void {
+    if (data.length !== this.bytes(tokens) / 4) throw new Error(`KV data of ${data.length} floats, expected ${this.bytes(tokens) / 4}`);
+    let offset = 0;
+    for (const texture of this.textures()) {
+      for (const s of this.runs(table, tokens)) {
+        this.device.queue.writeTexture({ texture, origin: { x: s.x, y: s.y } }, data, { offset }, [s.texels, 1]);
+        offset += s.texels * 16;
+      }
+    }
+  }
+
+  private textures(): GPUTexture[] {
+    return this.kv.k.flatMap((k, i) => [k, this.kv.v[i]]);
+  }
+
+  /** The segments of positions 0 .. tokens - 1 through the blocks of `table`. */
+  private *runs(table: number[], tokens: number): Generator<Segment> {
+    const bs = this.kv.blockSize;
+    for (let b = 0; b * bs < tokens; b++) yield* this.segments(table[b], Math.min(bs, tokens - b * bs));
+  }
+
+  /** The first `rows` rows of `block`, split at texture rows. */
+  private *segments(block: number, rows: number): Generator<Segment> {
+    let start = block * this.kv.blockSize * this.rowTexels;
+    let left = rows * this.rowTexels;
+    while (left > 0) {
+      const x = start % KV_TEXTURE_WIDTH;
+      const texels = Math.min(left, KV_TEXTURE_WIDTH - x);
+      yield { x, y: Math.floor(start / KV_TEXTURE_WIDTH), texels };
+      start += texels;
+      left -= texels;
+    }
+  }
+}
+
+interface Segment {
+  x: number;
+  y: number;
+  texels: number;
 }

@@ -12,12 +12,22 @@ import { TextTokenizer } from '../models/tokenizer.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
+import { SleepingEngine, type Awake } from './sleep.js';
 
 const BLOCK_SIZE = 16;
 /** Default KV budget across all slots when --ctx-size is not given. */
 const DEFAULT_TOTAL_CONTEXT = 8192;
 
 export async function loadEngine(options: EngineOptions): Promise<Engine> {
+  const first = await loadScheduler(options);
+  const idle = options.sleepIdleSeconds ?? 0;
+  if (idle <= 0) return first.engine;
+  // A reload reports nothing but the sleeping engine's own lines.
+  return new SleepingEngine(first, () => loadScheduler({ ...options, log: undefined }), idle * 1000, options.log);
+}
+
+/** One load: the scheduler, and how to destroy its GPU device once it is closed. */
+async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const dir = resolve(options.modelDir);
   const slots = options.parallel ?? ENGINE_DEFAULTS.parallel;
   const batchSize = options.batchSize ?? ENGINE_DEFAULTS.batchSize;
@@ -29,9 +39,14 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
     ? Math.floor(options.contextSize / slots)
     : Math.min(maxPositions, Math.floor(DEFAULT_TOTAL_CONTEXT / slots));
   if (perSlot < 2) throw new Error(`--ctx-size ${options.contextSize} leaves ${perSlot} tokens per slot for ${slots} slots`);
-  // Every slot can hold a full context at once, so admission never waits on KV space;
-  // the prompt cache's blocks come on top.
-  const slotBlocks = slots * Math.ceil(perSlot / BLOCK_SIZE);
+  // By default every slot can hold a full context at once, so admission never waits on KV
+  // space. With --kv-unified the slots share that pool (llama-server's unified KV cache): one
+  // sequence may fill all of it, the model's trained length aside when --ctx-size is not
+  // given. The prompt cache's blocks come on top either way.
+  const unified = options.kvUnified === true;
+  const total = options.contextSize && options.contextSize > 0 ? options.contextSize : Math.min(maxPositions, slots * perSlot);
+  const seqContext = unified ? total : perSlot;
+  const slotBlocks = Math.max(slots * Math.ceil(perSlot / BLOCK_SIZE), Math.ceil(seqContext / BLOCK_SIZE));
   const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
   const cacheOn = options.cachePrompt !== false;
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
@@ -53,7 +68,7 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
     maxTokens: batchSize,
     maxSeqs: slots,
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
-    maxContext: perSlot,
+    maxContext: seqContext,
     blockSize: BLOCK_SIZE,
     onProgress: options.onLoadProgress,
   });
@@ -63,16 +78,19 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
     id: options.alias ?? basename(dir),
     architecture: model.cfg.modelType,
     vocabSize: model.cfg.vocab,
-    contextSize: perSlot,
+    contextSize: seqContext,
     eosTokenIds: [...eos],
   };
   options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
-  options.log?.(`context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
+  options.log?.(unified
+    ? `context ${seqContext} tokens per sequence, one KV pool shared by ${slots} slot${slots === 1 ? '' : 's'} (--kv-unified)`
+    : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
-  return new Scheduler(info, tokenizer, gpu.description, runner, {
+  const engine = new Scheduler(info, tokenizer, gpu.description, runner, {
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
+    kvUnified: unified,
     cache: {
       enabled: cacheOn,
       blockBytes,
@@ -82,6 +100,7 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });
+  return { engine, release: () => gpu.device.destroy() };
 }
 
 /**

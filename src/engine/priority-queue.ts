@@ -14,6 +14,15 @@ export class PriorityQueue<T> {
     this.classes.get(priority)!.push(item);
   }
 
+  /** The item shift() would return, left in place. */
+  peek(): T | undefined {
+    for (const p of PRIORITIES) {
+      const q = this.classes.get(p)!;
+      if (q.length > 0) return q[0];
+    }
+    return undefined;
+  }
+
   shift(): T | undefined {
     for (const p of PRIORITIES) {
       const q = this.classes.get(p)!;

@@ -1,8 +1,11 @@
 // Prefix cache over the paged KV cache. A prompt is cut into blocks of the KV block size;
 // each block's key is SHA-256 over the previous block's key, the model identity and this
 // block's tokens, so a key names a whole prefix and equal prefixes share blocks across
-// requests and slots. Finished sequences donate their full blocks; a new request borrows
-// the longest cached prefix (reference-counted while in use) and prefills only the rest.
+// requests and slots. Finished sequences donate their blocks, the last one even when
+// partly written; a new request borrows the longest cached run of whole blocks
+// (reference-counted while in use), then the cached block after that run which shares
+// the most leading tokens with the prompt's next ones: the scheduler copies that block's
+// shared rows into a block of its own (copy-on-write), so reuse is exact to the token.
 // Unreferenced blocks are evicted LRU when the pool needs them, past their TTL, or over
 // the capacity and entry bounds.
 import { createHash } from 'node:crypto';
@@ -22,6 +25,10 @@ export interface PromptCacheOptions {
 
 interface Entry {
   key: string;
+  /** The key of the prefix this block follows (the model identity for a first block). */
+  parent: string;
+  /** The block's tokens: blockSize of them, or fewer for a partly written last block. */
+  tokens: number[];
   block: number;
   refs: number;
   lastUsed: number;
@@ -49,14 +56,23 @@ export interface PromptCacheStats {
 }
 
 export interface Borrowed {
-  /** Cached blocks covering the prompt's first blocks.length * blockSize tokens. */
+  /** Cached whole blocks covering the prompt's first blocks.length * blockSize tokens. */
   blocks: number[];
+  /**
+   * The cached block whose first `tokens` rows hold the prompt's next tokens: the caller
+   * copies those rows into a block of its own, then gives this one back with `release`.
+   */
+  partial?: { block: number; tokens: number };
 }
 
 export class PromptCache {
   /** Insertion order doubles as LRU order: a use moves the entry to the end. */
   private readonly entries = new Map<string, Entry>();
   private readonly byBlock = new Map<number, Entry>();
+  /** Entries by the key of the prefix they follow: where a partial match looks. */
+  private readonly children = new Map<string, Set<Entry>>();
+  /** Blocks a reset dropped while requests held them, with their holders: freed at the last release. */
+  private readonly detached = new Map<number, number>();
   private hits = 0;
   private lookups = 0;
   private inserts = 0;
@@ -75,7 +91,7 @@ export class PromptCache {
     return this.options.enabled;
   }
 
-  /** Chained keys of the full blocks of `tokens`. */
+  /** Chained keys of the first `blocks` blocks of `tokens` (the last one may be partial). */
   keys(tokens: number[], blocks: number): string[] {
     const out: string[] = [];
     let prev = this.options.modelIdentity;
@@ -91,63 +107,118 @@ export class PromptCache {
 
   /**
    * Borrows the longest cached prefix of `prompt`, leaving at least one token to prefill
-   * (its logits are needed). The caller returns the blocks with `release`.
+   * (its logits are needed): whole blocks, then the best partial match after them. The
+   * caller returns every block it got with `release` (or `donate`).
    */
   borrow(prompt: number[]): Borrowed {
     this.expire();
     this.lookups++;
-    const usable = Math.floor((prompt.length - 1) / this.options.blockSize);
-    const found: Entry[] = [];
-    for (const key of this.keys(prompt, usable)) {
+    const { whole, partial, shared } = this.match(prompt, prompt.length - 1);
+    if (whole.length > 0 || partial) this.hits++;
+    return { blocks: whole.map((e) => e.block), ...(partial ? { partial: { block: partial.block, tokens: shared } } : {}) };
+  }
+
+  /**
+   * Holds the blocks that cache the longest prefix of `tokens` (a slot's history, to be
+   * read back): their ids in position order and the tokens they cover. Not a lookup in the
+   * statistics. The caller returns the blocks with `release`.
+   */
+  hold(tokens: number[]): { blocks: number[]; tokens: number } {
+    this.expire();
+    const { whole, partial, shared } = this.match(tokens, tokens.length);
+    return { blocks: [...whole, ...(partial ? [partial] : [])].map((e) => e.block), tokens: whole.length * this.options.blockSize + shared };
+  }
+
+  /**
+   * Drops the entries that cache the longest prefix of `tokens` (erasing a slot), as reset
+   * drops everything; returns the tokens they covered.
+   */
+  drop(tokens: number[]): number {
+    const { whole, partial, shared } = this.match(tokens, tokens.length);
+    const chain = partial ? [...whole, partial] : whole;
+    for (const e of chain) e.refs--;
+    this.clear(chain);
+    return whole.length * this.options.blockSize + shared;
+  }
+
+  /**
+   * The cached whole blocks of the first `usable` tokens, then the child of the last one
+   * that shares the most (`shared`) of the next tokens, each referenced once more.
+   */
+  private match(tokens: number[], usable: number): { whole: Entry[]; partial?: Entry; shared: number } {
+    const bs = this.options.blockSize;
+    const whole: Entry[] = [];
+    let parent = this.options.modelIdentity;
+    for (const key of this.keys(tokens, Math.floor(usable / bs))) {
       const e = this.entries.get(key);
       if (!e) break;
       e.refs++;
-      found.push(e);
+      whole.push(e);
+      parent = key;
     }
-    this.touchChain(found);
-    if (found.length > 0) this.hits++;
-    return { blocks: found.map((e) => e.block) };
+    const start = whole.length * bs;
+    const next = tokens.slice(start, Math.min(usable, start + bs));
+    let partial: Entry | undefined;
+    let shared = 0;
+    for (const e of this.children.get(parent) ?? []) {
+      const n = commonPrefix(e.tokens, next);
+      if (n > shared) [partial, shared] = [e, n];
+    }
+    if (partial) partial.refs++;
+    this.touchChain(partial ? [...whole, partial] : whole);
+    return { whole, partial, shared };
   }
 
-  /** Drops a borrower's references; the blocks stay cached. */
+  /** Drops a borrower's references; the blocks stay cached (a block a reset dropped is freed by its last holder). */
   release(blocks: number[]): void {
     for (const block of blocks) {
       const e = this.byBlock.get(block);
-      if (e && e.refs > 0) e.refs--;
+      if (e) {
+        if (e.refs > 0) e.refs--;
+        continue;
+      }
+      const holders = this.detached.get(block);
+      if (holders === undefined) continue;
+      if (holders > 1) this.detached.set(block, holders - 1);
+      else {
+        this.detached.delete(block);
+        this.freeBlock(block);
+      }
     }
   }
 
   /**
    * Offers a finished sequence's blocks: `tokens` are the positions whose KV is written,
    * `table` their blocks (the first `borrowed` of them borrowed from this cache). Returns
-   * the blocks the caller still owns and must free: tails, duplicates, rejections.
+   * the blocks the caller still owns and must free: unwritten, duplicates, rejections.
    */
   donate(tokens: number[], table: number[], borrowed: number): number[] {
     this.release(table.slice(0, borrowed));
     const owned = table.slice(borrowed);
-    const full = Math.min(table.length, Math.floor(tokens.length / this.options.blockSize));
-    const fresh = full - borrowed;
+    const bs = this.options.blockSize;
+    const written = Math.min(table.length, Math.ceil(tokens.length / bs));
+    const fresh = written - borrowed;
     if (fresh <= 0) return owned;
     if (fresh * this.options.blockBytes > this.options.capacityBytes) {
       this.rejectionsOversized++;
       return owned;
     }
-    const keys = this.keys(tokens, full);
+    const keys = this.keys(tokens, written);
     const giveBack: number[] = [];
     for (let b = borrowed; b < table.length; b++) {
-      const block = table[b];
-      if (b >= full || this.entries.has(keys[b])) {
-        giveBack.push(block);
-        continue;
-      }
-      const e: Entry = { key: keys[b], block, refs: 0, lastUsed: this.now() };
-      this.entries.set(e.key, e);
-      this.byBlock.set(block, e);
-      this.inserts++;
+      const inserted = b < written && this.insert(keys[b], b === 0 ? this.options.modelIdentity : keys[b - 1], tokens.slice(b * bs, (b + 1) * bs), table[b]);
+      if (!inserted) giveBack.push(table[b]);
     }
-    this.touchChain(keys.map((k) => this.entries.get(k)!));
+    this.touchChain(this.chain(keys));
     this.shrink();
     return giveBack;
+  }
+
+  /** Blocks evictForPool could give the pool now. */
+  get reclaimable(): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.refs === 0) n++;
+    return n;
   }
 
   /** Frees the least recently used unreferenced block for the pool; undefined if none. */
@@ -161,11 +232,16 @@ export class PromptCache {
     return undefined;
   }
 
-  /** Drops every unreferenced entry; returns the snapshot of what was freed. */
+  /**
+   * Drops every entry and returns the snapshot of the cache taken just before: its
+   * contents are what was cleared, its counters are the running totals at that moment
+   * (a reset does not count as eviction, nor zero the counters). Blocks that running
+   * requests hold are no longer found by lookups and return to the pool when released.
+   */
   reset(): PromptCacheStats {
-    const freed = [...this.entries.values()].filter((e) => e.refs === 0);
-    for (const e of freed) this.freeBlock(this.remove(e));
-    return { ...this.stats(), entries: freed.length, bytes: freed.length * this.options.blockBytes, total_blocks_stored: freed.length, unique_block_hashes: freed.length };
+    const before = this.stats();
+    this.clear([...this.entries.values()]);
+    return before;
   }
 
   stats(): PromptCacheStats {
@@ -194,6 +270,45 @@ export class PromptCache {
   }
 
   /**
+   * Adds one block under its prefix; false when it adds nothing: its key is cached, its
+   * prefix is not (nothing could reach it), or it is a partial block whose tokens lead a
+   * cached sibling's.
+   */
+  private insert(key: string, parent: string, tokens: number[], block: number): boolean {
+    if (this.entries.has(key)) return false;
+    if (parent !== this.options.modelIdentity && !this.entries.has(parent)) return false;
+    const siblings = this.children.get(parent);
+    if (tokens.length < this.options.blockSize && [...(siblings ?? [])].some((s) => commonPrefix(s.tokens, tokens) === tokens.length)) return false;
+    const e: Entry = { key, parent, tokens, block, refs: 0, lastUsed: this.now() };
+    this.entries.set(key, e);
+    this.byBlock.set(block, e);
+    if (siblings) siblings.add(e);
+    else this.children.set(parent, new Set([e]));
+    this.inserts++;
+    return true;
+  }
+
+  /** Removes entries; a block a request holds is freed at its last release. */
+  private clear(entries: Entry[]): void {
+    for (const e of entries) {
+      this.remove(e);
+      if (e.refs > 0) this.detached.set(e.block, e.refs);
+      else this.freeBlock(e.block);
+    }
+  }
+
+  /** The cached entries of `keys` up to the first missing one. */
+  private chain(keys: string[]): Entry[] {
+    const out: Entry[] = [];
+    for (const key of keys) {
+      const e = this.entries.get(key);
+      if (!e) break;
+      out.push(e);
+    }
+    return out;
+  }
+
+  /**
    * Marks a prefix chain used, its first block most recently: LRU then evicts a prompt's
    * tail before its head, and a surviving head is still reachable (lookup walks from the
    * first block).
@@ -211,6 +326,9 @@ export class PromptCache {
   private remove(e: Entry): number {
     this.entries.delete(e.key);
     this.byBlock.delete(e.block);
+    const siblings = this.children.get(e.parent)!;
+    siblings.delete(e);
+    if (siblings.size === 0) this.children.delete(e.parent);
     return e.block;
   }
 
@@ -235,4 +353,12 @@ export class PromptCache {
       this.freeBlock(this.remove(e));
     }
   }
+}
+
+/** How many leading tokens `a` and `b` share. */
+function commonPrefix(a: number[], b: number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
 }

@@ -4,15 +4,16 @@
 // streams by at most one chunk. Every row's math is independent of the others in the
 // pass, so a request's tokens do not depend on what it is batched with.
 import type { TextTokenizer } from '../models/tokenizer.js';
-import type { Engine } from './engine.js';
+import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
-import { BlockAllocator } from './kv-cache.js';
+import { BlockAllocator, KvRows } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
+import { SlotStore } from './slot-store.js';
 import {
   QueueFullError,
   XTC_THRESHOLD,
@@ -37,6 +38,8 @@ interface Sequence {
   table: number[];
   /** Leading blocks of `table` borrowed from the prompt cache. */
   borrowed: number;
+  /** Prompt tokens whose KV came from the prompt cache. */
+  cached: number;
   /** Prompt tokens already in the KV cache. */
   prefilled: number;
   /** Positions whose KV has been written (prompt and fed tokens). */
@@ -53,6 +56,13 @@ interface Sequence {
 export interface SchedulerOptions {
   slots: number;
   maxQueue: number;
+  /**
+   * --kv-unified: a sequence may use the whole KV pool (info.contextSize is the total), so
+   * a request waits in the queue until the pool has room for its prompt, and one whose
+   * next token finds no room ends with 'length'. Otherwise every slot's context is
+   * reserved and neither happens.
+   */
+  kvUnified: boolean;
   cache: Omit<PromptCacheOptions, 'blockSize'>;
 }
 
@@ -61,6 +71,8 @@ export class Scheduler implements Engine {
   private readonly active: Sequence[] = [];
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
+  private readonly rows: KvRows;
+  private readonly slotStore: SlotStore;
   private readonly eos: Set<number>;
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
@@ -85,6 +97,16 @@ export class Scheduler implements Engine {
     this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
+    this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
+    const { cfg } = runner.model;
+    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, {
+      slots: options.slots,
+      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, dtype: 'f32' },
+      contextSize: info.contextSize,
+      blockBytes: options.cache.blockBytes,
+      capacityBytes: options.cache.capacityBytes,
+      busy: (slot) => this.active.some((s) => s.slot === slot),
+    });
     this.eos = new Set(info.eosTokenIds);
   }
 
@@ -104,6 +126,7 @@ export class Scheduler implements Engine {
       rng: new Rng(req.sampling.seed ?? randomSeed()),
       table: [],
       borrowed: 0,
+      cached: 0,
       prefilled: 0,
       written: 0,
       next: -1,
@@ -145,6 +168,22 @@ export class Scheduler implements Engine {
     return this.cache.reset();
   }
 
+  saveSlot(slot: number, path: string): Promise<SlotFileResult> {
+    return this.slotStore.save(slot, path);
+  }
+
+  restoreSlot(slot: number, path: string): Promise<SlotFileResult> {
+    return this.slotStore.restore(slot, path);
+  }
+
+  eraseSlot(slot: number): Promise<number> {
+    return this.slotStore.erase(slot);
+  }
+
+  isSleeping(): boolean {
+    return false;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
@@ -181,13 +220,10 @@ export class Scheduler implements Engine {
       if (this.active[i].closed) this.release(this.active.splice(i, 1)[0]);
     }
     while (this.active.length < this.options.slots && this.waiting.size > 0) {
+      if (!this.roomFor(this.waiting.peek()!)) break;
       const seq = this.waiting.shift()!;
-      if (this.usesCache(seq)) {
-        const { blocks } = this.cache.borrow(seq.req.promptTokens);
-        seq.table.push(...blocks);
-        seq.borrowed = blocks.length;
-        seq.prefilled = seq.written = blocks.length * this.blocks.blockSize;
-      }
+      if (this.usesCache(seq)) this.borrowPrefix(seq);
+      this.reserve(seq, seq.req.promptTokens.length);
       const taken = new Set(this.active.map((a) => a.slot));
       seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
       this.active.push(seq);
@@ -196,16 +232,47 @@ export class Scheduler implements Engine {
     return this.active.length > 0;
   }
 
+  /**
+   * Starts a sequence from the longest cached prefix of its prompt: whole blocks shared,
+   * then the rows of a partly matching block copied into a block of its own.
+   */
+  private borrowPrefix(seq: Sequence): void {
+    const { blocks, partial } = this.cache.borrow(seq.req.promptTokens);
+    seq.table.push(...blocks);
+    seq.borrowed = blocks.length;
+    seq.cached = blocks.length * this.blocks.blockSize;
+    if (partial) {
+      this.reserve(seq, seq.cached + partial.tokens);
+      this.rows.copyBlock(partial.block, seq.table[seq.borrowed], partial.tokens);
+      this.cache.release([partial.block]);
+      seq.cached += partial.tokens;
+    }
+    seq.prefilled = seq.written = seq.cached;
+  }
+
+  /** Whether the KV pool can hold a queued sequence's prompt (always, unless --kv-unified). */
+  private roomFor(seq: Sequence): boolean {
+    if (!this.options.kvUnified) return true;
+    // Blocks of the prompt the cache holds count as reclaimable: borrowing them uses them up.
+    return Math.ceil(seq.req.promptTokens.length / this.blocks.blockSize) <= this.blocks.available + this.cache.reclaimable;
+  }
+
   private async step(): Promise<void> {
     const budget = this.runner.model.maxTokens;
     const batch: Array<{ seq: Sequence; chunk: SeqChunk }> = [];
+    /** Decoding sequences the shared KV pool has no room for (--kv-unified). */
+    const full: Sequence[] = [];
     let tokens = 0;
     let decodes = 0;
     let prefills = 0;
     for (const seq of this.active) {
       if (seq.next < 0) continue;
       const pos = seq.req.promptTokens.length + seq.generated - 1;
-      this.reserve(seq, pos + 1);
+      if (!this.blocks.ensure(seq.table, pos + 1)) {
+        if (!this.options.kvUnified) throw new Error('KV cache exhausted');
+        full.push(seq);
+        continue;
+      }
       batch.push({ seq, chunk: { tokens: [seq.next], startPos: pos, table: seq.table, sample: this.draw(seq) } });
       tokens++;
       decodes++;
@@ -215,7 +282,6 @@ export class Scheduler implements Engine {
       const prompt = seq.req.promptTokens;
       const n = Math.min(budget - tokens, prompt.length - seq.prefilled);
       const end = seq.prefilled + n;
-      this.reserve(seq, end);
       const last = end === prompt.length;
       batch.push({ seq, chunk: { tokens: prompt.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, sample: last ? this.draw(seq) : undefined } });
       seq.prefilled = end;
@@ -223,6 +289,8 @@ export class Scheduler implements Engine {
       prefills++;
       this.counters.total_prefill_tokens += n;
     }
+    for (const seq of full) if (!seq.closed) this.complete(seq, 'length');
+    if (batch.length === 0) return;
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
@@ -243,7 +311,7 @@ export class Scheduler implements Engine {
     if (this.eos.has(token)) return this.complete(seq, 'stop');
     seq.req.constraint?.accept(token);
     const event: GenerationEvent = logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token };
-    if (seq.generated === 0) event.cachedTokens = seq.borrowed * this.blocks.blockSize;
+    if (seq.generated === 0) event.cachedTokens = seq.cached;
     seq.events.push(event);
     seq.generated++;
     seq.output.push(token);
@@ -262,8 +330,8 @@ export class Scheduler implements Engine {
       reason,
       promptTokens: promptN,
       completionTokens: seq.generated,
-      cachedTokens: seq.borrowed * this.blocks.blockSize,
-      timings: timings(promptN - seq.borrowed * this.blocks.blockSize, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
+      cachedTokens: seq.cached,
+      timings: timings(promptN - seq.cached, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
     });
     this.counters.sequences_completed++;
     this.finish(seq);
@@ -281,12 +349,19 @@ export class Scheduler implements Engine {
     return this.cache.enabled && seq.req.cachePrompt !== false;
   }
 
-  /** Returns a sequence's blocks: full ones with written KV go to the prompt cache. */
+  /**
+   * Returns a sequence's blocks: those with written KV go to the prompt cache, and become
+   * its slot's cache; then whoever waits for the slot goes on.
+   */
   private release(seq: Sequence): void {
     const table = seq.table.splice(0);
-    if (!this.usesCache(seq)) return this.blocks.release(table);
+    if (!this.usesCache(seq)) {
+      this.blocks.release(table);
+      return this.slotStore.finished(seq.slot, []);
+    }
     const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
+    this.slotStore.finished(seq.slot, history);
   }
 
   /**
@@ -312,7 +387,8 @@ export class Scheduler implements Engine {
   }
 
   private reserve(seq: Sequence, tokens: number): void {
-    // Blocks are sized for every slot's full context, so this only fails on a bug.
+    // Blocks are sized for every slot's full context, and a unified pool admits a prompt
+    // only when it has room, so this only fails on a bug.
     if (!this.blocks.ensure(seq.table, tokens)) throw new Error('KV cache exhausted');
   }
 }

@@ -21,7 +21,7 @@ import { openAICompletionRoutes } from './routes/openai-completions.js';
 import { propsRoutes } from './routes/props.js';
 import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './routes/responses.js';
 import { samplingDefaults, type SamplingDefaults } from './sampling-defaults.js';
-import { slotRoutes } from './routes/slots.js';
+import { slotActionRoutes, slotRoutes } from './routes/slots.js';
 import { unavailableRoutes } from './routes/unavailable.js';
 
 export interface AppOptions {
@@ -32,8 +32,10 @@ export interface AppOptions {
   /** Defaults for what a request leaves out (the CLI's sampling flags); a field left
    *  undefined keeps ./sampling-defaults.ts's value. */
   sampling?: Partial<SamplingDefaults>;
-  /** GET /slots; on unless false (--no-slots). */
+  /** GET /slots; on unless false (--no-slots): then 501. */
   slots?: boolean;
+  /** --slot-save-path: the directory of POST /slots/:id?action=save|restore files; undefined: 501. */
+  slotSavePath?: string;
   /** GET /metrics on this app (--metrics); --metrics-port serves it on its own listener. */
   metrics?: boolean;
   /** Responses API stores (--responses-store-*, --conversation-store-*); 0 entries disables one. */
@@ -80,7 +82,8 @@ export function createApp(
   app.use(ANTHROPIC_PATHS, anthropicErrorScope);
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
   // Bodiless GET routes, ahead of the body parser.
-  if (options.slots !== false) app.use(slotRoutes(models));
+  const slots = { enabled: options.slots, savePath: options.slotSavePath };
+  app.use(slotRoutes(models, slots));
   if (options.metrics) app.use(metricsRoutes(metrics));
   app.use(propsRoutes(models, defaults));
   // Bodiless too: POST /v1/cache/reset reads nothing.
@@ -96,6 +99,7 @@ export function createApp(
     modelRoutes(models),
     responsesRoutes(models, defaults, metrics, responsesOptions(options)),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
+    slotActionRoutes(models, slots),
   );
   return finish(app);
 }

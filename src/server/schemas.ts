@@ -102,6 +102,11 @@ export interface DetokenizeBody {
   tokens: number[];
 }
 
+/** POST /slots/:id?action=save|restore. */
+export interface SlotFileBody {
+  filename: string;
+}
+
 const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
 
 /**
@@ -288,6 +293,12 @@ export const validateDetokenize = ajv.compile<DetokenizeBody>({
   type: 'object',
   required: ['tokens'],
   properties: { tokens: { type: 'array', items: { type: 'integer' } } },
+});
+
+export const validateSlotFile = ajv.compile<SlotFileBody>({
+  type: 'object',
+  required: ['filename'],
+  properties: { filename: { type: 'string' } },
 });
 
 /** Returns the body typed, or throws a 400 whose message names the offending field. */

@@ -1,7 +1,7 @@
 // An Engine without a GPU: emits scripted token ids over the real stories260k tokenizer,
 // one request at a time (a single slot), honouring maxTokens, abort, early return and a
 // bounded queue.
-import type { Engine } from '../../src/engine/engine.js';
+import type { Engine, SlotFileResult } from '../../src/engine/engine.js';
 import { QueueFullError, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
@@ -144,6 +144,22 @@ export class FakeEngine implements Engine {
 
   cacheReset(): PromptCacheStats {
     return disabledCacheStats(16);
+  }
+
+  saveSlot(): Promise<SlotFileResult> {
+    throw new Error('no slots to save');
+  }
+
+  restoreSlot(): Promise<SlotFileResult> {
+    throw new Error('no slots to restore');
+  }
+
+  async eraseSlot(): Promise<number> {
+    return 0;
+  }
+
+  isSleeping(): boolean {
+    return false;
   }
 
   async close(): Promise<void> {}

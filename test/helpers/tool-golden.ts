@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { ChatOutput, type ChatOutputConfig, type ChatReply, type OutputDelta } from '../../src/chat/chat-output.js';
 import { generateText } from '../../src/chat/text-generation.js';
-import type { Engine } from '../../src/engine/engine.js';
+import type { Engine, SlotFileResult } from '../../src/engine/engine.js';
 import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
@@ -60,6 +60,22 @@ export class ScriptedEngine implements Engine {
 
   cacheReset(): PromptCacheStats {
     return disabledCacheStats(16);
+  }
+
+  saveSlot(): Promise<SlotFileResult> {
+    throw new Error('no slots to save');
+  }
+
+  restoreSlot(): Promise<SlotFileResult> {
+    throw new Error('no slots to restore');
+  }
+
+  async eraseSlot(): Promise<number> {
+    return 0;
+  }
+
+  isSleeping(): boolean {
+    return false;
   }
 
   async close(): Promise<void> {}

@@ -1,5 +1,6 @@
 // GET /props: the server's default generation settings (what a request gets for each
-// field it omits; see ../sampling-defaults.ts) and its slot count, in llama-server's shape.
+// field it omits; see ../sampling-defaults.ts), its slot count and whether it sleeps
+// (--sleep-idle-seconds), in llama-server's shape.
 import { Router } from 'express';
 import { serverLoopDetection } from '../loop-policy.js';
 import type { ModelState } from '../model-state.js';
@@ -18,7 +19,8 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Rou
     // family's default), in the request fields' names; null when off.
     const loop = serverLoopDetection(defaults.loop_detection, engine.info.architecture);
     const loop_detection = loop ? { min_pattern_size: loop.minPatternSize, max_pattern_size: loop.maxPatternSize, min_count: loop.minCount } : null;
-    const body = JSON.stringify({ default_generation_settings: { ...defaults, seed: 0, loop_detection }, total_slots: engine.stats().slots });
+    // is_sleeping: llama-server's, true while --sleep-idle-seconds has the model unloaded.
+    const body = JSON.stringify({ default_generation_settings: { ...defaults, seed: 0, loop_detection }, total_slots: engine.stats().slots, is_sleeping: engine.isSleeping() });
     const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));
   });
