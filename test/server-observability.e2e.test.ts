@@ -61,7 +61,7 @@ async function release(held: HeldRequest[]): Promise<void> {
 describe('GET /slots', () => {
   it('lists every slot, then every queued request', async () => {
     const { url } = plain.server;
-    const entry = (id: number, state: string) => ({ id, state, model: 'stories260k', context_size: 512, is_processing: state === 'decoding' });
+    const entry = (id: number, state: string) => ({ id, state, model: 'stories260k', context_size: 512, n_ctx: 512, is_processing: state === 'decoding' });
     expect(await getSlots(url)).toEqual([entry(0, 'idle'), entry(1, 'idle')]);
     // context_size is the per-slot value /health reports.
     expect(((await (await fetch(`${url}/health`)).json()) as { context_size: number }).context_size).toBe(512);
@@ -105,8 +105,12 @@ describe('GET /props', () => {
         xtc_probability: 0,
         xtc_threshold: 0.1,
         loop_detection: null,
+        // llama-server's slot fields: the context, and a request's generation_settings.
+        n_ctx: 512,
+        params: expect.objectContaining({ n_predict: -1, temperature: 0.8, top_k: 40, seed: 4294967295 }),
       },
       total_slots: 2,
+      model_path: expect.stringMatching(/stories260k$/),
     });
   });
 

@@ -31,6 +31,8 @@ export interface TextGenerationParams {
   everyToken?: boolean;
   /** Top logprobs per token besides the chosen one's (0-20); undefined = none. Implies everyToken. */
   logprobs?: number;
+  /** Keep every generated token in the result's `tokens` (implied by logprobs). */
+  collectTokens?: boolean;
   loopDetection?: LoopDetection;
   /** false: no prompt-cache reuse or donation for this request. */
   cachePrompt?: boolean;
@@ -60,7 +62,7 @@ export interface TextGenerationResult {
   text: string;
   /** Prompt tokens reused from the prompt cache (timings.prompt_n counts the rest). */
   cachedTokens: number;
-  /** Every generated token with its logprobs, when the request asked for logprobs. */
+  /** Every generated token (with its logprobs, when asked for), when the request asked for logprobs or the tokens. */
   tokens?: GeneratedToken[];
 }
 
@@ -109,7 +111,7 @@ async function* textEvents(
   const stops = new StopMatcher(params.stop);
   const wantLogprobs = params.logprobs !== undefined;
   const everyToken = params.everyToken || wantLogprobs;
-  const tokens: GeneratedToken[] | undefined = wantLogprobs ? [] : undefined;
+  const tokens: GeneratedToken[] | undefined = wantLogprobs || params.collectTokens ? [] : undefined;
   let text = '';
   let completionTokens = 0;
   let cachedPrompt = 0;

@@ -60,6 +60,7 @@ export async function loadEngine(options: EngineOptions): Promise<Engine> {
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {
     id: options.alias ?? basename(dir),
+    path: dir,
     architecture: model.cfg.modelType,
     vocabSize: model.cfg.vocab,
     contextSize: perSlot,

@@ -152,6 +152,8 @@ export interface EngineStats {
 export interface ModelInfo {
   /** Directory name or --alias: the id shown in responses. */
   id: string;
+  /** The directory the checkpoint was loaded from (llama-server's model_path). */
+  path: string;
   architecture: string;
   vocabSize: number;
   /** Context size in tokens that one sequence (one slot) may use: prompt + generated. */

@@ -94,9 +94,9 @@ export function generationParams(
   const contextSize = engine.info.contextSize;
   if (promptTokens.length === 0) throw badRequest('the prompt is empty');
   if (promptTokens.length >= contextSize) {
+    // llama-server's wording and fields, in the reference's envelope.
     throw badRequest(
-      `the prompt has ${promptTokens.length} tokens but the context size is ${contextSize} tokens, ` +
-        'which leaves no room for a completion',
+      `request (${promptTokens.length} tokens) exceeds the available context size (${contextSize} tokens), try increasing it`,
       'context_length_exceeded',
       { n_prompt_tokens: promptTokens.length, n_ctx: contextSize },
     );

@@ -91,6 +91,10 @@ export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFiel
   n_probs?: Opt<number>;
   /** llama-server's forms: see ./logit-bias.ts. */
   logit_bias?: Opt<LogitBias>;
+  /** The generated token ids in the body's `tokens` (a stream's chunks always carry theirs). */
+  return_tokens?: Opt<boolean>;
+  /** Only these fields of the body; "a/b" reaches into an object (./native-response.ts). */
+  response_fields?: Opt<string[]>;
 }
 
 export interface TokenizeBody {
@@ -252,6 +256,8 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     n_predict: { ...nullable('integer'), minimum: -1 },
     n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
     logit_bias: nativeLogitBias,
+    return_tokens: nullable('boolean'),
+    response_fields: { ...nullable('array'), items: { type: 'string' } },
     ...thinkingBudgetProperties,
   },
 });

@@ -1,13 +1,14 @@
-// llama-server's native routes: POST /completion, /tokenize and /detokenize.
+// llama-server's native routes: POST /completion (and /completions, as in llama-server),
+// /tokenize and /detokenize.
 import { Router } from 'express';
-import { collectText, generateText, type TextGenerationResult } from '../../chat/text-generation.js';
-import type { Engine } from '../../engine/engine.js';
+import { collectText, generateText, type GeneratedToken } from '../../chat/text-generation.js';
 import { serverError } from '../errors.js';
 import { generationParams, tokenizePrompt } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
+import { finalResponse, generationSettings, projectFields } from '../native-response.js';
 import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
 import { rejectResponseFormat } from '../response-format.js';
@@ -18,37 +19,72 @@ import { endSse, runSse, sendSse } from '../sse.js';
 export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
   const router = Router();
 
-  router.post('/completion', async (req, res) => {
+  router.post(['/completion', '/completions'], async (req, res) => {
     const body = validateBody(validateNativeCompletion, req.body);
     rejectResponseFormat(body.response_format);
     const budget = requestedBudget(body);
     const model = models.require();
     const { engine } = model;
     const promptTokens = tokenizePrompt(engine, body.prompt);
+    // The processed prompt, special tokens shown (llama-server's "prompt" field).
+    const prompt = engine.tokenizer.decode(promptTokens, false);
     // The thinking budget caps a reasoning block the prompt opens or the model writes.
-    const promptText = () => (typeof body.prompt === 'string' ? body.prompt : engine.tokenizer.decode(promptTokens, false));
-    const constraint = budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText(), budget, body.reasoning_budget_message ?? '');
+    const promptText = typeof body.prompt === 'string' ? body.prompt : prompt;
+    const constraint = budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText, budget, body.reasoning_budget_message ?? '');
     // n_predict -1 (the default) means the server's -n, by default until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
     const nProbs = body.n_probs ?? 0;
+    const stream = body.stream === true;
     const params = {
       ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
       ...(nProbs > 0 ? { logprobs: nProbs } : {}),
       ...(constraint ? { constraint } : {}),
+      // A stream's chunks carry their token ids; a body carries them all with return_tokens.
+      ...(stream ? { everyToken: true } : { collectTokens: body.return_tokens === true }),
     };
+    const settings = generationSettings(
+      {
+        sampling: params.sampling,
+        nPredict: nPredict ?? defaults.n_predict,
+        stop: params.stop,
+        stream,
+        nProbs,
+        timingsPerToken: false,
+        postSamplingProbs: false,
+      },
+      defaults,
+    );
     // The REST reference leaves streaming /completion out of /metrics' request counts.
-    const events = metrics.track(generateText(engine, params), !body.stream);
+    const events = metrics.track(generateText(engine, params), !stream);
 
-    if (body.stream) {
+    if (stream) {
       await runSse(res, async () => {
+        // Tokens whose text is still held back (an unfinished character, a possible stop
+        // string) go out with the chunk that releases it.
+        let pending: GeneratedToken[] = [];
+        let predicted = 0;
         for await (const event of events) {
           if (event.type === 'text') {
+            if (event.token) {
+              pending.push(event.token);
+              predicted++;
+            }
+            if (event.text === '' && nProbs === 0) continue;
             const probs = nProbs > 0 && event.token ? { completion_probabilities: completionProbabilities(engine.tokenizer, [event.token]) } : {};
-            sendSse(res, { index: 0, content: event.text, stop: false, ...probs });
+            sendSse(res, {
+              index: 0,
+              content: event.text,
+              tokens: pending.map((t) => t.id),
+              stop: false,
+              tokens_predicted: predicted,
+              tokens_evaluated: promptTokens.length,
+              ...probs,
+            });
+            pending = [];
             continue;
           }
-          sendSse(res, finalResponse(engine, event.result, ''));
+          sendSse(res, finalResponse(engine, event.result, { content: '', tokens: [], prompt, settings }));
           endSse(res, false);
         }
       });
@@ -56,8 +92,10 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     }
     const result = await collectText(events);
     if (!result) return;
+    const tokens = body.return_tokens === true ? (result.tokens ?? []).map((t) => t.id) : [];
     const probs = nProbs > 0 && result.tokens ? { completion_probabilities: completionProbabilities(engine.tokenizer, result.tokens) } : {};
-    res.json({ ...finalResponse(engine, result, result.text), ...probs });
+    const full = { ...finalResponse(engine, result, { content: result.text, tokens, prompt, settings }), ...probs };
+    res.json(body.response_fields?.length ? projectFields(full, body.response_fields) : full);
   });
 
   router.post('/tokenize', (req, res) => {
@@ -80,24 +118,4 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   });
 
   return router;
-}
-
-/** The non-streaming body, and (with empty content) the last event of a stream. */
-function finalResponse(engine: Engine, result: TextGenerationResult, content: string) {
-  const stopType = result.stopString !== undefined ? 'word' : result.finishReason === 'stop' ? 'eos' : 'limit';
-  return {
-    index: 0,
-    content,
-    stop: true,
-    model: engine.info.id,
-    tokens_predicted: result.usage.completion_tokens,
-    tokens_evaluated: result.usage.prompt_tokens,
-    // llama-server's names: the prompt tokens reused from the prompt cache; timings.prompt_n
-    // counts only the ones evaluated.
-    tokens_cached: result.cachedTokens,
-    stop_type: stopType,
-    stopping_word: result.stopString ?? '',
-    truncated: false,
-    timings: { cache_n: result.cachedTokens, ...result.timings },
-  };
 }

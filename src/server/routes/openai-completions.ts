@@ -1,4 +1,5 @@
-// POST /v1/completions (and /completions): OpenAI legacy text completions, JSON or SSE.
+// POST /v1/completions: OpenAI legacy text completions, JSON or SSE (/completions without
+// /v1 is llama-server's native route, ./native.ts).
 // A stream whose generation fails ends with the error event, a finish_reason "error"
 // choice and [DONE].
 import { Router, type Response } from 'express';
@@ -22,7 +23,7 @@ const choice = (text: string, finishReason: FinishReason | null, logprobs: unkno
 
 export function openAICompletionRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
   const router = Router();
-  router.post(['/v1/completions', '/completions'], async (req, res) => {
+  router.post('/v1/completions', async (req, res) => {
     const body = validateBody(validateCompletion, req.body);
     const { engine } = models.require();
     const promptTokens = tokenizePrompt(engine, singlePrompt(body.prompt));

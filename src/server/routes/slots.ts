@@ -16,6 +16,8 @@ export function slotRoutes(models: ModelState): Router {
         model,
         // The effective per-slot window, the same value /health reports.
         context_size: contextSize,
+        // llama-server's name for it.
+        n_ctx: contextSize,
         is_processing: state === 'decoding',
       })),
     );
