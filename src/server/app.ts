@@ -90,7 +90,7 @@ export function createApp(
   app.use(
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
     openAICompletionRoutes(models, defaults, metrics),
-    nativeRoutes(models, defaults, metrics),
+    nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
     modelRoutes(models),
     responsesRoutes(models, defaults, metrics, responsesOptions(options)),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),

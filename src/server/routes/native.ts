@@ -1,7 +1,8 @@
 // llama-server's native routes: POST /completion (and /completions, as in llama-server),
-// /tokenize and /detokenize.
+// /apply-template, /tokenize and /detokenize.
 import { Router } from 'express';
 import { collectText, generateText, type GeneratedToken } from '../../chat/text-generation.js';
+import { prepareTurn } from '../chat-turn.js';
 import { serverError } from '../errors.js';
 import { generationParams, tokenizePrompt } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
@@ -13,10 +14,15 @@ import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
 import { rejectResponseFormat } from '../response-format.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
-import { validateBody, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
+import { validateBody, validateChatCompletion, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
 
-export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
+export interface NativeRouteOptions {
+  /** --chat-template-kwargs, for /apply-template's rendering. */
+  chatTemplateKwargs?: Record<string, unknown>;
+}
+
+export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics, options: NativeRouteOptions = {}): Router {
   const router = Router();
 
   router.post(['/completion', '/completions'], async (req, res) => {
@@ -96,6 +102,16 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const probs = nProbs > 0 && result.tokens ? { completion_probabilities: completionProbabilities(engine.tokenizer, result.tokens) } : {};
     const full = { ...finalResponse(engine, result, { content: result.text, tokens, prompt, settings }), ...probs };
     res.json(body.response_fields?.length ? projectFields(full, body.response_fields) : full);
+  });
+
+  // The chat prompt a chat completion with this body would generate from, rendered by the
+  // same pipeline (tools, tool_choice, kwargs, reasoning rules), without generating.
+  router.post('/apply-template', (req, res) => {
+    const body = validateBody(validateChatCompletion, req.body);
+    const model = models.require();
+    const warn = (message: string) => console.warn(`mlxcel-server: /apply-template: ${message}`);
+    const { chat } = prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
+    res.json({ prompt: chat.prompt });
   });
 
   router.post('/tokenize', (req, res) => {
