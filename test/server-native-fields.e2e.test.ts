@@ -125,6 +125,22 @@ describe('/completion response fields', () => {
   });
 });
 
+describe('/tokenize with_pieces', () => {
+  it('gives each token its piece: text, or the bytes where they are not UTF-8 on their own', async () => {
+    const content = 'Once upon a time, á';
+    const ids = (await post('/tokenize', { content })).body.tokens as number[];
+    const res = await post('/tokenize', { content, with_pieces: true });
+    expect(res.status).toBe(200);
+    const pieces = res.body.tokens as Array<{ id: number; piece: string | number[] }>;
+    expect(pieces.map((p) => p.id)).toEqual(ids);
+    expect(pieces[0]).toEqual({ id: ids[0], piece: ' Once' });
+    // stories260k has no token for "á": it is two byte tokens, 0xC3 and 0xA1, as in llama-server's README.
+    expect(pieces.slice(-2).map((p) => p.piece)).toEqual([[0xc3], [0xa1]]);
+    const bytes = pieces.flatMap((p) => (typeof p.piece === 'string' ? [...Buffer.from(p.piece)] : p.piece));
+    expect(Buffer.from(bytes).toString()).toBe(` ${content}`);
+  });
+});
+
 describe('/props and /slots', () => {
   it('/props carries model_path, n_ctx and the default params', async () => {
     const res = await fetch(`${server.url}/props`);

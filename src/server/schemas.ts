@@ -100,6 +100,8 @@ export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFiel
 export interface TokenizeBody {
   content: string;
   add_special?: Opt<boolean>;
+  /** [{id, piece}] instead of ids (llama-server's). */
+  with_pieces?: Opt<boolean>;
 }
 
 export interface DetokenizeBody {
@@ -265,7 +267,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
 export const validateTokenize = ajv.compile<TokenizeBody>({
   type: 'object',
   required: ['content'],
-  properties: { content: { type: 'string' }, add_special: nullable('boolean') },
+  properties: { content: { type: 'string' }, add_special: nullable('boolean'), with_pieces: nullable('boolean') },
 });
 
 export const validateDetokenize = ajv.compile<DetokenizeBody>({

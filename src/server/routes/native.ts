@@ -2,6 +2,7 @@
 // /apply-template, /tokenize and /detokenize.
 import { Router } from 'express';
 import { collectText, generateText, type GeneratedToken } from '../../chat/text-generation.js';
+import type { TextTokenizer } from '../../models/tokenizer.js';
 import { prepareTurn } from '../chat-turn.js';
 import { serverError } from '../errors.js';
 import { generationParams, tokenizePrompt } from '../generation-params.js';
@@ -16,6 +17,7 @@ import { rejectResponseFormat } from '../response-format.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateChatCompletion, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
+import { tokenBytes } from '../token-pieces.js';
 
 export interface NativeRouteOptions {
   /** --chat-template-kwargs, for /apply-template's rendering. */
@@ -116,8 +118,9 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
 
   router.post('/tokenize', (req, res) => {
     const body = validateBody(validateTokenize, req.body);
-    const { engine } = models.require();
-    res.json({ tokens: engine.tokenizer.encode(body.content, body.add_special ?? false) });
+    const { tokenizer } = models.require().engine;
+    const tokens = tokenizer.encode(body.content, body.add_special ?? false);
+    res.json({ tokens: body.with_pieces === true ? tokens.map((id) => ({ id, piece: tokenPiece(tokenizer, id) })) : tokens });
   });
 
   router.post('/detokenize', (req, res) => {
@@ -134,4 +137,16 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   });
 
   return router;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A token's piece as llama-server's with_pieces shows it: its text when its bytes are valid UTF-8 on their own, else the bytes. */
+function tokenPiece(tokenizer: TextTokenizer, id: number): string | number[] {
+  const bytes = tokenBytes(tokenizer, id);
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return [...bytes];
+  }
 }
