@@ -1,6 +1,8 @@
 // The mlxcel-server command: parse options, listen at once, then load the model (the
 // server answers 503 "loading model" meanwhile).
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { Template } from '@huggingface/jinja';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
 import { loadEngine } from './engine/load.js';
@@ -25,6 +27,25 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
 
   const { options } = command;
+  let chatTemplate = options.chatTemplate;
+  if (options.chatTemplateFile !== undefined) {
+    try {
+      chatTemplate = readFileSync(options.chatTemplateFile, 'utf8');
+    } catch (err) {
+      console.error(`mlxcel-server: --chat-template-file: ${(err as Error).message}`);
+      process.exitCode = 2;
+      return;
+    }
+  }
+  if (chatTemplate !== undefined) {
+    try {
+      new Template(chatTemplate);
+    } catch (err) {
+      console.error(`mlxcel-server: the chat template is not valid Jinja: ${(err as Error).message}`);
+      process.exitCode = 2;
+      return;
+    }
+  }
   const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
   // One line per startup fact.
   const info = (line: string) => {
@@ -34,14 +55,20 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   // should meanwhile get 503 "loading model" rather than a refused connection.
   let startLoading!: (engine: Promise<Engine>) => void;
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
-  const server = await startServer(loading, options);
+  const server = await startServer(loading, {
+    ...options,
+    aliases: options.alias,
+    chatTemplate,
+    // llama-server's rule: responses carry __verbose above the debug level (-v).
+    verbose: verbosity > LOG_LEVELS.debug,
+  });
   info(`listening on ${server.url}`);
   if (server.metricsUrl) info(`metrics on ${server.metricsUrl}/metrics`);
   const loadStart = performance.now();
   startLoading(
     loadEngine({
       modelDir: options.modelDir,
-      alias: options.alias,
+      alias: options.alias?.[0],
       contextSize: options.ctxSize,
       parallel: options.parallel,
       batchSize: options.batchSize,

@@ -1,11 +1,16 @@
 // llama-server's native fields where the REST reference is silent, over raw HTTP (and the
 // openai SDK where it has the field), against a live server on the real engine and the
 // trained stories260k model (greedy outputs from expected.json).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
+import { waitFor } from './helpers/server-load.js';
 import { readSse } from './helpers/sse.js';
 import { STORIES_DIR, storiesCase } from './helpers/stories-expected.js';
 
@@ -170,5 +175,86 @@ describe('chat completions keep the REST reference wire shape', () => {
     for await (const chunk of s) chunks.push(chunk);
     expect(chunks[0]!.choices[0]!.delta).toEqual({ role: 'assistant' });
     expect(chunks.every((c) => c.system_fingerprint === null)).toBe(true);
+  });
+});
+
+/** bin/mlxcel-server.js, on the sources rather than dist/. */
+const ENTRY = "import { main } from './src/cli.ts'; await main(process.argv.slice(1), process.env);";
+
+/** The real command line on stories260k: its address once loaded, and a stop. */
+async function startCli(args: string[]): Promise<{ url: string; output: () => string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', '-np', '1', ...args], {
+    cwd: join(import.meta.dirname, '..'),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (t: string) => (output += t));
+  child.stderr.setEncoding('utf8').on('data', (t: string) => (output += t));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(killer);
+  };
+  await waitFor(() => /loaded in|could not load/.test(output) || child.exitCode !== null, 60_000, 'the server loaded');
+  const url = /listening on (http:\S+)/.exec(output)?.[1];
+  if (!url) await stop();
+  return { url: url ?? '', output: () => output, stop };
+}
+
+describe('the command line', () => {
+  let dir: string;
+  let cli: Awaited<ReturnType<typeof startCli>>;
+  const template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mlxcel-cli-'));
+    writeFileSync(join(dir, 'template.jinja'), template);
+    cli = await startCli(['--alias', 'gpt-x,tiny', '--tags', 'small,test', '--chat-template-file', join(dir, 'template.jinja'), '-n', '6', '--verbose']);
+    expect(cli.url, cli.output()).not.toBe('');
+  });
+
+  afterAll(async () => {
+    await cli?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('--alias names the model in responses and lists every alias, with the --tags', async () => {
+    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const models = await client.models.list();
+    expect(models.data).toHaveLength(1);
+    expect(models.data[0]).toMatchObject({ id: 'gpt-x', aliases: ['gpt-x', 'tiny'], tags: ['small', 'test'] });
+    // Any alias is accepted as the model; responses name the first.
+    const res = await client.completions.create({ model: 'tiny', prompt: 'Once upon a time', temperature: 0 });
+    expect(res.model).toBe('gpt-x');
+    // -n 6: the budget of a request that sets none.
+    expect(res.usage?.completion_tokens).toBe(6);
+  });
+
+  it('--chat-template-file renders chat and /apply-template', async () => {
+    const messages = [{ role: 'user' as const, content: 'Once upon a time' }];
+    const applied = await fetch(`${cli.url}/apply-template`, { method: 'POST', body: JSON.stringify({ messages }) });
+    expect(await applied.json()).toEqual({ prompt: '[user] Once upon a time\n[assistant]' });
+    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const chat = await client.chat.completions.create({ model: 'gpt-x', messages, max_tokens: 3, temperature: 0 });
+    const tokenize = await fetch(`${cli.url}/tokenize`, { method: 'POST', body: JSON.stringify({ content: '[user] Once upon a time\n[assistant]' }) });
+    expect(chat.usage?.prompt_tokens).toBe(((await tokenize.json()) as { tokens: number[] }).tokens.length);
+    // --verbose: the native body of the same generation, the rendered prompt included.
+    const verbose = (chat as unknown as { __verbose: Record<string, unknown> }).__verbose;
+    expect(verbose).toMatchObject({ prompt: '[user] Once upon a time\n[assistant]', content: chat.choices[0]!.message.content, tokens_predicted: 3, stop: true });
+    expect(verbose.generation_settings).toMatchObject({ n_predict: 3, temperature: 0 });
+  });
+
+  it('--verbose adds __verbose to text completions too', async () => {
+    const res = await fetch(`${cli.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4, temperature: 0 }) });
+    const body = (await res.json()) as any;
+    expect(body.__verbose).toMatchObject({ prompt: '<s> Once upon a time', content: body.choices[0].text, tokens_evaluated: 5, tokens_predicted: 4 });
+  });
+
+  it('refuses a template that is not Jinja before loading anything', async () => {
+    const bad = await startCli(['--chat-template', '{% for m in messages %}']);
+    expect(bad.url).toBe('');
+    expect(bad.output()).toMatch(/the chat template is not valid Jinja/);
   });
 });

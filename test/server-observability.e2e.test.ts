@@ -122,13 +122,14 @@ describe('GET /props', () => {
 
   it('reports the defaults requests actually get', async () => {
     const { client, server } = tuned;
-    // --temp 0 makes an unspecified temperature greedy; -n 12 is the budget and the cap.
+    // --temp 0 makes an unspecified temperature greedy; -n 12 is the budget of a request
+    // that sets none (the REST reference's default), not a cap on one that sets more.
     const res = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt });
     expect(res.usage?.completion_tokens).toBe(12);
     expect(res.choices[0]!.finish_reason).toBe('length');
     expect(onceUponATime.expected_text.startsWith(res.choices[0]!.text)).toBe(true);
-    const capped = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 50 });
-    expect(capped.usage?.completion_tokens).toBe(12);
+    const more = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 30 });
+    expect(more.usage?.completion_tokens).toBe(30);
     const fewer = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 3 });
     expect(fewer.usage?.completion_tokens).toBe(3);
     const native = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Hi', n_predict: -1 }) });

@@ -78,8 +78,8 @@ export function tokenizePrompt(engine: Engine, prompt: string | number[]): numbe
 /**
  * Everything the shared generator needs, after rejecting a prompt that leaves no room in
  * the context (before any work is queued). `maxTokens` absent means the server's
- * n_predict, by default "until the context is full", as in llama-server; a larger
- * request is capped there and ends with 'length'. `logitBias` is the request's
+ * n_predict, by default "until the context is full", as in llama-server; any budget is
+ * capped at the context's end and then ends with 'length'. `logitBias` is the request's
  * logit_bias (./logit-bias.ts), which only the routes whose API has one read.
  */
 export function generationParams(

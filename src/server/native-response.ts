@@ -1,10 +1,12 @@
 // llama-server's /completion bodies: generation_settings (also /props'
-// default_generation_settings.params), the final body (and a stream's last event), and
-// response_fields' projection of it.
+// default_generation_settings.params), the final body (and a stream's last event, and the
+// __verbose of OpenAI bodies), and response_fields' projection of it.
 import type { TextGenerationResult } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import { PENALTY_WINDOW, XTC_THRESHOLD, type SamplingParams } from '../engine/types.js';
+import { samplingFrom } from './generation-params.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
+import type { SamplingFields } from './schemas.js';
 
 /** llama.cpp's LLAMA_DEFAULT_SEED: what its settings show for "a random seed per request". */
 const RANDOM_SEED = 4294967295;
@@ -100,6 +102,31 @@ export function finalResponse(
     tokens_cached: result.cachedTokens,
     timings: { cache_n: result.cachedTokens, ...result.timings },
   };
+}
+
+/**
+ * llama-server's `__verbose` (under -v) on an OpenAI completion or chat body: the native
+ * final body of the same generation, with the prompt as rendered and the request's
+ * settings as /completion would report them.
+ */
+export function verboseBody(
+  engine: Engine,
+  result: TextGenerationResult,
+  o: { prompt: string; body: SamplingFields; maxTokens: number | null | undefined; logitBias: Map<number, number> | undefined; defaults: SamplingDefaults; nProbs: number },
+) {
+  const settings = generationSettings(
+    {
+      sampling: samplingFrom(o.body, o.defaults, engine.tokenizer, o.logitBias),
+      nPredict: o.maxTokens ?? o.defaults.n_predict,
+      stop: o.body.stop == null ? [] : [o.body.stop].flat(),
+      stream: o.body.stream === true,
+      nProbs: o.nProbs,
+      timingsPerToken: false,
+      postSamplingProbs: false,
+    },
+    o.defaults,
+  );
+  return finalResponse(engine, result, { content: result.text, tokens: [], prompt: o.prompt, settings });
 }
 
 /**

@@ -7,6 +7,7 @@ import { logitBiasFrom } from '../logit-bias.js';
 import { chatLogprobCount } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
+import { verboseBody } from '../native-response.js';
 import { requestContext } from '../request-context.js';
 import { responseHead } from '../openai-shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
@@ -15,6 +16,8 @@ import { validateBody, validateChatCompletion } from '../schemas.js';
 export interface ChatRouteOptions {
   /** --chat-template-kwargs: the template kwargs every request starts from. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** -v: a non-streaming body carries llama-server's __verbose (../native-response.ts). */
+  verbose?: boolean;
 }
 
 export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics, options: ChatRouteOptions = {}): Router {
@@ -45,7 +48,20 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
       return;
     }
     const result = await collectTurn(events);
-    if (result) res.json(chatCompletionBody(head, result, tokenizer));
+    if (!result) return;
+    const verbose = options.verbose
+      ? {
+          __verbose: verboseBody(model.engine, result.generation, {
+            prompt: turn.chat.prompt,
+            body,
+            maxTokens: body.max_completion_tokens ?? body.max_tokens,
+            logitBias,
+            defaults,
+            nProbs: logprobs ?? 0,
+          }),
+        }
+      : {};
+    res.json({ ...chatCompletionBody(head, result, tokenizer), ...verbose });
   });
   return router;
 }
