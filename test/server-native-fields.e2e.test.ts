@@ -96,6 +96,23 @@ describe('/completion response fields', () => {
     expect(events.at(-1)).toMatchObject({ stop: true, content: '', tokens: [], truncated: false, generation_settings: { stream: true, n_predict: 64 } });
   });
 
+  it('timings_per_token puts the timings so far on every streamed chunk', async () => {
+    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 16, temperature: 0, timings_per_token: true, cache_prompt: false });
+    const chunks = events.slice(0, -1);
+    let predicted = 0;
+    for (const chunk of chunks) {
+      expect(chunk.timings).toMatchObject({ cache_n: 0, prompt_n: 5, predicted_n: chunk.tokens_predicted });
+      expect(chunk.timings.predicted_n).toBeGreaterThan(predicted);
+      expect(chunk.timings.prompt_ms).toBeGreaterThan(0);
+      predicted = chunk.timings.predicted_n;
+    }
+    expect(predicted).toBe(16);
+    expect(events.at(-1)).toMatchObject({ timings: { predicted_n: 16 }, generation_settings: { timings_per_token: true } });
+    // Off by default.
+    const plain = await stream('/completion', { prompt: 'Once upon a time', n_predict: 2, temperature: 0 });
+    expect(plain.slice(0, -1).every((c) => c.timings === undefined)).toBe(true);
+  });
+
   it('is also served on /completions, as llama-server serves it', async () => {
     const res = await post('/completions', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
     expect(res.body).toMatchObject({ content: onceUponATime.expected_text, stop: true, tokens_predicted: 64 });

@@ -33,6 +33,8 @@ export interface TextGenerationParams {
   logprobs?: number;
   /** Keep every generated token in the result's `tokens` (implied by logprobs). */
   collectTokens?: boolean;
+  /** Each token's 'text' event carries the timings so far (llama-server's timings_per_token). */
+  timingsPerToken?: boolean;
   loopDetection?: LoopDetection;
   /** false: no prompt-cache reuse or donation for this request. */
   cachePrompt?: boolean;
@@ -66,8 +68,14 @@ export interface TextGenerationResult {
   tokens?: GeneratedToken[];
 }
 
-/** `token`: the generated token behind this text (absent for text released at the end). */
-export type TextGenerationEvent = { type: 'text'; text: string; token?: GeneratedToken } | { type: 'done'; result: TextGenerationResult };
+/**
+ * `token`: the generated token behind this text (absent for text released at the end);
+ * `timings`: the generation's so far, after this token, when asked for (`cache_n` the
+ * prompt tokens the prompt cache served, as in the final result's `cachedTokens`).
+ */
+export type TextGenerationEvent =
+  | { type: 'text'; text: string; token?: GeneratedToken; timings?: Timings & { cache_n: number } }
+  | { type: 'done'; result: TextGenerationResult };
 
 /**
  * Queues the request right away, so that the engine's synchronous refusal (a full queue)
@@ -157,7 +165,10 @@ async function* textEvents(
       const match = stops.push(detokenizer.push(event.id));
       if (match.text || everyToken) {
         text += match.text;
-        yield { type: 'text', text: match.text, token };
+        const timings = params.timingsPerToken
+          ? { timings: { cache_n: cachedPrompt, ...clock.timings(promptTokens.length - cachedPrompt, completionTokens) } }
+          : {};
+        yield { type: 'text', text: match.text, token, ...timings };
       }
       if (match.stop !== undefined) {
         // A stop string pre-empts the engine's 'done': the cached count came with the first token.

@@ -95,6 +95,8 @@ export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFiel
   return_tokens?: Opt<boolean>;
   /** Only these fields of the body; "a/b" reaches into an object (./native-response.ts). */
   response_fields?: Opt<string[]>;
+  /** Each streamed chunk carries the timings so far. */
+  timings_per_token?: Opt<boolean>;
 }
 
 export interface TokenizeBody {
@@ -260,6 +262,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     logit_bias: nativeLogitBias,
     return_tokens: nullable('boolean'),
     response_fields: { ...nullable('array'), items: { type: 'string' } },
+    timings_per_token: nullable('boolean'),
     ...thinkingBudgetProperties,
   },
 });

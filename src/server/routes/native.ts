@@ -44,12 +44,13 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
     const nProbs = body.n_probs ?? 0;
     const stream = body.stream === true;
+    const timingsPerToken = stream && body.timings_per_token === true;
     const params = {
       ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
       ...(nProbs > 0 ? { logprobs: nProbs } : {}),
       ...(constraint ? { constraint } : {}),
       // A stream's chunks carry their token ids; a body carries them all with return_tokens.
-      ...(stream ? { everyToken: true } : { collectTokens: body.return_tokens === true }),
+      ...(stream ? { everyToken: true, timingsPerToken } : { collectTokens: body.return_tokens === true }),
     };
     const settings = generationSettings(
       {
@@ -58,7 +59,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
         stop: params.stop,
         stream,
         nProbs,
-        timingsPerToken: false,
+        timingsPerToken: body.timings_per_token === true,
         postSamplingProbs: false,
       },
       defaults,
@@ -87,6 +88,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
               stop: false,
               tokens_predicted: predicted,
               tokens_evaluated: promptTokens.length,
+              ...(event.timings ? { timings: event.timings } : {}),
               ...probs,
             });
             pending = [];
