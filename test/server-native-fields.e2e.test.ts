@@ -228,7 +228,7 @@ describe('the command line', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'mlxcel-cli-'));
     writeFileSync(join(dir, 'template.jinja'), template);
-    cli = await startCli(['--alias', 'gpt-x,tiny', '--tags', 'small,test', '--chat-template-file', join(dir, 'template.jinja'), '-n', '6', '--verbose']);
+    cli = await startCli(['--alias', 'gpt-x,tiny', '--tags', 'small,test', '--chat-template-file', join(dir, 'template.jinja'), '-n', '6', '--verbose', '-b', '16']);
     expect(cli.url, cli.output()).not.toBe('');
   });
 
@@ -267,6 +267,24 @@ describe('the command line', () => {
     const res = await fetch(`${cli.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4, temperature: 0 }) });
     const body = (await res.json()) as any;
     expect(body.__verbose).toMatchObject({ prompt: '<s> Once upon a time', content: body.choices[0].text, tokens_evaluated: 5, tokens_predicted: 4 });
+  });
+
+  it('return_progress streams prompt_progress after each prefill chunk (-b 16), then the tokens', async () => {
+    const prompt = Array.from({ length: 40 }, (_, i) => onceUponATime.prompt_token_ids[i % 5]!);
+    const res = await fetch(`${cli.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, n_predict: 3, stream: true, return_progress: true, cache_prompt: false }) });
+    const events = (await readSse(res)) as any[];
+    const progress = events.filter((e) => e.prompt_progress);
+    expect(progress.map((e) => e.prompt_progress.processed)).toEqual([16, 32, 40]);
+    for (const e of progress) {
+      expect(e).toMatchObject({ content: '', tokens: [], stop: false, tokens_evaluated: 40, prompt_progress: { total: 40, cache: 0 } });
+      expect(e.prompt_progress.time_ms).toBeGreaterThanOrEqual(0);
+    }
+    // They come first, in order, before any text.
+    expect(events.slice(0, 3)).toEqual(progress);
+    expect(events.slice(3, -1).flatMap((e) => e.tokens)).toHaveLength(3);
+    // Not without the field, nor on a body that does not stream.
+    const plain = await fetch(`${cli.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, n_predict: 1, stream: true }) });
+    expect(((await readSse(plain)) as any[]).some((e) => e.prompt_progress)).toBe(false);
   });
 
   it('refuses a template that is not Jinja before loading anything', async () => {

@@ -6,6 +6,7 @@ import type {
   GenerationEvent,
   LoopDetection,
   Priority,
+  PromptProgress,
   SamplingParams,
   Timings,
   TokenConstraint,
@@ -35,6 +36,8 @@ export interface TextGenerationParams {
   collectTokens?: boolean;
   /** Each token's 'text' event carries the timings so far (llama-server's timings_per_token). */
   timingsPerToken?: boolean;
+  /** Called after each prefill chunk, before the first token (llama-server's return_progress). */
+  onProgress?: (progress: PromptProgress) => void;
   loopDetection?: LoopDetection;
   /** false: no prompt-cache reuse or donation for this request. */
   cachePrompt?: boolean;
@@ -96,6 +99,7 @@ export function generateText(engine: Engine, params: TextGenerationParams): Asyn
           ...(logprobs === undefined ? {} : { logprobs }),
           ...(loopDetection ? { loopDetection } : {}),
           ...(cachePrompt === undefined ? {} : { cachePrompt }),
+          ...(params.onProgress ? { progress: true } : {}),
         })
       : undefined;
   return textEvents(engine, params, events);
@@ -156,6 +160,11 @@ async function* textEvents(
   // Leaving this loop early (stop string, consumer gone) returns the engine's iterator,
   // which frees the sequence.
   for await (const event of events) {
+    if (event.type === 'progress') {
+      const { total, cache, processed, timeMs } = event;
+      params.onProgress?.({ total, cache, processed, timeMs });
+      continue;
+    }
     if (event.type === 'token') {
       clock.token();
       completionTokens++;

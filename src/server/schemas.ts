@@ -97,6 +97,8 @@ export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFiel
   response_fields?: Opt<string[]>;
   /** Each streamed chunk carries the timings so far. */
   timings_per_token?: Opt<boolean>;
+  /** A stream sends prompt_progress chunks while the prompt is prefilled. */
+  return_progress?: Opt<boolean>;
 }
 
 export interface TokenizeBody {
@@ -263,6 +265,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     return_tokens: nullable('boolean'),
     response_fields: { ...nullable('array'), items: { type: 'string' } },
     timings_per_token: nullable('boolean'),
+    return_progress: nullable('boolean'),
     ...thinkingBudgetProperties,
   },
 });

@@ -2,6 +2,7 @@
 // /apply-template, /tokenize and /detokenize.
 import { Router } from 'express';
 import { collectText, generateText, type GeneratedToken } from '../../chat/text-generation.js';
+import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 import { prepareTurn } from '../chat-turn.js';
 import { serverError } from '../errors.js';
@@ -45,12 +46,15 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const nProbs = body.n_probs ?? 0;
     const stream = body.stream === true;
     const timingsPerToken = stream && body.timings_per_token === true;
+    // return_progress (streams only): a prompt_progress chunk after each prefill chunk.
+    const onProgress = stream && body.return_progress === true ? (p: PromptProgress) => sendSse(res, progressChunk(p, promptTokens.length)) : undefined;
     const params = {
       ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
       ...(nProbs > 0 ? { logprobs: nProbs } : {}),
       ...(constraint ? { constraint } : {}),
       // A stream's chunks carry their token ids; a body carries them all with return_tokens.
       ...(stream ? { everyToken: true, timingsPerToken } : { collectTokens: body.return_tokens === true }),
+      ...(onProgress ? { onProgress } : {}),
     };
     const settings = generationSettings(
       {
@@ -151,4 +155,17 @@ function tokenPiece(tokenizer: TextTokenizer, id: number): string | number[] {
   } catch {
     return [...bytes];
   }
+}
+
+/** llama-server's progress chunk: no text yet, and prompt_progress in its names. */
+function progressChunk(p: PromptProgress, promptLength: number) {
+  return {
+    index: 0,
+    content: '',
+    tokens: [],
+    stop: false,
+    tokens_predicted: 0,
+    tokens_evaluated: promptLength,
+    prompt_progress: { total: p.total, cache: p.cache, processed: p.processed, time_ms: p.timeMs },
+  };
 }
