@@ -147,6 +147,39 @@ describe('/completion response fields', () => {
   });
 });
 
+describe('/completion post_sampling_probs', () => {
+  it('reports prob/top_probs of the distribution each token was drawn from', async () => {
+    const request = { prompt: 'Once upon a time', n_predict: 12, temperature: 1, top_k: 3, top_p: 1, min_p: 0, seed: 7, n_probs: 3 };
+    const plain = (await post('/completion', request)).body;
+    const post_ = (await post('/completion', { ...request, post_sampling_probs: true })).body;
+    // The same draws: the flag changes what is reported, not what is sampled.
+    expect(post_.content).toBe(plain.content);
+    expect(post_.generation_settings.post_sampling_probs).toBe(true);
+    expect(post_.completion_probabilities).toHaveLength(12);
+    post_.completion_probabilities.forEach((entry: any, i: number) => {
+      const before = plain.completion_probabilities[i];
+      expect(entry.id).toBe(before.id);
+      expect(entry).not.toHaveProperty('logprob');
+      // At T 1 with top-k 3, the drawn-from distribution is the top 3 of the row, renormalised.
+      const z = before.top_logprobs.reduce((a: number, t: any) => a + Math.exp(t.logprob), 0);
+      expect(entry.top_probs.map((t: any) => t.id)).toEqual(before.top_logprobs.map((t: any) => t.id));
+      entry.top_probs.forEach((t: any, k: number) => {
+        expect(t.prob).toBeCloseTo(Math.exp(before.top_logprobs[k].logprob) / z, 5);
+        expect(t).toMatchObject({ token: before.top_logprobs[k].token, bytes: before.top_logprobs[k].bytes });
+      });
+      expect(entry.prob).toBeCloseTo(Math.exp(before.logprob) / z, 5);
+    });
+  });
+
+  it('a greedy token has probability 1 and is its own only top token, streamed too', async () => {
+    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 5, post_sampling_probs: true });
+    const entries = events.slice(0, -1).flatMap((e) => e.completion_probabilities ?? []);
+    expect(entries.map((e) => e.id)).toEqual(onceUponATime.expected_token_ids.slice(0, 4));
+    for (const e of entries) expect(e).toMatchObject({ prob: 1, top_probs: [{ id: e.id, prob: 1 }] });
+    for (const e of entries) expect(e.top_probs).toHaveLength(1);
+  });
+});
+
 describe('/tokenize with_pieces', () => {
   it('gives each token its piece: text, or the bytes where they are not UTF-8 on their own', async () => {
     const content = 'Once upon a time, á';

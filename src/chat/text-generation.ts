@@ -32,6 +32,8 @@ export interface TextGenerationParams {
   everyToken?: boolean;
   /** Top logprobs per token besides the chosen one's (0-20); undefined = none. Implies everyToken. */
   logprobs?: number;
+  /** Logprobs of the distribution each token was drawn from (GenerationRequest.postSamplingProbs). */
+  postSamplingProbs?: boolean;
   /** Keep every generated token in the result's `tokens` (implied by logprobs). */
   collectTokens?: boolean;
   /** Each token's 'text' event carries the timings so far (llama-server's timings_per_token). */
@@ -100,6 +102,7 @@ export function generateText(engine: Engine, params: TextGenerationParams): Asyn
           ...(loopDetection ? { loopDetection } : {}),
           ...(cachePrompt === undefined ? {} : { cachePrompt }),
           ...(params.onProgress ? { progress: true } : {}),
+          ...(params.postSamplingProbs ? { postSamplingProbs: true } : {}),
         })
       : undefined;
   return textEvents(engine, params, events);

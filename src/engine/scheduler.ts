@@ -315,6 +315,7 @@ export class Scheduler implements Engine {
       mask: seq.req.constraint?.allowed(),
       penalties: hasPenalties(s) ? penalties(readsHistory(s) ? [...seq.req.promptTokens, ...seq.output] : [], s) : undefined,
       topLogprobs: seq.req.logprobs,
+      postSampling: seq.req.postSamplingProbs,
     };
   }
 

@@ -94,6 +94,12 @@ export interface GenerationRequest {
   loopDetection?: LoopDetection;
   /** A 'progress' event after each prefill chunk (llama-server's return_progress). */
   progress?: boolean;
+  /**
+   * The logprobs are of the distribution the token was drawn from (the kept tokens at the
+   * request's temperature; a greedy pick has logprob 0 and is its only top token), as
+   * llama-server's post_sampling_probs, instead of the temperature-1 row.
+   */
+  postSamplingProbs?: boolean;
 }
 
 /**

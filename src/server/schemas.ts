@@ -99,6 +99,8 @@ export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFiel
   timings_per_token?: Opt<boolean>;
   /** A stream sends prompt_progress chunks while the prompt is prefilled. */
   return_progress?: Opt<boolean>;
+  /** n_probs as `prob`/`top_probs` of the distribution each token was drawn from. */
+  post_sampling_probs?: Opt<boolean>;
 }
 
 export interface TokenizeBody {
@@ -266,6 +268,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     response_fields: { ...nullable('array'), items: { type: 'string' } },
     timings_per_token: nullable('boolean'),
     return_progress: nullable('boolean'),
+    post_sampling_probs: nullable('boolean'),
     ...thinkingBudgetProperties,
   },
 });

@@ -8,7 +8,7 @@ import { prepareTurn } from '../chat-turn.js';
 import { serverError } from '../errors.js';
 import { generationParams, tokenizePrompt } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
-import { completionProbabilities } from '../logprobs.js';
+import { completionProbabilities, postSamplingProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { finalResponse, generationSettings, projectFields } from '../native-response.js';
@@ -44,13 +44,17 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
     const nProbs = body.n_probs ?? 0;
+    // post_sampling_probs: of the distribution each token was drawn from, computed by the sampler.
+    const postSampling = body.post_sampling_probs === true;
+    const probabilities = (tokens: GeneratedToken[]) =>
+      postSampling ? postSamplingProbabilities(engine.tokenizer, tokens) : completionProbabilities(engine.tokenizer, tokens);
     const stream = body.stream === true;
     const timingsPerToken = stream && body.timings_per_token === true;
     // return_progress (streams only): a prompt_progress chunk after each prefill chunk.
     const onProgress = stream && body.return_progress === true ? (p: PromptProgress) => sendSse(res, progressChunk(p, promptTokens.length)) : undefined;
     const params = {
       ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
-      ...(nProbs > 0 ? { logprobs: nProbs } : {}),
+      ...(nProbs > 0 ? { logprobs: nProbs, postSamplingProbs: postSampling } : {}),
       ...(constraint ? { constraint } : {}),
       // A stream's chunks carry their token ids; a body carries them all with return_tokens.
       ...(stream ? { everyToken: true, timingsPerToken } : { collectTokens: body.return_tokens === true }),
@@ -64,7 +68,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
         stream,
         nProbs,
         timingsPerToken: body.timings_per_token === true,
-        postSamplingProbs: false,
+        postSamplingProbs: postSampling,
       },
       defaults,
     );
@@ -84,7 +88,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
               predicted++;
             }
             if (event.text === '' && nProbs === 0) continue;
-            const probs = nProbs > 0 && event.token ? { completion_probabilities: completionProbabilities(engine.tokenizer, [event.token]) } : {};
+            const probs = nProbs > 0 && event.token ? { completion_probabilities: probabilities([event.token]) } : {};
             sendSse(res, {
               index: 0,
               content: event.text,
@@ -107,7 +111,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const result = await collectText(events);
     if (!result) return;
     const tokens = body.return_tokens === true ? (result.tokens ?? []).map((t) => t.id) : [];
-    const probs = nProbs > 0 && result.tokens ? { completion_probabilities: completionProbabilities(engine.tokenizer, result.tokens) } : {};
+    const probs = nProbs > 0 && result.tokens ? { completion_probabilities: probabilities(result.tokens) } : {};
     const full = { ...finalResponse(engine, result, { content: result.text, tokens, prompt, settings }), ...probs };
     res.json(body.response_fields?.length ? projectFields(full, body.response_fields) : full);
   });
