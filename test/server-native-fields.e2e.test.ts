@@ -180,6 +180,36 @@ describe('/completion post_sampling_probs', () => {
   });
 });
 
+describe('chat post_sampling_probs', () => {
+  it('chat logprobs become prob/top_probs of the drawn-from distribution, through the openai SDK', async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const request = {
+      model: 'stories260k',
+      messages: [{ role: 'user' as const, content: 'Once upon a time' }],
+      max_tokens: 6,
+      temperature: 1,
+      top_p: 1,
+      seed: 11,
+      logprobs: true,
+      top_logprobs: 3,
+      top_k: 3,
+      min_p: 0,
+    };
+    const plain = await client.chat.completions.create(request as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const post_ = await client.chat.completions.create({ ...request, post_sampling_probs: true } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect(post_.choices[0]!.message.content).toBe(plain.choices[0]!.message.content);
+    const before = plain.choices[0]!.logprobs!.content!;
+    const after = post_.choices[0]!.logprobs!.content as unknown as Array<{ id: number; token: string; prob: number; top_probs: Array<{ token: string; prob: number }> }>;
+    expect(after).toHaveLength(before.length);
+    after.forEach((entry, i) => {
+      const z = before[i]!.top_logprobs.reduce((a, t) => a + Math.exp(t.logprob), 0);
+      expect(entry.token).toBe(before[i]!.token);
+      expect(entry.prob).toBeCloseTo(Math.exp(before[i]!.logprob) / z, 5);
+      expect(entry.top_probs.map((t) => t.prob)).toEqual(before[i]!.top_logprobs.map((t) => expect.closeTo(Math.exp(t.logprob) / z, 5)));
+    });
+  });
+});
+
 describe('/tokenize with_pieces', () => {
   it('gives each token its piece: text, or the bytes where they are not UTF-8 on their own', async () => {
     const content = 'Once upon a time, á';

@@ -45,9 +45,12 @@ export function chatLogprobEntry(tokenizer: TextTokenizer, token: GeneratedToken
   return { ...item(token.id, chosenLogprob(token)), top_logprobs: topOf(token).map((t) => item(t.token, t.logprob)) };
 }
 
-/** choices[].logprobs of a chat completion (or of one chunk of its stream). */
-export function chatLogprobs(tokenizer: TextTokenizer, tokens: readonly GeneratedToken[]) {
-  return { content: tokens.map((t) => chatLogprobEntry(tokenizer, t)), refusal: null };
+/**
+ * choices[].logprobs of a chat completion (or of one chunk of its stream); with
+ * `postSampling` (llama-server's post_sampling_probs) the entries are its prob/top_probs ones.
+ */
+export function chatLogprobs(tokenizer: TextTokenizer, tokens: readonly GeneratedToken[], postSampling = false) {
+  return { content: postSampling ? postSamplingProbabilities(tokenizer, tokens) : tokens.map((t) => chatLogprobEntry(tokenizer, t)), refusal: null };
 }
 
 export interface CompletionLogprobs {

@@ -64,6 +64,8 @@ export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields, 
   /** OpenAI logprobs: `top_logprobs` (0-20) needs `logprobs: true`. */
   logprobs?: Opt<boolean>;
   top_logprobs?: Opt<number>;
+  /** llama-server's: the logprobs as prob/top_probs of the distribution each token was drawn from. */
+  post_sampling_probs?: Opt<boolean>;
 }
 
 /** Chat completions' and /completion's cap on reasoning tokens. */
@@ -241,6 +243,7 @@ export const validateChatCompletion = ajv.compile<ChatCompletionBody>({
     parallel_tool_calls: nullable('boolean'),
     logprobs: nullable('boolean'),
     top_logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
+    post_sampling_probs: nullable('boolean'),
     ...thinkingBudgetProperties,
   },
 });

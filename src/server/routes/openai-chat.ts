@@ -31,6 +31,8 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     const turn = prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
     const logprobs = chatLogprobCount(body);
     const logitBias = logitBiasFrom(model.engine, body.logit_bias);
+    // llama-server's post_sampling_probs: the logprobs as prob/top_probs of the drawn-from distribution.
+    const postSampling = logprobs !== undefined && body.post_sampling_probs === true;
     // Queued before any header, so a full queue or an over-long prompt is a plain error.
     const events = startTurn(model, turn, {
       maxTokens: body.max_completion_tokens ?? body.max_tokens,
@@ -41,10 +43,11 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
       warn,
       ...(logprobs === undefined ? {} : { logprobs }),
       ...(logitBias ? { logitBias } : {}),
+      ...(postSampling ? { postSamplingProbs: true } : {}),
     });
 
     if (body.stream) {
-      await streamChatCompletion(res, events, head, body.stream_options?.include_usage === true, tokenizer);
+      await streamChatCompletion(res, events, head, body.stream_options?.include_usage === true, tokenizer, postSampling);
       return;
     }
     const result = await collectTurn(events);
@@ -61,7 +64,7 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
           }),
         }
       : {};
-    res.json({ ...chatCompletionBody(head, result, tokenizer), ...verbose });
+    res.json({ ...chatCompletionBody(head, result, tokenizer, postSampling), ...verbose });
   });
   return router;
 }
