@@ -100,7 +100,7 @@ export interface NativeTokenProbability {
   top_logprobs: Array<{ id: number; token: string; bytes: number[]; logprob: number }>;
 }
 
-export interface NativePostSamplingProbability {
+interface NativePostSamplingProbability {
   id: number;
   token: string;
   bytes: number[];

@@ -15,7 +15,7 @@ const RANDOM_SEED = 4294967295;
 const SAMPLERS = ['penalties', 'dry', 'top_k', 'top_p', 'min_p', 'temperature', 'xtc'];
 
 /** What a request settled on besides its sampler: the settings object's other fields. */
-export interface SettingsRequest {
+interface SettingsRequest {
   sampling: SamplingParams;
   /** The request's n_predict (or the server's -n); -1 = until the context is full. */
   nPredict: number;
@@ -64,7 +64,7 @@ export function generationSettings(r: SettingsRequest, defaults: SamplingDefault
   };
 }
 
-export type GenerationSettings = ReturnType<typeof generationSettings>;
+type GenerationSettings = ReturnType<typeof generationSettings>;
 
 /** llama-server's stop_type. */
 function stopType(result: TextGenerationResult): 'word' | 'eos' | 'limit' {
