@@ -33,7 +33,14 @@ export interface ServeOptions {
   apiKey?: string;
   /** --cors-origins: origins sent CORS headers; undefined = any ("*"). */
   corsOrigins?: string[];
-  alias?: string;
+  /** --alias: model ids; the first is the id in responses, all are listed in /v1/models. */
+  alias?: string[];
+  /** --tags: informational, listed in /v1/models. */
+  tags?: string[];
+  /** --chat-template: a Jinja chat template used instead of the checkpoint's. */
+  chatTemplate?: string;
+  /** --chat-template-file: the same, read from this file (by the caller, not here). */
+  chatTemplateFile?: string;
   backend: (typeof BACKENDS)[number];
   /** GET /slots; undefined = on. */
   slots?: boolean;
@@ -103,8 +110,12 @@ const FLAGS: Flag[] = [
   // LLAMA_API_KEY is llama-server's own name for this one.
   { name: 'api-key', env: ['LLAMA_ARG_API_KEY', 'LLAMA_API_KEY'], value: 'KEY', help: 'require this key in "Authorization: Bearer KEY" (default: none)' },
   { name: 'cors-origins', env: ['LLAMA_ARG_CORS_ORIGINS'], value: 'LIST', help: 'comma-separated origins whose browser calls may read responses, * for any (default: *)' },
-  { name: 'alias', env: ['LLAMA_ARG_ALIAS'], value: 'NAME', help: 'model id shown in responses (default: the model directory name)' },
+  { name: 'alias', short: 'a', env: ['LLAMA_ARG_ALIAS'], value: 'LIST', help: 'comma-separated model ids: the first is shown in responses, all are listed in /v1/models (default: the model directory name)' },
+  { name: 'tags', env: ['LLAMA_ARG_TAGS'], value: 'LIST', help: 'comma-separated model tags, listed in /v1/models (informational) (default: none)' },
   { name: 'backend', env: ['LLAMA_ARG_BACKEND'], value: 'NAME', help: `GPU backend: ${BACKENDS.join('|')} (default: auto)` },
+  // Jinja only: llama-server's built-in template names (chatml, llama3...) are not known here.
+  { name: 'chat-template', env: ['LLAMA_ARG_CHAT_TEMPLATE'], value: 'JINJA', help: "Jinja chat template used instead of the checkpoint's (default: the checkpoint's)" },
+  { name: 'chat-template-file', env: ['LLAMA_ARG_CHAT_TEMPLATE_FILE'], value: 'PATH', help: "file holding a Jinja chat template used instead of the checkpoint's (default: none)" },
   { name: 'chat-template-kwargs', env: ['LLAMA_ARG_CHAT_TEMPLATE_KWARGS'], value: 'JSON', help: 'JSON object of chat template kwargs; request kwargs win per key (default: {})' },
   // llama-server's variable names for these two take a boolean.
   { name: 'slots', negation: 'no-slots', env: ['LLAMA_ARG_ENDPOINT_SLOTS'], help: 'serve GET /slots (default: on)' },
@@ -128,7 +139,7 @@ const FLAGS: Flag[] = [
   { name: 'dry-penalty-last-n', env: ['LLAMA_ARG_DRY_PENALTY_LAST_N'], value: 'N', sampling: sampling('dry_penalty_last_n', 'int', -1), help: `DRY look-back in tokens, 0 or -1 = whole context (default: ${D.dry_penalty_last_n})` },
   { name: 'xtc-probability', env: ['LLAMA_ARG_XTC_PROBABILITY'], value: 'N', sampling: sampling('xtc_probability', 'float', 0, 1), help: `XTC chance per token, 0 = off (default: ${D.xtc_probability})` },
   { name: 'xtc-threshold', env: ['LLAMA_ARG_XTC_THRESHOLD'], value: 'N', sampling: sampling('xtc_threshold', 'float', 0, 1), help: `XTC probability threshold (default: ${D.xtc_threshold})` },
-  { name: 'n-predict', short: 'n', env: ['LLAMA_ARG_N_PREDICT'], value: 'N', sampling: sampling('n_predict', 'int', -1), help: 'tokens to predict when a request sets none, and the most it may ask for; -1 = until the context is full (default: -1)' },
+  { name: 'n-predict', short: 'n', env: ['LLAMA_ARG_N_PREDICT'], value: 'N', sampling: sampling('n_predict', 'int', -1), help: 'tokens to predict when a request sets none; -1 = until the context is full (default: -1)' },
   { name: 'seed', short: 's', env: ['LLAMA_ARG_SEED'], value: 'N', sampling: sampling('seed', 'int', -1), help: 'seed for requests that set none, -1 = random (default: -1)' },
   { name: 'responses-store-max-entries', env: ['LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES'], value: 'N', help: `stored /v1/responses responses, 0 disables storing (default: ${DEFAULT_RESPONSES_OPTIONS.responses.maxEntries})` },
   { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: `seconds a stored response is kept, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.responses.ttlSecs})` },
@@ -236,7 +247,9 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       maxQueue: optionalInteger('max-queue', 0),
       apiKey: get('api-key'),
       corsOrigins: originList('cors-origins', get('cors-origins')),
-      alias: get('alias'),
+      alias: nameList('alias', get('alias')),
+      tags: nameList('tags', get('tags')),
+      ...chatTemplateOptions(get('chat-template'), get('chat-template-file')),
       backend: backend as ServeOptions['backend'],
       slots: getSwitch('slots'),
       slotSavePath: get('slot-save-path'),
@@ -285,6 +298,21 @@ function originList(name: string, text: string | undefined): string[] | undefine
   const origins = text.split(',').map((o) => o.trim()).filter((o) => o !== '');
   if (origins.length === 0) throw new CliError(`--${name} must list at least one origin, got "${text}"`);
   return origins.includes('*') ? undefined : origins;
+}
+
+/** A comma-separated list of names; undefined when unset. */
+function nameList(name: string, text: string | undefined): string[] | undefined {
+  if (text === undefined) return undefined;
+  const names = text.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  if (names.length === 0) throw new CliError(`--${name} must list at least one name, got "${text}"`);
+  return names;
+}
+
+/** --chat-template or --chat-template-file: one of them at most. */
+function chatTemplateOptions(text: string | undefined, file: string | undefined): Pick<ServeOptions, 'chatTemplate' | 'chatTemplateFile'> {
+  if (text !== undefined && file !== undefined) throw new CliError('give --chat-template or --chat-template-file, not both');
+  if (text !== undefined && text.trim() === '') throw new CliError('--chat-template must not be empty');
+  return { ...(text === undefined ? {} : { chatTemplate: text }), ...(file === undefined ? {} : { chatTemplateFile: file }) };
 }
 
 /** A flag whose value is a JSON object (llama-server's --chat-template-kwargs). */

@@ -1,7 +1,8 @@
 // The mlxcel-server command: parse options, listen at once, then fetch the model from the
 // Hub if it names one, and load it (the server answers 503 "loading model" meanwhile).
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { Template } from '@huggingface/jinja';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
 import { loadEngine } from './engine/load.js';
@@ -36,6 +37,25 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     process.exitCode = 2;
     return;
   }
+  let chatTemplate = options.chatTemplate;
+  if (options.chatTemplateFile !== undefined) {
+    try {
+      chatTemplate = readFileSync(options.chatTemplateFile, 'utf8');
+    } catch (err) {
+      console.error(`mlxcel-server: --chat-template-file: ${(err as Error).message}`);
+      process.exitCode = 2;
+      return;
+    }
+  }
+  if (chatTemplate !== undefined) {
+    try {
+      new Template(chatTemplate);
+    } catch (err) {
+      console.error(`mlxcel-server: the chat template is not valid Jinja: ${(err as Error).message}`);
+      process.exitCode = 2;
+      return;
+    }
+  }
   const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
   // Progress goes where the startup facts go; a bar is taken off its line for each fact.
   const out = verbosity >= LOG_LEVELS.info ? process.stdout : { write: () => true };
@@ -54,7 +74,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   // while, and clients should meanwhile get 503 "loading model" rather than a refused connection.
   let startLoading!: (engine: Promise<Engine>) => void;
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
-  const server = await startServer(loading, { ...options, loadingProgress: () => download?.snapshot() ?? load.snapshot() });
+  const server = await startServer(loading, {
+    ...options,
+    loadingProgress: () => download?.snapshot() ?? load.snapshot(),
+    aliases: options.alias,
+    chatTemplate,
+    // llama-server's rule: responses carry __verbose above the debug level (-v).
+    verbose: verbosity > LOG_LEVELS.debug,
+  });
   info(`listening on ${server.url}`);
   if (server.metricsUrl) info(`metrics on ${server.metricsUrl}/metrics`);
   const loadStart = performance.now();
@@ -71,7 +98,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   startLoading(model.then(({ dir, id }) =>
     loadEngine({
       modelDir: dir,
-      alias: options.alias ?? id,
+      alias: options.alias?.[0] ?? id,
       contextSize: options.ctxSize,
       parallel: options.parallel,
       kvUnified: options.kvUnified,

@@ -28,7 +28,7 @@ describe('parseCli', () => {
         port: 0,
         ctxSize: 2048,
         apiKey: 'k',
-        alias: 'a',
+        alias: ['a'],
         backend: 'vulkan',
         parallel: 2,
         batchSize: 64,
@@ -60,7 +60,7 @@ describe('parseCli', () => {
         port: 9000,
         ctxSize: 128,
         apiKey: 'secret',
-        alias: 'tiny',
+        alias: ['tiny'],
         backend: 'opengles',
         parallel: 1,
         batchSize: 32,
@@ -194,6 +194,24 @@ describe('parseCli: --no-warmup', () => {
     const line = HELP_TEXT.split('\n').findIndex((l) => l.includes('--warmup, --no-warmup'));
     expect(line).toBeGreaterThan(-1);
     expect(HELP_TEXT.split('\n')[line + 1]).not.toContain('(env:');
+  });
+});
+
+describe('parseCli: --alias, --tags and the chat template', () => {
+  it('reads comma-separated aliases and tags, long, short and from their variables', () => {
+    expect(parse(['--alias', 'gpt-4o-mini, tiny,', '--tags', 'small,test'])).toMatchObject({ options: { alias: ['gpt-4o-mini', 'tiny'], tags: ['small', 'test'] } });
+    expect(parse(['-a', 'x'])).toMatchObject({ options: { alias: ['x'] } });
+    expect(parse([], { LLAMA_ARG_ALIAS: 'a,b', LLAMA_ARG_TAGS: 't' })).toMatchObject({ options: { alias: ['a', 'b'], tags: ['t'] } });
+    expect(() => parse(['--alias', ','])).toThrow(/--alias must list at least one name/);
+  });
+
+  it('takes a Jinja template or a file holding one, not both', () => {
+    const jinja = '{% for m in messages %}{{ m.content }}{% endfor %}';
+    expect(parse(['--chat-template', jinja])).toMatchObject({ options: { chatTemplate: jinja } });
+    expect(parse(['--chat-template-file', '/t.jinja'])).toMatchObject({ options: { chatTemplateFile: '/t.jinja' } });
+    expect(parse([], { LLAMA_ARG_CHAT_TEMPLATE_FILE: '/e.jinja' })).toMatchObject({ options: { chatTemplateFile: '/e.jinja' } });
+    expect(() => parse(['--chat-template', jinja, '--chat-template-file', '/t.jinja'])).toThrow(/not both/);
+    expect(() => parse(['--chat-template', ' '])).toThrow(/must not be empty/);
   });
 });
 

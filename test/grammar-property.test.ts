@@ -44,7 +44,7 @@ async function generate(engine: Engine, schema: JsonSchema, seed: number): Promi
   const constraint = engineConstraint(engine, schema);
   for await (const event of engine.generate({ promptTokens, maxTokens, sampling: { temperature: 1, topK: 0, topP: 1, seed }, constraint })) {
     if (event.type === 'token') ids.push(event.id);
-    else reason = event.reason;
+    else if (event.type === 'done') reason = event.reason;
   }
   return { text: engine.tokenizer.decode(ids, true, false), reason, tokens: ids.length };
 }

@@ -61,7 +61,7 @@ async function release(held: HeldRequest[]): Promise<void> {
 describe('GET /slots', () => {
   it('lists every slot, then every queued request', async () => {
     const { url } = plain.server;
-    const entry = (id: number, state: string) => ({ id, state, model: 'stories260k', context_size: 512, is_processing: state === 'decoding' });
+    const entry = (id: number, state: string) => ({ id, state, model: 'stories260k', context_size: 512, n_ctx: 512, is_processing: state === 'decoding' });
     expect(await getSlots(url)).toEqual([entry(0, 'idle'), entry(1, 'idle')]);
     // context_size is the per-slot value /health reports.
     expect(((await (await fetch(`${url}/health`)).json()) as { context_size: number }).context_size).toBe(512);
@@ -105,9 +105,13 @@ describe('GET /props', () => {
         xtc_probability: 0,
         xtc_threshold: 0.1,
         loop_detection: null,
+        // llama-server's slot fields: the context, and a request's generation_settings.
+        n_ctx: 512,
+        params: expect.objectContaining({ n_predict: -1, temperature: 0.8, top_k: 40, seed: 4294967295 }),
       },
       total_slots: 2,
       is_sleeping: false,
+      model_path: expect.stringMatching(/stories260k$/),
     });
   });
 
@@ -119,13 +123,14 @@ describe('GET /props', () => {
 
   it('reports the defaults requests actually get', async () => {
     const { client, server } = tuned;
-    // --temp 0 makes an unspecified temperature greedy; -n 12 is the budget and the cap.
+    // --temp 0 makes an unspecified temperature greedy; -n 12 is the budget of a request
+    // that sets none (the REST reference's default), not a cap on one that sets more.
     const res = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt });
     expect(res.usage?.completion_tokens).toBe(12);
     expect(res.choices[0]!.finish_reason).toBe('length');
     expect(onceUponATime.expected_text.startsWith(res.choices[0]!.text)).toBe(true);
-    const capped = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 50 });
-    expect(capped.usage?.completion_tokens).toBe(12);
+    const more = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 30 });
+    expect(more.usage?.completion_tokens).toBe(30);
     const fewer = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 3 });
     expect(fewer.usage?.completion_tokens).toBe(3);
     const native = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Hi', n_predict: -1 }) });

@@ -136,7 +136,9 @@ describe('OpenAI API on stories260k', () => {
     const err = await client.completions.create({ model: 'stories260k', prompt, max_tokens: 1 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded');
-    expect((err as Error).message).toMatch(/the prompt has \d+ tokens but the context size is 512 tokens/);
+    expect((err as Error).message).toMatch(/request \(\d+ tokens\) exceeds the available context size \(512 tokens\), try increasing it/);
+    // The SDK's `error` is the envelope's error object, llama-server's two counts included.
+    expect((err as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ type: 'invalid_request_error', n_prompt_tokens: 802, n_ctx: 512 });
   });
 
   it('a client that disconnects mid-stream does not disturb the next request', async () => {

@@ -219,3 +219,34 @@ describe('tools', () => {
     expect(res.usage?.input_tokens).toBe(tokens(user, { tools: [asChatTool], kwargs: { enable_thinking: false } }));
   });
 });
+
+describe('POST /apply-template', () => {
+  const apply = async (body: unknown) => {
+    const res = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+
+  it('returns the prompt chat completions generate from, tools and kwargs included', async () => {
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Weather in Paris?' },
+    ];
+    const plain = await apply({ messages });
+    expect(plain.status).toBe(200);
+    expect(plain.body).toEqual({ prompt: template.render(messages, {}) });
+    expect(plain.body.prompt.endsWith('<|im_start|>assistant\n<think>\n')).toBe(true);
+
+    const body = { messages, tools: [asChatTool], chat_template_kwargs: { enable_thinking: false } };
+    const withTools = await apply(body);
+    expect(withTools.body.prompt).toBe(template.render(messages, { tools: [asChatTool], kwargs: { enable_thinking: false } }));
+    expect(withTools.body.prompt).toContain('get_weather');
+    const chat = await openai.chat.completions.create({ model: 'q', ...body, max_tokens: 1 } as never);
+    expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(engine.tokenizer.encode(withTools.body.prompt, false).length);
+  });
+
+  it('refuses what chat completions refuse', async () => {
+    expect((await apply({})).body.error).toMatchObject({ type: 'invalid_request_error', message: 'messages is required' });
+    const forcedUnknown = await apply({ messages: [{ role: 'user', content: 'Hi' }], tools: [asChatTool], tool_choice: { type: 'function', function: { name: 'nope' } } });
+    expect(forcedUnknown.status).toBe(400);
+  });
+});

@@ -512,7 +512,7 @@ describe('text completions', () => {
 
   it('streams text deltas', async () => {
     const url = await serve(await FakeEngine.create());
-    const res = await fetch(`${url}/completions`, {
+    const res = await fetch(`${url}/v1/completions`, {
       method: 'POST',
       body: JSON.stringify({ prompt: 'Once upon a time', stream: true, max_tokens: 4 }),
     });

@@ -6,6 +6,7 @@ import type {
   GenerationEvent,
   LoopDetection,
   Priority,
+  PromptProgress,
   SamplingParams,
   Timings,
   TokenConstraint,
@@ -31,6 +32,14 @@ export interface TextGenerationParams {
   everyToken?: boolean;
   /** Top logprobs per token besides the chosen one's (0-20); undefined = none. Implies everyToken. */
   logprobs?: number;
+  /** Logprobs of the distribution each token was drawn from (GenerationRequest.postSamplingProbs). */
+  postSamplingProbs?: boolean;
+  /** Keep every generated token in the result's `tokens` (implied by logprobs). */
+  collectTokens?: boolean;
+  /** Each token's 'text' event carries the timings so far (llama-server's timings_per_token). */
+  timingsPerToken?: boolean;
+  /** Called after each prefill chunk, before the first token (llama-server's return_progress). */
+  onProgress?: (progress: PromptProgress) => void;
   loopDetection?: LoopDetection;
   /** false: no prompt-cache reuse or donation for this request. */
   cachePrompt?: boolean;
@@ -60,12 +69,18 @@ export interface TextGenerationResult {
   text: string;
   /** Prompt tokens reused from the prompt cache (timings.prompt_n counts the rest). */
   cachedTokens: number;
-  /** Every generated token with its logprobs, when the request asked for logprobs. */
+  /** Every generated token (with its logprobs, when asked for), when the request asked for logprobs or the tokens. */
   tokens?: GeneratedToken[];
 }
 
-/** `token`: the generated token behind this text (absent for text released at the end). */
-export type TextGenerationEvent = { type: 'text'; text: string; token?: GeneratedToken } | { type: 'done'; result: TextGenerationResult };
+/**
+ * `token`: the generated token behind this text (absent for text released at the end);
+ * `timings`: the generation's so far, after this token, when asked for (`cache_n` the
+ * prompt tokens the prompt cache served, as in the final result's `cachedTokens`).
+ */
+export type TextGenerationEvent =
+  | { type: 'text'; text: string; token?: GeneratedToken; timings?: Timings & { cache_n: number } }
+  | { type: 'done'; result: TextGenerationResult };
 
 /**
  * Queues the request right away, so that the engine's synchronous refusal (a full queue)
@@ -86,6 +101,8 @@ export function generateText(engine: Engine, params: TextGenerationParams): Asyn
           ...(logprobs === undefined ? {} : { logprobs }),
           ...(loopDetection ? { loopDetection } : {}),
           ...(cachePrompt === undefined ? {} : { cachePrompt }),
+          ...(params.onProgress ? { progress: true } : {}),
+          ...(params.postSamplingProbs ? { postSamplingProbs: true } : {}),
         })
       : undefined;
   return textEvents(engine, params, events);
@@ -109,7 +126,7 @@ async function* textEvents(
   const stops = new StopMatcher(params.stop);
   const wantLogprobs = params.logprobs !== undefined;
   const everyToken = params.everyToken || wantLogprobs;
-  const tokens: GeneratedToken[] | undefined = wantLogprobs ? [] : undefined;
+  const tokens: GeneratedToken[] | undefined = wantLogprobs || params.collectTokens ? [] : undefined;
   let text = '';
   let completionTokens = 0;
   let cachedPrompt = 0;
@@ -146,6 +163,11 @@ async function* textEvents(
   // Leaving this loop early (stop string, consumer gone) returns the engine's iterator,
   // which frees the sequence.
   for await (const event of events) {
+    if (event.type === 'progress') {
+      const { total, cache, processed, timeMs } = event;
+      params.onProgress?.({ total, cache, processed, timeMs });
+      continue;
+    }
     if (event.type === 'token') {
       clock.token();
       completionTokens++;
@@ -155,7 +177,10 @@ async function* textEvents(
       const match = stops.push(detokenizer.push(event.id));
       if (match.text || everyToken) {
         text += match.text;
-        yield { type: 'text', text: match.text, token };
+        const timings = params.timingsPerToken
+          ? { timings: { cache_n: cachedPrompt, ...clock.timings(promptTokens.length - cachedPrompt, completionTokens) } }
+          : {};
+        yield { type: 'text', text: match.text, token, ...timings };
       }
       if (match.stop !== undefined) {
         // A stop string pre-empts the engine's 'done': the cached count came with the first token.

@@ -29,6 +29,8 @@ export interface SampleInput {
   penalties?: Map<number, TokenPenalty>;
   /** Top logprobs wanted besides the chosen token's; undefined = no logprobs. */
   topLogprobs?: number;
+  /** The logprobs are of the distribution the token was drawn from (after the whole chain). */
+  postSampling?: boolean;
 }
 
 export interface TokenLogprob {
@@ -177,6 +179,7 @@ export class ForwardRunner {
         temperature: s.temperature, top_k: s.topK, top_p: s.topP, u: s.u, min_p: s.minP, p_less: s.pLess,
         xtc_threshold: s.xtcThreshold, masked: s.mask !== undefined,
         logprobs: s.topLogprobs === undefined ? 0 : 1 + Math.min(s.topLogprobs, MAX_TOP_LOGPROBS),
+        post_sampling: s.postSampling === true,
       };
     });
     queue.writeBuffer(meta.seqParams, 0, packSeqParams(params));

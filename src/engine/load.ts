@@ -76,6 +76,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {
     id: options.alias ?? basename(dir),
+    path: dir,
     architecture: model.cfg.modelType,
     vocabSize: model.cfg.vocab,
     contextSize: seqContext,

@@ -50,6 +50,8 @@ interface Sequence {
   output: number[];
   generated: number;
   tStart: number;
+  /** When it took its slot: prefill starts. */
+  tAdmit: number;
   tFirst: number;
 }
 
@@ -133,6 +135,7 @@ export class Scheduler implements Engine {
       output: [],
       generated: 0,
       tStart: performance.now(),
+      tAdmit: 0,
       tFirst: 0,
     };
     seq.events = new Channel(() => this.cancel(seq));
@@ -226,6 +229,7 @@ export class Scheduler implements Engine {
       this.reserve(seq, seq.req.promptTokens.length);
       const taken = new Set(this.active.map((a) => a.slot));
       seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
+      seq.tAdmit = performance.now();
       this.active.push(seq);
       this.counters.sequences_started++;
     }
@@ -298,6 +302,10 @@ export class Scheduler implements Engine {
     let i = 0;
     for (const { seq, chunk } of batch) {
       seq.written = chunk.startPos + chunk.tokens.length;
+      if (seq.next < 0 && seq.req.progress && !seq.closed) {
+        const total = seq.req.promptTokens.length;
+        seq.events.push({ type: 'progress', total, cache: seq.borrowed * this.blocks.blockSize, processed: seq.written, timeMs: now - seq.tAdmit });
+      }
       if (!chunk.sample) continue;
       const result = sampled[i++];
       if (seq.closed) continue;
@@ -383,6 +391,7 @@ export class Scheduler implements Engine {
       mask: seq.req.constraint?.allowed(),
       penalties: hasPenalties(s) ? penalties(readsHistory(s) ? [...seq.req.promptTokens, ...seq.output] : [], s) : undefined,
       topLogprobs: seq.req.logprobs,
+      postSampling: seq.req.postSamplingProbs,
     };
   }
 

@@ -92,6 +92,26 @@ export interface GenerationRequest {
   /** Top logprobs per token besides the chosen one's (0-20); undefined = no logprobs. */
   logprobs?: number;
   loopDetection?: LoopDetection;
+  /** A 'progress' event after each prefill chunk (llama-server's return_progress). */
+  progress?: boolean;
+  /**
+   * The logprobs are of the distribution the token was drawn from (the kept tokens at the
+   * request's temperature; a greedy pick has logprob 0 and is its only top token), as
+   * llama-server's post_sampling_probs, instead of the temperature-1 row.
+   */
+  postSamplingProbs?: boolean;
+}
+
+/**
+ * Prefill so far, in llama-server's prompt_progress terms: `processed` of the prompt's
+ * `total` tokens are in the KV cache, `cache` of them served by the prompt cache, and
+ * `timeMs` have passed since the sequence took its slot.
+ */
+export interface PromptProgress {
+  total: number;
+  cache: number;
+  processed: number;
+  timeMs: number;
 }
 
 export type Priority = 'high' | 'normal' | 'low';
@@ -117,6 +137,8 @@ export type GenerationEvent =
    * in 'done', which a consumer that stops early on a stop string never reads).
    */
   | { type: 'token'; id: number; logprobs?: TokenLogprob[]; cachedTokens?: number }
+  /** After each prefill chunk, when the request asked for progress; the last one precedes the first token. */
+  | ({ type: 'progress' } & PromptProgress)
   /** `reason` is 'stop' when an end-of-generation token was sampled (it is not emitted as a token). */
   /** `cachedTokens` of the prompt came from the prompt cache; timings.prompt_n counts the rest. */
   | { type: 'done'; reason: FinishReason; promptTokens: number; completionTokens: number; cachedTokens: number; timings: Timings };
@@ -152,6 +174,8 @@ export interface EngineStats {
 export interface ModelInfo {
   /** Directory name or --alias: the id shown in responses. */
   id: string;
+  /** The directory the checkpoint was loaded from (llama-server's model_path). */
+  path: string;
   architecture: string;
   vocabSize: number;
   /** Context size in tokens that one sequence (one slot) may use: prompt + generated. */

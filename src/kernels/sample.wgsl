@@ -10,7 +10,10 @@
 // runs over the order-preserving u32 image of the floats, so 32 probes pin the exact
 // threshold whatever the range (a penalised logit can sit at -1e30).
 // Logprobs are of the masked, penalised distribution at temperature 1 before truncation
-// (what OpenAI reports): the chosen token's, then the top ones'.
+// (what OpenAI reports): the chosen token's, then the top ones'. With post_sampling they
+// are of the distribution the token was drawn from instead (llama-server's
+// post_sampling_probs): the kept tokens at the request's temperature, renormalised; a
+// greedy pick has probability 1 and is its own only top token.
 // Bindings: 0 params, 1 step, 2 logits [S, vocab], 3 per-sequence params [S],
 // 4 out ids [S], 5 grammar masks [S, mask_words] (bit i%32 of word i/32 = token i allowed),
 // 6 logprobs out [S, 2 * (1 + MAX_TOP)] as (id, logprob) pairs, ended early by id 0xffffffff
@@ -36,7 +39,8 @@ struct SeqParams {
   xtc_threshold: f32,  // 0: XTC not applied at this step (the host draws its probability)
   masked: u32,
   logprobs: u32,       // 0: none; else 1 + number of top logprobs
-  _pad0: u32, _pad1: u32, _pad2: u32,
+  post_sampling: u32,  // 1: logprobs of the drawn-from distribution
+  _pad1: u32, _pad2: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> logits: array<f32>;
@@ -113,17 +117,17 @@ fn reduce_min(v: f32, lid: u32) -> f32 {
   return workgroupUniformLoad(&red_f[0]);
 }
 
-// The best token with logit <= hi that comes after (prev_l, prev_id) in the order
-// "higher logit first, then lower id": with prev = (+inf, 0) it is the argmax at or below
-// hi; chained, it walks the top tokens. 0xffffffff when none is left.
-fn reduce_best(hi: f32, prev_l: f32, prev_id: u32, lid: u32) -> u32 {
+// The best token with lo <= logit <= hi that comes after (prev_l, prev_id) in the order
+// "higher logit first, then lower id": with prev = (+inf, 0) it is the argmax in the
+// range; chained, it walks the top tokens. 0xffffffff when none is left.
+fn reduce_best(lo: f32, hi: f32, prev_l: f32, prev_id: u32, lid: u32) -> u32 {
   var best = 0.0;
   var best_i = NONE;
   workgroupBarrier();
   for (var i = lid; i < p.vocab; i += WG) {
     let l = logit(i);
     let after = l < prev_l || (l == prev_l && i > prev_id);
-    if (is_candidate(l) && l <= hi && after && (l > best || best_i == NONE)) { best = l; best_i = i; }
+    if (is_candidate(l) && l >= lo && l <= hi && after && (l > best || best_i == NONE)) { best = l; best_i = i; }
   }
   red_f[lid] = best;
   red_u[lid] = best_i;
@@ -222,7 +226,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   compact = false;
   n_items = p.vocab;
 
-  let argmax = reduce_best(3.4e38, 3.4e38, 0u, lid);
+  let argmax = reduce_best(p.neg_inf, 3.4e38, 3.4e38, 0u, lid);
   if (argmax == NONE) {
     // Nothing is a candidate (every logit -inf): the lowest id, as for ties.
     if (lid == 0u) {
@@ -239,6 +243,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let mx = reduce_min(select(3.4e38, logit(argmax), lid == 0u), lid);
 
   var chosen = argmax;
+  // The drawn-from distribution, for post-sampling logprobs: logits in [kept_lo, kept_hi]
+  // at inverse temperature kept_inv_t, of unnormalised mass kept_mass relative to mx.
+  var kept_lo = mx;
+  var kept_hi = mx;
+  var kept_inv_t = 0.0;
+  var kept_mass = 1.0;
   if (sp.temperature > 0.0) {
     let inv_t = 1.0 / sp.temperature;
     // Smallest finite logit: the lower end for the bisections.
@@ -318,6 +328,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
     // Inverse CDF in token-id order over [lo, hi]: each invocation owns a contiguous chunk.
     let kept = mass(lo, hi, mx, inv_t, lid);
+    kept_lo = lo;
+    kept_hi = hi;
+    kept_inv_t = inv_t;
+    kept_mass = kept;
     let chunk = (n_items + WG - 1u) / WG;
     let start = min(lid * chunk, n_items);
     let end = min(start + chunk, n_items);
@@ -348,11 +362,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     let picked = workgroupUniformLoad(&pick);
     // Rounding can leave the goal past the last chunk: fall back to the most likely kept token.
-    chosen = select(picked, reduce_best(hi, 3.4e38, 0u, lid), picked == NONE);
+    chosen = select(picked, reduce_best(lo, hi, 3.4e38, 0u, lid), picked == NONE);
   }
   if (lid == 0u) { out[seq] = chosen; }
 
-  if (sp.logprobs > 0u) {
+  if (sp.logprobs > 0u && sp.post_sampling != 0u) {
+    compact = false;
+    n_items = p.vocab;
+    if (sp.temperature <= 0.0) {
+      if (lid == 0u) {
+        write_logprob(seq, 0u, chosen, 0.0);
+        write_logprob(seq, 1u, chosen, 0.0);
+        write_logprob(seq, 2u, NONE, 0.0);
+      }
+      return;
+    }
+    let log_kept = log(kept_mass);
+    if (lid == 0u) { write_logprob(seq, 0u, chosen, (logit(chosen) - mx) * kept_inv_t - log_kept); }
+    var prev_l = 3.4e38;
+    var prev_id = 0u;
+    for (var k = 1u; k < min(sp.logprobs, 1u + MAX_TOP); k++) {
+      let id = reduce_best(kept_lo, kept_hi, prev_l, prev_id, lid);
+      if (id == NONE) {
+        // Fewer kept tokens than asked for: mark the end for the host.
+        if (lid == 0u) { write_logprob(seq, k, NONE, 0.0); }
+        break;
+      }
+      prev_l = logit(id);
+      prev_id = id;
+      if (lid == 0u) { write_logprob(seq, k, id, (prev_l - mx) * kept_inv_t - log_kept); }
+    }
+  } else if (sp.logprobs > 0u) {
     // Logprobs are over the whole row, not the truncated candidates.
     compact = false;
     n_items = p.vocab;
@@ -361,7 +401,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var prev_l = 3.4e38;
     var prev_id = 0u;
     for (var k = 1u; k < min(sp.logprobs, 1u + MAX_TOP); k++) {
-      let id = reduce_best(3.4e38, prev_l, prev_id, lid);
+      let id = reduce_best(p.neg_inf, 3.4e38, prev_l, prev_id, lid);
       if (id == NONE) {
         // Fewer candidates than asked for: mark the end for the host.
         if (lid == 0u) { write_logprob(seq, k, NONE, 0.0); }

@@ -506,6 +506,8 @@ export interface SeqParams {
   masked: boolean;
   /** 0: none; else 1 + the number of top logprobs. */
   logprobs: number;
+  /** Logprobs of the distribution the token was drawn from, not the temperature-1 row. */
+  post_sampling: boolean;
 }
 
 /** The sampler's seq-params buffer for `seqs` (sample.wgsl SeqParams, one per sequence). */

@@ -47,6 +47,14 @@ export interface AppOptions {
   chatTemplateKwargs?: Record<string, unknown>;
   /** While the model loads, how far it has come (GET /health shows it). */
   loadingProgress?: () => LoadingProgress | undefined;
+  /** --chat-template(-file): a Jinja template used instead of the checkpoint's (all of its variants). */
+  chatTemplate?: string;
+  /** --alias: every id of the model (the first is the engine's id), listed by /v1/models. */
+  aliases?: string[];
+  /** --tags: listed by /v1/models. */
+  tags?: string[];
+  /** Native-shaped `__verbose` on OpenAI completion and chat bodies (llama-server's -v). */
+  verbose?: boolean;
 }
 
 /** What the routes of one server share, a separate metrics listener included. */
@@ -57,7 +65,7 @@ export interface AppState {
 }
 
 export function createAppState(engine: Engine | Promise<Engine>, options: AppOptions = {}): AppState {
-  const models = new ModelState(engine);
+  const models = new ModelState(engine, options.chatTemplate);
   const stats = () => {
     try {
       return models.current?.engine.stats();
@@ -93,10 +101,10 @@ export function createApp(
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
   app.use(express.json({ limit: '32mb', type: () => true }), limitBodyDepth);
   app.use(
-    openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
-    openAICompletionRoutes(models, defaults, metrics),
-    nativeRoutes(models, defaults, metrics),
-    modelRoutes(models),
+    openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
+    openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),
+    nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
+    modelRoutes(models, { aliases: options.aliases, tags: options.tags }),
     responsesRoutes(models, defaults, metrics, responsesOptions(options)),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
     slotActionRoutes(models, slots),

@@ -18,8 +18,8 @@ function reasoningOnly(turn: TurnResult): boolean {
 
 const wireCall = (call: ToolCall) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } });
 
-/** `tokenizer` renders the logprobs of a turn started with them (generation.tokens). */
-export function chatCompletionBody(head: ResponseHead, turn: TurnResult, tokenizer: TextTokenizer): Record<string, unknown> {
+/** `tokenizer` renders the logprobs of a turn started with them (generation.tokens); `postSampling`: as post-sampling probabilities. */
+export function chatCompletionBody(head: ResponseHead, turn: TurnResult, tokenizer: TextTokenizer, postSampling = false): Record<string, unknown> {
   const called = turn.toolCalls.length > 0;
   const message: Record<string, unknown> = { role: 'assistant', content: turn.content === '' && called ? null : turn.content };
   if (turn.reasoning) message.reasoning_content = turn.reasoning;
@@ -29,7 +29,7 @@ export function chatCompletionBody(head: ResponseHead, turn: TurnResult, tokeniz
   return {
     ...head,
     object: 'chat.completion',
-    choices: [{ index: 0, message, finish_reason: turn.finish, logprobs: tokens ? chatLogprobs(tokenizer, tokens) : null }],
+    choices: [{ index: 0, message, finish_reason: turn.finish, logprobs: tokens ? chatLogprobs(tokenizer, tokens, postSampling) : null }],
     usage,
   };
 }
@@ -56,6 +56,7 @@ export async function streamChatCompletion(
   head: ResponseHead,
   includeUsage: boolean,
   tokenizer: TextTokenizer,
+  postSampling = false,
 ): Promise<void> {
   const stream = openAIStream(res, head, 'chat.completion.chunk', includeUsage);
   const send = (delta: Record<string, unknown>, finish: FinishKind | null = null, logprobs: unknown = null) =>
@@ -64,7 +65,7 @@ export async function streamChatCompletion(
     send({ role: 'assistant' });
     for await (const event of events) {
       if (event.type !== 'done') {
-        send(chunkDelta(event), null, event.token ? chatLogprobs(tokenizer, [event.token]) : null);
+        send(chunkDelta(event), null, event.token ? chatLogprobs(tokenizer, [event.token], postSampling) : null);
         continue;
       }
       send(reasoningOnly(event.turn) ? { reasoning_only: true } : {}, event.turn.finish);

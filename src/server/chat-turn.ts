@@ -97,6 +97,8 @@ export interface TurnOptions {
   logprobs?: number;
   /** The request's logit_bias (./logit-bias.ts), for the APIs that have one. */
   logitBias?: Map<number, number>;
+  /** The logprobs are of the distribution each token was drawn from (llama-server's post_sampling_probs). */
+  postSamplingProbs?: boolean;
 }
 
 /**
@@ -112,6 +114,7 @@ export function startTurn(model: ServedModel, turn: PreparedTurn, options: TurnO
     keepSpecialIds: chat.keepSpecialIds,
     ...(chat.constraint ? { constraint: chat.constraint } : {}),
     ...(options.logprobs === undefined ? {} : { logprobs: options.logprobs }),
+    ...(options.postSamplingProbs ? { postSamplingProbs: true } : {}),
   };
   const events = options.metrics.track(generateText(engine, params), true);
   return chatEvents(model, turn, events, options.warn);

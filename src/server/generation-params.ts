@@ -82,9 +82,10 @@ export async function tokenizeText(engine: Engine, text: string, addSpecial: boo
   return engine.tokenizer.encodeAsync(text, addSpecial);
 }
 
+/** llama-server's wording and fields, in the reference's envelope. */
 function contextExceeded(count: string, tokens: number, contextSize: number): ApiError {
   return badRequest(
-    `the prompt has ${count} tokens but the context size is ${contextSize} tokens, which leaves no room for a completion`,
+    `request (${count} tokens) exceeds the available context size (${contextSize} tokens), try increasing it`,
     'context_length_exceeded',
     { n_prompt_tokens: tokens, n_ctx: contextSize },
   );
@@ -106,8 +107,8 @@ export async function tokenizePrompt(engine: Engine, prompt: string | number[]):
 /**
  * Everything the shared generator needs, after rejecting a prompt that leaves no room in
  * the context (before any work is queued). `maxTokens` absent means the server's
- * n_predict, by default "until the context is full", as in llama-server; a larger
- * request is capped there and ends with 'length'. `logitBias` is the request's
+ * n_predict, by default "until the context is full", as in llama-server; any budget is
+ * capped at the context's end and then ends with 'length'. `logitBias` is the request's
  * logit_bias (./logit-bias.ts), which only the routes whose API has one read.
  */
 export function generationParams(

@@ -3,7 +3,8 @@
 // the grammar mask, at temperature 1 and before any truncation (what OpenAI reports; see
 // ../kernels/sample.wgsl). Three shapes: OpenAI chat (choices[].logprobs.content[]), OpenAI
 // legacy completions ({tokens, token_logprobs, top_logprobs, text_offset}) and
-// llama-server's completion_probabilities.
+// llama-server's completion_probabilities, also in its post_sampling_probs form (the
+// engine then reports the distribution each token was drawn from).
 import type { GeneratedToken } from '../chat/text-generation.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import { badRequest } from './errors.js';
@@ -44,9 +45,12 @@ export function chatLogprobEntry(tokenizer: TextTokenizer, token: GeneratedToken
   return { ...item(token.id, chosenLogprob(token)), top_logprobs: topOf(token).map((t) => item(t.token, t.logprob)) };
 }
 
-/** choices[].logprobs of a chat completion (or of one chunk of its stream). */
-export function chatLogprobs(tokenizer: TextTokenizer, tokens: readonly GeneratedToken[]) {
-  return { content: tokens.map((t) => chatLogprobEntry(tokenizer, t)), refusal: null };
+/**
+ * choices[].logprobs of a chat completion (or of one chunk of its stream); with
+ * `postSampling` (llama-server's post_sampling_probs) the entries are its prob/top_probs ones.
+ */
+export function chatLogprobs(tokenizer: TextTokenizer, tokens: readonly GeneratedToken[], postSampling = false) {
+  return { content: postSampling ? postSamplingProbabilities(tokenizer, tokens) : tokens.map((t) => chatLogprobEntry(tokenizer, t)), refusal: null };
 }
 
 export interface CompletionLogprobs {
@@ -96,6 +100,14 @@ export interface NativeTokenProbability {
   top_logprobs: Array<{ id: number; token: string; bytes: number[]; logprob: number }>;
 }
 
+interface NativePostSamplingProbability {
+  id: number;
+  token: string;
+  bytes: number[];
+  prob: number;
+  top_probs: Array<{ id: number; token: string; bytes: number[]; prob: number }>;
+}
+
 /** llama-server's completion_probabilities entries (its token text stops before a cut-off character). */
 export function completionProbabilities(tokenizer: TextTokenizer, tokens: readonly GeneratedToken[]): NativeTokenProbability[] {
   const item = (id: number, logprob: number) => ({
@@ -105,4 +117,14 @@ export function completionProbabilities(tokenizer: TextTokenizer, tokens: readon
     logprob: finite(logprob),
   });
   return tokens.map((t) => ({ ...item(t.id, chosenLogprob(t)), top_logprobs: topOf(t).map((p) => item(p.token, p.logprob)) }));
+}
+
+/**
+ * llama-server's completion_probabilities with post_sampling_probs, for tokens generated
+ * with postSamplingProbs (their logprobs are of the distribution each was drawn from):
+ * `prob` and `top_probs` (the kept tokens, so possibly fewer than asked for).
+ */
+export function postSamplingProbabilities(tokenizer: TextTokenizer, tokens: readonly GeneratedToken[]): NativePostSamplingProbability[] {
+  const item = (id: number, logprob: number) => ({ id, token: tokenTextValidPrefix(tokenizer, id), bytes: [...tokenBytes(tokenizer, id)], prob: Math.exp(logprob) });
+  return tokens.map((t) => ({ ...item(t.id, t.logprobs?.[0]?.logprob ?? -Infinity), top_probs: topOf(t).map((p) => item(p.token, p.logprob)) }));
 }

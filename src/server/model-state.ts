@@ -29,12 +29,13 @@ type State = { kind: 'loading' } | { kind: 'ready'; model: ServedModel } | { kin
 export class ModelState {
   private state: State = { kind: 'loading' };
 
-  constructor(engine: Engine | Promise<Engine>) {
+  /** `chatTemplate`: --chat-template, used instead of every template the checkpoint has. */
+  constructor(engine: Engine | Promise<Engine>, chatTemplate?: string) {
     if (!(engine instanceof Promise)) {
-      this.state = { kind: 'ready', model: serve(engine) };
+      this.state = { kind: 'ready', model: serve(engine, chatTemplate) };
       return;
     }
-    engine.then(serve).then(
+    engine.then((e) => serve(e, chatTemplate)).then(
       (model) => {
         this.state = { kind: 'ready', model };
       },
@@ -58,16 +59,17 @@ export class ModelState {
   }
 }
 
-function serve(engine: Engine): ServedModel {
+function serve(engine: Engine, override: string | undefined): ServedModel {
   const { tokenizer } = engine;
-  const toolUse = tokenizer.chatTemplates.get('tool_use');
-  const chatTemplate = new ChatTemplate(tokenizer.chatTemplates.get('default'), tokenizer);
+  const main = override ?? tokenizer.chatTemplates.get('default');
+  const toolUse = override === undefined ? tokenizer.chatTemplates.get('tool_use') : undefined;
+  const chatTemplate = new ChatTemplate(main, tokenizer);
   prepareConstrainedDecoding(engine);
   return {
     engine,
     chatTemplate,
     ...(toolUse ? { toolUseTemplate: new ChatTemplate(toolUse, tokenizer) } : {}),
-    chatFormat: detectChatFormat(toolUse ?? tokenizer.chatTemplates.get('default')),
+    chatFormat: detectChatFormat(toolUse ?? main),
     created: Math.floor(Date.now() / 1000),
     maxMessages: maxMessages(engine, chatTemplate),
   };

@@ -6,8 +6,7 @@ import { PENALTY_WINDOW, XTC_THRESHOLD } from '../engine/types.js';
 import type { LoopPolicy } from './loop-policy.js';
 
 export interface SamplingDefaults {
-  /** Token budget of a request that sets none; -1 = until the context is full. A value
-   *  >= 0 also caps what a request may ask for, as llama-server's -n does. */
+  /** Token budget of a request that sets none; -1 = until the context is full. */
   n_predict: number;
   /** 0 = greedy. */
   temperature: number;
@@ -68,10 +67,10 @@ export function samplingDefaults(overrides: Partial<SamplingDefaults> = {}): Sam
 
 /**
  * The token budget of a request that asked for `requested` (undefined: nothing), before
- * the context cap. Mirrors llama-server: the server's n_predict fills in a missing value
- * and caps a larger one; undefined means "until the context is full".
+ * the context cap: the server's n_predict fills in a missing value (the REST reference's
+ * "when omitted, server defaults are used"); undefined means "until the context is full".
+ * Unlike llama-server's -n, it does not cap a request that asks for more.
  */
 export function tokenBudget(requested: number | undefined, nPredict: number): number | undefined {
-  if (nPredict < 0) return requested;
-  return requested === undefined ? nPredict : Math.min(requested, nPredict);
+  return requested ?? (nPredict < 0 ? undefined : nPredict);
 }

@@ -64,6 +64,8 @@ export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields, 
   /** OpenAI logprobs: `top_logprobs` (0-20) needs `logprobs: true`. */
   logprobs?: Opt<boolean>;
   top_logprobs?: Opt<number>;
+  /** llama-server's: the logprobs as prob/top_probs of the distribution each token was drawn from. */
+  post_sampling_probs?: Opt<boolean>;
 }
 
 /** Chat completions' and /completion's cap on reasoning tokens. */
@@ -91,11 +93,23 @@ export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFiel
   n_probs?: Opt<number>;
   /** llama-server's forms: see ./logit-bias.ts. */
   logit_bias?: Opt<LogitBias>;
+  /** The generated token ids in the body's `tokens` (a stream's chunks always carry theirs). */
+  return_tokens?: Opt<boolean>;
+  /** Only these fields of the body; "a/b" reaches into an object (./native-response.ts). */
+  response_fields?: Opt<string[]>;
+  /** Each streamed chunk carries the timings so far. */
+  timings_per_token?: Opt<boolean>;
+  /** A stream sends prompt_progress chunks while the prompt is prefilled. */
+  return_progress?: Opt<boolean>;
+  /** n_probs as `prob`/`top_probs` of the distribution each token was drawn from. */
+  post_sampling_probs?: Opt<boolean>;
 }
 
 export interface TokenizeBody {
   content: string;
   add_special?: Opt<boolean>;
+  /** [{id, piece}] instead of ids (llama-server's). */
+  with_pieces?: Opt<boolean>;
 }
 
 export interface DetokenizeBody {
@@ -256,6 +270,7 @@ export const validateChatCompletion = ajv.compile<ChatCompletionBody>({
     parallel_tool_calls: nullable('boolean'),
     logprobs: nullable('boolean'),
     top_logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
+    post_sampling_probs: nullable('boolean'),
     ...thinkingBudgetProperties,
   },
 });
@@ -279,6 +294,11 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
     n_predict: { ...nullable('integer'), minimum: -1 },
     n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
     logit_bias: nativeLogitBias,
+    return_tokens: nullable('boolean'),
+    response_fields: { ...nullable('array'), items: { type: 'string' } },
+    timings_per_token: nullable('boolean'),
+    return_progress: nullable('boolean'),
+    post_sampling_probs: nullable('boolean'),
     ...thinkingBudgetProperties,
   },
 });
@@ -286,7 +306,7 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
 export const validateTokenize = ajv.compile<TokenizeBody>({
   type: 'object',
   required: ['content'],
-  properties: { content: { type: 'string' }, add_special: nullable('boolean') },
+  properties: { content: { type: 'string' }, add_special: nullable('boolean'), with_pieces: nullable('boolean') },
 });
 
 export const validateDetokenize = ajv.compile<DetokenizeBody>({

@@ -1,4 +1,4 @@
-// A token's own text and bytes, for logprobs: the raw bytes of its vocabulary piece
+// A token's own text and bytes, for logprobs and /tokenize's pieces: the raw bytes of its vocabulary piece
 // (byte-level and SentencePiece pieces mapped to bytes by ../grammar/vocab.ts; special and
 // added tokens as the UTF-8 of their text), not its share of the decoded completion. Also
 // the default DRY sequence breakers, which are defined over token text.

@@ -50,6 +50,7 @@ export class FakeEngine implements Engine {
   ) {
     this.info = {
       id: 'stories260k',
+      path: options.tokenizerDir ?? STORIES_DIR,
       architecture: 'llama',
       vocabSize: tokenizer.vocabSize,
       contextSize: options.contextSize ?? 512,

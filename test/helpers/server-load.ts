@@ -2,7 +2,7 @@
 // the test lets go, bounded polling, and the observability routes read over HTTP.
 import { expect } from 'vitest';
 
-export type SlotEntry = { id: number; state: 'decoding' | 'idle' | 'queued'; model: string; context_size: number; is_processing: boolean };
+export type SlotEntry = { id: number; state: 'decoding' | 'idle' | 'queued'; model: string; context_size: number; n_ctx: number; is_processing: boolean };
 
 export async function getSlots(url: string): Promise<SlotEntry[]> {
   const res = await fetch(`${url}/slots`);

@@ -37,7 +37,7 @@ export class ScriptedEngine implements Engine {
     readonly tokenizer: TextTokenizer,
     private readonly ids: number[],
   ) {
-    this.info = { id: 'scripted', architecture: 'none', vocabSize: tokenizer.vocabSize, contextSize: 1 << 16, eosTokenIds: [] };
+    this.info = { id: 'scripted', path: 'scripted', architecture: 'none', vocabSize: tokenizer.vocabSize, contextSize: 1 << 16, eosTokenIds: [] };
   }
 
   async *generate(req: GenerationRequest): AsyncGenerator<GenerationEvent> {

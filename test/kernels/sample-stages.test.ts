@@ -68,6 +68,8 @@ interface Stages {
   allowed?: number[];
   /** SeqParams.logprobs as written: 0 none, else 1 + top logprobs wanted. */
   logprobsWord?: number;
+  /** SeqParams.post_sampling: logprobs of the drawn-from distribution. */
+  postSampling?: boolean;
 }
 
 interface SeqIn extends Stages { u: number }
@@ -76,7 +78,7 @@ interface SeqIn extends Stages { u: number }
 function packSeqs(seqs: SeqIn[]): Uint32Array {
   return new Uint32Array(packSeqParams(seqs.map((s) => ({
     temperature: s.temperature, top_k: s.topK ?? 0, top_p: s.topP ?? 1, u: s.u, min_p: s.minP ?? 0, p_less: s.pLess ?? false,
-    xtc_threshold: s.xtc ?? 0, masked: s.allowed !== undefined, logprobs: s.logprobsWord ?? 0,
+    xtc_threshold: s.xtc ?? 0, masked: s.allowed !== undefined, logprobs: s.logprobsWord ?? 0, post_sampling: s.postSampling ?? false,
   }))));
 }
 
@@ -559,6 +561,48 @@ describe('logprobs: the masked, penalised row at T = 1 before truncation; chosen
     expect(logprobSlots(lp, 3).slice(1, 6).map((x) => x.token)).toEqual([5, 261, 300, 511, 40]);
     expectPoisoned('seq 2 (no logprobs asked)', lp, 2 * LP_WORDS, 3 * LP_WORDS, POISON_U32);
     expectPoisoned('seq 3 slots past 1 + 7', lp, 3 * LP_WORDS + 2 * 8, 4 * LP_WORDS, POISON_U32);
+  });
+});
+
+describe('post-sampling logprobs: the distribution the token was drawn from; chosen first, then the kept tokens', () => {
+  it('vocab 513: each chain against the reference; greedy is probability 1, its own only top token', async () => {
+    const V = 513;
+    const rand = rng(47);
+    const base = Array.from({ length: V }, () => 6 * rand() - 3);
+    for (const i of [9, 300]) base[i] = 3.5; // a tie across lanes
+    const allowed = Array.from({ length: V }, (_, i) => i).filter((i) => i % 4 !== 1);
+    const seqs: SeqIn[] = [
+      { temperature: 0.7, topK: 8, u: 0.42, logprobsWord: 1 + 20 },         // 8 kept: the list ends early
+      { temperature: 1.3, topK: 40, topP: 0.6, u: 0.77, logprobsWord: 1 + 5 },
+      { temperature: 0.9, minP: 0.2, u: 0.05, logprobsWord: 1 + 20, allowed },
+      { temperature: 0.8, topK: 30, xtc: 0.05, u: 0.6, logprobsWord: 1 + 3 },
+      { temperature: 0, topK: 5, u: 0.5, logprobsWord: 1 + 4 },             // greedy
+      { temperature: 1, u: 0.3, logprobsWord: 1 + 2, postSampling: false }, // the T = 1 row, as before
+    ].map((s) => ({ postSampling: true, ...s }));
+    const { ids, lp } = await runSampler(Float32Array.from(seqs.flatMap(() => base)), V, seqs);
+    for (let s = 0; s < 5; s++) {
+      const ref = reference(base, seqs[s]!);
+      const got = logprobSlots(lp, s);
+      const chosen = ids[s]!;
+      expect(ref.p[chosen], `seq ${s}: the chosen token was kept`).toBeGreaterThan(0);
+      expect(got[0]!.token, `seq ${s}: slot 0 is the chosen token`).toBe(chosen);
+      // Kept tokens, most likely first, ties to the lowest id; as many as asked for, or as are kept.
+      const kept = ref.kept.slice().sort((a, b) => ref.p[b]! - ref.p[a]! || a - b);
+      const want = kept.slice(0, Math.min(seqs[s]!.logprobsWord! - 1, MAX_TOP_LOGPROBS));
+      expect(got.slice(1).map((x) => x.token), `seq ${s}: top ids`).toEqual(want);
+      for (const [k, x] of got.entries()) {
+        const w = Math.log(ref.p[x.token]!);
+        if (!(Math.abs(x.logprob - w) <= lpTol(w))) expect.fail(`seq ${s} slot ${k} (token ${x.token}): logprob ${x.logprob}, want ${w}`);
+      }
+      const total = kept.reduce((a, i) => a + ref.p[i]!, 0);
+      expect(Math.abs(total - 1)).toBeLessThan(1e-9);
+    }
+    expect(logprobSlots(lp, 0)).toHaveLength(1 + 8);
+    expect(logprobSlots(lp, 4)).toEqual([{ token: ids[4], logprob: 0 }, { token: ids[4], logprob: 0 }]);
+    // Without the flag: the whole row at T = 1.
+    const ls = logSoftmax(base);
+    expect(logprobSlots(lp, 5).map((x) => x.token)).toEqual([ids[5], ...topIds(base, 2)]);
+    expect(Math.abs(logprobSlots(lp, 5)[0]!.logprob - ls[ids[5]!]!)).toBeLessThan(lpTol(ls[ids[5]!]!));
   });
 });
 

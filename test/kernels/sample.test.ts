@@ -35,7 +35,7 @@ interface SampleParams {
 /** SeqParams in sample.wgsl, the other samplers off. */
 function packParams(params: SampleParams[]): Uint32Array {
   return new Uint32Array(packSeqParams(params.map((p) => ({
-    temperature: p.temperature, top_k: p.topK, top_p: p.topP, u: p.u, min_p: 0, p_less: false, xtc_threshold: 0, masked: p.allowed !== undefined, logprobs: 0,
+    temperature: p.temperature, top_k: p.topK, top_p: p.topP, u: p.u, min_p: 0, p_less: false, xtc_threshold: 0, masked: p.allowed !== undefined, logprobs: 0, post_sampling: false,
   }))));
 }
 

@@ -7,6 +7,7 @@ import { logitBiasFrom } from '../logit-bias.js';
 import { chatLogprobCount } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
+import { verboseBody } from '../native-response.js';
 import { requestContext } from '../request-context.js';
 import { responseHead } from '../openai-shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
@@ -15,6 +16,8 @@ import { validateBody, validateChatCompletion } from '../schemas.js';
 export interface ChatRouteOptions {
   /** --chat-template-kwargs: the template kwargs every request starts from. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** -v: a non-streaming body carries llama-server's __verbose (../native-response.ts). */
+  verbose?: boolean;
 }
 
 export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics, options: ChatRouteOptions = {}): Router {
@@ -28,6 +31,8 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     const turn = await prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
     const logprobs = chatLogprobCount(body);
     const logitBias = logitBiasFrom(model.engine, body.logit_bias);
+    // llama-server's post_sampling_probs: the logprobs as prob/top_probs of the drawn-from distribution.
+    const postSampling = logprobs !== undefined && body.post_sampling_probs === true;
     // Queued before any header, so a full queue or an over-long prompt is a plain error.
     const events = startTurn(model, turn, {
       maxTokens: body.max_completion_tokens ?? body.max_tokens,
@@ -38,14 +43,28 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
       warn,
       ...(logprobs === undefined ? {} : { logprobs }),
       ...(logitBias ? { logitBias } : {}),
+      ...(postSampling ? { postSamplingProbs: true } : {}),
     });
 
     if (body.stream) {
-      await streamChatCompletion(res, events, head, body.stream_options?.include_usage === true, tokenizer);
+      await streamChatCompletion(res, events, head, body.stream_options?.include_usage === true, tokenizer, postSampling);
       return;
     }
     const result = await collectTurn(events);
-    if (result) res.json(chatCompletionBody(head, result, tokenizer));
+    if (!result) return;
+    const verbose = options.verbose
+      ? {
+          __verbose: verboseBody(model.engine, result.generation, {
+            prompt: turn.chat.prompt,
+            body,
+            maxTokens: body.max_completion_tokens ?? body.max_tokens,
+            logitBias,
+            defaults,
+            nProbs: logprobs ?? 0,
+          }),
+        }
+      : {};
+    res.json({ ...chatCompletionBody(head, result, tokenizer, postSampling), ...verbose });
   });
   return router;
 }

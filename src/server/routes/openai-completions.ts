@@ -1,4 +1,5 @@
-// POST /v1/completions (and /completions): OpenAI legacy text completions, JSON or SSE.
+// POST /v1/completions: OpenAI legacy text completions, JSON or SSE (/completions without
+// /v1 is llama-server's native route, ./native.ts).
 // A stream whose generation fails ends with the error event, a finish_reason "error"
 // choice and [DONE].
 import { Router, type Response } from 'express';
@@ -10,6 +11,7 @@ import { logitBiasFrom } from '../logit-bias.js';
 import { CompletionLogprobsBuilder } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
+import { verboseBody } from '../native-response.js';
 import { requestContext } from '../request-context.js';
 import { responseFormatConstraint } from '../response-format.js';
 import { openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
@@ -20,16 +22,22 @@ import { runSse } from '../sse.js';
 /** One choice: a text delta (finishReason null) or the closing one; `logprobs` null when none. */
 const choice = (text: string, finishReason: FinishReason | null, logprobs: unknown = null) => ({ index: 0, text, finish_reason: finishReason, logprobs });
 
-export function openAICompletionRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics): Router {
+export interface CompletionRouteOptions {
+  /** -v: a non-streaming body carries llama-server's __verbose (../native-response.ts). */
+  verbose?: boolean;
+}
+
+export function openAICompletionRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics, options: CompletionRouteOptions = {}): Router {
   const router = Router();
-  router.post(['/v1/completions', '/completions'], async (req, res) => {
+  router.post('/v1/completions', async (req, res) => {
     const body = validateBody(validateCompletion, req.body);
     const { engine } = models.require();
     const promptTokens = await tokenizePrompt(engine, singlePrompt(body.prompt));
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
     const constraint = responseFormatConstraint(engine, body.response_format);
+    const logitBias = logitBiasFrom(engine, body.logit_bias);
     const params = {
-      ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
+      ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults, logitBias),
       ...(constraint ? { constraint } : {}),
       ...(body.logprobs == null ? {} : { logprobs: body.logprobs }),
     };
@@ -49,6 +57,18 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
       object: 'text_completion',
       choices: [choice(result.text, result.finishReason, logprobs && result.tokens ? logprobs.add(result.tokens) : null)],
       usage: result.usage,
+      ...(options.verbose
+        ? {
+            __verbose: verboseBody(engine, result, {
+              prompt: engine.tokenizer.decode(promptTokens, false),
+              body,
+              maxTokens,
+              logitBias,
+              defaults,
+              nProbs: body.logprobs ?? 0,
+            }),
+          }
+        : {}),
     });
   });
   return router;

@@ -1,9 +1,13 @@
 // GET /props: the server's default generation settings (what a request gets for each
-// field it omits; see ../sampling-defaults.ts), its slot count and whether it sleeps
-// (--sleep-idle-seconds), in llama-server's shape.
+// field it omits; see ../sampling-defaults.ts), its slot count, model path and whether it
+// sleeps (--sleep-idle-seconds), in llama-server's shape: the settings flat as the REST
+// reference lists them, and again as llama-server's slot object has them (n_ctx, and the
+// /completion generation_settings of a request that sets nothing under params).
 import { Router } from 'express';
+import { samplingFrom } from '../generation-params.js';
 import { serverLoopDetection } from '../loop-policy.js';
 import type { ModelState } from '../model-state.js';
+import { generationSettings } from '../native-response.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 
 /** u64::MAX: how the REST reference (and llama-server's u32 cousin) says "no seed configured". */
@@ -19,8 +23,18 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Rou
     // family's default), in the request fields' names; null when off.
     const loop = serverLoopDetection(defaults.loop_detection, engine.info.architecture);
     const loop_detection = loop ? { min_pattern_size: loop.minPatternSize, max_pattern_size: loop.maxPatternSize, min_count: loop.minCount } : null;
-    // is_sleeping: llama-server's, true while --sleep-idle-seconds has the model unloaded.
-    const body = JSON.stringify({ default_generation_settings: { ...defaults, seed: 0, loop_detection }, total_slots: engine.stats().slots, is_sleeping: engine.isSleeping() });
+    const params = generationSettings(
+      { sampling: samplingFrom({}, defaults, engine.tokenizer), nPredict: defaults.n_predict, stop: [], stream: false, nProbs: 0, timingsPerToken: false, postSamplingProbs: false },
+      defaults,
+    );
+    // The flat seed comes first, so that it is the one spliced below.
+    const body = JSON.stringify({
+      default_generation_settings: { ...defaults, seed: 0, loop_detection, n_ctx: engine.info.contextSize, params },
+      total_slots: engine.stats().slots,
+      model_path: engine.info.path,
+      // is_sleeping: llama-server's, true while --sleep-idle-seconds has the model unloaded.
+      is_sleeping: engine.isSleeping(),
+    });
     const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));
   });

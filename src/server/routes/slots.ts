@@ -32,6 +32,8 @@ export function slotRoutes(models: ModelState, options: SlotRouteOptions): Route
         model,
         // The effective per-slot window, the same value /health reports.
         context_size: contextSize,
+        // llama-server's name for it.
+        n_ctx: contextSize,
         is_processing: state === 'decoding',
       })),
     );

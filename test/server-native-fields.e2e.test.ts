@@ -1,0 +1,358 @@
+// llama-server's native fields where the REST reference is silent, over raw HTTP (and the
+// openai SDK where it has the field), against a live server on the real engine and the
+// trained stories260k model (greedy outputs from expected.json).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { startServer, type RunningServer } from '../src/server/server.js';
+import { waitFor } from './helpers/server-load.js';
+import { readSse } from './helpers/sse.js';
+import { STORIES_DIR, storiesCase } from './helpers/stories-expected.js';
+
+const onceUponATime = storiesCase('Once upon a time');
+/** stories260k's end-of-sequence token (banned below to run into the context's end). */
+const EOS = 2;
+
+let engine: Engine;
+let server: RunningServer;
+
+beforeAll(async () => {
+  engine = await loadEngine({ modelDir: 'models/stories260k' });
+  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await engine?.close();
+});
+
+async function post(path: string, body: unknown) {
+  const res = await fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+async function stream(path: string, body: Record<string, unknown>) {
+  const res = await fetch(server.url + path, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
+  expect(res.status).toBe(200);
+  return (await readSse(res)) as any[];
+}
+
+describe('/completion response fields', () => {
+  it('carries tokens, generation_settings, prompt, has_new_line and truncated', async () => {
+    const res = await post('/completion', {
+      prompt: 'Once upon a time',
+      n_predict: 64,
+      temperature: 0,
+      return_tokens: true,
+      logit_bias: [[EOS, false], ['Lily', -2]],
+      stop: ['dragon'],
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      content: onceUponATime.expected_text,
+      tokens: onceUponATime.expected_token_ids,
+      prompt: '<s> Once upon a time',
+      has_new_line: onceUponATime.expected_text.includes('\n'),
+      truncated: false,
+      stop_type: 'limit',
+    });
+    const lily = engine.tokenizer.encode('Lily', false);
+    expect(res.body.generation_settings).toMatchObject({
+      temperature: 0,
+      top_k: 40,
+      n_predict: 64,
+      max_tokens: 64,
+      stop: ['dragon'],
+      stream: false,
+      seed: 4294967295,
+      n_probs: 0,
+      logit_bias: [{ bias: null, token: EOS }, ...lily.map((token) => ({ bias: -2, token }))],
+    });
+  });
+
+  it('leaves tokens empty without return_tokens', async () => {
+    const res = await post('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0 });
+    expect(res.body.tokens).toEqual([]);
+  });
+
+  it('is truncated when the completion runs into the end of the context', async () => {
+    const prompt = engine.tokenizer.encode('Once upon a time '.repeat(120), true);
+    expect(prompt.length).toBeLessThan(512);
+    const res = await post('/completion', { prompt, temperature: 0, logit_bias: [[EOS, false]] });
+    expect(res.body).toMatchObject({ truncated: true, stop_type: 'limit', tokens_evaluated: prompt.length, tokens_predicted: 512 - prompt.length });
+  });
+
+  it('streams token ids with each chunk and ends with the summary', async () => {
+    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
+    const chunks = events.slice(0, -1);
+    expect(chunks.map((c) => c.content).join('')).toBe(onceUponATime.expected_text);
+    expect(chunks.flatMap((c) => c.tokens)).toEqual(onceUponATime.expected_token_ids);
+    expect(chunks.at(-1)).toMatchObject({ stop: false, tokens_predicted: 64, tokens_evaluated: 5 });
+    expect(events.at(-1)).toMatchObject({ stop: true, content: '', tokens: [], truncated: false, generation_settings: { stream: true, n_predict: 64 } });
+  });
+
+  it('timings_per_token puts the timings so far on every streamed chunk', async () => {
+    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 16, temperature: 0, timings_per_token: true, cache_prompt: false });
+    const chunks = events.slice(0, -1);
+    let predicted = 0;
+    for (const chunk of chunks) {
+      expect(chunk.timings).toMatchObject({ cache_n: 0, prompt_n: 5, predicted_n: chunk.tokens_predicted });
+      expect(chunk.timings.predicted_n).toBeGreaterThan(predicted);
+      expect(chunk.timings.prompt_ms).toBeGreaterThan(0);
+      predicted = chunk.timings.predicted_n;
+    }
+    expect(predicted).toBe(16);
+    expect(events.at(-1)).toMatchObject({ timings: { predicted_n: 16 }, generation_settings: { timings_per_token: true } });
+    // Off by default.
+    const plain = await stream('/completion', { prompt: 'Once upon a time', n_predict: 2, temperature: 0 });
+    expect(plain.slice(0, -1).every((c) => c.timings === undefined)).toBe(true);
+  });
+
+  it('is also served on /completions, as llama-server serves it', async () => {
+    const res = await post('/completions', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
+    expect(res.body).toMatchObject({ content: onceUponATime.expected_text, stop: true, tokens_predicted: 64 });
+  });
+
+  it('projects response_fields, nested paths keeping their full name', async () => {
+    const res = await post('/completion', {
+      prompt: 'Once upon a time',
+      n_predict: 8,
+      temperature: 0,
+      response_fields: ['content', 'generation_settings/n_predict', 'timings/predicted_n', 'no_such_field', 'content/deeper'],
+    });
+    expect(res.body).toEqual({
+      content: onceUponATime.expected_text.slice(0, res.body.content.length),
+      'generation_settings/n_predict': 8,
+      'timings/predicted_n': 8,
+    });
+    expect(res.body.content.length).toBeGreaterThan(0);
+  });
+
+  it('names both sizes when the prompt does not fit, on /completion too', async () => {
+    const prompt = engine.tokenizer.encode('Once upon a time '.repeat(200), true);
+    const res = await post('/completion', { prompt, n_predict: 1 });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toEqual({
+      message: `request (${prompt.length} tokens) exceeds the available context size (512 tokens), try increasing it`,
+      type: 'invalid_request_error',
+      code: 'context_length_exceeded',
+      n_prompt_tokens: prompt.length,
+      n_ctx: 512,
+    });
+  });
+});
+
+describe('/completion post_sampling_probs', () => {
+  it('reports prob/top_probs of the distribution each token was drawn from', async () => {
+    const request = { prompt: 'Once upon a time', n_predict: 12, temperature: 1, top_k: 3, top_p: 1, min_p: 0, seed: 7, n_probs: 3 };
+    const plain = (await post('/completion', request)).body;
+    const post_ = (await post('/completion', { ...request, post_sampling_probs: true })).body;
+    // The same draws: the flag changes what is reported, not what is sampled.
+    expect(post_.content).toBe(plain.content);
+    expect(post_.generation_settings.post_sampling_probs).toBe(true);
+    expect(post_.completion_probabilities).toHaveLength(12);
+    post_.completion_probabilities.forEach((entry: any, i: number) => {
+      const before = plain.completion_probabilities[i];
+      expect(entry.id).toBe(before.id);
+      expect(entry).not.toHaveProperty('logprob');
+      // At T 1 with top-k 3, the drawn-from distribution is the top 3 of the row, renormalised.
+      const z = before.top_logprobs.reduce((a: number, t: any) => a + Math.exp(t.logprob), 0);
+      expect(entry.top_probs.map((t: any) => t.id)).toEqual(before.top_logprobs.map((t: any) => t.id));
+      entry.top_probs.forEach((t: any, k: number) => {
+        expect(t.prob).toBeCloseTo(Math.exp(before.top_logprobs[k].logprob) / z, 5);
+        expect(t).toMatchObject({ token: before.top_logprobs[k].token, bytes: before.top_logprobs[k].bytes });
+      });
+      expect(entry.prob).toBeCloseTo(Math.exp(before.logprob) / z, 5);
+    });
+  });
+
+  it('a greedy token has probability 1 and is its own only top token, streamed too', async () => {
+    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 5, post_sampling_probs: true });
+    const entries = events.slice(0, -1).flatMap((e) => e.completion_probabilities ?? []);
+    expect(entries.map((e) => e.id)).toEqual(onceUponATime.expected_token_ids.slice(0, 4));
+    for (const e of entries) expect(e).toMatchObject({ prob: 1, top_probs: [{ id: e.id, prob: 1 }] });
+    for (const e of entries) expect(e.top_probs).toHaveLength(1);
+  });
+});
+
+describe('chat post_sampling_probs', () => {
+  it('chat logprobs become prob/top_probs of the drawn-from distribution, through the openai SDK', async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const request = {
+      model: 'stories260k',
+      messages: [{ role: 'user' as const, content: 'Once upon a time' }],
+      max_tokens: 6,
+      temperature: 1,
+      top_p: 1,
+      seed: 11,
+      logprobs: true,
+      top_logprobs: 3,
+      top_k: 3,
+      min_p: 0,
+    };
+    const plain = await client.chat.completions.create(request as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const post_ = await client.chat.completions.create({ ...request, post_sampling_probs: true } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect(post_.choices[0]!.message.content).toBe(plain.choices[0]!.message.content);
+    const before = plain.choices[0]!.logprobs!.content!;
+    const after = post_.choices[0]!.logprobs!.content as unknown as Array<{ id: number; token: string; prob: number; top_probs: Array<{ token: string; prob: number }> }>;
+    expect(after).toHaveLength(before.length);
+    after.forEach((entry, i) => {
+      const z = before[i]!.top_logprobs.reduce((a, t) => a + Math.exp(t.logprob), 0);
+      expect(entry.token).toBe(before[i]!.token);
+      expect(entry.prob).toBeCloseTo(Math.exp(before[i]!.logprob) / z, 5);
+      expect(entry.top_probs.map((t) => t.prob)).toEqual(before[i]!.top_logprobs.map((t) => expect.closeTo(Math.exp(t.logprob) / z, 5)));
+    });
+  });
+});
+
+describe('/tokenize with_pieces', () => {
+  it('gives each token its piece: text, or the bytes where they are not UTF-8 on their own', async () => {
+    const content = 'Once upon a time, á';
+    const ids = (await post('/tokenize', { content })).body.tokens as number[];
+    const res = await post('/tokenize', { content, with_pieces: true });
+    expect(res.status).toBe(200);
+    const pieces = res.body.tokens as Array<{ id: number; piece: string | number[] }>;
+    expect(pieces.map((p) => p.id)).toEqual(ids);
+    expect(pieces[0]).toEqual({ id: ids[0], piece: ' Once' });
+    // stories260k has no token for "á": it is two byte tokens, 0xC3 and 0xA1, as in llama-server's README.
+    expect(pieces.slice(-2).map((p) => p.piece)).toEqual([[0xc3], [0xa1]]);
+    const bytes = pieces.flatMap((p) => (typeof p.piece === 'string' ? [...Buffer.from(p.piece)] : p.piece));
+    expect(Buffer.from(bytes).toString()).toBe(` ${content}`);
+  });
+});
+
+describe('/props and /slots', () => {
+  it('/props carries model_path, n_ctx and the default params', async () => {
+    const res = await fetch(`${server.url}/props`);
+    const body = (await res.json()) as any;
+    expect(body.model_path).toBe(STORIES_DIR);
+    expect(body.default_generation_settings).toMatchObject({
+      n_ctx: 512,
+      n_predict: -1,
+      temperature: 0.8,
+      params: { n_predict: -1, temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, seed: 4294967295, logit_bias: [], stop: [] },
+    });
+  });
+
+  it('/slots entries carry n_ctx', async () => {
+    const res = await fetch(`${server.url}/slots`);
+    const slots = (await res.json()) as any[];
+    expect(slots.length).toBeGreaterThan(0);
+    for (const slot of slots) expect(slot).toMatchObject({ n_ctx: 512, context_size: 512 });
+  });
+});
+
+describe('chat completions keep the REST reference wire shape', () => {
+  it('system_fingerprint stays null and the stream opens with the role', async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const chunks = [];
+    const s = await client.chat.completions.create({ model: 'stories260k', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 4, stream: true });
+    for await (const chunk of s) chunks.push(chunk);
+    expect(chunks[0]!.choices[0]!.delta).toEqual({ role: 'assistant' });
+    expect(chunks.every((c) => c.system_fingerprint === null)).toBe(true);
+  });
+});
+
+/** bin/mlxcel-server.js, on the sources rather than dist/. */
+const ENTRY = "import { main } from './src/cli.ts'; await main(process.argv.slice(1), process.env);";
+
+/** The real command line on stories260k: its address once loaded, and a stop. */
+async function startCli(args: string[]): Promise<{ url: string; output: () => string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', '-np', '1', ...args], {
+    cwd: join(import.meta.dirname, '..'),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (t: string) => (output += t));
+  child.stderr.setEncoding('utf8').on('data', (t: string) => (output += t));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(killer);
+  };
+  await waitFor(() => /loaded in|could not load/.test(output) || child.exitCode !== null, 60_000, 'the server loaded');
+  const url = /listening on (http:\S+)/.exec(output)?.[1];
+  if (!url) await stop();
+  return { url: url ?? '', output: () => output, stop };
+}
+
+describe('the command line', () => {
+  let dir: string;
+  let cli: Awaited<ReturnType<typeof startCli>>;
+  const template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mlxcel-cli-'));
+    writeFileSync(join(dir, 'template.jinja'), template);
+    cli = await startCli(['--alias', 'gpt-x,tiny', '--tags', 'small,test', '--chat-template-file', join(dir, 'template.jinja'), '-n', '6', '--verbose', '-b', '16']);
+    expect(cli.url, cli.output()).not.toBe('');
+  });
+
+  afterAll(async () => {
+    await cli?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('--alias names the model in responses and lists every alias, with the --tags', async () => {
+    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const models = await client.models.list();
+    expect(models.data).toHaveLength(1);
+    expect(models.data[0]).toMatchObject({ id: 'gpt-x', aliases: ['gpt-x', 'tiny'], tags: ['small', 'test'] });
+    // Any alias is accepted as the model; responses name the first.
+    const res = await client.completions.create({ model: 'tiny', prompt: 'Once upon a time', temperature: 0 });
+    expect(res.model).toBe('gpt-x');
+    // -n 6: the budget of a request that sets none.
+    expect(res.usage?.completion_tokens).toBe(6);
+  });
+
+  it('--chat-template-file renders chat and /apply-template', async () => {
+    const messages = [{ role: 'user' as const, content: 'Once upon a time' }];
+    const applied = await fetch(`${cli.url}/apply-template`, { method: 'POST', body: JSON.stringify({ messages }) });
+    expect(await applied.json()).toEqual({ prompt: '[user] Once upon a time\n[assistant]' });
+    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const chat = await client.chat.completions.create({ model: 'gpt-x', messages, max_tokens: 3, temperature: 0 });
+    const tokenize = await fetch(`${cli.url}/tokenize`, { method: 'POST', body: JSON.stringify({ content: '[user] Once upon a time\n[assistant]' }) });
+    expect(chat.usage?.prompt_tokens).toBe(((await tokenize.json()) as { tokens: number[] }).tokens.length);
+    // --verbose: the native body of the same generation, the rendered prompt included.
+    const verbose = (chat as unknown as { __verbose: Record<string, unknown> }).__verbose;
+    expect(verbose).toMatchObject({ prompt: '[user] Once upon a time\n[assistant]', content: chat.choices[0]!.message.content, tokens_predicted: 3, stop: true });
+    expect(verbose.generation_settings).toMatchObject({ n_predict: 3, temperature: 0 });
+  });
+
+  it('--verbose adds __verbose to text completions too', async () => {
+    const res = await fetch(`${cli.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4, temperature: 0 }) });
+    const body = (await res.json()) as any;
+    expect(body.__verbose).toMatchObject({ prompt: '<s> Once upon a time', content: body.choices[0].text, tokens_evaluated: 5, tokens_predicted: 4 });
+  });
+
+  it('return_progress streams prompt_progress after each prefill chunk (-b 16), then the tokens', async () => {
+    const prompt = Array.from({ length: 40 }, (_, i) => onceUponATime.prompt_token_ids[i % 5]!);
+    const res = await fetch(`${cli.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, n_predict: 3, stream: true, return_progress: true, cache_prompt: false }) });
+    const events = (await readSse(res)) as any[];
+    const progress = events.filter((e) => e.prompt_progress);
+    expect(progress.map((e) => e.prompt_progress.processed)).toEqual([16, 32, 40]);
+    for (const e of progress) {
+      expect(e).toMatchObject({ content: '', tokens: [], stop: false, tokens_evaluated: 40, prompt_progress: { total: 40, cache: 0 } });
+      expect(e.prompt_progress.time_ms).toBeGreaterThanOrEqual(0);
+    }
+    // They come first, in order, before any text.
+    expect(events.slice(0, 3)).toEqual(progress);
+    expect(events.slice(3, -1).flatMap((e) => e.tokens)).toHaveLength(3);
+    // Not without the field, nor on a body that does not stream.
+    const plain = await fetch(`${cli.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, n_predict: 1, stream: true }) });
+    expect(((await readSse(plain)) as any[]).some((e) => e.prompt_progress)).toBe(false);
+  });
+
+  it('refuses a template that is not Jinja before loading anything', async () => {
+    const bad = await startCli(['--chat-template', '{% for m in messages %}']);
+    expect(bad.url).toBe('');
+    expect(bad.output()).toMatch(/the chat template is not valid Jinja/);
+  });
+});
