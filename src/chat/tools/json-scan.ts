@@ -19,31 +19,19 @@ export function skipWs(text: string, pos: number): number {
  * Scans one JSON value starting at `pos` (leading whitespace skipped). Brackets and
  * strings are checked structurally; JSON.parse of the span settles validity. A number or
  * literal that reaches the end of the text is incomplete unless `final`.
+ *
+ * Streaming parsers call this on a text that grows by a token at a time; a string or
+ * container scan resumes where the previous call on a prefix of this text stopped
+ * (`resumable` below), so following a long value costs time in its length, not
+ * in its length squared.
  */
 export function scanJsonValue(text: string, pos: number, final = false): ScanResult {
-  let i = skipWs(text, pos);
+  const i = skipWs(text, pos);
   if (i >= text.length) return final ? { status: 'error', at: i } : { status: 'incomplete' };
   const first = text[i]!;
-  if (first === '"') {
-    const end = scanString(text, i);
-    return end < 0 ? incompleteOrError(text, final) : checked(text, i, end);
-  }
-  if (first === '{' || first === '[') {
-    const stack: string[] = [];
-    for (; i < text.length; i++) {
-      const c = text[i]!;
-      if (c === '"') {
-        const end = scanString(text, i);
-        if (end < 0) return incompleteOrError(text, final);
-        i = end - 1;
-      } else if (c === '{' || c === '[') {
-        stack.push(c === '{' ? '}' : ']');
-      } else if (c === '}' || c === ']') {
-        if (stack.pop() !== c) return { status: 'error', at: i };
-        if (stack.length === 0) return checked(text, skipWs(text, pos), i + 1);
-      }
-    }
-    return incompleteOrError(text, final);
+  if (first === '"' || first === '{' || first === '[') {
+    const scan = resumable(text, i);
+    return scan.status === 'incomplete' ? incompleteOrError(text, final) : scan;
   }
   const m = /^(-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null)/.exec(text.slice(i, i + 64));
   if (!m) {
@@ -55,6 +43,60 @@ export function scanJsonValue(text: string, pos: number, final = false): ScanRes
   const end = i + m[0].length;
   if (end === text.length && !final) return { status: 'incomplete' };
   return { status: 'complete', end };
+}
+
+/** Where a string or container scan of `text` from `start` stopped, or its result. */
+interface ScanState {
+  text: string;
+  start: number;
+  /** The next character to read. */
+  at: number;
+  /** Closers of the containers open at `at`. */
+  stack: string[];
+  inString: boolean;
+  result?: ScanResult;
+}
+
+/** The latest scans, most recent first: a few streams' texts at once. */
+const scans: ScanState[] = [];
+const MAX_SCANS = 16;
+
+/** The string or container opening at `start`: complete (checked by JSON.parse), an error, or incomplete. */
+function resumable(text: string, start: number): ScanResult {
+  // substring + === compares flat memory; startsWith walks a concatenated string char by char.
+  const k = scans.findIndex((s) => s.start === start && text.length >= s.text.length && text.substring(0, s.text.length) === s.text);
+  let state: ScanState;
+  if (k >= 0) {
+    state = scans.splice(k, 1)[0]!;
+    if (state.result) {
+      scans.unshift(state);
+      return state.result;
+    }
+  } else state = { text, start, at: start, stack: [], inString: false };
+  let { at: i, inString } = state;
+  const { stack } = state;
+  let result: ScanResult | undefined;
+  for (; i < text.length && !result; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i++;
+      else if (c === '"') {
+        inString = false;
+        if (stack.length === 0) result = checked(text, start, i + 1);
+      }
+    } else if (c === '"') inString = true;
+    else if (c === '{' || c === '[') stack.push(c === '{' ? '}' : ']');
+    else if (c === '}' || c === ']') {
+      if (stack.pop() !== c) result = { status: 'error', at: i };
+      else if (stack.length === 0) result = checked(text, start, i + 1);
+    }
+  }
+  // A complete value holds for any text that begins with its span; an open one for any
+  // text that begins with all of this one.
+  const end = result?.status === 'complete' ? result.end : text.length;
+  scans.unshift({ text: text.slice(0, end), start, at: i, stack, inString, ...(result ? { result } : {}) });
+  if (scans.length > MAX_SCANS) scans.pop();
+  return result ?? { status: 'incomplete' };
 }
 
 function incompleteOrError(text: string, final: boolean): ScanResult {
