@@ -110,6 +110,7 @@ const head = {
   store: true,
   temperature: 1,
   top_p: 1,
+  top_logprobs: 0,
   text: { format: { type: 'text' }, verbosity: 'medium' },
   tool_choice: 'auto',
   tools: [],

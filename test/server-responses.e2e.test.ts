@@ -99,6 +99,41 @@ describe('POST /v1/responses on stories260k', () => {
     expect(last.response.usage).toMatchObject({ input_tokens: 5, output_tokens: 64 });
   });
 
+  it('reports output_text logprobs when included, streamed and not alike', async () => {
+    const params = { ...greedy, input: onceUponATime.prompt, max_output_tokens: 16, include: ['message.output_text.logprobs' as const], top_logprobs: 2 };
+    const res = await client.responses.create(params);
+    expect(res.top_logprobs).toBe(2);
+    const part = (res.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+    const logprobs = part.logprobs!;
+    // One entry a generated token; greedy, so each chosen token is the likeliest.
+    expect(logprobs).toHaveLength(16);
+    expect(Buffer.from(logprobs.flatMap((l) => l.bytes)).toString('utf8')).toBe(part.text);
+    for (const entry of logprobs) {
+      expect(entry.logprob).toBeLessThanOrEqual(0);
+      expect(entry.top_logprobs).toHaveLength(2);
+      expect(entry.top_logprobs[0]!.token).toBe(entry.token);
+      expect(entry.top_logprobs[0]!.logprob).toBeCloseTo(entry.logprob, 5);
+      expect(entry.top_logprobs[1]!.logprob).toBeLessThanOrEqual(entry.top_logprobs[0]!.logprob);
+    }
+
+    const stream = await client.responses.create({ ...params, stream: true });
+    const streamed: OpenAI.Responses.ResponseTextDeltaEvent.Logprob[] = [];
+    let done: OpenAI.Responses.ResponseTextDoneEvent | undefined;
+    for await (const event of stream) {
+      if (event.type === 'response.output_text.delta') streamed.push(...event.logprobs);
+      if (event.type === 'response.output_text.done') done = event;
+    }
+    expect(streamed).toEqual(logprobs);
+    expect(done!.logprobs).toEqual(logprobs);
+
+    // Without include, no logprobs are computed.
+    const plain = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 4 });
+    expect(((plain.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).logprobs).toEqual([]);
+    // top_logprobs is bounded as on chat completions; unknown include values are refused.
+    expect((await post('/v1/responses', { input: 'x', top_logprobs: 21 })).status).toBe(400);
+    expect((await post('/v1/responses', { input: 'x', include: ['message.output_text.nope'] })).status).toBe(400);
+  });
+
   it("rebuilds through the SDK's stream helper into the same response", async () => {
     const stream = client.responses.stream({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 20, stop: ['Lily'] } as never);
     let snapshotText = '';

@@ -13,9 +13,16 @@
 //   per function call: output_item.added, function_call_arguments.delta…,
 //     function_call_arguments.done, output_item.done;
 //   response.completed | response.incomplete | response.failed.
+//
+// With logprobs (include: ["message.output_text.logprobs"]), each output_text part lists
+// the logprobs of the tokens written into it, and each output_text.delta those of its
+// own tokens; a token that wrote nothing (held-back markup) while a message is open gets
+// a delta of "" carrying its entry, as chat completions streams do.
 import { randomBytes } from 'node:crypto';
+import type { GeneratedToken } from '../chat/text-generation.js';
 import type { ChatEvent, TurnResult } from './chat-turn.js';
 import type { ApiError } from './errors.js';
+import type { ChatTokenLogprob } from './logprobs.js';
 import type { Item } from './responses-items.js';
 
 export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
@@ -61,7 +68,7 @@ export interface ResponseObject {
   metadata: Record<string, unknown>;
 }
 
-export type ResponseHead = Omit<ResponseObject, 'id' | 'object' | 'status' | 'background' | 'completed_at' | 'error' | 'incomplete_details' | 'output' | 'usage' | 'max_tool_calls' | 'service_tier' | 'truncation' | 'user' | 'top_logprobs'>;
+export type ResponseHead = Omit<ResponseObject, 'id' | 'object' | 'status' | 'background' | 'completed_at' | 'error' | 'incomplete_details' | 'output' | 'usage' | 'max_tool_calls' | 'service_tier' | 'truncation' | 'user'>;
 
 export type StreamEvent = { type: string; sequence_number: number; [key: string]: unknown };
 
@@ -86,6 +93,8 @@ export class ResponseBuilder {
     id: string,
     head: ResponseHead,
     private readonly send: (event: StreamEvent) => void = () => {},
+    /** Set when the request includes message.output_text.logprobs. */
+    private readonly logprobEntry?: (token: GeneratedToken) => ChatTokenLogprob,
   ) {
     this.response = {
       id,
@@ -111,7 +120,7 @@ export class ResponseBuilder {
       text: head.text,
       tool_choice: head.tool_choice,
       tools: head.tools,
-      top_logprobs: 0,
+      top_logprobs: head.top_logprobs,
       top_p: head.top_p,
       truncation: 'disabled',
       usage: null,
@@ -158,7 +167,13 @@ export class ResponseBuilder {
         if (!isOpen(this.message)) this.message = this.openPart('message', 'msg', 'output_text');
         const open = this.message!;
         open.part.text += event.text;
-        this.emit('response.output_text.delta', this.partRef(open, { delta: event.text, logprobs: [] }));
+        this.emit('response.output_text.delta', this.partRef(open, { delta: event.text, logprobs: this.logprobs(open, event.token) }));
+        return;
+      }
+      case 'token': {
+        const open = this.message;
+        if (!this.logprobEntry || !isOpen(open) || isOpen(this.reasoning)) return;
+        this.emit('response.output_text.delta', this.partRef(open!, { delta: '', logprobs: this.logprobs(open!, event.token) }));
         return;
       }
       case 'tool_call': {
@@ -255,7 +270,7 @@ export class ResponseBuilder {
   private closeMessage(status: 'completed' | 'incomplete'): void {
     const open = this.message;
     if (!open || !isOpen(open)) return;
-    this.emit('response.output_text.done', this.partRef(open, { text: open.part.text, logprobs: [] }));
+    this.emit('response.output_text.done', this.partRef(open, { text: open.part.text, logprobs: open.part.logprobs }));
     this.closePart(open, status);
   }
 
@@ -277,6 +292,14 @@ export class ResponseBuilder {
     this.emit('response.content_part.done', this.partRef(open, { part: open.part }));
     open.item.status = status;
     this.emit('response.output_item.done', { output_index: open.index, item: open.item });
+  }
+
+  /** The token's entry, added to the part's list; [] without logprobs. */
+  private logprobs(open: OpenPart, token: GeneratedToken | undefined): ChatTokenLogprob[] {
+    if (!this.logprobEntry || !token) return [];
+    const entry = this.logprobEntry(token);
+    (open.part.logprobs as ChatTokenLogprob[]).push(entry);
+    return [entry];
   }
 
   private partRef(open: OpenPart, extra: Record<string, unknown>): Record<string, unknown> {

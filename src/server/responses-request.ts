@@ -5,7 +5,8 @@ import { Ajv } from 'ajv';
 import type { ChatTurnRequest, ToolChoice, ToolDefinition } from './chat-turn.js';
 import { badRequest } from './errors.js';
 import { isObject } from './responses-items.js';
-import { extendedSamplingProperties, validateBody, type SamplingFields } from './schemas.js';
+import { MAX_TOP_LOGPROBS } from '../engine/types.js';
+import { extendedSamplingProperties, stopStrings, validateBody, type SamplingFields } from './schemas.js';
 import { MAX_SUMMARY_TOKENS } from './compaction.js';
 
 type Opt<T> = T | null | undefined;
@@ -27,6 +28,8 @@ export interface ResponsesBody extends SamplingFields {
   context_management?: Opt<Array<{ type: 'compaction'; compact_threshold: number }>>;
   thinking_budget_tokens?: Opt<number>;
   metadata?: Opt<Record<string, unknown>>;
+  include?: Opt<string[]>;
+  top_logprobs?: Opt<number>;
   parallel_tool_calls?: Opt<boolean>;
   chat_template_kwargs?: Opt<Record<string, unknown>>;
 }
@@ -62,6 +65,24 @@ const commonProperties = {
   chat_template_kwargs: nullable('object'),
 };
 
+/** OpenAI's `include` values; only message.output_text.logprobs adds anything here (the
+ *  others name hosted tools, images or encrypted reasoning, which this server has not). */
+const INCLUDABLE = [
+  'message.output_text.logprobs',
+  'file_search_call.results',
+  'web_search_call.results',
+  'web_search_call.action.sources',
+  'message.input_image.image_url',
+  'computer_call_output.output.image_url',
+  'code_interpreter_call.outputs',
+  'reasoning.encrypted_content',
+];
+
+/** The top-logprob count when the request includes output_text logprobs, else undefined. */
+export function responsesLogprobCount(body: ResponsesBody): number | undefined {
+  return body.include?.includes('message.output_text.logprobs') ? (body.top_logprobs ?? 0) : undefined;
+}
+
 const ajv = new Ajv({ allowUnionTypes: true });
 
 const validateResponses = ajv.compile<ResponsesBody>({
@@ -75,9 +96,11 @@ const validateResponses = ajv.compile<ResponsesBody>({
     top_p: { ...nullable('number'), minimum: 0, maximum: 1 },
     top_k: nullable('integer'),
     seed: nullable('integer'),
-    stop: { ...nullable('string', 'array'), items: { type: 'string' } },
+    stop: stopStrings('string', 'array'),
     stream: nullable('boolean'),
     store: nullable('boolean'),
+    include: { ...nullable('array'), items: { enum: INCLUDABLE } },
+    top_logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
     background: nullable('boolean'),
     max_output_tokens: { ...nullable('integer'), minimum: 1 },
     metadata: nullable('object'),

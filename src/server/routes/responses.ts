@@ -19,6 +19,7 @@ import {
   type CompactionDeps,
 } from '../compaction.js';
 import { ApiError, badRequest, logFault, toApiError } from '../errors.js';
+import { chatLogprobEntry } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState, ServedModel } from '../model-state.js';
 import { requestContext, type RequestContext } from '../request-context.js';
@@ -30,6 +31,7 @@ import {
   parseCompactBody,
   parseResponsesBody,
   responseFormat,
+  responsesLogprobCount,
   templateKwargs,
   thinkingBudget,
   type ResponsesBody,
@@ -119,11 +121,26 @@ export function responsesRoutes(
     const generationContext: RequestContext = { ...context, signal };
     const store = responses.enabled && body.store !== false;
     const stream = body.stream === true;
-    const builder = new ResponseBuilder(id, responseHead(model, body, defaults, store, conversationId), (event) => {
-      if (stream) sendSseEvent(res, event.type, event);
-    });
+    const logprobs = responsesLogprobCount(body);
+    const { tokenizer } = model.engine;
+    const builder = new ResponseBuilder(
+      id,
+      responseHead(model, body, defaults, store, conversationId),
+      (event) => {
+        if (stream) sendSseEvent(res, event.type, event);
+      },
+      logprobs === undefined ? undefined : (token) => chatLogprobEntry(tokenizer, token),
+    );
     const generate = (prepared: PreparedTurn) =>
-      startTurn(model, prepared, { maxTokens: body.max_output_tokens, sampling: body, context: generationContext, defaults, metrics, warn: prepare.warn });
+      startTurn(model, prepared, {
+        maxTokens: body.max_output_tokens,
+        sampling: body,
+        context: generationContext,
+        defaults,
+        metrics,
+        warn: prepare.warn,
+        ...(logprobs === undefined ? {} : { logprobs }),
+      });
 
     // context_management: compact first when the input reaches the threshold or leaves
     // no room for output.
@@ -350,6 +367,7 @@ function responseHead(model: ServedModel, body: ResponsesBody, defaults: Samplin
     text: { format: body.text?.format ?? { type: 'text' }, verbosity: body.text?.verbosity ?? 'medium' },
     tool_choice: body.tool_choice ?? 'auto',
     tools: body.tools ?? [],
+    top_logprobs: body.top_logprobs ?? 0,
     metadata: body.metadata ?? {},
   };
 }
