@@ -43,6 +43,9 @@ export interface SamplingFields {
   extra_body?: Opt<Record<string, unknown>>;
   /** Structured output; checked by ./response-format.ts. */
   response_format?: unknown;
+  /** llama-server's structured output: a JSON Schema, or GBNF text ("" is none). */
+  json_schema?: unknown;
+  grammar?: Opt<string>;
 }
 
 export interface OpenAIStreamFields {
@@ -150,6 +153,7 @@ const samplingProperties = {
   seed: nullable('integer'),
   stop: { ...nullable('string', 'array'), items: { type: 'string' } },
   stream: nullable('boolean'),
+  grammar: nullable('string'),
   ...extendedSamplingProperties,
 };
 

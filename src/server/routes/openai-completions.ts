@@ -11,7 +11,7 @@ import { CompletionLogprobsBuilder } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { requestContext } from '../request-context.js';
-import { responseFormatConstraint } from '../response-format.js';
+import { structuredOutputConstraint } from '../response-format.js';
 import { openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { type CompletionBody, validateBody, validateCompletion } from '../schemas.js';
@@ -27,7 +27,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
     const { engine } = models.require();
     const promptTokens = tokenizePrompt(engine, singlePrompt(body.prompt));
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const constraint = responseFormatConstraint(engine, body.response_format);
+    const constraint = structuredOutputConstraint(engine, body);
     const params = {
       ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
       ...(constraint ? { constraint } : {}),
