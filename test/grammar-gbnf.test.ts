@@ -167,6 +167,10 @@ describe('constructs', () => {
       ['root ::= d{ 2 , 3 }\nd ::= [0-9]', ['12', '123'], ['1', '1234']],
       ['root ::= ("a"?){2,3} "b"', ['b', 'ab', 'aab', 'aaab'], ['aaaab']],
       ['root ::= "a"{0} "b"', ['b'], ['ab']],
+      // Items that may be empty count only when they are not.
+      ['root ::= ("a"? "b"?){2} "c"', ['c', 'abc', 'bac', 'aac', 'abbc'], ['aaac', 'abababc']],
+      ['root ::= e{1,2} "c"\ne ::= ws "x"?\nws ::= " "*', ['c', ' c', ' x c', 'x c', 'x   xc'], ['xxxc', ' x x xc']],
+      ['root ::= ("a"{0}){3} "b"', ['b'], ['ab']],
     ];
     for (const [g, yes, no] of cases) {
       for (const s of yes) expect(accepts(g, s), `${g} / ${s}`).toBe(true);
@@ -305,6 +309,29 @@ describe('token masks', () => {
       }
     }
     expect(finished).toBeGreaterThanOrEqual(10);
+  });
+
+  it('masks long counted repetitions of ambiguous or possibly empty items quickly', () => {
+    // Without subsumed stacks pruned, each step would hold one stack per reachable count.
+    const rng = makeRng(3);
+    const t0 = performance.now();
+    for (const grammar of ['root ::= ("a"? "b"?){0,10000} "c"', 'root ::= ([a-z]{1,3}){0,10000} "."', 'root ::= ([a-z] | [a-z] [a-z]){2,10000} "."']) {
+      const c = gbnfConstraint(grammar, qwen, QWEN_V, QWEN_EOS);
+      const ids: number[] = [];
+      for (let i = 0; i < 100; i++) {
+        // A random allowed token that does not end the text.
+        const allowed = allowedIds(c.allowed()).filter((t) => !QWEN_EOS.includes(t));
+        let id: number;
+        do id = allowed[Math.floor(rng.uniform() * allowed.length)]!;
+        while (/[.c]/.test(qwen.decode([id], false)));
+        c.accept(id);
+        ids.push(id);
+      }
+      const text = qwen.decode(ids, false);
+      const end = grammar.includes('"c"') ? 'c' : '.';
+      expect(accepts(grammar, `${text}${end}`), text).toBe(true);
+    }
+    expect(performance.now() - t0).toBeLessThan(20_000);
   });
 
   it('allows end of generation exactly when the text is complete', () => {

@@ -18,7 +18,8 @@
 //    as in llama.cpp; a repetition of an item that may be empty (`("a"?)*`) is not, since the
 //    automaton runs it finitely;
 //  * bounded repetitions are not unrolled: x{m,n} is a rule whose frame counts the items
-//    (OP_INC/OP_MIN), so a bound costs nothing; bounds stop at MAX_GRAMMAR_REPEAT.
+//    (OP_INC/OP_MIN), so a bound costs nothing; bounds stop at MAX_GRAMMAR_REPEAT. An item
+//    that may be empty is counted only when it is not (same language; see emitRepeat).
 // Limits (./limits.ts) are checked while parsing, before any rule is built.
 import { GrammarError, quoteKeyword } from './errors.js';
 import { MAX_GRAMMAR_BYTES, MAX_GRAMMAR_NESTING, MAX_GRAMMAR_REPEAT, MAX_GRAMMAR_RULES } from './limits.js';
@@ -43,6 +44,8 @@ interface RuleDef {
 }
 
 const ANY: CpRange[] = normalize([[0, MAX_CP]]);
+/** Matches nothing. */
+const NOTHING: Expr = { kind: 'chars', ranges: [] };
 
 const isWordChar = (c: string | undefined): boolean => c !== undefined && /[a-zA-Z0-9-]/.test(c);
 
@@ -272,8 +275,14 @@ function repeat(item: Expr, min: number, max: number): Expr {
   return { kind: 'repeat', item, min, max };
 }
 
+/** A checked grammar: its rules, and which expressions match the empty string. */
+interface Grammar {
+  rules: Map<string, RuleDef>;
+  nullable: (e: Expr) => boolean;
+}
+
 /** Parses and checks a grammar: limits, syntax, root, undefined names, left recursion. */
-export function parseGbnf(text: string): Map<string, RuleDef> {
+export function parseGbnf(text: string): Grammar {
   if (Buffer.byteLength(text, 'utf8') > MAX_GRAMMAR_BYTES) throw new GrammarError(`the grammar is larger than ${MAX_GRAMMAR_BYTES / 1024} KiB`);
   const parser = new Parser(text);
   const rules = parser.parse();
@@ -285,30 +294,13 @@ export function parseGbnf(text: string): Map<string, RuleDef> {
       throw new GrammarError(`undefined rule ${quoteKeyword(ref.name)}`, line, column);
     }
   }
-  checkLeftRecursion(rules, text);
-  return rules;
+  const grammar = { rules, nullable: nullability(rules) };
+  checkLeftRecursion(grammar, text);
+  return grammar;
 }
 
-function refs(e: Expr): Array<Extract<Expr, { kind: 'ref' }>> {
-  switch (e.kind) {
-    case 'ref':
-      return [e];
-    case 'seq':
-      return e.items.flatMap(refs);
-    case 'alt':
-      return e.alts.flatMap(refs);
-    case 'repeat':
-      return refs(e.item);
-    default:
-      return [];
-  }
-}
-
-/**
- * Rules that can reach themselves before consuming a character would push frames forever.
- * Nullable rules found by fixpoint; then the "called first" graph is searched for a cycle.
- */
-function checkLeftRecursion(rules: Map<string, RuleDef>, text: string): void {
+/** Whether an expression matches "", with the nullable rules found by fixpoint. */
+function nullability(rules: Map<string, RuleDef>): (e: Expr) => boolean {
   const nullableRules = new Set<string>();
   const nullable = (e: Expr): boolean => {
     switch (e.kind) {
@@ -335,6 +327,29 @@ function checkLeftRecursion(rules: Map<string, RuleDef>, text: string): void {
       }
     }
   }
+  return nullable;
+}
+
+function refs(e: Expr): Array<Extract<Expr, { kind: 'ref' }>> {
+  switch (e.kind) {
+    case 'ref':
+      return [e];
+    case 'seq':
+      return e.items.flatMap(refs);
+    case 'alt':
+      return e.alts.flatMap(refs);
+    case 'repeat':
+      return refs(e.item);
+    default:
+      return [];
+  }
+}
+
+/**
+ * Rules that can reach themselves before consuming a character would push frames forever:
+ * the graph of rules called first (after nullable items only) is searched for a cycle.
+ */
+function checkLeftRecursion({ rules, nullable }: Grammar, text: string): void {
   const first = (e: Expr, out: Array<Extract<Expr, { kind: 'ref' }>>): void => {
     switch (e.kind) {
       case 'ref':
@@ -395,11 +410,16 @@ function checkLeftRecursion(rules: Map<string, RuleDef>, text: string): void {
 
 /** Compiles a GBNF grammar; the returned root rule matches prefix + text + suffix. */
 export function compileGbnfRules(text: string, wrap: Wrap = {}): Rule {
-  const defs = parseGbnf(text);
+  const { rules: defs, nullable } = parseGbnf(text);
+  // Rules are built as they are first referenced, from root: unreachable ones never are.
   const named = new Map<string, Rule>();
+  const work: string[] = [];
   const ruleFor = (name: string): Rule => {
     let r = named.get(name);
-    if (!r) named.set(name, (r = new Rule(name)));
+    if (!r) {
+      named.set(name, (r = new Rule(name)));
+      work.push(name);
+    }
     return r;
   };
   const overflow = (name: string) => () => new GrammarError(`rule ${quoteKeyword(name)} is too large`);
@@ -441,7 +461,8 @@ export function compileGbnfRules(text: string, wrap: Wrap = {}): Rule {
   };
 
   const emitRepeat = (b: RuleBuilder, e: Extract<Expr, { kind: 'repeat' }>, from: number, owner: string): number => {
-    const { item, min, max } = e;
+    const { item, max } = e;
+    let { min } = e;
     if (max === 0) return from;
     if (min === 1 && max === 1) return emit(b, item, from, owner);
     if (min === 0 && max === 1) {
@@ -458,8 +479,12 @@ export function compileGbnfRules(text: string, wrap: Wrap = {}): Rule {
       b.eps(end, loop);
       return min === 0 ? loop : end;
     }
-    // Bounded: a rule calling the item with its frame counting, finishing at >= min.
-    const body = item.kind === 'ref' ? ruleFor(item.name) : defineGroup(item, owner);
+    // Bounded: a rule calling the item with its frame counting, finishing at >= min. An item
+    // that may be empty would count empty items, and every count would stay live at once:
+    // x{m,n} is then x'{0,n}, x' being x without "".
+    const counted = nullable(item) ? nonEmpty(item) : item;
+    if (counted !== item) min = 0;
+    const body = counted.kind === 'ref' ? ruleFor(counted.name) : defineGroup(counted, owner);
     const rb = new RuleBuilder(overflow(owner));
     const s = rb.node();
     const t = rb.node();
@@ -472,6 +497,34 @@ export function compileGbnfRules(text: string, wrap: Wrap = {}): Rule {
     return to;
   };
 
+  /**
+   * `e` without the empty string. Rules get a twin, named `name+` (no GBNF name has "+"),
+   * built like any rule when reached.
+   */
+  const nonEmpty = (e: Expr): Expr => {
+    if (!nullable(e)) return e;
+    switch (e.kind) {
+      case 'text':
+      case 'chars':
+        return NOTHING;
+      case 'ref': {
+        const twin = `${e.name}+`;
+        if (!defs.has(twin)) {
+          defs.set(twin, { body: NOTHING, at: e.at });
+          defs.set(twin, { body: nonEmpty(defs.get(e.name)!.body), at: e.at });
+        }
+        return { kind: 'ref', name: twin, at: e.at };
+      }
+      case 'seq':
+        // The first non-empty item is the i-th: those before it match "".
+        return { kind: 'alt', alts: e.items.map((item, i) => ({ kind: 'seq', items: [nonEmpty(item), ...e.items.slice(i + 1)] })) };
+      case 'alt':
+        return { kind: 'alt', alts: e.alts.map(nonEmpty) };
+      case 'repeat':
+        return e.max === 0 ? NOTHING : repeat(nonEmpty(e.item), 1, e.max);
+    }
+  };
+
   const defineGroup = (e: Expr, owner: string): Rule => {
     const b = new RuleBuilder(overflow(owner));
     const start = b.node();
@@ -479,28 +532,22 @@ export function compileGbnfRules(text: string, wrap: Wrap = {}): Rule {
     return new Rule(`${owner} group`).define(b, undefined);
   };
 
-  // Only rules reachable from root are built (all were checked).
-  const work = ['root'];
-  const built = new Set<string>();
+  const root = ruleFor('root');
   while (work.length) {
     const name = work.pop()!;
-    if (built.has(name)) continue;
-    built.add(name);
-    const def = defs.get(name)!;
     const b = new RuleBuilder(overflow(name));
     const start = b.node();
-    b.finish(emit(b, def.body, start, name));
-    ruleFor(name).define(b, undefined);
-    for (const ref of refs(def.body)) work.push(ref.name);
+    b.finish(emit(b, defs.get(name)!.body, start, name));
+    named.get(name)!.define(b, undefined);
   }
 
-  if (!wrap.prefix && !wrap.suffix) return ruleFor('root');
+  if (!wrap.prefix && !wrap.suffix) return root;
   const top = new Rule('wrapped root');
   const b = new RuleBuilder();
   const start = b.node();
   const afterPrefix = wrap.prefix ? b.literal(start, utf8(wrap.prefix), true) : start;
   const afterText = b.node();
-  b.call(afterPrefix, ruleFor('root'), afterText);
+  b.call(afterPrefix, root, afterText);
   b.finish(wrap.suffix ? b.literal(afterText, utf8(wrap.suffix), true) : afterText);
   return top.define(b, undefined);
 }

@@ -43,7 +43,10 @@ export interface SamplingFields {
   extra_body?: Opt<Record<string, unknown>>;
   /** Structured output; checked by ./response-format.ts. */
   response_format?: unknown;
-  /** llama-server's structured output: a JSON Schema, or GBNF text ("" is none). */
+}
+
+/** llama-server's structured output, checked by ./response-format.ts: a JSON Schema, or GBNF text ("" is none). */
+export interface GrammarFields {
   json_schema?: unknown;
   grammar?: Opt<string>;
 }
@@ -57,7 +60,7 @@ export interface OpenAIStreamFields {
   logit_bias?: Opt<Record<string, number>>;
 }
 
-export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields, ThinkingBudgetFields {
+export interface ChatCompletionBody extends SamplingFields, GrammarFields, OpenAIStreamFields, ThinkingBudgetFields {
   messages: ChatMessage[];
   chat_template_kwargs?: Opt<Record<string, unknown>>;
   tools?: Opt<ToolDefinition[]>;
@@ -79,14 +82,14 @@ export interface ThinkingBudgetFields {
   reasoning_budget_message?: Opt<string>;
 }
 
-export interface CompletionBody extends SamplingFields, OpenAIStreamFields {
+export interface CompletionBody extends SamplingFields, GrammarFields, OpenAIStreamFields {
   /** One prompt: a string, an array holding one string, or token ids. */
   prompt: string | Array<string | number>;
   /** OpenAI legacy logprobs: the number of top tokens (0-20). */
   logprobs?: Opt<number>;
 }
 
-export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFields {
+export interface NativeCompletionBody extends SamplingFields, GrammarFields, ThinkingBudgetFields {
   prompt: string | number[];
   /** -1 = until the context is full. */
   n_predict?: Opt<number>;
