@@ -282,7 +282,7 @@ interface Grammar {
 }
 
 /** Parses and checks a grammar: limits, syntax, root, undefined names, left recursion. */
-export function parseGbnf(text: string): Grammar {
+function parseGbnf(text: string): Grammar {
   if (Buffer.byteLength(text, 'utf8') > MAX_GRAMMAR_BYTES) throw new GrammarError(`the grammar is larger than ${MAX_GRAMMAR_BYTES / 1024} KiB`);
   const parser = new Parser(text);
   const rules = parser.parse();
