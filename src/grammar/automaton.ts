@@ -3,7 +3,9 @@
 // A configuration is the set of stacks the input so far can be in (anyOf branches, optional
 // properties and shared key prefixes make it a set), closed under epsilon moves, calls and
 // returns, keeping only stacks that can consume a byte next, plus an `exit` flag: the bottom
-// frame can pop (the document, or the frame a mask walk started from, is complete).
+// frame can pop (the document, or the frame a mask walk started from, is complete). A stack
+// another one subsumes is dropped (see prune): an ambiguous item under a counted repetition
+// would otherwise keep one stack per reachable count alive.
 // Configurations are interned too and get integer ids; next(id, byte) is memoised in a flat
 // table, so once seen, a step is one array read. One universe serves every grammar (rules
 // carry their own ids); when it grows past its budget it starts over, and the
@@ -21,6 +23,8 @@ export class Stack {
   mark = 0;
   /** The configuration after this frame pops (closure of the parent), once computed. */
   popped: Config | undefined;
+  /** Interned id of the stack with every counter at or past its rule's min blanked (see prune); -1 until needed. */
+  blank = -1;
 
   constructor(
     readonly rule: Rule | null,
@@ -57,6 +61,7 @@ export class Universe {
   private nextStackId = 1;
   configs: Config[] = [];
   private configMap = new Map<string, Config>();
+  private blankMap = new Map<string, number>();
   trans = new Int32Array(256 * 1024).fill(UNKNOWN);
   flags = new Uint8Array(1024);
   private stamp = 0;
@@ -72,7 +77,8 @@ export class Universe {
   }
 
   /** Interns a configuration from distinct consuming stacks. */
-  config(stacks: Stack[], exit: boolean): Config {
+  config(consuming: Stack[], exit: boolean): Config {
+    const stacks = this.prune(consuming);
     stacks.sort((a, b) => a.id - b.id);
     let key = exit ? 'e' : '';
     for (const s of stacks) key += `${s.id},`;
@@ -92,6 +98,48 @@ export class Universe {
     }
     this.flags[c.id] = (stacks.length > 0 ? HAS_STACKS : 0) | (exit ? EXIT : 0);
     return c;
+  }
+
+  /**
+   * Drops every stack that another one subsumes: the same frames (rules, nodes) with the
+   * counters equal except where both are at or past their rule's min, and there no larger.
+   * Past min, OP_MIN passes for both and a smaller counter has at least the room, so the
+   * smaller stack accepts everything the larger one does.
+   */
+  private prune(stacks: Stack[]): Stack[] {
+    if (stacks.length < 2) return stacks;
+    const groups = new Map<number, Stack[]>();
+    for (const s of stacks) {
+      const key = this.blankId(s);
+      const g = groups.get(key);
+      if (g) g.push(s);
+      else groups.set(key, [s]);
+    }
+    if (groups.size === stacks.length) return stacks;
+    const out: Stack[] = [];
+    for (const g of groups.values()) {
+      for (const s of g) if (!g.some((o) => o !== s && noLarger(o, s) && (!noLarger(s, o) || o.id < s.id))) out.push(s);
+    }
+    return out;
+  }
+
+  private blankId(s: Stack): number {
+    const fresh: Stack[] = [];
+    let f = s;
+    while (f !== this.bottom && f.blank < 0) {
+      fresh.push(f);
+      f = f.parent!;
+    }
+    let id = f === this.bottom ? 0 : f.blank;
+    for (let i = fresh.length - 1; i >= 0; i--) {
+      const x = fresh[i]!;
+      const r = x.rule!;
+      const key = `${r.id},${x.node},${x.counter >= r.min ? '*' : x.counter},${id}`;
+      let next = this.blankMap.get(key);
+      if (next === undefined) this.blankMap.set(key, (next = this.blankMap.size + 1));
+      x.blank = id = next;
+    }
+    return id;
   }
 
   /** Everything reachable from `seeds` without consuming a byte. */
@@ -199,6 +247,7 @@ export class Universe {
     this.stackMap = new Map();
     this.configs = [];
     this.configMap = new Map();
+    this.blankMap = new Map();
     this.trans = new Int32Array(256 * 1024).fill(UNKNOWN);
     this.flags = new Uint8Array(1024);
   }
@@ -213,6 +262,12 @@ export class Universe {
     if (s === this.bottom || s.epoch === this.epoch) return s;
     return this.stack(s.rule!, s.node, s.counter, this.restack(s.parent!));
   }
+}
+
+/** Whether every counter of `a` is at most `b`'s (the stacks have the same blanked id). */
+function noLarger(a: Stack, b: Stack): boolean {
+  for (let x = a, y = b; x !== y; x = x.parent!, y = y.parent!) if (x.counter > y.counter) return false;
+  return true;
 }
 
 /** The one universe. */

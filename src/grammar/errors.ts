@@ -26,3 +26,19 @@ export function quoteKeyword(keyword: string): string {
   const k = keyword.length > 40 ? `${keyword.slice(0, 40)}…` : keyword;
   return JSON.stringify(k);
 }
+
+/**
+ * A GBNF grammar that does not parse, breaks a rule (undefined name, no root, left
+ * recursion) or is over a limit. `line` and `column` (1-based, in characters) point at the
+ * offending place when there is one; the message then says them.
+ */
+export class GrammarError extends Error {
+  constructor(
+    message: string,
+    readonly line?: number,
+    readonly column?: number,
+  ) {
+    super(line === undefined ? message : `${message} at line ${line}, column ${column}`);
+    this.name = 'GrammarError';
+  }
+}

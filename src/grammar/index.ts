@@ -1,4 +1,5 @@
-// Structured output: JSON Schema -> a TokenConstraint the engine applies before sampling.
+// Structured output: JSON Schema or a GBNF grammar -> a TokenConstraint the engine applies
+// before sampling.
 //
 // API
 //   jsonSchemaConstraint(schema, tokenizer, vocabSize, eosIds, wrap?) -> TokenConstraint
@@ -13,6 +14,9 @@
 //   engineConstraint(engine, schema, wrap?) -> the same with the engine's tokenizer and ids.
 //   compileJsonSchema(schema, wrap?) -> validates and compiles (cached) without a tokenizer:
 //     use it to reject a bad schema before anything else.
+//   gbnfConstraint(grammar, tokenizer, vocabSize, eosIds, wrap?) / compileGbnf(grammar, wrap?)
+//     -> the same for llama.cpp's GBNF text (./gbnf.ts); throws GrammarError (-> 400, with
+//     line and column) instead of SchemaError.
 //   checkTokenizer(tokenizer) -> throws UnsupportedTokenizerError unless the tokenizer is a
 //     Hugging Face BPE tokenizer.json whose pieces map to bytes (byte-level like Qwen and
 //     Llama 3, or SentencePiece-style with ▁ and <0xNN> like Llama 2 and stories260k).
@@ -29,20 +33,22 @@
 // ./schema-compiler.ts for the choices JSON Schema leaves open.
 //
 // Modules: limits.ts (limits + keyword check) -> schema-compiler.ts (rules; regex.ts,
-// numbers.ts, utf8.ts build their byte paths; nfa.ts is the rule format) -> automaton.ts
+// numbers.ts, utf8.ts build their byte paths; nfa.ts is the rule format), or gbnf.ts for
+// GBNF text -> automaton.ts
 // (lazy determinised pushdown automaton) -> matcher.ts (token masks over vocab.ts's trie).
 import type { Engine } from '../engine/engine.js';
 import type { TokenConstraint } from '../engine/types.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import { universe as U, type Config } from './automaton.js';
 import { UnsupportedTokenizerError } from './errors.js';
+import { compileGbnfRules } from './gbnf.js';
 import { checkSchema } from './limits.js';
 import { Matcher } from './matcher.js';
 import type { Rule } from './nfa.js';
 import { compileSchemaRules, type Wrap } from './schema-compiler.js';
 import { pieceEncoding, vocabFor } from './vocab.js';
 
-export { SchemaError, UnsupportedTokenizerError } from './errors.js';
+export { GrammarError, SchemaError, UnsupportedTokenizerError } from './errors.js';
 export type { Wrap } from './schema-compiler.js';
 export { matcherStats } from './matcher.js';
 
@@ -54,20 +60,29 @@ export interface CompiledGrammar {
 const GRAMMAR_CACHE = 64;
 const grammars = new Map<string, CompiledGrammar>();
 
-/** Checks limits and keywords, then compiles (cached by the schema's JSON and the wrap). */
-export function compileJsonSchema(schema: unknown, wrap: Wrap = {}): CompiledGrammar {
-  checkSchema(schema);
-  const key = JSON.stringify([schema, wrap.prefix ?? '', wrap.suffix ?? '']);
+/** Compiled once per key; the cache keeps the most recently used. */
+function cached(key: string, compile: () => Rule): CompiledGrammar {
   const hit = grammars.get(key);
   if (hit) {
     grammars.delete(key);
     grammars.set(key, hit);
     return hit;
   }
-  const grammar = { root: compileSchemaRules(schema, wrap) };
+  const grammar = { root: compile() };
   grammars.set(key, grammar);
   if (grammars.size > GRAMMAR_CACHE) grammars.delete(grammars.keys().next().value!);
   return grammar;
+}
+
+/** Checks limits and keywords, then compiles (cached by the schema's JSON and the wrap). */
+export function compileJsonSchema(schema: unknown, wrap: Wrap = {}): CompiledGrammar {
+  checkSchema(schema);
+  return cached(JSON.stringify([schema, wrap.prefix ?? '', wrap.suffix ?? '']), () => compileSchemaRules(schema, wrap));
+}
+
+/** Parses, checks and compiles GBNF text (cached by the text and the wrap). */
+export function compileGbnf(grammar: string, wrap: Wrap = {}): CompiledGrammar {
+  return cached(JSON.stringify(['gbnf', grammar, wrap.prefix ?? '', wrap.suffix ?? '']), () => compileGbnfRules(grammar, wrap));
 }
 
 export function checkTokenizer(tokenizer: TextTokenizer): void {
@@ -105,12 +120,22 @@ export function jsonSchemaConstraint(
   wrap: Wrap = {},
 ): GrammarConstraint {
   checkTokenizer(tokenizer);
-  const grammar = compileJsonSchema(schema, wrap);
-  return new GrammarConstraint(matcherFor(grammar, tokenizer, vocabSize, eosIds));
+  return new GrammarConstraint(matcherFor(compileJsonSchema(schema, wrap), tokenizer, vocabSize, eosIds));
 }
 
 export function engineConstraint(engine: Engine, schema: unknown, wrap: Wrap = {}): GrammarConstraint {
   return jsonSchemaConstraint(schema, engine.tokenizer, engine.info.vocabSize, engine.info.eosTokenIds, wrap);
+}
+
+export function gbnfConstraint(
+  grammar: string,
+  tokenizer: TextTokenizer,
+  vocabSize: number,
+  eosIds: readonly number[],
+  wrap: Wrap = {},
+): GrammarConstraint {
+  checkTokenizer(tokenizer);
+  return new GrammarConstraint(matcherFor(compileGbnf(grammar, wrap), tokenizer, vocabSize, eosIds));
 }
 
 /** The per-request state: where the text so far leaves the automaton. */

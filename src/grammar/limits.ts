@@ -1,6 +1,7 @@
 // Checks before compilation: the size limits (64 KiB serialized, 32 levels of nesting, 64
 // $ref entries, 32 distinct patterns and formats) and the keyword whitelist. Nothing here
-// quotes the schema back.
+// quotes the schema back. GBNF's limits are at the end; ./gbnf.ts checks them while
+// parsing, before building any rule.
 import { quoteKeyword, SchemaError } from './errors.js';
 
 export const MAX_SCHEMA_BYTES = 64 * 1024;
@@ -146,3 +147,9 @@ function checkNode(node: unknown, refs: Counts): void {
     for (const sub of Object.values(d)) checkNode(sub, refs);
   }
 }
+
+/** GBNF grammars (./gbnf.ts): text size, named rules, repetition bounds, group nesting. */
+export const MAX_GRAMMAR_BYTES = 64 * 1024;
+export const MAX_GRAMMAR_RULES = 1024;
+export const MAX_GRAMMAR_REPEAT = 10_000;
+export const MAX_GRAMMAR_NESTING = 64;

@@ -1,7 +1,7 @@
 // Turns a chat request into its prompt and everything its reply needs: tool_choice
 // applied (400s for the cases the REST reference lists), template kwargs resolved, earlier
 // reasoning dropped or kept, the reply's parser configured, and the token constraint (a
-// forced call's grammar, or the thinking budget).
+// forced call's grammar, the structured-output fields', or the thinking budget).
 import { chatOutputConfig, type ChatOutputConfig } from '../chat/chat-output.js';
 import {
   applyRollingCheckpoint,
@@ -27,7 +27,7 @@ import type { ServedModel } from './model-state.js';
 import type { ChatCompletionBody } from './schemas.js';
 import { compileForcedCall } from './forced-call.js';
 import { reasoningBudgetConstraint } from './reasoning-budget.js';
-import { responseFormatConstraint } from './response-format.js';
+import { constrainsOutput, structuredOutputConstraint } from './response-format.js';
 
 /**
  * What the chat pipeline reads from a request, in chat-completions terms:
@@ -42,6 +42,8 @@ export type ChatTurnRequest = Pick<
   | 'extra_body'
   | 'parallel_tool_calls'
   | 'response_format'
+  | 'json_schema'
+  | 'grammar'
   | 'reasoning_budget_message'
   | (typeof THINKING_BUDGET_FIELDS)[number]
 >;
@@ -61,14 +63,6 @@ export interface ChatPrepareOptions {
   /** --chat-template-kwargs / LLAMA_ARG_CHAT_TEMPLATE_KWARGS. */
   serverKwargs?: Record<string, unknown>;
   warn: (message: string) => void;
-}
-
-/** response_format values that constrain the reply (anything but plain text). */
-function constrainsReply(body: ChatTurnRequest): boolean {
-  const format = body.response_format;
-  if (typeof format !== 'object' || format === null) return false;
-  const type = (format as { type?: unknown }).type;
-  return type !== undefined && type !== 'text';
 }
 
 /** Ids of those texts that are single special tokens (others decode as ordinary text anyway). */
@@ -94,8 +88,8 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
   const { engine, chatFormat: format } = model;
   const { tokenizer } = engine;
   const plan = planTools(body.tools ?? undefined, body.tool_choice);
-  if (plan.forced && constrainsReply(body)) {
-    throw new ChatRequestError('a forced tool_choice ("required" or a named function) cannot be combined with a constraining response_format');
+  if (plan.forced && constrainsOutput(body)) {
+    throw new ChatRequestError('a forced tool_choice ("required" or a named function) cannot be combined with a constraining response_format, json_schema or grammar');
   }
   const budget = thinkingBudget(body);
   const kwargs = resolveTemplateKwargs(body, options.serverKwargs);
@@ -117,10 +111,10 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
   // A prompt that leaves the reasoning block open: the call comes after closing it.
   if (document && output.reasoning?.startsInside) document = { ...document, prefix: `${output.reasoning.tags.close}\n\n${document.prefix}` };
   if (document) constraint = compileForcedCall(document, engine, options.warn);
-  // response_format json_schema: the reply is the document (after closing a reasoning block
-  // the prompt left open).
-  else if (constrainsReply(body)) {
-    constraint = responseFormatConstraint(engine, body.response_format, output.reasoning?.startsInside ? `${output.reasoning.tags.close}\n\n` : undefined);
+  // response_format json_schema, json_schema or grammar: the reply is the document (after
+  // closing a reasoning block the prompt left open).
+  else if (constrainsOutput(body)) {
+    constraint = structuredOutputConstraint(engine, body, output.reasoning?.startsInside ? `${output.reasoning.tags.close}\n\n` : undefined);
   }
   if (!constraint && budget !== undefined) constraint = reasoningBudgetConstraint(model, prompt, budget, body.reasoning_budget_message ?? '');
   return { prompt, output, keepSpecialIds, ...(constraint ? { constraint } : {}), ...(plan.forced ? { forced: plan.forced } : {}), tools: plan.parsed };

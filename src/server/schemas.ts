@@ -45,6 +45,12 @@ export interface SamplingFields {
   response_format?: unknown;
 }
 
+/** llama-server's structured output, checked by ./response-format.ts: a JSON Schema, or GBNF text ("" is none). */
+export interface GrammarFields {
+  json_schema?: unknown;
+  grammar?: Opt<string>;
+}
+
 export interface OpenAIStreamFields {
   stream_options?: Opt<{ include_usage?: Opt<boolean> }>;
   max_tokens?: Opt<number>;
@@ -54,7 +60,7 @@ export interface OpenAIStreamFields {
   logit_bias?: Opt<Record<string, number>>;
 }
 
-export interface ChatCompletionBody extends SamplingFields, OpenAIStreamFields, ThinkingBudgetFields {
+export interface ChatCompletionBody extends SamplingFields, GrammarFields, OpenAIStreamFields, ThinkingBudgetFields {
   messages: ChatMessage[];
   chat_template_kwargs?: Opt<Record<string, unknown>>;
   tools?: Opt<ToolDefinition[]>;
@@ -78,14 +84,14 @@ export interface ThinkingBudgetFields {
   reasoning_budget_message?: Opt<string>;
 }
 
-export interface CompletionBody extends SamplingFields, OpenAIStreamFields {
+export interface CompletionBody extends SamplingFields, GrammarFields, OpenAIStreamFields {
   /** One prompt: a string, an array holding one string, or token ids. */
   prompt: string | Array<string | number>;
   /** OpenAI legacy logprobs: the number of top tokens (0-20). */
   logprobs?: Opt<number>;
 }
 
-export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFields {
+export interface NativeCompletionBody extends SamplingFields, GrammarFields, ThinkingBudgetFields {
   prompt: string | number[];
   /** -1 = until the context is full. */
   n_predict?: Opt<number>;
@@ -187,6 +193,7 @@ const samplingProperties = {
   seed: nullable('integer'),
   stop: stopStrings('string', 'array'),
   stream: nullable('boolean'),
+  grammar: nullable('string'),
   ...extendedSamplingProperties,
 };
 

@@ -14,7 +14,7 @@ import type { ModelState } from '../model-state.js';
 import { finalResponse, generationSettings, projectFields } from '../native-response.js';
 import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
-import { rejectResponseFormat } from '../response-format.js';
+import { rejectResponseFormat, structuredOutputConstraint } from '../response-format.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateChatCompletion, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
@@ -40,9 +40,11 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const promptTokens = await tokenizePrompt(engine, body.prompt);
     // The processed prompt, special tokens shown (llama-server's "prompt" field).
     const prompt = engine.tokenizer.decode(promptTokens, false);
-    // The thinking budget caps a reasoning block the prompt opens or the model writes.
+    // json_schema or grammar constrains the whole continuation; else the thinking budget caps
+    // a reasoning block the prompt opens or the model writes.
     const promptText = typeof body.prompt === 'string' ? body.prompt : prompt;
-    const constraint = budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText, budget, body.reasoning_budget_message ?? '');
+    const constraint =
+      structuredOutputConstraint(engine, body) ?? (budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText, budget, body.reasoning_budget_message ?? ''));
     // n_predict -1 (the default) means the server's -n, by default until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).

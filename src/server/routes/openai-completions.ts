@@ -13,7 +13,7 @@ import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { verboseBody } from '../native-response.js';
 import { requestContext } from '../request-context.js';
-import { responseFormatConstraint } from '../response-format.js';
+import { structuredOutputConstraint } from '../response-format.js';
 import { openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { type CompletionBody, validateBody, validateCompletion } from '../schemas.js';
@@ -34,7 +34,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
     const { engine } = models.require();
     const promptTokens = await tokenizePrompt(engine, singlePrompt(body.prompt));
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const constraint = responseFormatConstraint(engine, body.response_format);
+    const constraint = structuredOutputConstraint(engine, body);
     const logitBias = logitBiasFrom(engine, body.logit_bias);
     const params = {
       ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults, logitBias),
