@@ -9,7 +9,7 @@ import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/
 import { apiKeyAuth } from './auth.js';
 import { cacheRoutes } from './routes/cache.js';
 import { cors } from './cors.js';
-import { limitBodyDepth } from './body-depth.js';
+import { verifyBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes, type LoadingProgress } from './routes/health.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
@@ -99,7 +99,7 @@ export function createApp(
   // 501s for the documented routes this server cannot serve; they read no body either.
   app.use(unavailableRoutes());
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
-  app.use(express.json({ limit: '32mb', type: () => true }), limitBodyDepth);
+  app.use(express.json({ limit: '32mb', type: () => true, verify: verifyBodyDepth }));
   app.use(
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
     openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),

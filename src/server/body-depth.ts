@@ -1,26 +1,31 @@
-// Request bodies nest at most MAX_BODY_DEPTH levels of objects and arrays. JSON.parse
-// reads any depth, but what the routes do with a body afterwards (validate it, render it
-// through the chat template, echo parts of it back with JSON.stringify) recurses, so a
-// deep enough body would overflow the stack; it is refused with 400 before any route.
-// The bound leaves room for the deepest JSON schema the grammar accepts (32 levels)
-// inside a tool or response_format.
-import type { RequestHandler } from 'express';
+// Request bodies nest at most MAX_BODY_DEPTH levels of objects and arrays. What the routes
+// do with a body (validate it, render it through the chat template, echo parts of it back
+// with JSON.stringify) recurses, so a deep enough body would overflow the stack; and
+// parsing a deep one builds that many objects first. So the raw bytes are scanned before
+// JSON.parse (express.json's `verify` hook), and a deeper body is refused with 400 unparsed.
+// The bound leaves room for the deepest JSON schema the grammar accepts (32 levels) inside
+// a tool or response_format.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { badRequest } from './errors.js';
 
 export const MAX_BODY_DEPTH = 128;
 
-export const limitBodyDepth: RequestHandler = (req, _res, next) => {
-  next(nestsDeeper(req.body, MAX_BODY_DEPTH) ? badRequest(`request body nests deeper than ${MAX_BODY_DEPTH} levels`) : undefined);
-};
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const [OPEN_ARRAY, OPEN_OBJECT, CLOSE_ARRAY, CLOSE_OBJECT] = [0x5b, 0x7b, 0x5d, 0x7d];
 
-/** Iterative: the value may be deeper than the stack. The root object is level 1. */
-function nestsDeeper(root: unknown, limit: number): boolean {
-  const work: Array<[unknown, number]> = [[root, 1]];
-  while (work.length > 0) {
-    const [value, depth] = work.pop()!;
-    if (typeof value !== 'object' || value === null) continue;
-    if (depth > limit) return true;
-    for (const child of Object.values(value)) work.push([child, depth + 1]);
+/** Throws the 400 when the JSON text in `body` opens more than MAX_BODY_DEPTH brackets at once. */
+export function verifyBodyDepth(_req: IncomingMessage, _res: ServerResponse, body: Buffer): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const b = body[i]!;
+    if (inString) {
+      if (b === BACKSLASH) i++;
+      else if (b === QUOTE) inString = false;
+    } else if (b === QUOTE) inString = true;
+    else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
+      if (++depth > MAX_BODY_DEPTH) throw badRequest(`request body nests deeper than ${MAX_BODY_DEPTH} levels`);
+    } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) depth--;
   }
-  return false;
 }
