@@ -4,6 +4,7 @@ import type { Engine } from '../engine/engine.js';
 import type {
   FinishReason,
   GenerationEvent,
+  GenerationRequest,
   LoopDetection,
   Priority,
   SamplingParams,
@@ -72,23 +73,34 @@ export type TextGenerationEvent = { type: 'text'; text: string; token?: Generate
  * reaches the caller before it commits to a response; iterating yields the text.
  */
 export function generateText(engine: Engine, params: TextGenerationParams): AsyncGenerator<TextGenerationEvent> {
-  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, loopDetection, cachePrompt } = params;
+  return generateTexts(engine, [params])[0]!;
+}
+
+/**
+ * Several choices over one prompt (n > 1), queued together (Engine.generateChoices): one
+ * stream each, in order. They share the prompt, token budget and client; each brings its
+ * own sampling seed and constraint.
+ */
+export function generateTexts(engine: Engine, choices: TextGenerationParams[]): AsyncGenerator<TextGenerationEvent>[] {
+  const { maxTokens, signal } = choices[0]!;
   // No room for tokens, or nobody left to read them: the engine is not involved.
-  const events =
-    maxTokens > 0 && !signal?.aborted
-      ? engine.generate({
-          promptTokens,
-          maxTokens,
-          sampling,
-          signal,
-          priority,
-          ...(constraint ? { constraint } : {}),
-          ...(logprobs === undefined ? {} : { logprobs }),
-          ...(loopDetection ? { loopDetection } : {}),
-          ...(cachePrompt === undefined ? {} : { cachePrompt }),
-        })
-      : undefined;
-  return textEvents(engine, params, events);
+  const streams = maxTokens > 0 && !signal?.aborted ? engine.generateChoices(choices.map(engineRequest)) : undefined;
+  return choices.map((params, i) => textEvents(engine, params, streams?.[i]));
+}
+
+function engineRequest(params: TextGenerationParams): GenerationRequest {
+  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, loopDetection, cachePrompt } = params;
+  return {
+    promptTokens,
+    maxTokens,
+    sampling,
+    signal,
+    priority,
+    ...(constraint ? { constraint } : {}),
+    ...(logprobs === undefined ? {} : { logprobs }),
+    ...(loopDetection ? { loopDetection } : {}),
+    ...(cachePrompt === undefined ? {} : { cachePrompt }),
+  };
 }
 
 async function* textEvents(

@@ -2,6 +2,7 @@
 // recorded program in one submission, and read back only the sampled token ids (and the
 // few logprobs a request asked for).
 import { mapRead, workDone } from '../runtime/gpu.js';
+import { KvBlockCopier, type BlockCopy } from '../runtime/kv-block-copy.js';
 import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BiasEntry, type SeqParams } from '../runtime/ops.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { LoadedModel } from '../models/model.js';
@@ -50,6 +51,18 @@ export interface SeqChunk {
   table: number[];
   /** Present when this chunk ends with a token whose successor is sampled. */
   sample?: SampleInput;
+  /**
+   * Choices forked from this sequence (n > 1): each samples its own first token from the
+   * same last-token logits, after `sample`.
+   */
+  forks?: SampleInput[];
+}
+
+export interface RunOptions {
+  /** KV blocks copied after the pass (a fork's copy of a prompt's partly filled block). */
+  copies?: readonly BlockCopy[];
+  /** Restricts the step to some of its dispatches (warmUp). */
+  only?: (d: Dispatch) => boolean;
 }
 
 const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
@@ -64,9 +77,12 @@ const NO_TOKEN = 0xffffffff;
 export class ForwardRunner {
   private readonly staging: GPUBuffer;
   private readonly maskWords: number;
+  private readonly copier: KvBlockCopier;
 
   constructor(readonly model: LoadedModel) {
     this.maskWords = maskWords(model.cfg.vocab);
+    const { kv, cfg } = model;
+    this.copier = new KvBlockCopier(model.ops.gpu.device, [...kv.k, ...kv.v], (kv.blockSize * cfg.kvHeads * cfg.headDim) / 4);
     this.staging = model.ops.gpu.device.createBuffer({
       label: 'sampled_readback',
       size: model.maxSeqs * 4 * (1 + LOGPROB_WORDS),
@@ -91,15 +107,15 @@ export class ForwardRunner {
         seen.add(d.pipeline);
         return true;
       };
-      await this.run([{ tokens: new Array<number>(n).fill(0), startPos: 0, table: [0], sample }], firstOfEach);
+      await this.run([{ tokens: new Array<number>(n).fill(0), startPos: 0, table: [0], sample }], { only: firstOfEach });
     }
   }
 
   /**
-   * Runs the chunks; returns what each chunk that asked to sample got, in order. `only`
-   * restricts the step to some of its dispatches (warmUp).
+   * Runs the chunks; returns what each chunk that asked to sample got, in order, each
+   * chunk's forks right after it.
    */
-  async run(chunks: SeqChunk[], only?: (d: Dispatch) => boolean): Promise<Sampled[]> {
+  async run(chunks: SeqChunk[], options: RunOptions = {}): Promise<Sampled[]> {
     const { model } = this;
     const { meta } = model;
     const queue = model.ops.gpu.device.queue;
@@ -120,12 +136,13 @@ export class ForwardRunner {
         pos[t] = c.startPos + i;
         tableOf[t] = tableOffset;
       }
-      if (c.sample) {
+      for (const sample of c.sample ? [c.sample, ...(c.forks ?? [])] : []) {
         seqLast.push(t - 1);
-        samples.push(c.sample);
+        samples.push(sample);
       }
     }
     if (tables.length > model.maxTableEntries) throw new Error('block table overflow');
+    if (samples.length > model.maxSeqs) throw new Error(`${samples.length} sampled sequences exceed ${model.maxSeqs}`);
     queue.writeBuffer(meta.tokens, 0, tokens);
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
@@ -135,7 +152,8 @@ export class ForwardRunner {
     const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias };
     model.ops.writeStep(shape);
     const encoder = model.ops.gpu.device.createCommandEncoder();
-    model.program.encode(encoder, shape, only);
+    model.program.encode(encoder, shape, options.only);
+    if (options.copies?.length) this.copier.encode(encoder, options.copies);
     const wantLogprobs = samples.some((s) => s.topLogprobs !== undefined);
     if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
     if (wantLogprobs) encoder.copyBufferToBuffer(meta.logprobs, 0, this.staging, model.maxSeqs * 4, nSeqs * LOGPROB_WORDS * 4);

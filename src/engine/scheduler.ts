@@ -3,9 +3,15 @@
 // up to the rest of the token budget of prompt chunks, so a long prompt delays running
 // streams by at most one chunk. Every row's math is independent of the others in the
 // pass, so a request's tokens do not depend on what it is batched with.
+// A request for several choices (n > 1) prefills its prompt once: the choices admitted
+// while it is prefilling wait in their slots, and the step that finishes the prompt forks
+// them (they share its full KV blocks, copy the partly filled last one, and draw their
+// first tokens from the same logits). A choice admitted later prefills on its own, through
+// the prompt cache when that holds the prompt.
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine } from './engine.js';
 import { Channel } from './channel.js';
+import type { BlockCopy } from '../runtime/kv-block-copy.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
@@ -37,17 +43,23 @@ interface Sequence {
   table: number[];
   /** Leading blocks of `table` borrowed from the prompt cache. */
   borrowed: number;
-  /** Prompt tokens already in the KV cache. */
+  /** Prompt tokens the prompt cache served (a fork reports its parent's). */
+  cached: number;
+  /** The token at each position: the prompt, then every emitted token. */
+  tokens: number[];
+  /** Positions of `tokens` scheduled into the KV cache. */
   prefilled: number;
-  /** Positions whose KV has been written (prompt and fed tokens). */
+  /** Positions whose KV has been written. */
   written: number;
-  /** The last sampled token, fed at the next step; -1 while prefilling. */
-  next: number;
+  /** The last of `tokens` (the last sampled) is fed at the next step; false while prefilling. */
+  decoding: boolean;
   /** Tokens emitted so far. */
   output: number[];
   generated: number;
   tStart: number;
   tFirst: number;
+  /** Set on a further choice of an n > 1 request until it forks from (or gives up on) this first choice. */
+  parent?: Sequence;
 }
 
 export interface SchedulerOptions {
@@ -89,37 +101,28 @@ export class Scheduler implements Engine {
   }
 
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent> {
+    return this.generateChoices([req])[0]!;
+  }
+
+  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
     if (this.closed) throw new Error('engine is closed');
+    const prompt = reqs[0]?.promptTokens;
+    if (!prompt) throw new Error('no choices');
     const free = this.options.slots - this.active.length;
-    if (this.waiting.size - free >= this.options.maxQueue) throw new QueueFullError(this.waiting.size);
-    if (req.promptTokens.length === 0) throw new Error('empty prompt');
-    if (req.promptTokens.length >= this.info.contextSize) {
-      throw new Error(`prompt of ${req.promptTokens.length} tokens does not fit the context of ${this.info.contextSize}`);
+    if (this.waiting.size + reqs.length - 1 - free >= this.options.maxQueue) throw new QueueFullError(this.waiting.size);
+    if (prompt.length === 0) throw new Error('empty prompt');
+    if (prompt.length >= this.info.contextSize) {
+      throw new Error(`prompt of ${prompt.length} tokens does not fit the context of ${this.info.contextSize}`);
     }
-    const seq: Sequence = {
-      req,
-      slot: -1,
-      events: undefined as unknown as Channel<GenerationEvent>,
-      closed: false,
-      rng: new Rng(req.sampling.seed ?? randomSeed()),
-      table: [],
-      borrowed: 0,
-      prefilled: 0,
-      written: 0,
-      next: -1,
-      output: [],
-      generated: 0,
-      tStart: performance.now(),
-      tFirst: 0,
-    };
-    seq.events = new Channel(() => this.cancel(seq));
-    this.waiting.push(seq, req.priority ?? 'normal');
-    if (req.signal?.aborted) this.cancel(seq);
-    else req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
+    if (reqs.some((r) => r.promptTokens.length !== prompt.length || r.promptTokens.some((t, i) => t !== prompt[i]))) {
+      throw new Error('the choices of one request share one prompt');
+    }
+    const first = this.enqueue(reqs[0]!);
+    const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first))];
     // Start on the next turn of the event loop, so requests that arrive together (a
     // burst of clients) are admitted into the same first step.
     this.loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.run());
-    return seq.events;
+    return seqs.map((seq) => seq.events);
   }
 
   stats(): EngineStats {
@@ -149,6 +152,33 @@ export class Scheduler implements Engine {
     this.closed = true;
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
     await this.loop;
+  }
+
+  private enqueue(req: GenerationRequest, parent?: Sequence): Sequence {
+    const seq: Sequence = {
+      req,
+      slot: -1,
+      events: undefined as unknown as Channel<GenerationEvent>,
+      closed: false,
+      rng: new Rng(req.sampling.seed ?? randomSeed()),
+      table: [],
+      borrowed: 0,
+      cached: 0,
+      tokens: [...req.promptTokens],
+      prefilled: 0,
+      written: 0,
+      decoding: false,
+      output: [],
+      generated: 0,
+      tStart: performance.now(),
+      tFirst: 0,
+      ...(parent ? { parent } : {}),
+    };
+    seq.events = new Channel(() => this.cancel(seq));
+    this.waiting.push(seq, req.priority ?? 'normal');
+    if (req.signal?.aborted) this.cancel(seq);
+    else req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
+    return seq;
   }
 
   private cancel(seq: Sequence): void {
@@ -181,12 +211,8 @@ export class Scheduler implements Engine {
     }
     while (this.active.length < this.options.slots && this.waiting.size > 0) {
       const seq = this.waiting.shift()!;
-      if (this.usesCache(seq)) {
-        const { blocks } = this.cache.borrow(seq.req.promptTokens);
-        seq.table.push(...blocks);
-        seq.borrowed = blocks.length;
-        seq.prefilled = seq.written = blocks.length * this.blocks.blockSize;
-      }
+      if (!seq.parent) this.borrowPrefix(seq);
+      else if (!awaitsFork(seq.parent)) this.detach(seq);
       const taken = new Set(this.active.map((a) => a.slot));
       seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
       this.active.push(seq);
@@ -197,44 +223,95 @@ export class Scheduler implements Engine {
 
   private async step(): Promise<void> {
     const budget = this.runner.model.maxTokens;
-    const batch: Array<{ seq: Sequence; chunk: SeqChunk }> = [];
+    const batch: Array<{ seq: Sequence; chunk: SeqChunk; forks: Sequence[] }> = [];
+    const copies: BlockCopy[] = [];
     let tokens = 0;
     let decodes = 0;
     let prefills = 0;
     for (const seq of this.active) {
-      if (seq.next < 0) continue;
-      const pos = seq.req.promptTokens.length + seq.generated - 1;
+      if (!seq.decoding) continue;
+      const pos = seq.tokens.length - 1;
       this.reserve(seq, pos + 1);
-      batch.push({ seq, chunk: { tokens: [seq.next], startPos: pos, table: seq.table, sample: this.draw(seq) } });
+      batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, sample: this.draw(seq) }, forks: [] });
       tokens++;
       decodes++;
     }
     for (const seq of this.active) {
-      if (seq.next >= 0 || tokens >= budget) continue;
-      const prompt = seq.req.promptTokens;
-      const n = Math.min(budget - tokens, prompt.length - seq.prefilled);
+      if (seq.decoding || tokens >= budget) continue;
+      if (seq.parent) {
+        if (awaitsFork(seq.parent)) continue;
+        this.detach(seq);
+      }
+      // A fork between its fork and its first token.
+      if (seq.prefilled === seq.tokens.length) continue;
+      const n = Math.min(budget - tokens, seq.tokens.length - seq.prefilled);
       const end = seq.prefilled + n;
       this.reserve(seq, end);
-      const last = end === prompt.length;
-      batch.push({ seq, chunk: { tokens: prompt.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, sample: last ? this.draw(seq) : undefined } });
+      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table };
+      let forks: Sequence[] = [];
+      if (end === seq.tokens.length) {
+        chunk.sample = this.draw(seq);
+        forks = this.fork(seq, copies);
+        if (forks.length > 0) chunk.forks = forks.map((f) => this.draw(f));
+      }
+      batch.push({ seq, chunk, forks });
       seq.prefilled = end;
       tokens += n;
       prefills++;
       this.counters.total_prefill_tokens += n;
     }
-    const sampled = await this.runner.run(batch.map((b) => b.chunk));
+    const sampled = await this.runner.run(batch.map((b) => b.chunk), { copies });
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
     let i = 0;
-    for (const { seq, chunk } of batch) {
+    for (const { seq, chunk, forks } of batch) {
       seq.written = chunk.startPos + chunk.tokens.length;
       if (!chunk.sample) continue;
-      const result = sampled[i++];
-      if (seq.closed) continue;
-      if (seq.next < 0) seq.tFirst = now;
-      this.accept(seq, result);
+      for (const s of [seq, ...forks]) {
+        const result = sampled[i++]!;
+        if (s.closed) continue;
+        if (s.generated === 0) s.tFirst = now;
+        this.accept(s, result);
+      }
     }
+  }
+
+  /**
+   * Forks the choices waiting for `parent`, whose prompt this step finishes: each shares
+   * the prompt's full blocks and gets a copy of the partly filled last one (the copy runs
+   * after the pass that writes it).
+   */
+  private fork(parent: Sequence, copies: BlockCopy[]): Sequence[] {
+    const forks = this.active.filter((s) => s.parent === parent && !s.closed);
+    const length = parent.tokens.length;
+    const full = Math.floor(length / this.blocks.blockSize);
+    const shared = parent.table.slice(0, full);
+    for (const f of forks) {
+      f.parent = undefined;
+      this.blocks.share(shared);
+      f.table.push(...shared);
+      this.reserve(f, length);
+      if (f.table.length > full) copies.push({ from: parent.table[full]!, to: f.table[full]! });
+      f.prefilled = f.written = length;
+      f.cached = parent.cached;
+    }
+    return forks;
+  }
+
+  /** A choice that can no longer fork (its first choice left, or is past its prompt) prefills on its own. */
+  private detach(seq: Sequence): void {
+    seq.parent = undefined;
+    this.borrowPrefix(seq);
+  }
+
+  /** Starts a sequence from the longest prefix of its prompt the prompt cache holds. */
+  private borrowPrefix(seq: Sequence): void {
+    if (!this.usesCache(seq)) return;
+    const { blocks } = this.cache.borrow(seq.req.promptTokens);
+    seq.table.push(...blocks);
+    seq.borrowed = blocks.length;
+    seq.prefilled = seq.written = seq.cached = blocks.length * this.blocks.blockSize;
   }
 
   /** Handles one sampled token: emit it, or finish the sequence. */
@@ -242,15 +319,15 @@ export class Scheduler implements Engine {
     if (this.eos.has(token)) return this.complete(seq, 'stop');
     seq.req.constraint?.accept(token);
     const event: GenerationEvent = logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token };
-    if (seq.generated === 0) event.cachedTokens = seq.borrowed * this.blocks.blockSize;
+    if (seq.generated === 0) event.cachedTokens = seq.cached;
     seq.events.push(event);
     seq.generated++;
     seq.output.push(token);
-    seq.next = token;
+    seq.tokens.push(token);
+    seq.decoding = true;
     this.counters.total_decode_tokens++;
-    const length = seq.req.promptTokens.length + seq.generated;
     if (seq.req.loopDetection && isLooping(seq.output, seq.req.loopDetection)) this.complete(seq, 'stop');
-    else if (seq.generated >= seq.req.maxTokens || length >= this.info.contextSize) this.complete(seq, 'length');
+    else if (seq.generated >= seq.req.maxTokens || seq.tokens.length >= this.info.contextSize) this.complete(seq, 'length');
   }
 
   private complete(seq: Sequence, reason: FinishReason): void {
@@ -261,8 +338,8 @@ export class Scheduler implements Engine {
       reason,
       promptTokens: promptN,
       completionTokens: seq.generated,
-      cachedTokens: seq.borrowed * this.blocks.blockSize,
-      timings: timings(promptN - seq.borrowed * this.blocks.blockSize, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
+      cachedTokens: seq.cached,
+      timings: timings(promptN - seq.cached, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
     });
     this.counters.sequences_completed++;
     this.finish(seq);
@@ -284,8 +361,7 @@ export class Scheduler implements Engine {
   private release(seq: Sequence): void {
     const table = seq.table.splice(0);
     if (!this.usesCache(seq)) return this.blocks.release(table);
-    const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
-    this.blocks.release(this.cache.donate(history, table, seq.borrowed));
+    this.blocks.release(this.cache.donate(seq.tokens.slice(0, seq.written), table, seq.borrowed));
   }
 
   /**
@@ -314,6 +390,11 @@ export class Scheduler implements Engine {
     // Blocks are sized for every slot's full context, so this only fails on a bug.
     if (!this.blocks.ensure(seq.table, tokens)) throw new Error('KV cache exhausted');
   }
+}
+
+/** Whether a choice waiting for `parent` can still fork from it: its prompt is not yet all scheduled. */
+function awaitsFork(parent: Sequence): boolean {
+  return !parent.closed && parent.generated === 0 && parent.prefilled < parent.tokens.length;
 }
 
 function timings(promptN: number, promptMs: number, predictedN: number, predictedMs: number): Timings {

@@ -63,19 +63,6 @@ function stopList(stop: SamplingFields['stop']): string[] {
 }
 
 /**
- * A completion prompt as token ids. Text gets the tokenizer's special tokens (BOS), as
- * llama-server and vLLM do; ids a client sent are checked, since the engine indexes
- * embeddings with them.
- */
-export function tokenizePrompt(engine: Engine, prompt: string | number[]): number[] {
-  if (typeof prompt === 'string') return engine.tokenizer.encode(prompt, true);
-  const vocabSize = engine.info.vocabSize;
-  const bad = prompt.find((id) => id < 0 || id >= vocabSize);
-  if (bad !== undefined) throw badRequest(`prompt token id ${bad} is out of vocabulary range (vocab_size ${vocabSize})`);
-  return prompt;
-}
-
-/**
  * Everything the shared generator needs, after rejecting a prompt that leaves no room in
  * the context (before any work is queued). `maxTokens` absent means the server's
  * n_predict, by default "until the context is full", as in llama-server; a larger

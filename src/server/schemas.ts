@@ -5,6 +5,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { ChatMessage } from '../chat/template.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
 import { MAX_TOP_LOGPROBS } from '../engine/types.js';
+import { MAX_CHOICES } from './choices.js';
 import { badRequest } from './errors.js';
 import type { LogitBias } from './logit-bias.js';
 
@@ -77,14 +78,18 @@ export interface ThinkingBudgetFields {
 }
 
 export interface CompletionBody extends SamplingFields, OpenAIStreamFields {
-  /** One prompt: a string, an array holding one string, or token ids. */
-  prompt: string | Array<string | number>;
+  /** One prompt or a batch of them (./prompt-forms.ts). */
+  prompt: string | unknown[];
   /** OpenAI legacy logprobs: the number of top tokens (0-20). */
   logprobs?: Opt<number>;
 }
 
 export interface NativeCompletionBody extends SamplingFields, ThinkingBudgetFields {
-  prompt: string | number[];
+  /** One prompt or a batch of them (./prompt-forms.ts). */
+  prompt: string | unknown[] | Record<string, unknown>;
+  /** Completions per prompt; `n` is accepted as its alias. */
+  n_cmpl?: Opt<number>;
+  n?: Opt<number>;
   /** -1 = until the context is full. */
   n_predict?: Opt<number>;
   /** llama-server's top-token count per generated token (0 = none, at most 20). */
@@ -158,7 +163,7 @@ const openAIProperties = {
   stream_options: { ...nullable('object'), properties: { include_usage: nullable('boolean') } },
   max_tokens: { ...nullable('integer'), minimum: 1 },
   max_completion_tokens: { ...nullable('integer'), minimum: 1 },
-  n: { ...nullable('integer'), minimum: 1, maximum: 1 },
+  n: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
   logit_bias: {
     ...nullable('object'),
     propertyNames: { pattern: '^[0-9]+$' },
@@ -238,7 +243,8 @@ export const validateCompletion = ajv.compile<CompletionBody>({
   required: ['prompt'],
   properties: {
     ...openAIProperties,
-    prompt: { type: ['string', 'array'], minItems: 1, items: { type: ['string', 'integer'] } },
+    // Its forms are told apart by ./prompt-forms.ts.
+    prompt: { type: ['string', 'array'], minItems: 1 },
     logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
   },
 });
@@ -248,7 +254,10 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
   required: ['prompt'],
   properties: {
     ...samplingProperties,
-    prompt: { type: ['string', 'array'], items: { type: 'integer' } },
+    // Its forms are told apart by ./prompt-forms.ts.
+    prompt: { type: ['string', 'array', 'object'] },
+    n_cmpl: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
+    n: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
     n_predict: { ...nullable('integer'), minimum: -1 },
     n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
     logit_bias: nativeLogitBias,

@@ -48,6 +48,10 @@ export class ScriptedEngine implements Engine {
     yield { type: 'done', reason: n < req.maxTokens ? 'stop' : 'length', promptTokens: req.promptTokens.length, completionTokens: n, cachedTokens: 0, timings };
   }
 
+  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
+    return reqs.map((req) => this.generate(req));
+  }
+
   stats(): EngineStats {
     const counters = { sequences_started: 0, sequences_completed: 0, total_prefill_tokens: 0, total_decode_tokens: 0, decode_steps_processed: 0, prefill_chunks_processed: 0 };
     return { slots: 1, activeSequences: 0, queueDepth: 0, slotStates: ['idle'], counters };
