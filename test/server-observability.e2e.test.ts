@@ -105,6 +105,8 @@ describe('GET /props', () => {
         xtc_probability: 0,
         xtc_threshold: 0.1,
         loop_detection: null,
+        n_keep: 0,
+        context_shift: false,
       },
       total_slots: 2,
     });

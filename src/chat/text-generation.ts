@@ -35,6 +35,8 @@ export interface TextGenerationParams {
   loopDetection?: LoopDetection;
   /** false: no prompt-cache reuse or donation for this request. */
   cachePrompt?: boolean;
+  /** --context-shift: a full context drops its older half after `keep` tokens (GenerationRequest.contextShift). */
+  contextShift?: { keep: number };
 }
 
 export interface Usage {
@@ -89,7 +91,7 @@ export function generateTexts(engine: Engine, choices: TextGenerationParams[]): 
 }
 
 function engineRequest(params: TextGenerationParams): GenerationRequest {
-  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, loopDetection, cachePrompt } = params;
+  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, loopDetection, cachePrompt, contextShift } = params;
   return {
     promptTokens,
     maxTokens,
@@ -100,6 +102,7 @@ function engineRequest(params: TextGenerationParams): GenerationRequest {
     ...(logprobs === undefined ? {} : { logprobs }),
     ...(loopDetection ? { loopDetection } : {}),
     ...(cachePrompt === undefined ? {} : { cachePrompt }),
+    ...(contextShift ? { contextShift } : {}),
   };
 }
 

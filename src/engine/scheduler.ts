@@ -8,6 +8,9 @@
 // them (they share its full KV blocks, copy the partly filled last one, and draw their
 // first tokens from the same logits). A choice admitted later prefills on its own, through
 // the prompt cache when that holds the prompt.
+// A request with a context shift that fills its context drops the older half of its
+// tokens after the ones it keeps, and re-prefills what follows them at their new positions
+// (the KV of a token depends on its position through RoPE) before generating on.
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine } from './engine.js';
 import { Channel } from './channel.js';
@@ -327,7 +330,34 @@ export class Scheduler implements Engine {
     seq.decoding = true;
     this.counters.total_decode_tokens++;
     if (seq.req.loopDetection && isLooping(seq.output, seq.req.loopDetection)) this.complete(seq, 'stop');
-    else if (seq.generated >= seq.req.maxTokens || seq.tokens.length >= this.info.contextSize) this.complete(seq, 'length');
+    else if (seq.generated >= seq.req.maxTokens) this.complete(seq, 'length');
+    else if (seq.tokens.length >= this.info.contextSize && !this.shift(seq)) this.complete(seq, 'length');
+  }
+
+  /**
+   * Frees half of a full context, as llama-server's context shift does: of the positions
+   * written, the first `keep` stay and half of the rest, the oldest, go. The blocks wholly
+   * inside the kept start are kept; the tokens after them are prefilled again at their
+   * new positions, the last sampled one included, whose logits give the next token. False
+   * when there is nothing to drop (no shift asked for, or it keeps everything).
+   */
+  private shift(seq: Sequence): boolean {
+    const shift = seq.req.contextShift;
+    if (!shift) return false;
+    const written = seq.tokens.length - 1;
+    const keep = Math.min(Math.max(shift.keep, 0), written);
+    const discard = Math.floor((written - keep) / 2);
+    if (discard === 0) return false;
+    seq.tokens.splice(keep, discard);
+    const kept = Math.floor(keep / this.blocks.blockSize);
+    const dropped = seq.table.splice(kept);
+    // Borrowed blocks go back to the prompt cache, owned (or shared) ones to the pool.
+    this.cache.release(dropped.slice(0, Math.max(0, seq.borrowed - kept)));
+    this.blocks.release(dropped.slice(Math.max(0, seq.borrowed - kept)));
+    seq.borrowed = Math.min(seq.borrowed, kept);
+    seq.prefilled = seq.written = kept * this.blocks.blockSize;
+    seq.decoding = false;
+    return true;
   }
 
   private complete(seq: Sequence, reason: FinishReason): void {

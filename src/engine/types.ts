@@ -92,6 +92,11 @@ export interface GenerationRequest {
   /** Top logprobs per token besides the chosen one's (0-20); undefined = no logprobs. */
   logprobs?: number;
   loopDetection?: LoopDetection;
+  /**
+   * When the sequence fills its context, drop the older half of its tokens after the first
+   * `keep` and go on (llama-server's context shift) instead of finishing with 'length'.
+   */
+  contextShift?: { keep: number };
 }
 
 export type Priority = 'high' | 'normal' | 'low';

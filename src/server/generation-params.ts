@@ -90,6 +90,8 @@ export function generationParams(
   }
   const room = contextSize - promptTokens.length;
   const budget = tokenBudget(maxTokens ?? undefined, defaults.n_predict);
+  // A shifting context has room for any number of tokens, as in llama-server.
+  const contextShift = defaults.context_shift ? { keep: keptTokens(body.n_keep ?? defaults.n_keep, promptTokens, engine.tokenizer.bosId) } : undefined;
   if (body.min_pattern_size != null && body.max_pattern_size != null && body.max_pattern_size > 0 && body.min_pattern_size > body.max_pattern_size) {
     throw badRequest(`min_pattern_size (${body.min_pattern_size}) must not exceed max_pattern_size (${body.max_pattern_size})`);
   }
@@ -97,11 +99,18 @@ export function generationParams(
   const cachePrompt = cachePromptFrom(body);
   return {
     promptTokens,
-    maxTokens: Math.min(budget ?? room, room),
+    maxTokens: contextShift ? (budget ?? Infinity) : Math.min(budget ?? room, room),
     sampling: samplingFrom(body, defaults, engine.tokenizer, logitBias),
     stop: stopList(body.stop),
     ...(loopDetection ? { loopDetection } : {}),
     ...(cachePrompt === undefined ? {} : { cachePrompt }),
+    ...(contextShift ? { contextShift } : {}),
     ...context,
   };
+}
+
+/** n_keep as prompt positions: -1 keeps the whole prompt; otherwise BOS is kept on top, as llama-server counts. */
+function keptTokens(nKeep: number, promptTokens: number[], bosId: number | undefined): number {
+  if (nKeep < 0) return promptTokens.length;
+  return Math.min(nKeep + (bosId !== undefined && promptTokens[0] === bosId ? 1 : 0), promptTokens.length);
 }

@@ -30,6 +30,11 @@ export interface SamplingDefaults {
   xtc_threshold: number;
   /** MLXCEL_LOOP_DETECTION (./loop-policy.ts); /props shows it resolved for the loaded model. */
   loop_detection: LoopPolicy;
+  /** Prompt tokens (after BOS) a context shift keeps; -1 = the whole prompt (--keep). */
+  n_keep: number;
+  /** --context-shift: a generation that fills its context drops the older half of it and
+   *  goes on, instead of stopping; a server switch, not a request field. */
+  context_shift: boolean;
 }
 
 /**
@@ -58,6 +63,8 @@ export const DEFAULT_SAMPLING: Readonly<SamplingDefaults> = Object.freeze({
   xtc_probability: 0,
   xtc_threshold: XTC_THRESHOLD,
   loop_detection: 'auto',
+  n_keep: 0,
+  context_shift: false,
 });
 
 /** The defaults with the command line's settings on top. */
@@ -69,7 +76,8 @@ export function samplingDefaults(overrides: Partial<SamplingDefaults> = {}): Sam
 /**
  * The token budget of a request that asked for `requested` (undefined: nothing), before
  * the context cap. Mirrors llama-server: the server's n_predict fills in a missing value
- * and caps a larger one; undefined means "until the context is full".
+ * and caps a larger one; undefined means "until the context is full" (with a context
+ * shift: no limit).
  */
 export function tokenBudget(requested: number | undefined, nPredict: number): number | undefined {
   if (nPredict < 0) return requested;

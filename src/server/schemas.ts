@@ -32,6 +32,8 @@ export interface SamplingFields {
   xtc_probability?: Opt<number>;
   xtc_threshold?: Opt<number>;
   seed?: Opt<number>;
+  /** Prompt tokens a context shift keeps (llama-server's n_keep; -1 = all). */
+  n_keep?: Opt<number>;
   stop?: Opt<string | string[]>;
   stream?: Opt<boolean>;
   /** Loop detection (vLLM's names); see ./loop-policy.ts. */
@@ -153,6 +155,7 @@ const samplingProperties = {
   // 0 (or >= the vocabulary) keeps every token.
   top_k: { ...nullable('integer'), minimum: 0 },
   seed: nullable('integer'),
+  n_keep: { ...nullable('integer'), minimum: -1 },
   stop: { ...nullable('string', 'array'), items: { type: 'string' } },
   stream: nullable('boolean'),
   ...extendedSamplingProperties,
