@@ -71,17 +71,11 @@ export interface TextGenerationResult {
 export type TextGenerationEvent = { type: 'text'; text: string; token?: GeneratedToken } | { type: 'done'; result: TextGenerationResult };
 
 /**
- * Queues the request right away, so that the engine's synchronous refusal (a full queue)
- * reaches the caller before it commits to a response; iterating yields the text.
- */
-export function generateText(engine: Engine, params: TextGenerationParams): AsyncGenerator<TextGenerationEvent> {
-  return generateTexts(engine, [params])[0]!;
-}
-
-/**
- * Several choices over one prompt (n > 1), queued together (Engine.generateChoices): one
- * stream each, in order. They share the prompt, token budget and client; each brings its
- * own sampling seed and constraint.
+ * Queues a generation's choices right away (one, or n over one prompt:
+ * Engine.generateChoices), so that the engine's synchronous refusal (a full queue) reaches
+ * the caller before it commits to a response; iterating each stream yields its text. The
+ * choices share the prompt, token budget and client; each brings its own sampling seed and
+ * constraint.
  */
 export function generateTexts(engine: Engine, choices: TextGenerationParams[]): AsyncGenerator<TextGenerationEvent>[] {
   const { maxTokens, signal } = choices[0]!;
@@ -192,14 +186,6 @@ async function* textEvents(
     return;
   }
   if (!signal?.aborted) throw new Error('engine ended a generation without a done event');
-}
-
-/** Drives a generation to its end; undefined when the client went away first. */
-export async function collectText(events: AsyncIterable<TextGenerationEvent>): Promise<TextGenerationResult | undefined> {
-  for await (const event of events) {
-    if (event.type === 'done') return event.result;
-  }
-  return undefined;
 }
 
 /** llama-server-style timings measured here, for generations this layer ends itself. */

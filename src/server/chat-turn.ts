@@ -1,6 +1,6 @@
 // One assistant turn through the chat pipeline, for every chat API: prepareChat
 // (template, tool_choice rules and instruction, kwargs, rolling reasoning checkpoint,
-// thinking-budget and forced-call constraints), generateText (the shared generation path
+// thinking-budget and forced-call constraints), generateTexts (the shared generation path
 // with stop strings, usage and logprobs), and ChatOutput (reasoning, content and tool
 // calls split from the streamed text, reconciled with the final parse). Chat completions
 // pass their body as the ChatTurnRequest; the Responses and Anthropic routes translate

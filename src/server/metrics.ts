@@ -68,22 +68,15 @@ export class ServerMetrics {
   }
 
   /**
-   * Passes a generation's events through, counting it when it finishes (its 'done'
-   * event) if `record`. A generation the client abandoned never reaches 'done', so a
-   * cancelled stream is not counted. Routes pass record=false for streaming
+   * Passes the events of a request's choices (./choices.ts: `n` per prompt, prompt-major)
+   * through, counting the request when its last choice finishes (its 'done' event) if
+   * `record`, with combinedUsage's tokens. A generation the client abandoned never reaches
+   * 'done', so a cancelled request is not counted. Routes pass record=false for streaming
    * /v1/completions and /completion, which the REST reference leaves unrecorded.
-   */
-  track(events: AsyncIterable<TextGenerationEvent>, record: boolean): AsyncIterable<TextGenerationEvent> {
-    return this.trackChoices([events], record, 1)[0]!;
-  }
-
-  /**
-   * `track` for the choices of one request (./choices.ts: `n` per prompt, prompt-major):
-   * one request, counted when its last choice finishes, with combinedUsage's tokens.
    */
   trackChoices(streams: AsyncIterable<TextGenerationEvent>[], record: boolean, n: number): AsyncIterable<TextGenerationEvent>[] {
     if (!record) return streams;
-    // Timed from the queueing of the request, which generateText has just done.
+    // Timed from the queueing of the request, which generateTexts has just done.
     const start = performance.now();
     const usages: Usage[] = [];
     let finished = 0;
