@@ -214,6 +214,44 @@ describe('prompt forms and batches', () => {
     expect(twice.body.map((r: any) => r.content)).toEqual([0, 0, 1, 1].map((p) => alone[p]!.body.content));
   });
 
+  it('/completion with n_cmpl: each result streams its prompt_progress, its tokens and its own settings', async () => {
+    const { server } = wide;
+    const prompt = Array.from({ length: 40 }, (_, i) => 300 + i);
+    const body = { prompt, n_cmpl: 2, n_predict: 6, seed: 11, ...sampled, return_progress: true };
+    const whole = await post(server.url, '/completion', { ...body, return_tokens: true, response_fields: ['content', 'tokens', 'generation_settings/seed', 'index'] });
+    expect(whole.body).toEqual([0, 1].map((index) => ({ index, content: expect.any(String), tokens: expect.any(Array), 'generation_settings/seed': 11 + index })));
+    const events = await postSse(server.url, '/completion', { ...body, stream: true });
+    for (const index of [0, 1]) {
+      const mine = events.filter((e) => e.index === index);
+      const progress = mine.filter((e) => e.prompt_progress);
+      // Progress comes first (the fork's once, as it forks) and ends with the whole prompt.
+      expect(progress.length).toBeGreaterThan(0);
+      expect(mine.slice(0, progress.length)).toEqual(progress);
+      expect(progress.at(-1).prompt_progress).toMatchObject({ total: 40, processed: 40 });
+      const tokens = mine.filter((e) => !e.prompt_progress && !e.stop).flatMap((e) => e.tokens);
+      expect(tokens).toEqual(whole.body[index].tokens);
+      expect(mine.at(-1)).toMatchObject({ stop: true, index, generation_settings: { seed: 11 + index } });
+    }
+  });
+
+  it('choices fork from a prompt the prompt cache serves to the token, before and after a cache reset', async () => {
+    const { server, engine } = wide;
+    // Cached (to the token, its last block partly) by a first request; then n = 3 borrows
+    // it, prefills the rest once and forks. Each choice is still what seed + i gets cold.
+    const prompt = Array.from({ length: 37 }, (_, i) => 300 + ((i * 7) % 100));
+    const request = { prompt, n_predict: 10, temperature: 1, top_k: 0, top_p: 1, min_p: 0 };
+    await post(server.url, '/completion', { ...request, prompt: [...prompt, 5, 6], seed: 1 });
+    const cold = await Promise.all([0, 1, 2].map((i) => post(server.url, '/completion', { ...request, seed: 40 + i, cache_prompt: false })));
+    for (const round of [0, 1]) {
+      const res = await post(server.url, '/completion', { ...request, seed: 40, n_cmpl: 3 });
+      expect(res.status).toBe(200);
+      expect(res.body.map((r: any) => r.content)).toEqual(cold.map((c) => c.body.content));
+      expect(res.body[0].tokens_cached).toBe(round === 0 ? 36 : 0);
+      await idle(engine);
+      if (round === 0) expect((await post(server.url, '/v1/cache/reset', {})).status).toBe(200);
+    }
+  });
+
   it('/v1/completions: an array of prompts gives a choice per prompt, times n', async () => {
     const { client } = wide;
     const prompts = ['Once upon a time', 'The cat'];

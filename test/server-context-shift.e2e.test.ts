@@ -7,6 +7,7 @@ import type { Engine } from '../src/engine/engine.js';
 import type { GenerationRequest } from '../src/engine/types.js';
 import { loadEngine } from '../src/engine/load.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
+import { readSse } from './helpers/sse.js';
 
 const CONTEXT = 64;
 const PROMPT = [1, 403, 407, 261, 378]; // "<s>Once upon a time"
@@ -45,15 +46,20 @@ describe('context shift', () => {
   it('without --context-shift a generation stops when the context is full', async () => {
     const res = await post(plain, '/completion', request);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ tokens_evaluated: 5, tokens_predicted: CONTEXT - 5, stop_type: 'limit' });
+    expect(res.body).toMatchObject({ tokens_evaluated: 5, tokens_predicted: CONTEXT - 5, stop_type: 'limit', truncated: true });
   });
 
   it('with it, the same request generates past the context, its first part unchanged', async () => {
     const full = await post(plain, '/completion', request);
     const res = await post(shifting, '/completion', request);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ tokens_evaluated: 5, tokens_predicted: 150, stop_type: 'limit' });
+    // A shift dropped tokens: truncated, as llama-server says; a request that ends before
+    // the context fills is not.
+    expect(res.body).toMatchObject({ tokens_evaluated: 5, tokens_predicted: 150, stop_type: 'limit', truncated: true });
     expect(res.body.content.startsWith(full.body.content)).toBe(true);
+    expect((await post(shifting, '/completion', { ...request, n_predict: 20 })).body).toMatchObject({ tokens_predicted: 20, truncated: false });
+    const streamed = await fetch(shifting.url + '/completion', { method: 'POST', body: JSON.stringify({ ...request, stream: true }) });
+    expect((await readSse(streamed)).at(-1)).toMatchObject({ stop: true, tokens_predicted: 150, truncated: true });
     // Through the OpenAI route too, where max_tokens is no longer capped by the room left.
     const chat = await post(shifting, '/v1/completions', { prompt: 'Once upon a time', max_tokens: 100, temperature: 0, cache_prompt: false });
     expect(chat.body.usage.completion_tokens).toBe(100);
