@@ -134,16 +134,16 @@ const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
  * Bounds on request fields the server works through on its event loop before generating
  * (the prompt itself is bounded by the context: ./generation-params.ts tokenizeText).
  */
-export const MAX_STOP_STRINGS = 16;
-export const MAX_STOP_CHARS = 4096;
+const MAX_STOP_STRINGS = 16;
+const MAX_STOP_CHARS = 4096;
 /** A logit_bias text key is a word or a phrase, tokenized on the loop. */
-export const MAX_LOGIT_BIAS_TEXT_CHARS = 256;
-export const MAX_REASONING_MESSAGE_CHARS = 4096;
+const MAX_LOGIT_BIAS_TEXT_CHARS = 256;
+const MAX_REASONING_MESSAGE_CHARS = 4096;
 
 /** A stop string or a list of them (OpenAI's `stop`, Anthropic's `stop_sequences`). */
 export const stopStrings = (...types: string[]) => ({
   ...nullable(...types),
-  maxLength: MAX_STOP_CHARS,
+  ...(types.includes('string') ? { maxLength: MAX_STOP_CHARS } : {}),
   maxItems: MAX_STOP_STRINGS,
   items: { type: 'string', maxLength: MAX_STOP_CHARS },
 });
