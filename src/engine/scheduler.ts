@@ -4,9 +4,10 @@
 // streams by at most one chunk. Every row's math is independent of the others in the
 // pass, so a request's tokens do not depend on what it is batched with.
 // A request for several choices (n > 1) prefills its prompt once: the choices admitted
-// while it is prefilling wait in their slots, and the step that finishes the prompt forks
-// them (they share its full KV blocks, copy the partly filled last one, and draw their
-// first tokens from the same logits). A choice admitted later prefills on its own, through
+// while it is prefilling wait in their slots (holding room for the prompt, as every
+// admitted sequence does), and the step that finishes the prompt forks them (they give
+// that room back, share its full KV blocks, copy the partly filled last one, and draw
+// their first tokens from the same logits). A choice admitted later prefills on its own, through
 // the prompt cache when that holds the prompt.
 // A request with a context shift that fills its context drops the older half of its
 // tokens after the ones it keeps, and re-prefills what follows them at their new positions
