@@ -140,6 +140,9 @@ const FLAGS: Flag[] = [
   { name: 'xtc-probability', env: ['LLAMA_ARG_XTC_PROBABILITY'], value: 'N', sampling: sampling('xtc_probability', 'float', 0, 1), help: `XTC chance per token, 0 = off (default: ${D.xtc_probability})` },
   { name: 'xtc-threshold', env: ['LLAMA_ARG_XTC_THRESHOLD'], value: 'N', sampling: sampling('xtc_threshold', 'float', 0, 1), help: `XTC probability threshold (default: ${D.xtc_threshold})` },
   { name: 'n-predict', short: 'n', env: ['LLAMA_ARG_N_PREDICT'], value: 'N', sampling: sampling('n_predict', 'int', -1), help: 'tokens to predict when a request sets none; -1 = until the context is full (default: -1)' },
+  // llama-server has --keep and no variable for it.
+  { name: 'keep', env: [], value: 'N', sampling: sampling('n_keep', 'int', -1), help: `prompt tokens (after BOS) a context shift keeps, -1 = the whole prompt; a request's n_keep wins (default: ${D.n_keep})` },
+  { name: 'context-shift', negation: 'no-context-shift', env: ['LLAMA_ARG_CONTEXT_SHIFT'], help: 'when a generation fills its context, drop the older half after the kept tokens and go on, instead of stopping (default: off)' },
   { name: 'seed', short: 's', env: ['LLAMA_ARG_SEED'], value: 'N', sampling: sampling('seed', 'int', -1), help: 'seed for requests that set none, -1 = random (default: -1)' },
   { name: 'responses-store-max-entries', env: ['LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES'], value: 'N', help: `stored /v1/responses responses, 0 disables storing (default: ${DEFAULT_RESPONSES_OPTIONS.responses.maxEntries})` },
   { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: `seconds a stored response is kept, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.responses.ttlSecs})` },
@@ -255,7 +258,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       slotSavePath: get('slot-save-path'),
       metrics: getSwitch('metrics'),
       metricsPort: optionalInteger('metrics-port', 0, 65535),
-      sampling: mergeDefined(samplingOptions(get), loopPolicyOption(env)),
+      sampling: mergeDefined(mergeDefined(samplingOptions(get), loopPolicyOption(env)), contextShiftOption(getSwitch('context-shift'))),
       responsesStoreMaxEntries: optionalInteger('responses-store-max-entries', 0),
       responsesStoreTtlSecs: optionalInteger('responses-store-ttl-secs', 0),
       conversationStoreMaxEntries: optionalInteger('conversation-store-max-entries', 0),
@@ -279,6 +282,11 @@ function modelArg(model: string | undefined, hfRepo: string | undefined, default
   const ref = parseRepoRef(hfRepo, true);
   if (!ref) throw new CliError(`--hf-repo must be a Hub repo id org/name[:revision], got "${hfRepo}"`);
   return { kind: 'repo', ref };
+}
+
+/** --context-shift / --no-context-shift, when given, as the server's context_shift. */
+function contextShiftOption(on: boolean | undefined): Partial<SamplingDefaults> | undefined {
+  return on === undefined ? undefined : { context_shift: on };
 }
 
 /** MLXCEL_LOOP_DETECTION, when set, as the server's loop_detection default. */

@@ -134,6 +134,13 @@ describe('parseCli: observability and sampling-default flags', () => {
     expect(parse(['--seed=-1'])).toMatchObject({ options: { sampling: { seed: -1 } } });
   });
 
+  it('reads --context-shift (or LLAMA_ARG_CONTEXT_SHIFT) and --keep', () => {
+    expect(parse(['--context-shift', '--keep', '-1'])).toMatchObject({ options: { sampling: { context_shift: true, n_keep: -1 } } });
+    expect(parse(['--context-shift', '--no-context-shift'])).toMatchObject({ options: { sampling: { context_shift: false } } });
+    expect(parse([], { LLAMA_ARG_CONTEXT_SHIFT: 'true' })).toMatchObject({ options: { sampling: { context_shift: true } } });
+    expect(() => parse(['--keep', '-2'])).toThrow(CliError);
+  });
+
   it('lets the last of --slots/--no-slots win', () => {
     expect(parse(['--no-slots', '--slots'])).toMatchObject({ options: { slots: true } });
     expect(parse(['--slots', '--no-slots'])).toMatchObject({ options: { slots: false } });

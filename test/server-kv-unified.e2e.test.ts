@@ -57,6 +57,12 @@ describe('--kv-unified', () => {
     expect(served.status).toBe(200);
     expect(served.body).toMatchObject({ tokens_evaluated: 150, tokens_predicted: 40, stop_type: 'limit' });
     expect(served.body.content.length).toBeGreaterThan(0);
+    // Choices of one prompt fork from its prefill in the shared pool, each what seed + i gets alone.
+    const sampled = { prompt: prompt(0, 40), n_predict: 20, temperature: 1, top_k: 0, top_p: 1, min_p: 0 };
+    const choices = await fetch(`${unified}/completion`, { method: 'POST', body: JSON.stringify({ ...sampled, n_cmpl: 2, seed: 3 }) });
+    const results = (await choices.json()) as Native[];
+    expect(results.map((r) => r.tokens_predicted)).toEqual([20, 20]);
+    for (const [i, r] of results.entries()) expect((await complete(unified, { ...sampled, seed: 3 + i })).body.content).toBe(r.content);
     // The context is the whole pool: prompt and generation together stop at 256.
     const toTheEnd = await complete(unified, { prompt: long, n_predict: 500 });
     expect(toTheEnd.body).toMatchObject({ tokens_predicted: 256 - 150, stop_type: 'limit' });

@@ -105,6 +105,8 @@ describe('GET /props', () => {
         xtc_probability: 0,
         xtc_threshold: 0.1,
         loop_detection: null,
+        n_keep: 0,
+        context_shift: false,
         // llama-server's slot fields: the context, and a request's generation_settings.
         n_ctx: 512,
         params: expect.objectContaining({ n_predict: -1, temperature: 0.8, top_k: 40, seed: 4294967295 }),

@@ -119,6 +119,17 @@ describe('forced tool_choice returns a valid call to a declared function', () =>
     checkCall(call.function.name, call.function.arguments, ['get_weather', 'get_time']);
   });
 
+  it('required with n = 2: each choice is its own valid call (a constraint per choice)', async () => {
+    const res = await client.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0.9, seed: 11, n: 2, ...noThinking });
+    expect(res.choices.map((c) => c.index)).toEqual([0, 1]);
+    for (const choice of res.choices) {
+      expect(choice.finish_reason).toBe('tool_calls');
+      expect(choice.message.tool_calls).toHaveLength(1);
+      const call = choice.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+      checkCall(call.function.name, call.function.arguments, ['get_weather', 'get_time']);
+    }
+  });
+
   it('required (streaming): a start chunk, then argument pieces that add up', async () => {
     const out = await streamed({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0.7, seed: 5, stream: true, ...noThinking });
     expect(out.finish).toBe('tool_calls');

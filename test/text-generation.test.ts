@@ -1,14 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { collectText, generateText, type TextGenerationParams } from '../src/chat/text-generation.js';
+import type { Engine } from '../src/engine/engine.js';
+import { generateTexts, type TextGenerationEvent, type TextGenerationParams } from '../src/chat/text-generation.js';
 import { FakeEngine, ONCE_UPON_A_TIME_IDS, ONCE_UPON_A_TIME_TEXT } from './helpers/fake-engine.js';
 
 const PROMPT = [1, 403, 407, 261, 378];
+
+const generateText = (engine: Engine, p: TextGenerationParams) => generateTexts(engine, [p])[0]!;
+
+async function collectText(events: AsyncIterable<TextGenerationEvent>) {
+  for await (const event of events) if (event.type === 'done') return event.result;
+  return undefined;
+}
 
 function params(overrides: Partial<TextGenerationParams> = {}): TextGenerationParams {
   return { promptTokens: PROMPT, maxTokens: 100, sampling: { temperature: 0, topK: 0, topP: 1 }, stop: [], ...overrides };
 }
 
-describe('generateText', () => {
+describe('generateTexts (one choice)', () => {
   it('streams deltas whose concatenation is the final text, with engine usage', async () => {
     const engine = await FakeEngine.create();
     let streamed = '';

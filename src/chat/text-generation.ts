@@ -4,6 +4,7 @@ import type { Engine } from '../engine/engine.js';
 import type {
   FinishReason,
   GenerationEvent,
+  GenerationRequest,
   LoopDetection,
   Priority,
   PromptProgress,
@@ -43,6 +44,8 @@ export interface TextGenerationParams {
   loopDetection?: LoopDetection;
   /** false: no prompt-cache reuse or donation for this request. */
   cachePrompt?: boolean;
+  /** --context-shift: a full context drops its older half after `keep` tokens (GenerationRequest.contextShift). */
+  contextShift?: { keep: number };
 }
 
 export interface Usage {
@@ -71,6 +74,8 @@ export interface TextGenerationResult {
   cachedTokens: number;
   /** Every generated token (with its logprobs, when asked for), when the request asked for logprobs or the tokens. */
   tokens?: GeneratedToken[];
+  /** A context shift dropped some of the sequence's tokens (--context-shift). */
+  contextShifted?: true;
 }
 
 /**
@@ -83,29 +88,35 @@ export type TextGenerationEvent =
   | { type: 'done'; result: TextGenerationResult };
 
 /**
- * Queues the request right away, so that the engine's synchronous refusal (a full queue)
- * reaches the caller before it commits to a response; iterating yields the text.
+ * Queues a generation's choices right away (one, or n over one prompt:
+ * Engine.generateChoices), so that the engine's synchronous refusal (a full queue) reaches
+ * the caller before it commits to a response; iterating each stream yields its text. The
+ * choices share the prompt, token budget and client; each brings its own sampling seed and
+ * constraint.
  */
-export function generateText(engine: Engine, params: TextGenerationParams): AsyncGenerator<TextGenerationEvent> {
-  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, loopDetection, cachePrompt } = params;
+export function generateTexts(engine: Engine, choices: TextGenerationParams[]): AsyncGenerator<TextGenerationEvent>[] {
+  const { maxTokens, signal } = choices[0]!;
   // No room for tokens, or nobody left to read them: the engine is not involved.
-  const events =
-    maxTokens > 0 && !signal?.aborted
-      ? engine.generate({
-          promptTokens,
-          maxTokens,
-          sampling,
-          signal,
-          priority,
-          ...(constraint ? { constraint } : {}),
-          ...(logprobs === undefined ? {} : { logprobs }),
-          ...(loopDetection ? { loopDetection } : {}),
-          ...(cachePrompt === undefined ? {} : { cachePrompt }),
-          ...(params.onProgress ? { progress: true } : {}),
-          ...(params.postSamplingProbs ? { postSamplingProbs: true } : {}),
-        })
-      : undefined;
-  return textEvents(engine, params, events);
+  const streams = maxTokens > 0 && !signal?.aborted ? engine.generateChoices(choices.map(engineRequest)) : undefined;
+  return choices.map((params, i) => textEvents(engine, params, streams?.[i]));
+}
+
+function engineRequest(params: TextGenerationParams): GenerationRequest {
+  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, postSamplingProbs, loopDetection, cachePrompt, contextShift, onProgress } = params;
+  return {
+    promptTokens,
+    maxTokens,
+    sampling,
+    signal,
+    priority,
+    ...(constraint ? { constraint } : {}),
+    ...(logprobs === undefined ? {} : { logprobs }),
+    ...(loopDetection ? { loopDetection } : {}),
+    ...(cachePrompt === undefined ? {} : { cachePrompt }),
+    ...(contextShift ? { contextShift } : {}),
+    ...(onProgress ? { progress: true } : {}),
+    ...(postSamplingProbs ? { postSamplingProbs: true } : {}),
+  };
 }
 
 async function* textEvents(
@@ -130,6 +141,7 @@ async function* textEvents(
   let text = '';
   let completionTokens = 0;
   let cachedPrompt = 0;
+  let contextShifted = false;
   const done = (
     finishReason: FinishReason,
     stopString: string | undefined,
@@ -151,6 +163,7 @@ async function* textEvents(
       text,
       cachedTokens,
       ...(tokens ? { tokens } : {}),
+      ...(contextShifted ? { contextShifted: true as const } : {}),
     },
   });
 
@@ -172,6 +185,7 @@ async function* textEvents(
       clock.token();
       completionTokens++;
       if (event.cachedTokens !== undefined) cachedPrompt = event.cachedTokens;
+      if (event.contextShifted) contextShifted = true;
       const token: GeneratedToken = event.logprobs ? { id: event.id, logprobs: event.logprobs } : { id: event.id };
       tokens?.push(token);
       const match = stops.push(detokenizer.push(event.id));
@@ -197,19 +211,12 @@ async function* textEvents(
       yield { type: 'text', text: rest };
     }
     completionTokens = event.completionTokens;
+    if (event.contextShifted) contextShifted = true;
     const reason = match.stop === undefined ? event.reason : 'stop';
     yield done(reason, match.stop, event.timings, event.promptTokens, event.cachedTokens ?? 0);
     return;
   }
   if (!signal?.aborted) throw new Error('engine ended a generation without a done event');
-}
-
-/** Drives a generation to its end; undefined when the client went away first. */
-export async function collectText(events: AsyncIterable<TextGenerationEvent>): Promise<TextGenerationResult | undefined> {
-  for await (const event of events) {
-    if (event.type === 'done') return event.result;
-  }
-  return undefined;
 }
 
 /** llama-server-style timings measured here, for generations this layer ends itself. */

@@ -18,6 +18,13 @@ export interface Engine {
    * within one step.
    */
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent>;
+  /**
+   * Several choices over one prompt (n > 1): one stream per request, in order. The
+   * requests differ only in what each choice keeps for itself (its seed, its constraint);
+   * the prompt is prefilled once for the choices that get a slot while it is prefilled.
+   * Refused as a whole when the queue cannot take them all.
+   */
+  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[];
   stats(): EngineStats;
   /** GET /v1/cache/stats. */
   cacheStats(): PromptCacheStats;

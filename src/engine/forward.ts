@@ -52,6 +52,11 @@ export interface SeqChunk {
   table: number[];
   /** Present when this chunk ends with a token whose successor is sampled. */
   sample?: SampleInput;
+  /**
+   * Choices forked from this sequence (n > 1): each samples its own first token from the
+   * same last-token logits, after `sample`.
+   */
+  forks?: SampleInput[];
 }
 
 const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
@@ -98,8 +103,8 @@ export class ForwardRunner {
   }
 
   /**
-   * Runs the chunks; returns what each chunk that asked to sample got, in order. `only`
-   * restricts the step to some of its dispatches (warmUp).
+   * Runs the chunks; returns what each chunk that asked to sample got, in order, each
+   * chunk's forks right after it. `only` restricts the step to some of its dispatches (warmUp).
    */
   async run(chunks: SeqChunk[], only?: (d: Dispatch) => boolean): Promise<Sampled[]> {
     const { model } = this;
@@ -122,12 +127,13 @@ export class ForwardRunner {
         pos[t] = c.startPos + i;
         tableOf[t] = tableOffset;
       }
-      if (c.sample) {
+      for (const sample of c.sample ? [c.sample, ...(c.forks ?? [])] : []) {
         seqLast.push(t - 1);
-        samples.push(c.sample);
+        samples.push(sample);
       }
     }
     if (tables.length > model.maxTableEntries) throw new Error('block table overflow');
+    if (samples.length > model.maxSeqs) throw new Error(`${samples.length} sampled sequences exceed ${model.maxSeqs}`);
     queue.writeBuffer(meta.tokens, 0, tokens);
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);

@@ -1,18 +1,23 @@
 // Paged KV cache: the bookkeeping of fixed-size blocks handed to sequences as they grow
 // and returned when they end (BlockAllocator), and the moves of KV rows between blocks and
-// the host (KvRows). The KV tensors themselves live in the model's textures.
+// the host (KvRows). The KV tensors themselves live in the model's textures. A block is
+// reference-counted: the choices forked from one prefill (n > 1) share its full prompt
+// blocks, and the prompt cache holds one reference to each block it keeps.
 import { mapRead } from '../runtime/gpu.js';
 import { KV_TEXTURE_WIDTH } from '../runtime/tensors.js';
 import type { KvCache } from '../models/model.js';
 
 export class BlockAllocator {
   private readonly free: number[];
-  /** Reclaims a block held by the prompt cache when the free list runs dry. */
+  /** References per block; a block with none is on the free list. */
+  private readonly refs: Uint32Array;
+  /** Drops the prompt cache's reference to one of its blocks when the free list runs dry. */
   reclaim: () => number | undefined = () => undefined;
 
   constructor(readonly blocks: number, readonly blockSize: number) {
     // Popped from the end: low ids first, which keeps small runs compact.
     this.free = Array.from({ length: blocks }, (_, i) => blocks - 1 - i);
+    this.refs = new Uint32Array(blocks);
   }
 
   get available(): number {
@@ -23,16 +28,49 @@ export class BlockAllocator {
   ensure(table: number[], tokens: number): boolean {
     const need = Math.ceil(tokens / this.blockSize) - table.length;
     for (let i = 0; i < need; i++) {
-      const block = this.free.pop() ?? this.reclaim();
+      const block = this.take();
       if (block === undefined) return false;
       table.push(block);
     }
     return true;
   }
 
-  release(blocks: number[]): void {
-    for (let i = blocks.length - 1; i >= 0; i--) this.free.push(blocks[i]);
+  /** Whether more than one holder references `block` (a fork, the prompt cache). */
+  isShared(block: number): boolean {
+    return this.refs[block]! > 1;
   }
+
+  /** One more reference to each of `blocks` (a forked sequence sharing its parent's). */
+  share(blocks: readonly number[]): void {
+    for (const block of blocks) this.refs[block]++;
+  }
+
+  /** Drops one reference to each of `blocks`; a block nobody holds is free again. */
+  release(blocks: readonly number[]): void {
+    for (let i = blocks.length - 1; i >= 0; i--) {
+      const block = blocks[i]!;
+      if (--this.refs[block] === 0) this.free.push(block);
+    }
+  }
+
+  private take(): number | undefined {
+    let block = this.free.pop();
+    // A block the cache gives up may still be shared by a running sequence: evict on.
+    while (block === undefined) {
+      const evicted = this.reclaim();
+      if (evicted === undefined) return undefined;
+      if (--this.refs[evicted] === 0) block = evicted;
+    }
+    this.refs[block] = 1;
+    return block;
+  }
+}
+
+/** The first `rows` rows of block `from` copied into block `to`. */
+export interface BlockCopy {
+  from: number;
+  to: number;
+  rows: number;
 }
 
 /**
@@ -62,31 +100,31 @@ export class KvRows {
   }
 
   /**
-   * Copies the first `rows` rows of block `from` into block `to`, in every layer. A texture
-   * cannot be copied into itself, so the rows pass through a scratch buffer; the copies are
-   * submitted now, ahead of any later pass.
+   * Copies the first `rows` rows of block `from` into block `to`, in every layer, for each
+   * copy in order. A texture cannot be copied into itself, so the rows pass through a
+   * scratch buffer (commands of one encoder run in order, so one block of scratch serves
+   * every copy); the copies are submitted now, ahead of any later pass.
    */
-  copyBlock(from: number, to: number, rows: number): void {
-    const bytes = this.bytes(rows);
-    if (!this.scratch || this.scratch.size < bytes) {
-      this.scratch?.destroy();
-      this.scratch = this.device.createBuffer({ label: 'kv_rows_scratch', size: this.bytes(this.kv.blockSize), usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
-    }
+  copyBlocks(copies: readonly BlockCopy[]): void {
+    if (copies.length === 0) return;
+    this.scratch ??= this.device.createBuffer({ label: 'kv_rows_scratch', size: this.bytes(this.kv.blockSize), usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     const scratch = this.scratch;
     const encoder = this.device.createCommandEncoder();
-    let offset = 0;
-    for (const texture of this.textures()) {
-      let o = offset;
-      for (const s of this.segments(from, rows)) {
-        encoder.copyTextureToBuffer({ texture, origin: { x: s.x, y: s.y } }, { buffer: scratch, offset: o }, [s.texels, 1]);
-        o += s.texels * 16;
+    for (const { from, to, rows } of copies) {
+      let offset = 0;
+      for (const texture of this.textures()) {
+        let o = offset;
+        for (const s of this.segments(from, rows)) {
+          encoder.copyTextureToBuffer({ texture, origin: { x: s.x, y: s.y } }, { buffer: scratch, offset: o }, [s.texels, 1]);
+          o += s.texels * 16;
+        }
+        o = offset;
+        for (const s of this.segments(to, rows)) {
+          encoder.copyBufferToTexture({ buffer: scratch, offset: o }, { texture, origin: { x: s.x, y: s.y } }, [s.texels, 1]);
+          o += s.texels * 16;
+        }
+        offset = o;
       }
-      o = offset;
-      for (const s of this.segments(to, rows)) {
-        encoder.copyBufferToTexture({ buffer: scratch, offset: o }, { texture, origin: { x: s.x, y: s.y } }, [s.texels, 1]);
-        o += s.texels * 16;
-      }
-      offset = o;
     }
     this.device.queue.submit([encoder.finish()]);
   }

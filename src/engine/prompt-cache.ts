@@ -7,7 +7,8 @@
 // the most leading tokens with the prompt's next ones: the scheduler copies that block's
 // shared rows into a block of its own (copy-on-write), so reuse is exact to the token.
 // Unreferenced blocks are evicted LRU when the pool needs them, past their TTL, or over
-// the capacity and entry bounds.
+// the capacity and entry bounds. The cache holds one reference to each of its blocks in the
+// block allocator (./kv-cache.ts): a block a fork still shares outlives its eviction.
 import { createHash } from 'node:crypto';
 
 export interface PromptCacheOptions {
@@ -214,10 +215,10 @@ export class PromptCache {
     return giveBack;
   }
 
-  /** Blocks evictForPool could give the pool now. */
-  get reclaimable(): number {
+  /** Blocks evictForPool could give the pool now: unborrowed ones that nobody else holds (`sole`). */
+  reclaimable(sole: (block: number) => boolean): number {
     let n = 0;
-    for (const e of this.entries.values()) if (e.refs === 0) n++;
+    for (const e of this.entries.values()) if (e.refs === 0 && sole(e.block)) n++;
     return n;
   }
 

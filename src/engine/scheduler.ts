@@ -3,13 +3,22 @@
 // up to the rest of the token budget of prompt chunks, so a long prompt delays running
 // streams by at most one chunk. Every row's math is independent of the others in the
 // pass, so a request's tokens do not depend on what it is batched with.
+// A request for several choices (n > 1) prefills its prompt once: the choices admitted
+// while it is prefilling wait in their slots (holding room for the prompt, as every
+// admitted sequence does), and the step that finishes the prompt forks them (they give
+// that room back, share its full KV blocks, copy the partly filled last one, and draw
+// their first tokens from the same logits). A choice admitted later prefills on its own, through
+// the prompt cache when that holds the prompt.
+// A request with a context shift that fills its context drops the older half of its
+// tokens after the ones it keeps, and re-prefills what follows them at their new positions
+// (the KV of a token depends on its position through RoPE) before generating on.
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
-import { BlockAllocator, KvRows } from './kv-cache.js';
+import { BlockAllocator, KvRows, type BlockCopy } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
@@ -38,14 +47,18 @@ interface Sequence {
   table: number[];
   /** Leading blocks of `table` borrowed from the prompt cache. */
   borrowed: number;
-  /** Prompt tokens whose KV came from the prompt cache. */
+  /** Prompt tokens the prompt cache served (a fork reports its parent's). */
   cached: number;
-  /** Prompt tokens already in the KV cache. */
+  /** The token at each position: the prompt, then every emitted token. */
+  tokens: number[];
+  /** Positions of `tokens` scheduled into the KV cache. */
   prefilled: number;
-  /** Positions whose KV has been written (prompt and fed tokens). */
+  /** Positions whose KV has been written. */
   written: number;
-  /** The last sampled token, fed at the next step; -1 while prefilling. */
-  next: number;
+  /** The last of `tokens` (the last sampled) is fed at the next step; false while prefilling. */
+  decoding: boolean;
+  /** A context shift has dropped some of its tokens: its later events say so. */
+  shifted: boolean;
   /** Tokens emitted so far. */
   output: number[];
   generated: number;
@@ -53,6 +66,8 @@ interface Sequence {
   /** When it took its slot: prefill starts. */
   tAdmit: number;
   tFirst: number;
+  /** Set on a further choice of an n > 1 request until it forks from (or gives up on) this first choice. */
+  parent?: Sequence;
 }
 
 export interface SchedulerOptions {
@@ -113,39 +128,28 @@ export class Scheduler implements Engine {
   }
 
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent> {
+    return this.generateChoices([req])[0]!;
+  }
+
+  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
     if (this.closed) throw new Error('engine is closed');
+    const prompt = reqs[0]?.promptTokens;
+    if (!prompt) throw new Error('no choices');
     const free = this.options.slots - this.active.length;
-    if (this.waiting.size - free >= this.options.maxQueue) throw new QueueFullError(this.waiting.size);
-    if (req.promptTokens.length === 0) throw new Error('empty prompt');
-    if (req.promptTokens.length >= this.info.contextSize) {
-      throw new Error(`prompt of ${req.promptTokens.length} tokens does not fit the context of ${this.info.contextSize}`);
+    if (this.waiting.size + reqs.length - 1 - free >= this.options.maxQueue) throw new QueueFullError(this.waiting.size);
+    if (prompt.length === 0) throw new Error('empty prompt');
+    if (prompt.length >= this.info.contextSize) {
+      throw new Error(`prompt of ${prompt.length} tokens does not fit the context of ${this.info.contextSize}`);
     }
-    const seq: Sequence = {
-      req,
-      slot: -1,
-      events: undefined as unknown as Channel<GenerationEvent>,
-      closed: false,
-      rng: new Rng(req.sampling.seed ?? randomSeed()),
-      table: [],
-      borrowed: 0,
-      cached: 0,
-      prefilled: 0,
-      written: 0,
-      next: -1,
-      output: [],
-      generated: 0,
-      tStart: performance.now(),
-      tAdmit: 0,
-      tFirst: 0,
-    };
-    seq.events = new Channel(() => this.cancel(seq));
-    this.waiting.push(seq, req.priority ?? 'normal');
-    if (req.signal?.aborted) this.cancel(seq);
-    else req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
+    if (reqs.some((r) => r.promptTokens.length !== prompt.length || r.promptTokens.some((t, i) => t !== prompt[i]))) {
+      throw new Error('the choices of one request share one prompt');
+    }
+    const first = this.enqueue(reqs[0]!);
+    const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first))];
     // Start on the next turn of the event loop, so requests that arrive together (a
     // burst of clients) are admitted into the same first step.
     this.loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.run());
-    return seq.events;
+    return seqs.map((seq) => seq.events);
   }
 
   stats(): EngineStats {
@@ -194,6 +198,35 @@ export class Scheduler implements Engine {
     await this.tokenizer.close();
   }
 
+  private enqueue(req: GenerationRequest, parent?: Sequence): Sequence {
+    const seq: Sequence = {
+      req,
+      slot: -1,
+      events: undefined as unknown as Channel<GenerationEvent>,
+      closed: false,
+      rng: new Rng(req.sampling.seed ?? randomSeed()),
+      table: [],
+      borrowed: 0,
+      cached: 0,
+      tokens: [...req.promptTokens],
+      prefilled: 0,
+      written: 0,
+      decoding: false,
+      shifted: false,
+      output: [],
+      generated: 0,
+      tStart: performance.now(),
+      tAdmit: 0,
+      tFirst: 0,
+      ...(parent ? { parent } : {}),
+    };
+    seq.events = new Channel(() => this.cancel(seq));
+    this.waiting.push(seq, req.priority ?? 'normal');
+    if (req.signal?.aborted) this.cancel(seq);
+    else req.signal?.addEventListener('abort', () => this.cancel(seq), { once: true });
+    return seq;
+  }
+
   private cancel(seq: Sequence): void {
     if (seq.closed) return;
     seq.closed = true;
@@ -225,8 +258,10 @@ export class Scheduler implements Engine {
     while (this.active.length < this.options.slots && this.waiting.size > 0) {
       if (!this.roomFor(this.waiting.peek()!)) break;
       const seq = this.waiting.shift()!;
-      if (this.usesCache(seq)) this.borrowPrefix(seq);
-      this.reserve(seq, seq.req.promptTokens.length);
+      // A choice that may still fork holds its prompt's blocks until then, as any other
+      // sequence does (a unified pool admitted it for them); it gives them back when it forks.
+      if (seq.parent && awaitsFork(seq.parent)) this.reserve(seq, seq.req.promptTokens.length);
+      else this.startPrompt(seq);
       const taken = new Set(this.active.map((a) => a.slot));
       seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
       seq.tAdmit = performance.now();
@@ -234,6 +269,13 @@ export class Scheduler implements Engine {
       this.counters.sequences_started++;
     }
     return this.active.length > 0;
+  }
+
+  /** Takes the blocks of a sequence's prompt: the longest prefix the prompt cache holds, then fresh ones. */
+  private startPrompt(seq: Sequence): void {
+    seq.parent = undefined;
+    if (this.usesCache(seq)) this.borrowPrefix(seq);
+    this.reserve(seq, seq.req.promptTokens.length);
   }
 
   /**
@@ -247,7 +289,7 @@ export class Scheduler implements Engine {
     seq.cached = blocks.length * this.blocks.blockSize;
     if (partial) {
       this.reserve(seq, seq.cached + partial.tokens);
-      this.rows.copyBlock(partial.block, seq.table[seq.borrowed], partial.tokens);
+      this.rows.copyBlocks([{ from: partial.block, to: seq.table[seq.borrowed]!, rows: partial.tokens }]);
       this.cache.release([partial.block]);
       seq.cached += partial.tokens;
     }
@@ -258,36 +300,50 @@ export class Scheduler implements Engine {
   private roomFor(seq: Sequence): boolean {
     if (!this.options.kvUnified) return true;
     // Blocks of the prompt the cache holds count as reclaimable: borrowing them uses them up.
-    return Math.ceil(seq.req.promptTokens.length / this.blocks.blockSize) <= this.blocks.available + this.cache.reclaimable;
+    const reclaimable = this.cache.reclaimable((block) => !this.blocks.isShared(block));
+    return Math.ceil(seq.req.promptTokens.length / this.blocks.blockSize) <= this.blocks.available + reclaimable;
   }
 
   private async step(): Promise<void> {
     const budget = this.runner.model.maxTokens;
-    const batch: Array<{ seq: Sequence; chunk: SeqChunk }> = [];
+    const batch: Array<{ seq: Sequence; chunk: SeqChunk; forks: Sequence[] }> = [];
+    /** KV copies that follow the pass: the forks' copies of their prompt's partly filled last block. */
+    const copies: BlockCopy[] = [];
     /** Decoding sequences the shared KV pool has no room for (--kv-unified). */
     const full: Sequence[] = [];
     let tokens = 0;
     let decodes = 0;
     let prefills = 0;
     for (const seq of this.active) {
-      if (seq.next < 0) continue;
-      const pos = seq.req.promptTokens.length + seq.generated - 1;
+      if (!seq.decoding) continue;
+      const pos = seq.tokens.length - 1;
       if (!this.blocks.ensure(seq.table, pos + 1)) {
         if (!this.options.kvUnified) throw new Error('KV cache exhausted');
         full.push(seq);
         continue;
       }
-      batch.push({ seq, chunk: { tokens: [seq.next], startPos: pos, table: seq.table, sample: this.draw(seq) } });
+      batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, sample: this.draw(seq) }, forks: [] });
       tokens++;
       decodes++;
     }
     for (const seq of this.active) {
-      if (seq.next >= 0 || tokens >= budget) continue;
-      const prompt = seq.req.promptTokens;
-      const n = Math.min(budget - tokens, prompt.length - seq.prefilled);
+      if (seq.decoding || tokens >= budget) continue;
+      if (seq.parent) {
+        if (awaitsFork(seq.parent)) continue;
+        this.detach(seq);
+      }
+      // A fork between its fork and its first token.
+      if (seq.prefilled === seq.tokens.length) continue;
+      const n = Math.min(budget - tokens, seq.tokens.length - seq.prefilled);
       const end = seq.prefilled + n;
-      const last = end === prompt.length;
-      batch.push({ seq, chunk: { tokens: prompt.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, sample: last ? this.draw(seq) : undefined } });
+      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table };
+      let forks: Sequence[] = [];
+      if (end === seq.tokens.length) {
+        chunk.sample = this.draw(seq);
+        forks = this.fork(seq, copies);
+        if (forks.length > 0) chunk.forks = forks.map((f) => this.draw(f));
+      }
+      batch.push({ seq, chunk, forks });
       seq.prefilled = end;
       tokens += n;
       prefills++;
@@ -296,22 +352,60 @@ export class Scheduler implements Engine {
     for (const seq of full) if (!seq.closed) this.complete(seq, 'length');
     if (batch.length === 0) return;
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
+    // After the pass that wrote the blocks they copy, before the next one reads them.
+    this.rows.copyBlocks(copies);
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
     let i = 0;
-    for (const { seq, chunk } of batch) {
+    for (const { seq, chunk, forks } of batch) {
       seq.written = chunk.startPos + chunk.tokens.length;
-      if (seq.next < 0 && seq.req.progress && !seq.closed) {
-        const total = seq.req.promptTokens.length;
-        seq.events.push({ type: 'progress', total, cache: seq.borrowed * this.blocks.blockSize, processed: seq.written, timeMs: now - seq.tAdmit });
-      }
+      if (!seq.decoding) this.progress(seq, now);
+      for (const f of forks) this.progress(f, now);
       if (!chunk.sample) continue;
-      const result = sampled[i++];
-      if (seq.closed) continue;
-      if (seq.next < 0) seq.tFirst = now;
-      this.accept(seq, result);
+      for (const s of [seq, ...forks]) {
+        const result = sampled[i++]!;
+        if (s.closed) continue;
+        if (s.generated === 0) s.tFirst = now;
+        this.accept(s, result);
+      }
     }
+  }
+
+  /**
+   * Forks the choices waiting for `parent`, whose prompt this step finishes: each gives back
+   * the blocks it held for its prompt, shares the prompt's full blocks and gets a copy of
+   * the partly filled last one (copied after the pass that writes it).
+   */
+  private fork(parent: Sequence, copies: BlockCopy[]): Sequence[] {
+    const forks = this.active.filter((s) => s.parent === parent && !s.closed);
+    const length = parent.tokens.length;
+    const full = Math.floor(length / this.blocks.blockSize);
+    const shared = parent.table.slice(0, full);
+    const rows = length - full * this.blocks.blockSize;
+    for (const f of forks) {
+      f.parent = undefined;
+      this.blocks.release(f.table.splice(0));
+      this.blocks.share(shared);
+      f.table.push(...shared);
+      this.reserve(f, length);
+      if (rows > 0) copies.push({ from: parent.table[full]!, to: f.table[full]!, rows });
+      f.prefilled = f.written = length;
+      f.cached = parent.cached;
+    }
+    return forks;
+  }
+
+  /** A choice that can no longer fork (its first choice left) prefills on its own, through the prompt cache. */
+  private detach(seq: Sequence): void {
+    this.blocks.release(seq.table.splice(0));
+    this.startPrompt(seq);
+  }
+
+  /** A 'progress' event after a prefill chunk of the prompt (not the re-prefill of a context shift), when asked for. */
+  private progress(seq: Sequence, now: number): void {
+    if (!seq.req.progress || seq.closed || seq.generated > 0) return;
+    seq.events.push({ type: 'progress', total: seq.req.promptTokens.length, cache: seq.cached, processed: seq.written, timeMs: now - seq.tAdmit });
   }
 
   /** Handles one sampled token: emit it, or finish the sequence. */
@@ -320,14 +414,47 @@ export class Scheduler implements Engine {
     seq.req.constraint?.accept(token);
     const event: GenerationEvent = logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token };
     if (seq.generated === 0) event.cachedTokens = seq.cached;
+    if (seq.shifted) event.contextShifted = true;
     seq.events.push(event);
     seq.generated++;
     seq.output.push(token);
-    seq.next = token;
+    seq.tokens.push(token);
+    seq.decoding = true;
     this.counters.total_decode_tokens++;
-    const length = seq.req.promptTokens.length + seq.generated;
     if (seq.req.loopDetection && isLooping(seq.output, seq.req.loopDetection)) this.complete(seq, 'stop');
-    else if (seq.generated >= seq.req.maxTokens || length >= this.info.contextSize) this.complete(seq, 'length');
+    else if (seq.generated >= seq.req.maxTokens) this.complete(seq, 'length');
+    else if (seq.tokens.length >= this.info.contextSize && !this.shift(seq)) this.complete(seq, 'length');
+  }
+
+  /**
+   * Frees half of a full context, as llama-server's context shift does: of the positions
+   * written, the first `keep` stay and half of the rest, the oldest, go. The blocks wholly
+   * inside the kept start are kept; the tokens after them are prefilled again at their
+   * new positions, the last sampled one included, whose logits give the next token. False
+   * when there is nothing to drop (no shift asked for, or it keeps everything) or, in a
+   * unified pool, no room for the tokens to prefill again.
+   */
+  private shift(seq: Sequence): boolean {
+    const shift = seq.req.contextShift;
+    if (!shift) return false;
+    const written = seq.tokens.length - 1;
+    const keep = Math.min(Math.max(shift.keep, 0), written);
+    const discard = Math.floor((written - keep) / 2);
+    if (discard === 0) return false;
+    seq.tokens.splice(keep, discard);
+    const kept = Math.floor(keep / this.blocks.blockSize);
+    const dropped = seq.table.splice(kept);
+    // Borrowed blocks go back to the prompt cache, owned (or shared) ones to the pool.
+    this.cache.release(dropped.slice(0, Math.max(0, seq.borrowed - kept)));
+    this.blocks.release(dropped.slice(Math.max(0, seq.borrowed - kept)));
+    seq.borrowed = Math.min(seq.borrowed, kept);
+    seq.prefilled = seq.written = kept * this.blocks.blockSize;
+    seq.decoding = false;
+    seq.shifted = true;
+    // Fewer blocks than it gave back; only a unified pool can have handed them on since.
+    if (this.blocks.ensure(seq.table, seq.tokens.length)) return true;
+    if (!this.options.kvUnified) throw new Error('KV cache exhausted');
+    return false;
   }
 
   private complete(seq: Sequence, reason: FinishReason): void {
@@ -340,6 +467,7 @@ export class Scheduler implements Engine {
       completionTokens: seq.generated,
       cachedTokens: seq.cached,
       timings: timings(promptN - seq.cached, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
+      ...(seq.shifted ? { contextShifted: true } : {}),
     });
     this.counters.sequences_completed++;
     this.finish(seq);
@@ -367,7 +495,7 @@ export class Scheduler implements Engine {
       this.blocks.release(table);
       return this.slotStore.finished(seq.slot, []);
     }
-    const history = [...seq.req.promptTokens, ...seq.output].slice(0, seq.written);
+    const history = seq.tokens.slice(0, seq.written);
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
     this.slotStore.finished(seq.slot, history);
   }
@@ -400,6 +528,11 @@ export class Scheduler implements Engine {
     // only when it has room, so this only fails on a bug.
     if (!this.blocks.ensure(seq.table, tokens)) throw new Error('KV cache exhausted');
   }
+}
+
+/** Whether a choice waiting for `parent` can still fork from it: its prompt is not yet all scheduled. */
+function awaitsFork(parent: Sequence): boolean {
+  return !parent.closed && parent.generated === 0 && parent.prefilled < parent.tokens.length;
 }
 
 function timings(promptN: number, promptMs: number, predictedN: number, predictedMs: number): Timings {

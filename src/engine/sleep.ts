@@ -58,10 +58,17 @@ export class SleepingEngine implements Engine {
   }
 
   generate(req: GenerationRequest): AsyncIterable<GenerationEvent> {
+    return this.generateChoices([req])[0]!;
+  }
+
+  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
     if (this.closed) throw new Error('engine is closed');
     // Awake: the scheduler's own checks (a full queue) throw here, before any response.
-    const events = this.awake && !this.transition ? this.awake.engine.generate(req) : this.afterWake(req);
-    return this.track(events);
+    if (this.awake && !this.transition) return this.awake.engine.generateChoices(reqs).map((events) => this.track(events));
+    // Asleep: the first choice read wakes the model and queues them all.
+    let queued: Promise<AsyncIterable<GenerationEvent>[]> | undefined;
+    const queue = () => (queued ??= this.wake().then((engine) => engine.generateChoices(reqs)));
+    return reqs.map((_, i) => this.track(this.afterWake(queue, i)));
   }
 
   stats(): EngineStats {
@@ -104,8 +111,8 @@ export class SleepingEngine implements Engine {
     this.awake = undefined;
   }
 
-  private async *afterWake(req: GenerationRequest): AsyncGenerator<GenerationEvent> {
-    yield* (await this.wake()).generate(req);
+  private async *afterWake(queue: () => Promise<AsyncIterable<GenerationEvent>[]>, choice: number): AsyncGenerator<GenerationEvent> {
+    yield* (await queue())[choice]!;
   }
 
   /** Counts a generation as work from its first read to its end. */

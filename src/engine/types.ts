@@ -100,6 +100,11 @@ export interface GenerationRequest {
    * llama-server's post_sampling_probs, instead of the temperature-1 row.
    */
   postSamplingProbs?: boolean;
+  /**
+   * When the sequence fills its context, drop the older half of its tokens after the first
+   * `keep` and go on (llama-server's context shift) instead of finishing with 'length'.
+   */
+  contextShift?: { keep: number };
 }
 
 /**
@@ -135,13 +140,15 @@ export type GenerationEvent =
    * `logprobs`: the chosen token's first, then the top ones, when the request asked.
    * `cachedTokens`, on the first token only: the prompt tokens the prompt cache served (also
    * in 'done', which a consumer that stops early on a stop string never reads).
+   * `contextShifted`, on every token after the first context shift and on 'done': a
+   * context shift dropped some of the sequence's tokens.
    */
-  | { type: 'token'; id: number; logprobs?: TokenLogprob[]; cachedTokens?: number }
+  | { type: 'token'; id: number; logprobs?: TokenLogprob[]; cachedTokens?: number; contextShifted?: true }
   /** After each prefill chunk, when the request asked for progress; the last one precedes the first token. */
   | ({ type: 'progress' } & PromptProgress)
   /** `reason` is 'stop' when an end-of-generation token was sampled (it is not emitted as a token). */
   /** `cachedTokens` of the prompt came from the prompt cache; timings.prompt_n counts the rest. */
-  | { type: 'done'; reason: FinishReason; promptTokens: number; completionTokens: number; cachedTokens: number; timings: Timings };
+  | { type: 'done'; reason: FinishReason; promptTokens: number; completionTokens: number; cachedTokens: number; timings: Timings; contextShifted?: true };
 
 /** Thrown synchronously by Engine.generate when the prefill queue is full. */
 export class QueueFullError extends Error {

@@ -54,6 +54,8 @@ export interface PreparedChat {
   /** Special tokens whose text the reply's parser needs. */
   keepSpecialIds: Set<number>;
   constraint?: TokenConstraint;
+  /** The same constraint afresh (it is stateful), for each further choice of an n > 1 request. */
+  newConstraint: () => TokenConstraint | undefined;
   forced?: ForcedChoice;
   /** The request declared tools (a reply may then end in tool calls). */
   tools: readonly ToolDefinition[];
@@ -106,18 +108,32 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
 
   const keepSpecialIds = specialIds(tokenizer, markupTokens(format, output.tools !== undefined));
 
-  let constraint: TokenConstraint | undefined;
   let document = forcedCallDocument(format.toolFormat, plan.rendered, plan.forced);
   // A prompt that leaves the reasoning block open: the call comes after closing it.
   if (document && output.reasoning?.startsInside) document = { ...document, prefix: `${output.reasoning.tags.close}\n\n${document.prefix}` };
-  if (document) constraint = compileForcedCall(document, engine, options.warn);
-  // response_format json_schema, json_schema or grammar: the reply is the document (after
-  // closing a reasoning block the prompt left open).
-  else if (constrainsOutput(body)) {
-    constraint = structuredOutputConstraint(engine, body, output.reasoning?.startsInside ? `${output.reasoning.tags.close}\n\n` : undefined);
-  }
-  if (!constraint && budget !== undefined) constraint = reasoningBudgetConstraint(model, prompt, budget, body.reasoning_budget_message ?? '');
-  return { prompt, output, keepSpecialIds, ...(constraint ? { constraint } : {}), ...(plan.forced ? { forced: plan.forced } : {}), tools: plan.parsed };
+  // Compiled grammars are cached, so a further choice's constraint costs only its state.
+  const newConstraint = (warn: (message: string) => void) => {
+    let constraint: TokenConstraint | undefined;
+    if (document) constraint = compileForcedCall(document, engine, warn);
+    // response_format json_schema, json_schema or grammar: the reply is the document (after
+    // closing a reasoning block the prompt left open).
+    else if (constrainsOutput(body)) {
+      constraint = structuredOutputConstraint(engine, body, output.reasoning?.startsInside ? `${output.reasoning.tags.close}\n\n` : undefined);
+    }
+    if (!constraint && budget !== undefined) constraint = reasoningBudgetConstraint(model, prompt, budget, body.reasoning_budget_message ?? '');
+    return constraint;
+  };
+  const constraint = newConstraint(options.warn);
+  return {
+    prompt,
+    output,
+    keepSpecialIds,
+    ...(constraint ? { constraint } : {}),
+    // Whatever the first compile had to say was said once.
+    newConstraint: () => newConstraint(() => {}),
+    ...(plan.forced ? { forced: plan.forced } : {}),
+    tools: plan.parsed,
+  };
 }
 
 /** The markup a reply's parser reads: tool-call tokens only when calls are parsed. */

@@ -7,6 +7,7 @@
 import type { Response } from 'express';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { ChatEvent, FinishKind, OutputEvent, ToolCall, TurnResult } from './chat-turn.js';
+import { combinedUsage, mergeChoices } from './choices.js';
 import { chatLogprobs } from './logprobs.js';
 import { openAIStream, type ResponseHead } from './openai-shared.js';
 import { runSse } from './sse.js';
@@ -18,20 +19,22 @@ function reasoningOnly(turn: TurnResult): boolean {
 
 const wireCall = (call: ToolCall) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } });
 
-/** `tokenizer` renders the logprobs of a turn started with them (generation.tokens); `postSampling`: as post-sampling probabilities. */
-export function chatCompletionBody(head: ResponseHead, turn: TurnResult, tokenizer: TextTokenizer, postSampling = false): Record<string, unknown> {
-  const called = turn.toolCalls.length > 0;
-  const message: Record<string, unknown> = { role: 'assistant', content: turn.content === '' && called ? null : turn.content };
-  if (turn.reasoning) message.reasoning_content = turn.reasoning;
-  if (called) message.tool_calls = turn.toolCalls.map(wireCall);
-  if (reasoningOnly(turn)) message.reasoning_only = true;
-  const { tokens, usage } = turn.generation;
-  return {
-    ...head,
-    object: 'chat.completion',
-    choices: [{ index: 0, message, finish_reason: turn.finish, logprobs: tokens ? chatLogprobs(tokenizer, tokens, postSampling) : null }],
-    usage,
-  };
+/**
+ * The turns as choices (several for n > 1, in index order) with their combined usage;
+ * `tokenizer` renders the logprobs of turns started with them (generation.tokens);
+ * `postSampling`: as post-sampling probabilities.
+ */
+export function chatCompletionBody(head: ResponseHead, turns: TurnResult[], tokenizer: TextTokenizer, postSampling = false): Record<string, unknown> {
+  const choices = turns.map((turn, index) => {
+    const called = turn.toolCalls.length > 0;
+    const message: Record<string, unknown> = { role: 'assistant', content: turn.content === '' && called ? null : turn.content };
+    if (turn.reasoning) message.reasoning_content = turn.reasoning;
+    if (called) message.tool_calls = turn.toolCalls.map(wireCall);
+    if (reasoningOnly(turn)) message.reasoning_only = true;
+    const { tokens } = turn.generation;
+    return { index, message, finish_reason: turn.finish, logprobs: tokens ? chatLogprobs(tokenizer, tokens, postSampling) : null };
+  });
+  return { ...head, object: 'chat.completion', choices, usage: combinedUsage(turns.map((t) => t.generation.usage), turns.length) };
 }
 
 /** The chunk delta of one event; a token that produced nothing gets empty content. */
@@ -50,26 +53,29 @@ export function chunkDelta(event: OutputEvent): Record<string, unknown> {
   }
 }
 
+/** The choices' chunks as their events come, each choice opened with its role; usage and [DONE] after the last one ends. */
 export async function streamChatCompletion(
   res: Response,
-  events: AsyncIterable<ChatEvent>,
+  choices: AsyncIterable<ChatEvent>[],
   head: ResponseHead,
   includeUsage: boolean,
   tokenizer: TextTokenizer,
   postSampling = false,
 ): Promise<void> {
   const stream = openAIStream(res, head, 'chat.completion.chunk', includeUsage);
-  const send = (delta: Record<string, unknown>, finish: FinishKind | null = null, logprobs: unknown = null) =>
-    stream.send({ index: 0, delta, finish_reason: finish, logprobs });
+  const send = (index: number, delta: Record<string, unknown>, finish: FinishKind | null = null, logprobs: unknown = null) =>
+    stream.send({ index, delta, finish_reason: finish, logprobs });
+  const turns: Array<TurnResult | undefined> = choices.map(() => undefined);
   await runSse(res, async () => {
-    send({ role: 'assistant' });
-    for await (const event of events) {
+    choices.forEach((_, index) => send(index, { role: 'assistant' }));
+    for await (const { index, event } of mergeChoices(choices)) {
       if (event.type !== 'done') {
-        send(chunkDelta(event), null, event.token ? chatLogprobs(tokenizer, [event.token], postSampling) : null);
+        send(index, chunkDelta(event), null, event.token ? chatLogprobs(tokenizer, [event.token], postSampling) : null);
         continue;
       }
-      send(reasoningOnly(event.turn) ? { reasoning_only: true } : {}, event.turn.finish);
-      stream.end(event.turn.generation.usage);
+      send(index, reasoningOnly(event.turn) ? { reasoning_only: true } : {}, event.turn.finish);
+      turns[index] = event.turn;
     }
-  }, () => stream.fail({ index: 0, delta: {}, logprobs: null }));
+    if (turns.every((t) => t !== undefined)) stream.end(combinedUsage(turns.map((t) => t!.generation.usage), turns.length));
+  }, () => stream.fail(turns.flatMap((t, index) => (t ? [] : [{ index, delta: {}, logprobs: null }]))));
 }

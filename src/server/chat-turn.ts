@@ -1,6 +1,6 @@
 // One assistant turn through the chat pipeline, for every chat API: prepareChat
 // (template, tool_choice rules and instruction, kwargs, rolling reasoning checkpoint,
-// thinking-budget and forced-call constraints), generateText (the shared generation path
+// thinking-budget and forced-call constraints), generateTexts (the shared generation path
 // with stop strings, usage and logprobs), and ChatOutput (reasoning, content and tool
 // calls split from the streamed text, reconciled with the final parse). Chat completions
 // pass their body as the ChatTurnRequest; the Responses and Anthropic routes translate
@@ -9,10 +9,12 @@
 import { ChatOutput, type OutputDelta } from '../chat/chat-output.js';
 import type { ToolChoice } from '../chat/chat-request.js';
 import type { ChatMessage } from '../chat/template.js';
-import { generateText, type GeneratedToken, type TextGenerationEvent, type TextGenerationResult } from '../chat/text-generation.js';
+import { generateTexts, type GeneratedToken, type TextGenerationEvent, type TextGenerationResult } from '../chat/text-generation.js';
 import { ThinkingBudget } from '../chat/thinking-budget.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
+import type { TokenConstraint } from '../engine/types.js';
 import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
+import { choiceSampling } from './choices.js';
 import { badRequest } from './errors.js';
 import { generationParams, tokenizeText } from './generation-params.js';
 import type { ServerMetrics } from './metrics.js';
@@ -107,22 +109,32 @@ export interface TurnOptions {
  * a 'done' when `context.signal` aborts.
  */
 export function startTurn(model: ServedModel, turn: PreparedTurn, options: TurnOptions): AsyncGenerator<ChatEvent> {
+  return startTurns(model, turn, options, 1)[0]!;
+}
+
+/**
+ * `n` choices of one turn (chat completions' n), queued together: the prompt is prefilled
+ * once, and each choice samples with its own seed (./choices.ts) and its own constraint.
+ */
+export function startTurns(model: ServedModel, turn: PreparedTurn, options: TurnOptions, n: number): AsyncGenerator<ChatEvent>[] {
   const { engine } = model;
   const { chat } = turn;
-  const params = {
+  const base = {
     ...generationParams(engine, turn.promptTokens, options.sampling, options.maxTokens, options.context, options.defaults, options.logitBias),
     keepSpecialIds: chat.keepSpecialIds,
-    ...(chat.constraint ? { constraint: chat.constraint } : {}),
     ...(options.logprobs === undefined ? {} : { logprobs: options.logprobs }),
     ...(options.postSamplingProbs ? { postSamplingProbs: true } : {}),
   };
-  const events = options.metrics.track(generateText(engine, params), true);
-  return chatEvents(model, turn, events, options.warn);
+  const constraints = Array.from({ length: n }, (_, i) => (i === 0 ? chat.constraint : chat.newConstraint()));
+  const choices = constraints.map((constraint, i) => ({ ...base, sampling: choiceSampling(base.sampling, i), ...(constraint ? { constraint } : {}) }));
+  const streams = options.metrics.trackChoices(generateTexts(engine, choices), true, n);
+  return streams.map((events, i) => chatEvents(model, turn, constraints[i], events, options.warn));
 }
 
 async function* chatEvents(
   model: ServedModel,
   turn: PreparedTurn,
+  constraint: TokenConstraint | undefined,
   events: AsyncIterable<TextGenerationEvent>,
   warn: (message: string) => void,
 ): AsyncGenerator<ChatEvent> {
@@ -146,7 +158,7 @@ async function* chatEvents(
         reasoning: reply.reasoning,
         content: reply.content,
         toolCalls: reply.toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments })),
-        reasoningTokens: reasoningTokens(model, turn, reply.reasoning),
+        reasoningTokens: reasoningTokens(model, constraint, reply.reasoning),
       },
     };
   }
@@ -167,8 +179,7 @@ export function deltaEvents(delta: OutputDelta, token?: GeneratedToken): OutputE
 }
 
 /** The budget constraint counted them as they were sampled; otherwise the text is re-encoded. */
-function reasoningTokens(model: ServedModel, turn: PreparedTurn, reasoning: string): number {
-  const { constraint } = turn.chat;
+function reasoningTokens(model: ServedModel, constraint: TokenConstraint | undefined, reasoning: string): number {
   if (constraint instanceof ThinkingBudget) return constraint.reasoningTokens;
   return reasoning ? model.engine.tokenizer.encode(reasoning, false).length : 0;
 }

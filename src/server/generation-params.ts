@@ -92,19 +92,6 @@ function contextExceeded(count: string, tokens: number, contextSize: number): Ap
 }
 
 /**
- * A completion prompt as token ids. Text gets the tokenizer's special tokens (BOS), as
- * llama-server and vLLM do; ids a client sent are checked, since the engine indexes
- * embeddings with them.
- */
-export async function tokenizePrompt(engine: Engine, prompt: string | number[]): Promise<number[]> {
-  if (typeof prompt === 'string') return tokenizeText(engine, prompt, true);
-  const vocabSize = engine.info.vocabSize;
-  const bad = prompt.find((id) => id < 0 || id >= vocabSize);
-  if (bad !== undefined) throw badRequest(`prompt token id ${bad} is out of vocabulary range (vocab_size ${vocabSize})`);
-  return prompt;
-}
-
-/**
  * Everything the shared generator needs, after rejecting a prompt that leaves no room in
  * the context (before any work is queued). `maxTokens` absent means the server's
  * n_predict, by default "until the context is full", as in llama-server; any budget is
@@ -125,6 +112,8 @@ export function generationParams(
   if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
   const room = contextSize - promptTokens.length;
   const budget = tokenBudget(maxTokens ?? undefined, defaults.n_predict);
+  // A shifting context has room for any number of tokens, as in llama-server.
+  const contextShift = defaults.context_shift ? { keep: keptTokens(body.n_keep ?? defaults.n_keep, promptTokens, engine.tokenizer.bosId) } : undefined;
   if (body.min_pattern_size != null && body.max_pattern_size != null && body.max_pattern_size > 0 && body.min_pattern_size > body.max_pattern_size) {
     throw badRequest(`min_pattern_size (${body.min_pattern_size}) must not exceed max_pattern_size (${body.max_pattern_size})`);
   }
@@ -132,11 +121,18 @@ export function generationParams(
   const cachePrompt = cachePromptFrom(body);
   return {
     promptTokens,
-    maxTokens: Math.min(budget ?? room, room),
+    maxTokens: contextShift ? (budget ?? Infinity) : Math.min(budget ?? room, room),
     sampling: samplingFrom(body, defaults, engine.tokenizer, logitBias),
     stop: stopList(body.stop),
     ...(loopDetection ? { loopDetection } : {}),
     ...(cachePrompt === undefined ? {} : { cachePrompt }),
+    ...(contextShift ? { contextShift } : {}),
     ...context,
   };
+}
+
+/** n_keep as prompt positions: -1 keeps the whole prompt; otherwise BOS is kept on top, as llama-server counts. */
+function keptTokens(nKeep: number, promptTokens: number[], bosId: number | undefined): number {
+  if (nKeep < 0) return promptTokens.length;
+  return Math.min(nKeep + (bosId !== undefined && promptTokens[0] === bosId ? 1 : 0), promptTokens.length);
 }

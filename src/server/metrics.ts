@@ -7,8 +7,9 @@
 // mirrors engine.stats() at scrape time.
 import { Router } from 'express';
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { TextGenerationEvent } from '../chat/text-generation.js';
+import type { TextGenerationEvent, Usage } from '../chat/text-generation.js';
 import type { EngineStats } from '../engine/types.js';
+import { combinedUsage } from './choices.js';
 
 export class ServerMetrics {
   readonly registry = new Registry();
@@ -67,28 +68,34 @@ export class ServerMetrics {
   }
 
   /**
-   * Passes a generation's events through, counting it when it finishes (its 'done'
-   * event) if `record`. A generation the client abandoned never reaches 'done', so a
-   * cancelled stream is not counted. Routes pass record=false for streaming
+   * Passes the events of a request's choices (./choices.ts: `n` per prompt, prompt-major)
+   * through, counting the request when its last choice finishes (its 'done' event) if
+   * `record`, with combinedUsage's tokens. A generation the client abandoned never reaches
+   * 'done', so a cancelled request is not counted. Routes pass record=false for streaming
    * /v1/completions and /completion, which the REST reference leaves unrecorded.
    */
-  track(events: AsyncIterable<TextGenerationEvent>, record: boolean): AsyncIterable<TextGenerationEvent> {
-    if (!record) return events;
-    // Timed from the queueing of the request, which generateText has just done.
+  trackChoices(streams: AsyncIterable<TextGenerationEvent>[], record: boolean, n: number): AsyncIterable<TextGenerationEvent>[] {
+    if (!record) return streams;
+    // Timed from the queueing of the request, which generateTexts has just done.
     const start = performance.now();
-    const self = this;
-    return (async function* () {
+    const usages: Usage[] = [];
+    let finished = 0;
+    const finish = () => {
+      const usage = combinedUsage(usages, n);
+      this.requests.inc();
+      this.promptTokens.inc(usage.prompt_tokens);
+      this.completionTokens.inc(usage.completion_tokens);
+      this.generationSeconds.inc((performance.now() - start) / 1000);
+    };
+    return streams.map(async function* (events, i) {
       for await (const event of events) {
         if (event.type === 'done') {
-          const { usage } = event.result;
-          self.requests.inc();
-          self.promptTokens.inc(usage.prompt_tokens);
-          self.completionTokens.inc(usage.completion_tokens);
-          self.generationSeconds.inc((performance.now() - start) / 1000);
+          usages[i] = event.result.usage;
+          if (++finished === streams.length) finish();
         }
         yield event;
       }
-    })();
+    });
   }
 }
 

@@ -75,7 +75,8 @@ function stopType(result: TextGenerationResult): 'word' | 'eos' | 'limit' {
 /**
  * The non-streaming body, and (with empty content and no tokens) the last event of a
  * stream. `prompt` is the processed prompt, special tokens shown; `truncated` says the
- * completion ran into the end of the context.
+ * completion ran into the end of the context, or a context shift dropped some of it (as
+ * llama-server's slot.truncated).
  */
 export function finalResponse(
   engine: Engine,
@@ -94,7 +95,7 @@ export function finalResponse(
     generation_settings: o.settings,
     prompt: o.prompt,
     has_new_line: result.text.includes('\n'),
-    truncated: result.finishReason === 'length' && prompt_tokens + completion_tokens >= engine.info.contextSize,
+    truncated: result.contextShifted === true || (result.finishReason === 'length' && prompt_tokens + completion_tokens >= engine.info.contextSize),
     stop_type: stopType(result),
     stopping_word: result.stopString ?? '',
     // llama-server's names: the prompt tokens reused from the prompt cache; timings.prompt_n

@@ -24,8 +24,8 @@ export function responseHead(engine: Engine, idPrefix: 'chatcmpl' | 'cmpl'): Res
 
 /**
  * A stream's framing: `send` writes a chunk of one choice; `end` the usage chunk (when
- * asked for) and [DONE]; `fail`, after the error event of a generation that failed, the
- * closing choice with finish_reason "error" and [DONE].
+ * asked for) and [DONE]; `fail`, after the error event of a generation that failed, one
+ * chunk closing the given choices with finish_reason "error", and [DONE].
  */
 export function openAIStream(res: Response, head: ResponseHead, object: 'chat.completion.chunk' | 'text_completion', includeUsage: boolean) {
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({ ...head, object, choices, ...extra });
@@ -35,8 +35,8 @@ export function openAIStream(res: Response, head: ResponseHead, object: 'chat.co
       if (includeUsage) sendSse(res, chunk([], { usage }));
       endSse(res, true);
     },
-    fail(closing: Record<string, unknown>): void {
-      sendSse(res, chunk([{ ...closing, finish_reason: 'error' }]));
+    fail(closing: Array<Record<string, unknown>>): void {
+      sendSse(res, chunk(closing.map((choice) => ({ ...choice, finish_reason: 'error' }))));
       endSse(res, true);
     },
   };

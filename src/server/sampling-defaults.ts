@@ -29,6 +29,11 @@ export interface SamplingDefaults {
   xtc_threshold: number;
   /** MLXCEL_LOOP_DETECTION (./loop-policy.ts); /props shows it resolved for the loaded model. */
   loop_detection: LoopPolicy;
+  /** Prompt tokens (after BOS) a context shift keeps; -1 = the whole prompt (--keep). */
+  n_keep: number;
+  /** --context-shift: a generation that fills its context drops the older half of it and
+   *  goes on, instead of stopping; a server switch, not a request field. */
+  context_shift: boolean;
 }
 
 /**
@@ -57,6 +62,8 @@ export const DEFAULT_SAMPLING: Readonly<SamplingDefaults> = Object.freeze({
   xtc_probability: 0,
   xtc_threshold: XTC_THRESHOLD,
   loop_detection: 'auto',
+  n_keep: 0,
+  context_shift: false,
 });
 
 /** The defaults with the command line's settings on top. */
@@ -68,8 +75,9 @@ export function samplingDefaults(overrides: Partial<SamplingDefaults> = {}): Sam
 /**
  * The token budget of a request that asked for `requested` (undefined: nothing), before
  * the context cap: the server's n_predict fills in a missing value (the REST reference's
- * "when omitted, server defaults are used"); undefined means "until the context is full".
- * Unlike llama-server's -n, it does not cap a request that asks for more.
+ * "when omitted, server defaults are used"); undefined means "until the context is full"
+ * (with a context shift: no limit). Unlike llama-server's -n, it does not cap a request
+ * that asks for more.
  */
 export function tokenBudget(requested: number | undefined, nPredict: number): number | undefined {
   return requested ?? (nPredict < 0 ? undefined : nPredict);

@@ -5,6 +5,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { ChatMessage } from '../chat/template.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
 import { MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS } from '../engine/types.js';
+import { MAX_CHOICES } from './choices.js';
 import { badRequest } from './errors.js';
 import type { LogitBias } from './logit-bias.js';
 
@@ -31,6 +32,8 @@ export interface SamplingFields {
   xtc_probability?: Opt<number>;
   xtc_threshold?: Opt<number>;
   seed?: Opt<number>;
+  /** Prompt tokens a context shift keeps (llama-server's n_keep; -1 = all). */
+  n_keep?: Opt<number>;
   stop?: Opt<string | string[]>;
   stream?: Opt<boolean>;
   /** Loop detection (vLLM's names); see ./loop-policy.ts. */
@@ -85,14 +88,18 @@ export interface ThinkingBudgetFields {
 }
 
 export interface CompletionBody extends SamplingFields, GrammarFields, OpenAIStreamFields {
-  /** One prompt: a string, an array holding one string, or token ids. */
-  prompt: string | Array<string | number>;
+  /** One prompt or a batch of them (./prompt-forms.ts). */
+  prompt: string | unknown[];
   /** OpenAI legacy logprobs: the number of top tokens (0-20). */
   logprobs?: Opt<number>;
 }
 
 export interface NativeCompletionBody extends SamplingFields, GrammarFields, ThinkingBudgetFields {
-  prompt: string | number[];
+  /** One prompt or a batch of them (./prompt-forms.ts). */
+  prompt: string | unknown[] | Record<string, unknown>;
+  /** Completions per prompt; `n` is accepted as its alias. */
+  n_cmpl?: Opt<number>;
+  n?: Opt<number>;
   /** -1 = until the context is full. */
   n_predict?: Opt<number>;
   /** llama-server's top-token count per generated token (0 = none, at most 20). */
@@ -133,16 +140,16 @@ const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
  * Bounds on request fields the server works through on its event loop before generating
  * (the prompt itself is bounded by the context: ./generation-params.ts tokenizeText).
  */
-export const MAX_STOP_STRINGS = 16;
-export const MAX_STOP_CHARS = 4096;
+const MAX_STOP_STRINGS = 16;
+const MAX_STOP_CHARS = 4096;
 /** A logit_bias text key is a word or a phrase, tokenized on the loop. */
-export const MAX_LOGIT_BIAS_TEXT_CHARS = 256;
-export const MAX_REASONING_MESSAGE_CHARS = 4096;
+const MAX_LOGIT_BIAS_TEXT_CHARS = 256;
+const MAX_REASONING_MESSAGE_CHARS = 4096;
 
 /** A stop string or a list of them (OpenAI's `stop`, Anthropic's `stop_sequences`). */
 export const stopStrings = (...types: string[]) => ({
   ...nullable(...types),
-  maxLength: MAX_STOP_CHARS,
+  ...(types.includes('string') ? { maxLength: MAX_STOP_CHARS } : {}),
   maxItems: MAX_STOP_STRINGS,
   items: { type: 'string', maxLength: MAX_STOP_CHARS },
 });
@@ -191,6 +198,7 @@ const samplingProperties = {
   // 0 (or >= the vocabulary) keeps every token.
   top_k: { ...nullable('integer'), minimum: 0 },
   seed: nullable('integer'),
+  n_keep: { ...nullable('integer'), minimum: -1 },
   stop: stopStrings('string', 'array'),
   stream: nullable('boolean'),
   grammar: nullable('string'),
@@ -202,7 +210,7 @@ const openAIProperties = {
   stream_options: { ...nullable('object'), properties: { include_usage: nullable('boolean') } },
   max_tokens: { ...nullable('integer'), minimum: 1 },
   max_completion_tokens: { ...nullable('integer'), minimum: 1 },
-  n: { ...nullable('integer'), minimum: 1, maximum: 1 },
+  n: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
   logit_bias: {
     ...nullable('object'),
     maxProperties: MAX_LOGIT_BIAS_TOKENS,
@@ -287,7 +295,8 @@ export const validateCompletion = ajv.compile<CompletionBody>({
   required: ['prompt'],
   properties: {
     ...openAIProperties,
-    prompt: { type: ['string', 'array'], minItems: 1, items: { type: ['string', 'integer'] } },
+    // Its forms are told apart by ./prompt-forms.ts.
+    prompt: { type: ['string', 'array'], minItems: 1 },
     logprobs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
   },
 });
@@ -297,7 +306,10 @@ export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
   required: ['prompt'],
   properties: {
     ...samplingProperties,
-    prompt: { type: ['string', 'array'], items: { type: 'integer' } },
+    // Its forms are told apart by ./prompt-forms.ts.
+    prompt: { type: ['string', 'array', 'object'] },
+    n_cmpl: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
+    n: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
     n_predict: { ...nullable('integer'), minimum: -1 },
     n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
     logit_bias: nativeLogitBias,

@@ -71,6 +71,11 @@ export class FakeEngine implements Engine {
     return this.run(req);
   }
 
+  /** Each choice runs as a request of its own (nothing is shared on a fake engine). */
+  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
+    return reqs.map((req) => this.generate(req));
+  }
+
   stats(): EngineStats {
     return {
       slots: 1,

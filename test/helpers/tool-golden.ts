@@ -1,10 +1,10 @@
 // Runs a model's reply text through the real output path without a GPU: the text is
-// tokenized with a real tokenizer, the ids come out of a scripted engine, generateText
+// tokenized with a real tokenizer, the ids come out of a scripted engine, generateTexts
 // detokenizes them (keeping the markup's special tokens, as the chat routes do),
 // ChatOutput splits them, and the chat turn's events become the chunks a client would receive.
 import { join } from 'node:path';
 import { ChatOutput, type ChatOutputConfig, type ChatReply, type OutputDelta } from '../../src/chat/chat-output.js';
-import { generateText } from '../../src/chat/text-generation.js';
+import { generateTexts } from '../../src/chat/text-generation.js';
 import type { Engine, SlotFileResult } from '../../src/engine/engine.js';
 import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
@@ -46,6 +46,10 @@ export class ScriptedEngine implements Engine {
     for (; n < Math.min(this.ids.length, req.maxTokens); n++) yield { type: 'token', id: this.ids[n]! };
     const timings = { prompt_n: 0, prompt_ms: 0, prompt_per_token_ms: 0, prompt_per_second: 0, predicted_n: n, predicted_ms: 0, predicted_per_token_ms: 0, predicted_per_second: 0 };
     yield { type: 'done', reason: n < req.maxTokens ? 'stop' : 'length', promptTokens: req.promptTokens.length, completionTokens: n, cachedTokens: 0, timings };
+  }
+
+  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
+    return reqs.map((req) => this.generate(req));
   }
 
   stats(): EngineStats {
@@ -101,7 +105,7 @@ export interface StreamedReply {
 const deltaChunks = (delta: OutputDelta) => deltaEvents(delta).map(chunkDelta);
 
 /**
- * Feeds `text`'s tokens through generateText and ChatOutput, one token at a time;
+ * Feeds `text`'s tokens through generateTexts and ChatOutput, one token at a time;
  * `atLimit` makes its last token the last max_tokens allows.
  */
 export async function streamReply(
@@ -117,16 +121,18 @@ export async function streamReply(
   const warnings: string[] = [];
   const output = new ChatOutput({ ...config, warn: (m) => warnings.push(m) });
   const chunks: Array<Record<string, unknown>> = [];
-  const events = generateText(engine, {
-    promptTokens: tokenizer.encode(prompt, false),
-    maxTokens: atLimit ? ids.length : ids.length + 1,
-    sampling: { temperature: 0, topK: 0, topP: 1 },
-    stop: [],
-    keepSpecialIds,
-    everyToken: true,
-  });
+  const [events] = generateTexts(engine, [
+    {
+      promptTokens: tokenizer.encode(prompt, false),
+      maxTokens: atLimit ? ids.length : ids.length + 1,
+      sampling: { temperature: 0, topK: 0, topP: 1 },
+      stop: [],
+      keepSpecialIds,
+      everyToken: true,
+    },
+  ]);
   let reply: ChatReply | undefined;
-  for await (const event of events) {
+  for await (const event of events!) {
     if (event.type === 'text') {
       chunks.push(...deltaChunks(output.push(event.text)));
       continue;

@@ -1,17 +1,21 @@
 // llama-server's native routes: POST /completion (and /completions, as in llama-server),
-// /apply-template, /tokenize and /detokenize.
+// /apply-template, /tokenize and /detokenize. /completion takes every prompt form of
+// ../prompt-forms.ts; a batch, or n_cmpl > 1, answers an array of results (prompt p's j-th
+// at index p * n_cmpl + j), one result the object itself.
 import { Router } from 'express';
-import { collectText, generateText, type GeneratedToken } from '../../chat/text-generation.js';
+import { generateTexts, type GeneratedToken, type TextGenerationParams } from '../../chat/text-generation.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 import { prepareTurn } from '../chat-turn.js';
+import { choiceSampling, choicesScope, collectChoices, MAX_RESULTS, mergeChoices } from '../choices.js';
 import { badRequest } from '../errors.js';
-import { generationParams, tokenizePrompt, tokenizeText } from '../generation-params.js';
+import { generationParams, tokenizeText } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities, postSamplingProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { finalResponse, generationSettings, projectFields } from '../native-response.js';
+import { promptList, tokenizePrompt } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
 import { rejectResponseFormat, structuredOutputConstraint } from '../response-format.js';
@@ -37,14 +41,10 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const budget = requestedBudget(body);
     const model = models.require();
     const { engine } = model;
-    const promptTokens = await tokenizePrompt(engine, body.prompt);
-    // The processed prompt, special tokens shown (llama-server's "prompt" field).
-    const prompt = engine.tokenizer.decode(promptTokens, false);
-    // json_schema or grammar constrains the whole continuation; else the thinking budget caps
-    // a reasoning block the prompt opens or the model writes.
-    const promptText = typeof body.prompt === 'string' ? body.prompt : prompt;
-    const constraint =
-      structuredOutputConstraint(engine, body) ?? (budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText, budget, body.reasoning_budget_message ?? ''));
+    const { prompts } = promptList(body.prompt);
+    // llama-server's n_cmpl (n as its alias): completions of each prompt.
+    const n = body.n_cmpl ?? body.n ?? 1;
+    if (prompts.length * n > MAX_RESULTS) throw badRequest(`${prompts.length} prompts times n_cmpl = ${n} asks for more than ${MAX_RESULTS} completions`);
     // n_predict -1 (the default) means the server's -n, by default until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
@@ -55,70 +55,104 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
       postSampling ? postSamplingProbabilities(engine.tokenizer, tokens) : completionProbabilities(engine.tokenizer, tokens);
     const stream = body.stream === true;
     const timingsPerToken = stream && body.timings_per_token === true;
-    // return_progress (streams only): a prompt_progress chunk after each prefill chunk.
-    const onProgress = stream && body.return_progress === true ? (p: PromptProgress) => sendSse(res, progressChunk(p, promptTokens.length)) : undefined;
-    const params = {
-      ...generationParams(engine, promptTokens, body, nPredict, requestContext(req, res), defaults, logitBiasFrom(engine, body.logit_bias)),
-      ...(nProbs > 0 ? { logprobs: nProbs, postSamplingProbs: postSampling } : {}),
-      ...(constraint ? { constraint } : {}),
-      // A stream's chunks carry their token ids; a body carries them all with return_tokens.
-      ...(stream ? { everyToken: true, timingsPerToken } : { collectTokens: body.return_tokens === true }),
-      ...(onProgress ? { onProgress } : {}),
-    };
-    const settings = generationSettings(
-      {
-        sampling: params.sampling,
-        nPredict: nPredict ?? defaults.n_predict,
-        stop: params.stop,
-        stream,
-        nProbs,
-        timingsPerToken: body.timings_per_token === true,
-        postSamplingProbs: postSampling,
-      },
-      defaults,
-    );
-    // The REST reference leaves streaming /completion out of /metrics' request counts.
-    const events = metrics.track(generateText(engine, params), !stream);
-
-    if (stream) {
-      await runSse(res, async () => {
-        // Tokens whose text is still held back (an unfinished character, a possible stop
-        // string) go out with the chunk that releases it.
-        let pending: GeneratedToken[] = [];
-        let predicted = 0;
-        for await (const event of events) {
-          if (event.type === 'text') {
-            if (event.token) {
-              pending.push(event.token);
-              predicted++;
-            }
-            if (event.text === '' && nProbs === 0) continue;
-            const probs = nProbs > 0 && event.token ? { completion_probabilities: probabilities([event.token]) } : {};
-            sendSse(res, {
-              index: 0,
-              content: event.text,
-              tokens: pending.map((t) => t.id),
-              stop: false,
-              tokens_predicted: predicted,
-              tokens_evaluated: promptTokens.length,
-              ...(event.timings ? { timings: event.timings } : {}),
-              ...probs,
-            });
-            pending = [];
-            continue;
-          }
-          sendSse(res, finalResponse(engine, event.result, { content: '', tokens: [], prompt, settings }));
-          endSse(res, false);
-        }
+    const logitBias = logitBiasFrom(engine, body.logit_bias);
+    // Every prompt is checked before anything is queued.
+    const promptTokens: number[][] = [];
+    for (const p of prompts) promptTokens.push(await tokenizePrompt(engine, p));
+    const scope = choicesScope(requestContext(req, res));
+    // Result p * n + j: prompt p's j-th completion, with what its body reports.
+    const results = promptTokens.flatMap((tokens, p) => {
+      const base = generationParams(engine, tokens, body, nPredict, scope.context, defaults, logitBias);
+      // The processed prompt, special tokens shown (llama-server's "prompt" field).
+      const prompt = engine.tokenizer.decode(tokens, false);
+      // json_schema or grammar constrains the whole continuation; else the thinking budget
+      // caps a reasoning block the prompt opens or the model writes.
+      const promptText = typeof prompts[p] === 'string' ? prompts[p] : prompt;
+      return Array.from({ length: n }, (_, j) => {
+        const index = p * n + j;
+        const constraint =
+          structuredOutputConstraint(engine, body) ??
+          (budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText, budget, body.reasoning_budget_message ?? ''));
+        // return_progress (streams only): a prompt_progress chunk after each prefill chunk.
+        const onProgress = stream && body.return_progress === true ? (pp: PromptProgress) => sendSse(res, progressChunk(index, pp, tokens.length)) : undefined;
+        const params: TextGenerationParams = {
+          ...base,
+          sampling: choiceSampling(base.sampling, j),
+          ...(nProbs > 0 ? { logprobs: nProbs, postSamplingProbs: postSampling } : {}),
+          ...(constraint ? { constraint } : {}),
+          // A stream's chunks carry their token ids; a body carries them all with return_tokens.
+          ...(stream ? { everyToken: true, timingsPerToken } : { collectTokens: body.return_tokens === true }),
+          ...(onProgress ? { onProgress } : {}),
+        };
+        const settings = generationSettings(
+          {
+            sampling: params.sampling,
+            nPredict: nPredict ?? defaults.n_predict,
+            stop: params.stop,
+            stream,
+            nProbs,
+            timingsPerToken: body.timings_per_token === true,
+            postSamplingProbs: postSampling,
+          },
+          defaults,
+        );
+        return { params, prompt, promptLength: tokens.length, settings };
       });
-      return;
+    });
+    try {
+      // The REST reference leaves streaming /completion out of /metrics' request counts.
+      const groups = Array.from({ length: prompts.length }, (_, p) => results.slice(p * n, (p + 1) * n).map((r) => r.params));
+      const streams = metrics.trackChoices(groups.flatMap((choices) => generateTexts(engine, choices)), !stream, n);
+      if (stream) {
+        // Each chunk carries its result's index; the stream ends after the last result's final chunk.
+        await runSse(res, async () => {
+          // Per result: tokens whose text is still held back (an unfinished character, a
+          // possible stop string) go out with the chunk that releases it.
+          const pending: GeneratedToken[][] = results.map(() => []);
+          const predicted = results.map(() => 0);
+          let finished = 0;
+          for await (const { index, event } of mergeChoices(streams)) {
+            const r = results[index]!;
+            if (event.type === 'text') {
+              if (event.token) {
+                pending[index]!.push(event.token);
+                predicted[index]!++;
+              }
+              if (event.text === '' && nProbs === 0) continue;
+              const probs = nProbs > 0 && event.token ? { completion_probabilities: probabilities([event.token]) } : {};
+              sendSse(res, {
+                index,
+                content: event.text,
+                tokens: pending[index]!.map((t) => t.id),
+                stop: false,
+                tokens_predicted: predicted[index],
+                tokens_evaluated: r.promptLength,
+                ...(event.timings ? { timings: event.timings } : {}),
+                ...probs,
+              });
+              pending[index] = [];
+              continue;
+            }
+            sendSse(res, { ...finalResponse(engine, event.result, { content: '', tokens: [], prompt: r.prompt, settings: r.settings }), index });
+            if (++finished === streams.length) endSse(res, false);
+          }
+        });
+        return;
+      }
+      const done = await collectChoices(streams, (event) => (event.type === 'done' ? event.result : undefined));
+      if (!done) return;
+      const bodies = done.map((result, index) => {
+        const { prompt, settings } = results[index]!;
+        const tokens = body.return_tokens === true ? (result.tokens ?? []).map((t) => t.id) : [];
+        const probs = nProbs > 0 && result.tokens ? { completion_probabilities: probabilities(result.tokens) } : {};
+        const full = { ...finalResponse(engine, result, { content: result.text, tokens, prompt, settings }), index, ...probs };
+        return body.response_fields?.length ? projectFields(full, body.response_fields) : full;
+      });
+      // One result is an object, several an array, as llama-server answers.
+      res.json(bodies.length === 1 ? bodies[0] : bodies);
+    } finally {
+      scope.close();
     }
-    const result = await collectText(events);
-    if (!result) return;
-    const tokens = body.return_tokens === true ? (result.tokens ?? []).map((t) => t.id) : [];
-    const probs = nProbs > 0 && result.tokens ? { completion_probabilities: probabilities(result.tokens) } : {};
-    const full = { ...finalResponse(engine, result, { content: result.text, tokens, prompt, settings }), ...probs };
-    res.json(body.response_fields?.length ? projectFields(full, body.response_fields) : full);
   });
 
   // The chat prompt a chat completion with this body would generate from, rendered by the
@@ -170,10 +204,10 @@ function tokenPiece(tokenizer: TextTokenizer, id: number): string | number[] {
   }
 }
 
-/** llama-server's progress chunk: no text yet, and prompt_progress in its names. */
-function progressChunk(p: PromptProgress, promptLength: number) {
+/** llama-server's progress chunk of result `index`: no text yet, and prompt_progress in its names. */
+function progressChunk(index: number, p: PromptProgress, promptLength: number) {
   return {
-    index: 0,
+    index,
     content: '',
     tokens: [],
     stop: false,

@@ -1,8 +1,10 @@
 // POST /v1/chat/completions (and /chat/completions): OpenAI chat, JSON or SSE. The body
-// is the chat turn's request as it is (../chat-turn.ts); ../chat-response.ts renders the turn.
+// is the chat turn's request as it is (../chat-turn.ts); ../chat-response.ts renders the
+// turn, or its n choices.
 import { Router } from 'express';
 import { chatCompletionBody, streamChatCompletion } from '../chat-response.js';
-import { collectTurn, prepareTurn, startTurn } from '../chat-turn.js';
+import { prepareTurn, startTurns } from '../chat-turn.js';
+import { choicesScope, collectChoices } from '../choices.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { chatLogprobCount } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
@@ -33,38 +35,44 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     const logitBias = logitBiasFrom(model.engine, body.logit_bias);
     // llama-server's post_sampling_probs: the logprobs as prob/top_probs of the drawn-from distribution.
     const postSampling = logprobs !== undefined && body.post_sampling_probs === true;
+    const scope = choicesScope(requestContext(req, res));
     // Queued before any header, so a full queue or an over-long prompt is a plain error.
-    const events = startTurn(model, turn, {
+    const choices = startTurns(model, turn, {
       maxTokens: body.max_completion_tokens ?? body.max_tokens,
       sampling: body,
-      context: requestContext(req, res),
+      context: scope.context,
       defaults,
       metrics,
       warn,
       ...(logprobs === undefined ? {} : { logprobs }),
       ...(logitBias ? { logitBias } : {}),
       ...(postSampling ? { postSamplingProbs: true } : {}),
-    });
+    }, body.n ?? 1);
 
-    if (body.stream) {
-      await streamChatCompletion(res, events, head, body.stream_options?.include_usage === true, tokenizer, postSampling);
-      return;
+    try {
+      if (body.stream) {
+        await streamChatCompletion(res, choices, head, body.stream_options?.include_usage === true, tokenizer, postSampling);
+        return;
+      }
+      const turns = await collectChoices(choices, (event) => (event.type === 'done' ? event.turn : undefined));
+      if (!turns) return;
+      // The native body of the first choice's generation.
+      const verbose = options.verbose
+        ? {
+            __verbose: verboseBody(model.engine, turns[0]!.generation, {
+              prompt: turn.chat.prompt,
+              body,
+              maxTokens: body.max_completion_tokens ?? body.max_tokens,
+              logitBias,
+              defaults,
+              nProbs: logprobs ?? 0,
+            }),
+          }
+        : {};
+      res.json({ ...chatCompletionBody(head, turns, tokenizer, postSampling), ...verbose });
+    } finally {
+      scope.close();
     }
-    const result = await collectTurn(events);
-    if (!result) return;
-    const verbose = options.verbose
-      ? {
-          __verbose: verboseBody(model.engine, result.generation, {
-            prompt: turn.chat.prompt,
-            body,
-            maxTokens: body.max_completion_tokens ?? body.max_tokens,
-            logitBias,
-            defaults,
-            nProbs: logprobs ?? 0,
-          }),
-        }
-      : {};
-    res.json({ ...chatCompletionBody(head, result, tokenizer, postSampling), ...verbose });
   });
   return router;
 }

@@ -1,26 +1,29 @@
 // POST /v1/completions: OpenAI legacy text completions, JSON or SSE (/completions without
-// /v1 is llama-server's native route, ./native.ts).
-// A stream whose generation fails ends with the error event, a finish_reason "error"
-// choice and [DONE].
+// /v1 is llama-server's native route, ./native.ts). `prompt` may be a batch (several
+// prompts) and `n` asks for several choices of each; choice p * n + j is prompt p's j-th
+// (../choices.ts). A stream whose generation fails ends with the error event, a
+// finish_reason "error" choice for each unfinished one and [DONE].
 import { Router, type Response } from 'express';
-import { collectText, generateText, type TextGenerationEvent } from '../../chat/text-generation.js';
+import { generateTexts, type TextGenerationEvent, type TextGenerationResult } from '../../chat/text-generation.js';
 import type { FinishReason } from '../../engine/types.js';
+import { choiceSampling, choicesScope, collectChoices, combinedUsage, MAX_RESULTS, mergeChoices } from '../choices.js';
 import { badRequest } from '../errors.js';
-import { generationParams, tokenizePrompt } from '../generation-params.js';
+import { generationParams } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { CompletionLogprobsBuilder } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { verboseBody } from '../native-response.js';
+import { promptList, tokenizePrompt } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { structuredOutputConstraint } from '../response-format.js';
 import { openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
-import { type CompletionBody, validateBody, validateCompletion } from '../schemas.js';
+import { validateBody, validateCompletion } from '../schemas.js';
 import { runSse } from '../sse.js';
 
 /** One choice: a text delta (finishReason null) or the closing one; `logprobs` null when none. */
-const choice = (text: string, finishReason: FinishReason | null, logprobs: unknown = null) => ({ index: 0, text, finish_reason: finishReason, logprobs });
+const choice = (index: number, text: string, finishReason: FinishReason | null, logprobs: unknown = null) => ({ index, text, finish_reason: finishReason, logprobs });
 
 export interface CompletionRouteOptions {
   /** -v: a non-streaming body carries llama-server's __verbose (../native-response.ts). */
@@ -32,73 +35,84 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
   router.post('/v1/completions', async (req, res) => {
     const body = validateBody(validateCompletion, req.body);
     const { engine } = models.require();
-    const promptTokens = await tokenizePrompt(engine, singlePrompt(body.prompt));
+    const { prompts } = promptList(body.prompt);
+    const n = body.n ?? 1;
+    if (prompts.length * n > MAX_RESULTS) throw badRequest(`${prompts.length} prompts times n = ${n} asks for more than ${MAX_RESULTS} completions`);
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const constraint = structuredOutputConstraint(engine, body);
     const logitBias = logitBiasFrom(engine, body.logit_bias);
-    const params = {
-      ...generationParams(engine, promptTokens, body, maxTokens, requestContext(req, res), defaults, logitBias),
-      ...(constraint ? { constraint } : {}),
-      ...(body.logprobs == null ? {} : { logprobs: body.logprobs }),
-    };
-    const logprobs = body.logprobs == null ? undefined : new CompletionLogprobsBuilder(engine.tokenizer);
-    const head = responseHead(engine, 'cmpl');
-    // The REST reference leaves streaming completions out of /metrics' request counts.
-    const events = metrics.track(generateText(engine, params), !body.stream);
-
-    if (body.stream) {
-      await streamCompletion(res, events, head, body.stream_options?.include_usage === true, logprobs);
-      return;
-    }
-    const result = await collectText(events);
-    if (!result) return;
-    res.json({
-      ...head,
-      object: 'text_completion',
-      choices: [choice(result.text, result.finishReason, logprobs && result.tokens ? logprobs.add(result.tokens) : null)],
-      usage: result.usage,
-      ...(options.verbose
-        ? {
-            __verbose: verboseBody(engine, result, {
-              prompt: engine.tokenizer.decode(promptTokens, false),
-              body,
-              maxTokens,
-              logitBias,
-              defaults,
-              nProbs: body.logprobs ?? 0,
-            }),
-          }
-        : {}),
+    // Every prompt and constraint is checked before anything is queued.
+    const promptTokens: number[][] = [];
+    for (const prompt of prompts) promptTokens.push(await tokenizePrompt(engine, prompt));
+    const scope = choicesScope(requestContext(req, res));
+    const groups = promptTokens.map((tokens) => {
+      const base = generationParams(engine, tokens, body, maxTokens, scope.context, defaults, logitBias);
+      return Array.from({ length: n }, (_, j) => {
+        const constraint = structuredOutputConstraint(engine, body);
+        return {
+          ...base,
+          sampling: choiceSampling(base.sampling, j),
+          ...(constraint ? { constraint } : {}),
+          ...(body.logprobs == null ? {} : { logprobs: body.logprobs }),
+        };
+      });
     });
+    try {
+      // The REST reference leaves streaming completions out of /metrics' request counts.
+      const streams = metrics.trackChoices(groups.flatMap((choices) => generateTexts(engine, choices)), !body.stream, n);
+      const logprobs = body.logprobs == null ? undefined : streams.map(() => new CompletionLogprobsBuilder(engine.tokenizer));
+      const head = responseHead(engine, 'cmpl');
+      if (body.stream) {
+        await streamCompletion(res, streams, n, head, body.stream_options?.include_usage === true, logprobs);
+        return;
+      }
+      const results = await collectChoices(streams, (event) => (event.type === 'done' ? event.result : undefined));
+      if (!results) return;
+      res.json({
+        ...head,
+        object: 'text_completion',
+        choices: results.map((r, i) => choice(i, r.text, r.finishReason, logprobs && r.tokens ? logprobs[i]!.add(r.tokens) : null)),
+        usage: combinedUsage(results.map((r) => r.usage), n),
+        // The native body of the first prompt's first choice.
+        ...(options.verbose
+          ? {
+              __verbose: verboseBody(engine, results[0]!, {
+                prompt: engine.tokenizer.decode(promptTokens[0]!, false),
+                body,
+                maxTokens,
+                logitBias,
+                defaults,
+                nProbs: body.logprobs ?? 0,
+              }),
+            }
+          : {}),
+      });
+    } finally {
+      scope.close();
+    }
   });
   return router;
 }
 
-/** A text delta per generated piece (with its token's logprobs when asked for), then the closing choice. */
+/** Text deltas per generated piece (with its token's logprobs when asked for), tagged with their choice, then each choice's closing one. */
 async function streamCompletion(
   res: Response,
-  events: AsyncIterable<TextGenerationEvent>,
+  streams: AsyncIterable<TextGenerationEvent>[],
+  n: number,
   head: ResponseHead,
   includeUsage: boolean,
-  logprobs: CompletionLogprobsBuilder | undefined,
+  logprobs: CompletionLogprobsBuilder[] | undefined,
 ): Promise<void> {
   const stream = openAIStream(res, head, 'text_completion', includeUsage);
+  const results: Array<TextGenerationResult | undefined> = streams.map(() => undefined);
   await runSse(res, async () => {
-    for await (const event of events) {
+    for await (const { index, event } of mergeChoices(streams)) {
       if (event.type === 'text') {
-        stream.send(choice(event.text, null, logprobs && event.token ? logprobs.add([event.token]) : null));
+        stream.send(choice(index, event.text, null, logprobs && event.token ? logprobs[index]!.add([event.token]) : null));
         continue;
       }
-      stream.send(choice('', event.result.finishReason));
-      stream.end(event.result.usage);
+      stream.send(choice(index, '', event.result.finishReason));
+      results[index] = event.result;
     }
-  }, () => stream.fail(choice('', null, null)));
-}
-
-/** The one prompt of the request: batches (several prompts) are not served. */
-function singlePrompt(prompt: CompletionBody['prompt']): string | number[] {
-  if (typeof prompt === 'string') return prompt;
-  if (prompt.every((p): p is number => typeof p === 'number')) return prompt;
-  if (prompt.length === 1 && typeof prompt[0] === 'string') return prompt[0];
-  throw badRequest('prompt must be a string, an array of one string, or an array of token ids; batched prompts are not supported');
+    if (results.every((r) => r !== undefined)) stream.end(combinedUsage(results.map((r) => r!.usage), n));
+  }, () => stream.fail(results.flatMap((r, index) => (r ? [] : [choice(index, '', null, null)]))));
 }
