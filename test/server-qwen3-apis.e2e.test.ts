@@ -250,3 +250,54 @@ describe('POST /apply-template', () => {
     expect(forcedUnknown.status).toBe(400);
   });
 });
+
+describe('POST /infill', () => {
+  const post = async (path: string, body: unknown) => {
+    const res = await fetch(`${server.url}${path}`, { method: 'POST', body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const request = {
+    input_prefix: 'def add(a, b):\n    return ',
+    input_suffix: '\n\nprint(add(1, 2))\n',
+    input_extra: [{ filename: 'util.py', text: 'X = 1\n' }],
+    prompt: 'a',
+    n_predict: 8,
+    temperature: 0,
+  };
+  const fimPrompt =
+    '<|repo_name|>repo\n<|file_sep|>util.py\nX = 1\n<|fim_prefix|>def add(a, b):\n    return <|fim_suffix|>\n\nprint(add(1, 2))\n<|fim_middle|>a';
+
+  it("lays the prompt out with Qwen's fill-in-the-middle tokens and generates as /completion does", async () => {
+    const infill = await post('/infill', request);
+    expect(infill.status).toBe(200);
+    expect(infill.body.prompt).toBe(fimPrompt);
+    expect(infill.body.tokens_predicted).toBe(8);
+    // The same token ids through /completion give the same greedy continuation.
+    const ids = engine.tokenizer.encode(fimPrompt, false);
+    expect(infill.body.tokens_evaluated).toBe(ids.length);
+    const completion = await post('/completion', { prompt: ids, n_predict: 8, temperature: 0 });
+    expect(infill.body.content).toBe(completion.body.content);
+
+    // Streamed: /completion's chunks, adding up to the same text.
+    const res = await fetch(`${server.url}/infill`, { method: 'POST', body: JSON.stringify({ ...request, stream: true }) });
+    const chunks = (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+    expect(chunks.map((c) => c.content).join('')).toBe(infill.body.content);
+    expect(chunks.at(-1)).toMatchObject({ stop: true, prompt: fimPrompt });
+  });
+
+  it('keeps the text nearest the cursor when the input is longer than three quarters of the context', async () => {
+    const contextSize = engine.info.contextSize;
+    const prefix = Array.from({ length: contextSize }, (_, i) => `v${i} = ${i}\n`).join('');
+    const res = await post('/infill', { input_prefix: prefix, input_suffix: 'end\n', n_predict: 2, temperature: 0 });
+    expect(res.status).toBe(200);
+    expect(res.body.tokens_evaluated).toBeLessThanOrEqual(Math.floor((3 * contextSize) / 4));
+    expect(res.body.prompt.startsWith('<|fim_prefix|>')).toBe(true);
+    expect(res.body.prompt).toContain(`v${contextSize - 1} = ${contextSize - 1}\n<|fim_suffix|>end\n<|fim_middle|>`);
+  });
+
+  it('refuses malformed input_extra in the native envelope', async () => {
+    const bad = await post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py' }] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({ type: 'invalid_request_error', message: 'input_extra[0].text is required' });
+  });
+});

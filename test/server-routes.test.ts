@@ -295,7 +295,6 @@ describe('documented routes this server cannot serve', () => {
     ['GET', '/v1/realtime', 'not_implemented', `GET /v1/realtime needs a Nemotron VoiceChat checkpoint; ${SERVED}`],
     ...['/v1/embeddings', '/embedding', '/embeddings'].map((p) => ['POST', p, 'not_supported_error', embeddings]),
     ...['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'].map((p) => ['POST', p, 'not_supported_error', reranking]),
-    ['POST', '/infill', 'not_supported_error', 'This server does not support infill: it has no fill-in-the-middle path'],
   ])('%s %s -> 501 %s', async (method, path, type, message) => {
     const url = await serve(await FakeEngine.create());
     // The body is not read: a multipart upload or a malformed one gets the same answer.
@@ -327,7 +326,14 @@ describe('documented routes this server cannot serve', () => {
   it('asks for the API key first', async () => {
     const url = await serve(await FakeEngine.create(), 'sesame');
     expect((await fetch(`${url}/v1/images/generations`, { method: 'POST' })).status).toBe(401);
-    expect((await fetch(`${url}/infill`, { method: 'POST', headers: { Authorization: 'Bearer sesame' } })).status).toBe(501);
+    expect((await fetch(`${url}/v1/embeddings`, { method: 'POST', headers: { Authorization: 'Bearer sesame' } })).status).toBe(501);
+  });
+
+  it('POST /infill on a model without fill-in-the-middle tokens -> 501', async () => {
+    const url = await serve(await FakeEngine.create());
+    const res = await post(`${url}/infill`, { input_prefix: 'def f(', input_suffix: ')' });
+    expect(res.status).toBe(501);
+    expect(res.body).toEqual({ error: { message: 'Infill is not supported by this model: it has no fill-in-the-middle tokens', type: 'not_supported_error', code: null } });
   });
 });
 

@@ -117,6 +117,11 @@ export class TextTokenizer {
     return this.tok.decode(ids, { skip_special_tokens: skipSpecial, clean_up_tokenization_spaces: cleanUpSpaces });
   }
 
+  /** The id of a vocabulary piece or added token, as stored; undefined when it has none. */
+  tokenId(piece: string): number | undefined {
+    return this.tok.token_to_id(piece) ?? undefined;
+  }
+
   /** The vocabulary piece of one id, as stored (e.g. "▁the", "Ġthe", "<0x0A>"). */
   idToToken(id: number): string | undefined {
     return this.tok.id_to_token(id);

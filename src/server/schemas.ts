@@ -118,6 +118,15 @@ export interface NativeCompletionBody extends SamplingFields, GrammarFields, Thi
   post_sampling_probs?: Opt<boolean>;
 }
 
+/** llama-server's /infill: /completion's fields, the prompt being the text typed at the cursor. */
+export interface InfillBody extends Omit<NativeCompletionBody, 'prompt'> {
+  input_prefix?: Opt<string>;
+  input_suffix?: Opt<string>;
+  /** Other files for context. */
+  input_extra?: Opt<Array<{ filename: string; text: string }>>;
+  prompt?: Opt<string>;
+}
+
 export interface TokenizeBody {
   content: string;
   add_special?: Opt<boolean>;
@@ -301,24 +310,43 @@ export const validateCompletion = ajv.compile<CompletionBody>({
   },
 });
 
+/** /completion's fields without the prompt, which /infill has in its own form. */
+const nativeCompletionProperties = {
+  ...samplingProperties,
+  n_cmpl: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
+  n: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
+  n_predict: { ...nullable('integer'), minimum: -1 },
+  n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
+  logit_bias: nativeLogitBias,
+  return_tokens: nullable('boolean'),
+  response_fields: { ...nullable('array'), items: { type: 'string' } },
+  timings_per_token: nullable('boolean'),
+  return_progress: nullable('boolean'),
+  post_sampling_probs: nullable('boolean'),
+  ...thinkingBudgetProperties,
+};
+
 export const validateNativeCompletion = ajv.compile<NativeCompletionBody>({
   type: 'object',
   required: ['prompt'],
   properties: {
-    ...samplingProperties,
+    ...nativeCompletionProperties,
     // Its forms are told apart by ./prompt-forms.ts.
     prompt: { type: ['string', 'array', 'object'] },
-    n_cmpl: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
-    n: { ...nullable('integer'), minimum: 1, maximum: MAX_CHOICES },
-    n_predict: { ...nullable('integer'), minimum: -1 },
-    n_probs: { ...nullable('integer'), minimum: 0, maximum: MAX_TOP_LOGPROBS },
-    logit_bias: nativeLogitBias,
-    return_tokens: nullable('boolean'),
-    response_fields: { ...nullable('array'), items: { type: 'string' } },
-    timings_per_token: nullable('boolean'),
-    return_progress: nullable('boolean'),
-    post_sampling_probs: nullable('boolean'),
-    ...thinkingBudgetProperties,
+  },
+});
+
+export const validateInfill = ajv.compile<InfillBody>({
+  type: 'object',
+  properties: {
+    ...nativeCompletionProperties,
+    prompt: nullable('string'),
+    input_prefix: nullable('string'),
+    input_suffix: nullable('string'),
+    input_extra: {
+      ...nullable('array'),
+      items: { type: 'object', required: ['filename', 'text'], properties: { filename: { type: 'string' }, text: { type: 'string' } } },
+    },
   },
 });
 

@@ -1,26 +1,35 @@
 // llama-server's native routes: POST /completion (and /completions, as in llama-server),
-// /apply-template, /tokenize and /detokenize. /completion takes every prompt form of
+// /infill, /apply-template, /tokenize and /detokenize. /completion takes every prompt form of
 // ../prompt-forms.ts; a batch, or n_cmpl > 1, answers an array of results (prompt p's j-th
 // at index p * n_cmpl + j), one result the object itself.
-import { Router } from 'express';
+import { Router, type Request, type Response } from 'express';
+import { fimTokens, infillPrompt, type InfillParts } from '../../chat/fim.js';
 import { generateTexts, type GeneratedToken, type TextGenerationParams } from '../../chat/text-generation.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 import { prepareTurn } from '../chat-turn.js';
 import { choiceSampling, choicesScope, collectChoices, MAX_RESULTS, mergeChoices } from '../choices.js';
-import { badRequest } from '../errors.js';
+import { ApiError, badRequest } from '../errors.js';
 import { generationParams, tokenizeText } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities, postSamplingProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
 import { finalResponse, generationSettings, projectFields } from '../native-response.js';
-import { promptList, tokenizePrompt } from '../prompt-forms.js';
+import { promptList, tokenizePrompt, type PromptPieces } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
 import { rejectResponseFormat, structuredOutputConstraint } from '../response-format.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
-import { validateBody, validateChatCompletion, validateDetokenize, validateNativeCompletion, validateTokenize } from '../schemas.js';
+import {
+  validateBody,
+  validateChatCompletion,
+  validateDetokenize,
+  validateInfill,
+  validateNativeCompletion,
+  validateTokenize,
+  type NativeCompletionBody,
+} from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
 import { tokenBytes } from '../token-pieces.js';
 
@@ -35,13 +44,12 @@ export interface NativeRouteOptions {
 export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics, options: NativeRouteOptions = {}): Router {
   const router = Router();
 
-  router.post(['/completion', '/completions'], async (req, res) => {
-    const body = validateBody(validateNativeCompletion, req.body);
+  /** Generates from `prompts` as /completion does: the body /completion and /infill share. */
+  const complete = async (req: Request, res: Response, body: Omit<NativeCompletionBody, 'prompt'>, prompts: PromptPieces[]) => {
     rejectResponseFormat(body.response_format);
     const budget = requestedBudget(body);
     const model = models.require();
     const { engine } = model;
-    const { prompts } = promptList(body.prompt);
     // llama-server's n_cmpl (n as its alias): completions of each prompt.
     const n = body.n_cmpl ?? body.n ?? 1;
     if (prompts.length * n > MAX_RESULTS) throw badRequest(`${prompts.length} prompts times n_cmpl = ${n} asks for more than ${MAX_RESULTS} completions`);
@@ -153,6 +161,33 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     } finally {
       scope.close();
     }
+  };
+
+  router.post(['/completion', '/completions'], async (req, res) => {
+    const body = validateBody(validateNativeCompletion, req.body);
+    await complete(req, res, body, promptList(body.prompt).prompts);
+  });
+
+  // Code completion: the prompt is laid out for the model's fill-in-the-middle tokens
+  // (../../chat/fim.ts) from the text before and after the cursor, other files for
+  // context, and what is typed at the cursor; the rest is /completion.
+  router.post('/infill', async (req, res) => {
+    const body = validateBody(validateInfill, req.body);
+    const { engine } = models.require();
+    const fim = fimTokens(engine.tokenizer);
+    if (!fim) throw new ApiError(501, 'not_supported_error', 'Infill is not supported by this model: it has no fill-in-the-middle tokens');
+    const contextSize = engine.info.contextSize;
+    const text = (t: string | null | undefined) => tokenizeText(engine, t ?? '', false, contextSize * TOKENIZE_CONTEXTS);
+    const parts: InfillParts = {
+      prefix: await text(body.input_prefix),
+      suffix: await text(body.input_suffix),
+      prompt: await text(body.prompt),
+      extra: [],
+      repoName: await text('repo\n'),
+    };
+    for (const file of body.input_extra ?? []) parts.extra.push({ name: await text(`${file.filename}\n`), text: await text(file.text) });
+    // The input takes at most three quarters of the context, leaving the rest to the completion.
+    await complete(req, res, body, [infillPrompt(fim, parts, Math.floor((3 * contextSize) / 4))]);
   });
 
   // The chat prompt a chat completion with this body would generate from, rendered by the

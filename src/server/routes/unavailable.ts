@@ -2,8 +2,8 @@
 // naming what is missing, in place of a 404. The image routes need --image-model; the
 // audio routes run in audio-only server processes (Kokoro speaks, Whisper transcribes);
 // /v1/realtime needs a Nemotron VoiceChat checkpoint; embeddings and reranking answer
-// as llama-server does when started without --embeddings / --reranking; /infill has no
-// fill-in-the-middle path here. None reads its body, so they mount ahead of the parser.
+// as llama-server does when started without --embeddings / --reranking. None reads its
+// body, so they mount ahead of the parser.
 import { Router } from 'express';
 import { ApiError } from '../errors.js';
 
@@ -44,11 +44,6 @@ const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path
     method: 'post',
     paths: ['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'],
     error: () => notSupported('This server does not support reranking. Start it with `--reranking`'),
-  },
-  {
-    method: 'post',
-    paths: ['/infill'],
-    error: () => notSupported('This server does not support infill: it has no fill-in-the-middle path'),
   },
 ];
 
