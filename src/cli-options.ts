@@ -59,6 +59,8 @@ export interface ServeOptions {
   conversationStoreTtlSecs?: number;
   /** --chat-template-kwargs: a JSON object every chat request's kwargs are merged over. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** --spm-infill: /infill lays the suffix before the prefix. */
+  spmInfill?: boolean;
   /** Prompt cache: --no-cache-prompt turns it off; undefined = the engine's defaults. */
   cachePrompt?: boolean;
   cacheCapacityBytes?: number;
@@ -158,6 +160,7 @@ const FLAGS: Flag[] = [
   { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
   // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY
   // is an older llama-server name for LLAMA_ARG_LOG_VERBOSITY.
+  { name: 'spm-infill', env: ['LLAMA_ARG_SPM_INFILL'], help: 'lay /infill prompts out suffix-prefix-middle, for models trained so (default: prefix-suffix-middle)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
   { name: 'log-verbosity', short: 'lv', env: ['LLAMA_ARG_LOG_VERBOSITY', 'LLAMA_LOG_VERBOSITY'], value: 'N', help: `log threshold in llama-server's levels: ${LOG_LEVELS.info} prints the startup facts, ${LOG_LEVELS.trace} also Dawn's own startup warnings, below ${LOG_LEVELS.info} neither; errors and warnings always print (default: ${DEFAULT_LOG_VERBOSITY})` },
 ];
@@ -264,6 +267,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       conversationStoreMaxEntries: optionalInteger('conversation-store-max-entries', 0),
       conversationStoreTtlSecs: optionalInteger('conversation-store-ttl-secs', 0),
       chatTemplateKwargs: jsonObject('chat-template-kwargs', get('chat-template-kwargs')),
+      spmInfill: getSwitch('spm-infill'),
       cachePrompt: getSwitch('cache-prompt'),
       warmup: getSwitch('warmup'),
       sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),

@@ -295,9 +295,23 @@ describe('POST /infill', () => {
     expect(res.body.prompt).toContain(`v${contextSize - 1} = ${contextSize - 1}\n<|fim_suffix|>end\n<|fim_middle|>`);
   });
 
-  it('refuses malformed input_extra in the native envelope', async () => {
+  it('lays the suffix first with --spm-infill', async () => {
+    const spm = await startServer(engine, { host: '127.0.0.1', port: 0, spmInfill: true });
+    try {
+      const res = await fetch(`${spm.url}/infill`, { method: 'POST', body: JSON.stringify({ ...request, input_extra: [], n_predict: 1 }) });
+      const body = (await res.json()) as { prompt: string };
+      expect(body.prompt).toBe('<|fim_suffix|>\n\nprint(add(1, 2))\n<|fim_prefix|>def add(a, b):\n    return <|fim_middle|>a');
+    } finally {
+      await spm.close();
+    }
+  });
+
+  it('refuses a malformed body and FIM markers in the text, in the native envelope', async () => {
     const bad = await post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py' }] });
     expect(bad.status).toBe(400);
-    expect(bad.body.error).toMatchObject({ type: 'invalid_request_error', message: 'input_extra[0].text is required' });
+    expect(bad.body.error).toMatchObject({ type: 'invalid_request_error', message: 'Invalid infill request: input_extra[0].text is required' });
+    const marker = await post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py', text: 'y<|fim_middle|>' }] });
+    expect(marker.status).toBe(400);
+    expect(marker.body.error.message).toBe('Invalid infill request: input_extra[0].text contains the fill-in-the-middle marker <|fim_middle|>');
   });
 });

@@ -1,6 +1,7 @@
 // Fill-in-the-middle prompts, for code completion (llama-server's /infill): the model's FIM
 // tokens, found by their spellings among its added tokens, and the prompt laid out
-// prefix-suffix-middle, as llama-server lays it out for every FIM family:
+// prefix-suffix-middle, as llama-server lays it out for every FIM family (or, with `spm`,
+// suffix-prefix-middle: <fim_suffix> SUFFIX <fim_prefix> PREFIX):
 //
 //   [<repo_name> "repo\n"]  (<file_sep> "name\n" TEXT)*   extra files, when the model has <file_sep>
 //   <fim_prefix> PREFIX  <fim_suffix> SUFFIX  <fim_middle> PROMPT
@@ -11,6 +12,8 @@
 import type { TextTokenizer } from '../models/tokenizer.js';
 
 export interface FimTokens {
+  /** The texts of all of them, which request text must not contain. */
+  markers: string[];
   prefix: number;
   suffix: number;
   middle: number;
@@ -21,7 +24,7 @@ export interface FimTokens {
 }
 
 /** Prefix, suffix and middle spellings, per family. */
-const SPELLINGS: ReadonlyArray<readonly [string, string, string]> = [
+export const FIM_SPELLINGS: ReadonlyArray<readonly [string, string, string]> = [
   ['<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>'], // Qwen2.5-Coder, Qwen3, CodeGemma
   ['<fim_prefix>', '<fim_suffix>', '<fim_middle>'], // StarCoder, Granite Code
   ['<｜fim▁begin｜>', '<｜fim▁hole｜>', '<｜fim▁end｜>'], // DeepSeek-Coder
@@ -33,13 +36,20 @@ const FILE_SEP_SPELLINGS = ['<|file_sep|>', '<|file_separator|>', '<file_sep>'];
 
 /** The model's FIM tokens, or undefined when it has none. */
 export function fimTokens(tokenizer: TextTokenizer): FimTokens | undefined {
-  const first = (spellings: readonly string[]) => spellings.map((t) => tokenizer.tokenId(t)).find((id) => id !== undefined);
-  for (const spelling of SPELLINGS) {
+  const first = (spellings: readonly string[]) => spellings.find((t) => tokenizer.tokenId(t) !== undefined);
+  for (const spelling of FIM_SPELLINGS) {
     const [prefix, suffix, middle] = spelling.map((t) => tokenizer.tokenId(t));
     if (prefix === undefined || suffix === undefined || middle === undefined) continue;
     const repo = first(REPO_SPELLINGS);
     const fileSep = first(FILE_SEP_SPELLINGS);
-    return { prefix, suffix, middle, ...(repo === undefined ? {} : { repo }), ...(fileSep === undefined ? {} : { fileSep }) };
+    return {
+      markers: [...spelling, ...(repo === undefined ? [] : [repo]), ...(fileSep === undefined ? [] : [fileSep])],
+      prefix,
+      suffix,
+      middle,
+      ...(repo === undefined ? {} : { repo: tokenizer.tokenId(repo)! }),
+      ...(fileSep === undefined ? {} : { fileSep: tokenizer.tokenId(fileSep)! }),
+    };
   }
   return undefined;
 }
@@ -57,7 +67,7 @@ export interface InfillParts {
 }
 
 /** The FIM prompt of at most `budget` tokens (more only if the prompt alone is longer). */
-export function infillPrompt(fim: FimTokens, parts: InfillParts, budget: number): number[] {
+export function infillPrompt(fim: FimTokens, parts: InfillParts, budget: number, spm = false): number[] {
   const suffix = parts.suffix.slice(0, Math.floor(budget / 4));
   const room = Math.max(0, budget - 3 - suffix.length - parts.prompt.length);
   const prefix = parts.prefix.slice(Math.max(0, parts.prefix.length - room));
@@ -75,5 +85,6 @@ export function infillPrompt(fim: FimTokens, parts: InfillParts, budget: number)
       left -= size;
     }
   }
-  return [...context, fim.prefix, ...prefix, fim.suffix, ...suffix, fim.middle, ...parts.prompt];
+  const around = spm ? [fim.suffix, ...suffix, fim.prefix, ...prefix] : [fim.prefix, ...prefix, fim.suffix, ...suffix];
+  return [...context, ...around, fim.middle, ...parts.prompt];
 }

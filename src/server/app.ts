@@ -45,6 +45,8 @@ export interface AppOptions {
   conversationStoreTtlSecs?: number;
   /** --chat-template-kwargs: kwargs every chat request starts from (request keys win). */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** --spm-infill: /infill lays the suffix before the prefix. */
+  spmInfill?: boolean;
   /** While the model loads, how far it has come (GET /health shows it). */
   loadingProgress?: () => LoadingProgress | undefined;
   /** --chat-template(-file): a Jinja template used instead of the checkpoint's (all of its variants). */
@@ -103,7 +105,7 @@ export function createApp(
   app.use(
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
     openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),
-    nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
+    nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, spmInfill: options.spmInfill }),
     modelRoutes(models, { aliases: options.aliases, tags: options.tags }),
     responsesRoutes(models, defaults, metrics, responsesOptions(options)),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),

@@ -3,7 +3,7 @@
 // ../prompt-forms.ts; a batch, or n_cmpl > 1, answers an array of results (prompt p's j-th
 // at index p * n_cmpl + j), one result the object itself.
 import { Router, type Request, type Response } from 'express';
-import { fimTokens, infillPrompt, type InfillParts } from '../../chat/fim.js';
+import { FIM_SPELLINGS, fimTokens, infillPrompt, type InfillParts } from '../../chat/fim.js';
 import { generateTexts, type GeneratedToken, type TextGenerationParams } from '../../chat/text-generation.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
@@ -28,6 +28,7 @@ import {
   validateInfill,
   validateNativeCompletion,
   validateTokenize,
+  type InfillBody,
   type NativeCompletionBody,
 } from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
@@ -39,6 +40,8 @@ const TOKENIZE_CONTEXTS = 4;
 export interface NativeRouteOptions {
   /** --chat-template-kwargs, for /apply-template's rendering. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** --spm-infill: /infill lays the suffix before the prefix. */
+  spmInfill?: boolean;
 }
 
 export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, metrics: ServerMetrics, options: NativeRouteOptions = {}): Router {
@@ -172,10 +175,14 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   // (../../chat/fim.ts) from the text before and after the cursor, other files for
   // context, and what is typed at the cursor; the rest is /completion.
   router.post('/infill', async (req, res) => {
-    const body = validateBody(validateInfill, req.body);
+    const body = infillBody(req.body);
     const { engine } = models.require();
     const fim = fimTokens(engine.tokenizer);
-    if (!fim) throw new ApiError(501, 'not_supported_error', 'Infill is not supported by this model: it has no fill-in-the-middle tokens');
+    if (!fim) {
+      const sets = FIM_SPELLINGS.map((s) => s.join(' ')).join(', ');
+      throw new ApiError(501, 'not_supported_error', `Infill is not supported by this model: its vocabulary has none of the fill-in-the-middle token sets (${sets})`);
+    }
+    rejectMarkers(body, fim.markers);
     const contextSize = engine.info.contextSize;
     const text = (t: string | null | undefined) => tokenizeText(engine, t ?? '', false, contextSize * TOKENIZE_CONTEXTS);
     const parts: InfillParts = {
@@ -187,7 +194,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     };
     for (const file of body.input_extra ?? []) parts.extra.push({ name: await text(`${file.filename}\n`), text: await text(file.text) });
     // The input takes at most three quarters of the context, leaving the rest to the completion.
-    await complete(req, res, body, [infillPrompt(fim, parts, Math.floor((3 * contextSize) / 4))]);
+    await complete(req, res, body, [infillPrompt(fim, parts, Math.floor((3 * contextSize) / 4), options.spmInfill === true)]);
   });
 
   // The chat prompt a chat completion with this body would generate from, rendered by the
@@ -225,6 +232,33 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   });
 
   return router;
+}
+
+/** The /infill body, its refusals worded as llama-server words them. */
+function infillBody(raw: unknown): InfillBody {
+  try {
+    return validateBody(validateInfill, raw);
+  } catch (err) {
+    if (err instanceof ApiError) throw badRequest(`Invalid infill request: ${err.message}`);
+    throw err;
+  }
+}
+
+/** 400 for a FIM marker typed into the request's text: it would change the prompt's layout. */
+function rejectMarkers(body: InfillBody, markers: readonly string[]): void {
+  const fields: Array<[string, string | null | undefined]> = [
+    ['input_prefix', body.input_prefix],
+    ['input_suffix', body.input_suffix],
+    ['prompt', body.prompt],
+    ...(body.input_extra ?? []).flatMap((file, i): Array<[string, string]> => [
+      [`input_extra[${i}].filename`, file.filename],
+      [`input_extra[${i}].text`, file.text],
+    ]),
+  ];
+  for (const [name, text] of fields) {
+    const marker = text ? markers.find((m) => text.includes(m)) : undefined;
+    if (marker) throw badRequest(`Invalid infill request: ${name} contains the fill-in-the-middle marker ${marker}`);
+  }
 }
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
