@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { normalizeConfig, readModelConfig, type ModelConfig } from '../src/models/config.js';
-import { ropeFreqDivisors, ropeInvFreq } from '../src/models/rope.js';
+import { familyConfig } from '../src/models/registry.js';
+import { ropeAttentionFactor, ropeFreqDivisors, ropeInvFreq } from '../src/models/rope.js';
 
 type Json = Record<string, unknown>;
 
@@ -31,9 +32,10 @@ const llama3 = { factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_ma
 
 const norm = (over: Json): ModelConfig => normalizeConfig({ ...base, ...over });
 const rope = (c: ModelConfig) => ({ ropeTheta: c.ropeTheta, ropeScaling: c.ropeScaling });
+/** The message a config (the base with `over`) is refused with, by the normaliser or its family. */
 const refusal = (over: Json): string => {
   try {
-    norm(over);
+    familyConfig({ ...base, ...over });
   } catch (e) {
     return (e as Error).message;
   }
@@ -45,7 +47,7 @@ describe('normalizeConfig: spellings', () => {
     const c = normalizeConfig({ ...base, rope_theta: 500000, rope_scaling: null }, { eos_token_id: [3, 4] });
     expect(c).toEqual({
       modelType: 'llama', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, vocab: 256,
-      rmsEps: 1e-5, ropeTheta: 500000, ropeScaling: undefined, maxPositions: 128, tieEmbeddings: false,
+      rmsEps: 1e-5, ropeTheta: 500000, ropeScaling: undefined, rotaryDim: 16, maxPositions: 128, tieEmbeddings: false,
       quantization: undefined, eosTokenIds: [2, 3, 4], bosTokenId: 1,
     });
   });
@@ -125,18 +127,35 @@ describe('normalizeConfig: spellings', () => {
   });
 });
 
+describe('normalizeConfig: per-family fields', () => {
+  it('reads per-layer-type rope_parameters, partial rotary factors and longrope', () => {
+    const perType = norm({ rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1e6 }, sliding_attention: { rope_type: 'default', rope_theta: 1e4 } } });
+    expect([perType.ropeTheta, perType.ropeScaling]).toEqual([1e6, { type: 'linear', factor: 8 }]);
+    expect(perType.layerRopes?.sliding_attention).toEqual({ ropeTheta: 1e4 });
+    const phi = norm({ partial_rotary_factor: 0.5, max_position_embeddings: 256, original_max_position_embeddings: 64, rope_scaling: { type: 'longrope', short_factor: [1, 2, 3, 4], long_factor: [5, 6, 7, 8] } });
+    expect(phi.rotaryDim).toBe(8);
+    expect([...ropeFreqDivisors(phi, 64)]).toEqual([1, 2, 3, 4]);
+    expect([...ropeFreqDivisors(phi, 65)]).toEqual([5, 6, 7, 8]);
+    expect(ropeAttentionFactor(phi)).toBeCloseTo(Math.sqrt(1 + Math.log(4) / Math.log(64)), 12);
+  });
+
+  it("fills a Gemma 3 text_config's missing fields with Gemma3TextConfig's defaults", () => {
+    const c = normalizeConfig({ model_type: 'gemma3', eos_token_id: [1, 106], text_config: { model_type: 'gemma3_text', hidden_size: 2560, intermediate_size: 10240, num_hidden_layers: 34 } });
+    expect([c.modelType, c.hidden, c.heads, c.kvHeads, c.headDim, c.vocab, c.ropeTheta]).toEqual(['gemma3_text', 2560, 8, 4, 256, 262208, 1e6]);
+  });
+});
+
 describe('normalizeConfig: refusals', () => {
   it('refuses rope types rope.ts does not implement, naming the type and file', () => {
     expect(refusal({ rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 32 } }))
-      .toBe('config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3)');
+      .toBe('config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3, longrope)');
     expect(refusal({ rope_scaling: { type: 'dynamic', factor: 2 } })).toMatch(/^config\.json: rope_scaling\.rope_type "dynamic" is not supported/);
-    expect(refusal({ rope_parameters: { rope_type: 'longrope', short_factor: [1], long_factor: [1] } })).toMatch(/rope_parameters\.rope_type "longrope" is not supported/);
-    expect(refusal({ rope_scaling: { type: 'su' } })).toMatch(/"su" is not supported/);
+    expect(refusal({ rope_scaling: { type: 'su' } })).toBe('config.json: rope_scaling.short_factor must be a list of positive numbers, got undefined');
     expect(refusal({ rope_scaling: { rope_type: 'linear', type: 'dynamic', factor: 2 } }))
       .toBe('config.json: rope_scaling.rope_type "linear" and rope_scaling.type "dynamic" disagree');
   });
 
-  it('refuses per-layer-type rope_parameters that differ', () => {
+  it('refuses per-layer-type rope_parameters that differ in a family with one RoPE', () => {
     expect(refusal({ rope_parameters: { full_attention: { rope_type: 'default', rope_theta: 1e6 }, sliding_attention: { rope_type: 'default', rope_theta: 1e4 } } }))
       .toBe('config.json: rope_parameters differ by layer type (full_attention, sliding_attention); one RoPE for every layer is supported');
   });
@@ -162,9 +181,9 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ rope_scaling: { rope_type: 'linear' } })).toBe('config.json: rope_scaling.factor is missing');
   });
 
-  it('refuses partial rotary embeddings', () => {
-    expect(refusal({ partial_rotary_factor: 0.5 })).toBe('config.json: partial_rotary_factor 0.5: RoPE over part of each head is not supported');
-    expect(refusal({ rope_parameters: { rope_type: 'default', partial_rotary_factor: 0.25 } })).toMatch(/rope_parameters\.partial_rotary_factor 0\.25/);
+  it('refuses partial rotary factors the rope kernel cannot take', () => {
+    expect(refusal({ partial_rotary_factor: 0.25 })).toBe('config.json: partial_rotary_factor 0.25 rotates 4 of head_dim 16; a multiple of 8 is supported');
+    expect(refusal({ rope_parameters: { rope_type: 'default', partial_rotary_factor: 2 } })).toBe('config.json: partial_rotary_factor 2 must be at most 1');
   });
 
   it('refuses missing and non-numeric fields by name', () => {
@@ -180,8 +199,13 @@ describe('normalizeConfig: refusals', () => {
   });
 
   it('refuses settings the decoder does not implement', () => {
-    expect(refusal({ hidden_act: 'gelu_pytorch_tanh' })).toBe('config.json: hidden_act "gelu_pytorch_tanh" is not supported (silu only)');
-    expect(refusal({ use_sliding_window: true })).toBe('config.json: use_sliding_window true is not supported (full attention only)');
+    expect(refusal({ hidden_act: 'gelu_pytorch_tanh' })).toBe('config.json: hidden_act "gelu_pytorch_tanh" is not supported (supported: "silu")');
+    expect(refusal({ model_type: 'qwen2', use_sliding_window: true })).toBe('config.json: use_sliding_window true is not supported (supported: false)');
+    expect(refusal({ attention_bias: true })).toBe('config.json: attention_bias true is not supported (supported: false)');
+    expect(refusal({ model_type: 'gemma2', hidden_activation: 'relu' })).toBe('config.json: hidden_activation "relu" is not supported (supported: "gelu_pytorch_tanh", "gelu_new", "gelu")');
+    expect(refusal({ model_type: 'gemma3_text', layer_types: ['full_attention'] })).toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
+    expect(refusal({ model_type: 'smollm3', no_rope_layers: [1, 2] })).toBe('config.json: no_rope_layers must be 0 or 1 for each of the 2 layers');
+    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: llama, mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2\)$/);
   });
 
   it('refuses quantization it cannot read', () => {

@@ -1,5 +1,6 @@
 // Causal attention of each token over its own sequence's cached keys/values (positions
-// 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads). GPUs run
+// first_key(pos)..=pos: all of them, or a sliding window; attention_io.wgsl),
+// grouped-query: query head h reads KV head h / (heads / kv_heads). GPUs run
 // their decode steps through attention_decode_workgroup.wgsl instead (Ops.attention).
 // Bindings and params: attention_io.wgsl; the runtime generates D4 (head_dim / 4), TQ, HQ.
 // Plan: one invocation per group of ROWS = TQ x HQ query rows that read the same keys and
@@ -29,11 +30,11 @@ fn attend_one(m: u32, h: u32, kv_row: u32) {
   }
   var run_max = MASKED;
   var run_sum = 0.0;
-  for (var j = 0u; j <= pos; j++) {
+  for (var j = first_key(pos); j <= pos; j++) {
     let base = kv_base(table, j, kv_row);
     var s4 = vec4<f32>(0.0);
     for (var d = 0u; d < D4; d++) { s4 += qs[d] * cached_k(base + d); }
-    let s = s4.x + s4.y + s4.z + s4.w;
+    let s = softcap(s4.x + s4.y + s4.z + s4.w, p.softcap);
     let new_max = max(run_max, s);
     let correction = exp(run_max - new_max);
     let w = exp(s - new_max);
@@ -68,14 +69,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   // Row r is token m0 + r / HQ, head h0 + r % HQ. Tokens past n repeat the group's last
   // token and are not written.
   var pos: array<u32, ROWS>;
+  var first: array<u32, ROWS>;
   var qs: array<array<vec4<f32>, D4>, ROWS>;
   var acc: array<array<vec4<f32>, D4>, ROWS>;
   var run_max: array<f32, ROWS>;
   var run_sum: array<f32, ROWS>;
   var last = 0u;
+  var lo = 0xffffffffu;
   for (var r = 0u; r < ROWS; r++) {
     let m = m0 + min(r / HQ, n - 1u);
     pos[r] = token_pos[m];
+    first[r] = first_key(pos[r]);
+    lo = min(lo, first[r]);
     last = max(last, pos[r]);
     for (var d = 0u; d < D4; d++) {
       qs[r][d] = q[(m * p.heads + h0 + r % HQ) * D4 + d] * p.scale;
@@ -83,7 +88,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     run_max[r] = MASKED;
   }
-  for (var j = 0u; j <= last; j++) {
+  for (var j = lo; j <= last; j++) {
     let base = kv_base(table, j, kv_row);
     var s4: array<vec4<f32>, ROWS>;
     for (var d = 0u; d < D4; d++) {
@@ -93,7 +98,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var correction: array<f32, ROWS>;
     var w: array<f32, ROWS>;
     for (var r = 0u; r < ROWS; r++) {
-      let s = select(MASKED, s4[r].x + s4[r].y + s4[r].z + s4[r].w, j <= pos[r]);
+      let s = select(MASKED, softcap(s4[r].x + s4[r].y + s4[r].z + s4[r].w, p.softcap), j <= pos[r] && j >= first[r]);
       let new_max = max(run_max[r], s);
       correction[r] = exp(run_max[r] - new_max);
       w[r] = exp(s - new_max);

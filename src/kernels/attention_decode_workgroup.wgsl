@@ -1,5 +1,6 @@
 // Attention of a step's decode tokens over their own sequence's cached keys and values
-// (positions 0..=pos), grouped-query: query head h reads KV head h / (heads / kv_heads).
+// (positions first_key(pos)..=pos, attention_io.wgsl), grouped-query: query head h reads
+// KV head h / (heads / kv_heads).
 // The layout for GPUs: Ops.attention records it for steps of decode tokens only where the
 // adapter is not a CPU; attention.wgsl serves CPUs, and steps with a prefill chunk
 // everywhere.
@@ -36,13 +37,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc: array<vec4<f32>, PER>;
   var run_max = MASKED;
   var run_sum = 0.0;
-  for (var t0 = 0u; t0 <= pos; t0 += WG) {
+  for (var t0 = first_key(pos); t0 <= pos; t0 += WG) {
     var s = MASKED;
     if (t0 + lid <= pos) {
       let base = kv_base(table, t0 + lid, kv_row);
       var s4 = vec4<f32>(0.0);
       for (var d = 0u; d < D4; d++) { s4 += q_scaled[d] * cached_k(base + d); }
-      s = s4.x + s4.y + s4.z + s4.w;
+      s = softcap(s4.x + s4.y + s4.z + s4.w, p.softcap);
     }
     scores[lid] = s;
     workgroupBarrier();

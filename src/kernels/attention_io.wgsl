@@ -5,7 +5,9 @@
 // head_dim]; q and out in vec4s, D4 = head_dim / 4 of them per head. The runtime generates
 // D4, and declares the caches with their reads cached_k(i) and cached_v(i), vec4 i of a
 // layer's keys or values (Ops.kvCacheDeclarations).
-struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32 }
+// scale multiplies q; softcap caps each score (common.wgsl softcap; 0: none); window > 0
+// limits a token at pos to the keys at pos - window + 1 ..= pos (sliding-window layers).
+struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32, window: u32, softcap: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read> token_pos: array<u32>;
@@ -20,4 +22,10 @@ const MASKED: f32 = -3.0e38;
 // `table`), for the KV head whose vectors start at kv_row.
 fn kv_base(table: u32, j: u32, kv_row: u32) -> u32 {
   return kv_slot(table, j) * p.kv_heads * D4 + kv_row;
+}
+
+// The first position a token at `pos` attends to.
+fn first_key(pos: u32) -> u32 {
+  if (p.window == 0u || pos < p.window) { return 0u; }
+  return pos + 1u - p.window;
 }

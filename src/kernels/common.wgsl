@@ -11,3 +11,29 @@ struct Step {
 fn row_count(per_seq: u32) -> u32 {
   return select(step.n_tokens, step.n_seqs, per_seq == 1u);
 }
+
+// tanh through exp, saturating to +-1 where exp overflows (a library tanh may return NaN there).
+fn tanh_sat(x: f32) -> f32 {
+  return 1.0 - 2.0 / (exp(2.0 * x) + 1.0);
+}
+
+// erf by Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7).
+fn erf_approx(x: f32) -> f32 {
+  let t = 1.0 / (1.0 + 0.3275911 * abs(x));
+  let y = 1.0 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+  return select(-y, y, x >= 0.0);
+}
+
+// A gated MLP's activation of its gate, by code (models/layers.ts Activation): 0 SiLU,
+// 1 GELU with the tanh approximation (gelu_pytorch_tanh), 2 GELU (erf).
+fn activate(x: f32, act: u32) -> f32 {
+  if (act == 1u) { return 0.5 * x * (1.0 + tanh_sat(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+  if (act == 2u) { return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
+  return x / (1.0 + exp(-x));
+}
+
+// cap * tanh(x / cap) (Gemma 2's logit soft-capping); x itself when cap is 0.
+fn softcap(x: f32, cap: f32) -> f32 {
+  if (cap == 0.0) { return x; }
+  return cap * tanh_sat(x / cap);
+}

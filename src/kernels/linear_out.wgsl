@@ -7,8 +7,11 @@
 // split2 to y1 [M, split2 - split1], the rest to y2 [M, n_total - split2], so a weight
 // stacked from several matrices (q/k/v, gate/up) writes each source's rows to its own
 // buffer; unstacked, split1 = split2 = n_total. accumulate (y only): add into Y (the
-// residual add after o_proj and down_proj); has_bias: add bias[col]; norm_eps: matvec_q's
-// fused RMSNorm (documented there).
+// residual add after o_proj and down_proj); has_bias: add bias[col]; out_scale: multiply the
+// output (Granite's residual and logit multipliers; 1 otherwise) and softcap: cap it with
+// cap * tanh(v / cap) (Gemma 2's final logits; 0: none), both before the accumulate;
+// norm_eps: matvec_q's fused RMSNorm (documented there); act: the GLU's activation
+// (common.wgsl activate).
 // glu (matmul_q; matvec_q's constant GLU; Ops.gatedLinear): gate and up rows interleaved in
 // blocks of 16 (GpuWeight.gluBlock), so of an invocation's 32 rows the first 16 are gate
 // rows and the last 16 the up rows of the same columns; it stores glu(gate, up) as column
@@ -19,7 +22,7 @@
 // every layer (matmul_q's pipelines are large), but a branch in a hot loop is not free:
 // matvec_q takes NORM and GLU as constants; matmul_q has no norm (rmsnorm.wgsl norms its
 // input; Ops.linear).
-struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, glu: u32, norm_eps: f32 }
+struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, glu: u32, norm_eps: f32, act: u32, out_scale: f32, softcap: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> bias: array<f32>;
@@ -30,6 +33,7 @@ struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2
 fn store_y(m: u32, col: u32, value: f32) {
   var v = value;
   if (p.has_bias != 0u) { v += bias[col]; }
+  v = softcap(v * p.out_scale, p.softcap);
   if (col < p.split1) {
     let i = m * p.split1 + col;
     if (p.accumulate != 0u) { v += y[i]; }
@@ -42,5 +46,5 @@ fn store_y(m: u32, col: u32, value: f32) {
 }
 
 fn glu(gate: f32, up: f32) -> f32 {
-  return gate / (1.0 + exp(-gate)) * up;
+  return activate(gate, p.act) * up;
 }

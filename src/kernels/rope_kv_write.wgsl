@@ -3,12 +3,15 @@
 // rmsnorm.wgsl rounds it), and the append of this pass's keys and values to the paged KV
 // cache (kv_cache.wgsl): q is rotated in place, k straight into the cache, v copied there.
 // Frequencies come from the host (inv_freq[i]), so every rope_scaling type is a host table.
+// Only the first rot_dim of each head's dims rotate (partial_rotary_factor; 0: a NoPE
+// layer), pairs (i, i + rot_dim/2), and the rotated values are multiplied by mscale
+// (longrope's attention factor; 1 otherwise); the rest pass through.
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim] rw, 3 token_pos [M], 4 inv_freq
-// [head_dim / 2], 5 the norm weights [2 * head_dim], q's then k's (read only with NORM; any
+// [rot_dim / 2], 5 the norm weights [2 * head_dim], q's then k's (read only with NORM; any
 // buffer otherwise), 6 k and 7 v [M, kv_heads, head_dim], 8 token_table [M] (offset of the
 // token's sequence in block_table), 9 block_table, 10 k_cache and 11 v_cache (write-only
 // textures). All but the tables are arrays of vec4s, the pairs four at a time
-// (head_dim % 8 == 0).
+// (head_dim % 8 == 0 and rot_dim % 8 == 0).
 // Plan: one invocation per (token, head) of q's heads then k's, walking its pairs; a k
 // head's invocation also copies the same head of v. The q/k branch is per head, outside the
 // arithmetic.
@@ -17,7 +20,7 @@
 // the norm (which needs the whole head row), the rotation and the cache write (which needs
 // the rotated k) are one dispatch per layer instead of four.
 override NORM: bool = false;
-struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32 }
+struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32, rot_dim: u32, mscale: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> q: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> token_pos: array<u32>;
@@ -61,7 +64,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     w_base = d4;
     for (var i = 0u; i < d4; i++) { textureStore(v_cache, kv_texel(out + i), v[base + i]); }
   }
-  let half = d4 / 2u;
+  let rot4 = p.rot_dim / 4u;
+  let half = rot4 / 2u;
   var inv = 1.0;
   if (NORM) {
     var ss = 0.0;
@@ -80,9 +84,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       xb = xb * inv * norm_weight[w_base + i + half];
     }
     let angle = fpos * inv_freq[i];
-    let c = cos(angle);
-    let s = sin(angle);
+    let c = cos(angle) * p.mscale;
+    let s = sin(angle) * p.mscale;
     store(is_k, out + i, xa * c - xb * s);
     store(is_k, out + i + half, xb * c + xa * s);
+  }
+  for (var i = rot4; i < d4; i++) {
+    var x = load(is_k, base + i);
+    if (NORM) { x = x * inv * norm_weight[w_base + i]; }
+    store(is_k, out + i, x);
   }
 }

@@ -71,12 +71,14 @@ const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', 
 /**
  * Uploads f32 vectors (norm weights, biases), several concatenated into one buffer, which
  * a kernel may also bind as a uniform (the linear layers' fused norm: Ops.normInput).
+ * `shift` is added to every value as it loads (Gemma's norms scale by 1 + w).
  */
-export function loadVector(device: GPUDevice, ckpt: Checkpoint, ...names: string[]): GPUBuffer {
+export function loadVector(device: GPUDevice, ckpt: Checkpoint, names: string[], shift = 0): GPUBuffer {
   const parts = names.map((name) => ckpt.readF32(name));
   const data = new Float32Array(parts.reduce((n, v) => n + v.length, 0));
   let at = 0;
   for (const v of parts) { data.set(v, at); at += v.length; }
+  if (shift !== 0) for (let i = 0; i < data.length; i++) data[i]! += shift;
   return filledBuffer(device, data.byteLength, names.join('+'), (dst) => dst.set(new Uint8Array(data.buffer)), true);
 }
 
@@ -89,13 +91,32 @@ interface StoredMatrix {
   scaleFormat?: ScaleFormat;
 }
 
-function storedMatrix(ckpt: Checkpoint, prefix: string, quant?: Quantization): StoredMatrix {
+/** Rows [first, first + rows) of `<prefix>.weight`: one matrix of a fused projection (Phi-3's qkv_proj, gate_up_proj). */
+export interface RowSlice {
+  prefix: string;
+  first: number;
+  rows: number;
+}
+
+/** A matrix loadMatrix stacks: a whole `<prefix>.weight`, or a slice of its rows. */
+export type MatrixSource = string | RowSlice;
+
+function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantization): StoredMatrix & { prefix: string; first: number } {
+  const prefix = typeof source === 'string' ? source : source.prefix;
   const name = `${prefix}.weight`;
   const t = ckpt.entry(name).info;
-  const [rows, stored] = t.shape;
-  if (t.dtype !== 'U32') {
-    const format = FLOAT_FORMATS[t.dtype];
-    if (!format) throw new Error(`${name}: dtype ${t.dtype} is not supported`);
+  const [all, stored] = t.shape;
+  const first = typeof source === 'string' ? 0 : source.first;
+  const rows = typeof source === 'string' ? all! : source.rows;
+  if (first + rows > all!) throw new Error(`${name}: rows ${first}..${first + rows} of ${all}`);
+  return { prefix, first, ...storedFormat(ckpt, prefix, rows, stored!, t.dtype, quant) };
+}
+
+function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: number, dtype: string, quant?: Quantization): StoredMatrix {
+  const name = `${prefix}.weight`;
+  if (dtype !== 'U32') {
+    const format = FLOAT_FORMATS[dtype];
+    if (!format) throw new Error(`${name}: dtype ${dtype} is not supported`);
     return { rows, cols: stored, format, groupSize: 0 };
   }
   if (!quant || !ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: packed uint32 weight without quantization config and scales`);
@@ -155,8 +176,9 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
  * SwiGLU themselves (q4/q8, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
  * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
  */
-export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, prefixes: string[], quant?: Quantization, options: { glu?: boolean } = {}): GpuWeight {
-  const sources = prefixes.map((prefix) => ({ prefix, ...storedMatrix(ckpt, prefix, quant) }));
+export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, matrices: MatrixSource[], quant?: Quantization, options: { glu?: boolean } = {}): GpuWeight {
+  const sources = matrices.map((m) => storedMatrix(ckpt, m, quant));
+  const prefixes = sources.map((s) => (s.first === 0 ? s.prefix : `${s.prefix}[${s.first}:${s.first + s.rows}]`));
   const { cols, format, groupSize, scaleFormat } = sources[0]!;
   for (const s of sources) {
     if (s.cols !== cols || s.format !== format || s.groupSize !== groupSize || s.scaleFormat !== scaleFormat) {
@@ -166,7 +188,7 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   const rows = sources.reduce((n, s) => n + s.rows, 0);
   const glu = options.glu === true && isAffine(format) && sources.length === 2 && sources[0]!.rows === sources[1]!.rows && sources[0]!.rows % GLU_BLOCK_ROWS === 0;
   const order = stackOrder(sources, glu ? GLU_BLOCK_ROWS : undefined);
-  const tensors = (what: string): RowRun[] => order.map((r) => ({ name: `${sources[r.source]!.prefix}.${what}`, first: r.first, rows: r.rows }));
+  const tensors = (what: string): RowRun[] => order.map((r) => ({ name: `${sources[r.source]!.prefix}.${what}`, first: sources[r.source]!.first + r.first, rows: r.rows }));
   const [weights, scales, biases] = [tensors('weight'), tensors('scales'), tensors('biases')];
   // An interleaved weight's parts hold whole gate/up block pairs.
   const pairRows = 2 * GLU_BLOCK_ROWS;

@@ -1,8 +1,10 @@
 // config.json + generation_config.json of a Hugging Face checkpoint, normalised to the
-// fields the decoder needs. Reads both transformers spellings of RoPE (v4: rope_theta +
-// rope_scaling; v5: rope_parameters, one dict or one per layer type) and a multimodal
-// wrapper's decoder fields from its text_config. A rope type or field value the engine
-// cannot honour is refused here, with the file and field in the message; the only
+// fields every decoder family shares. Reads both transformers spellings of RoPE (v4:
+// rope_theta + rope_scaling; v5: rope_parameters, one dict or one per layer type) and a
+// multimodal wrapper's decoder fields from its text_config. Each family reads the fields
+// only it uses itself (its `configure`, through a ConfigReader) and refuses values it
+// cannot honour; normalizeConfig runs that check too. A rope type or field value the
+// engine cannot honour is refused here, with the file and field in the message; the only
 // defaults are transformers' own.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +12,9 @@ import { join } from 'node:path';
 /** The RoPE frequency scalings the engine implements (rope.ts); unscaled RoPE has none. */
 export type RopeScaling =
   | { type: 'linear'; factor: number }
-  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number };
+  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number }
+  /** Phi-3's: per-frequency divisors, short up to originalMaxPositions of context, long past it; rotated values times attentionFactor. */
+  | { type: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; attentionFactor: number };
 
 export interface Quantization {
   bits: 4 | 8;
@@ -29,6 +33,10 @@ export interface ModelConfig {
   rmsEps: number;
   ropeTheta: number;
   ropeScaling?: RopeScaling;
+  /** Dims of each head that rotate: head_dim * partial_rotary_factor. */
+  rotaryDim: number;
+  /** v5's rope_parameters given per layer type (full_attention, sliding_attention): each type's RoPE. */
+  layerRopes?: Record<string, Rope>;
   maxPositions: number;
   tieEmbeddings: boolean;
   quantization?: Quantization;
@@ -37,10 +45,10 @@ export interface ModelConfig {
   bosTokenId?: number;
 }
 
-export type RopeConfig = Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeScaling'>;
+export type RopeConfig = Pick<ModelConfig, 'rotaryDim' | 'ropeTheta' | 'ropeScaling'>;
 
-type Rope = Pick<ModelConfig, 'ropeTheta' | 'ropeScaling'>;
-type Json = Record<string, unknown>;
+export type Rope = Pick<ModelConfig, 'ropeTheta' | 'ropeScaling'>;
+export type Json = Record<string, unknown>;
 
 /** transformers' default rope_theta (RotaryEmbeddingConfigMixin.default_theta, LlamaConfig, Qwen2Config, Qwen3Config). */
 const DEFAULT_ROPE_THETA = 10000;
@@ -69,15 +77,51 @@ function fields(obj: Json, file: string, prefix = '') {
     const v = number(key, fallback);
     return Number.isInteger(v) && v > 0 ? v : fail(key, `must be a positive integer, got ${v}`);
   };
-  return { fail, number, positive, count };
+  /** A value of `allowed` (`fallback` when absent). */
+  const oneOf = <T>(key: string, allowed: readonly T[], fallback: T): T => {
+    const v = (obj[key] ?? fallback) as T;
+    return allowed.includes(v) ? v : fail(key, `${show(v)} is not supported (supported: ${allowed.map(show).join(', ')})`);
+  };
+  const bool = (key: string, fallback: boolean): boolean => {
+    const v = obj[key] ?? fallback;
+    return typeof v === 'boolean' ? v : fail(key, `must be true or false, got ${show(v)}`);
+  };
+  /** A number or absent (undefined). */
+  const optional = (key: string): number | undefined => (obj[key] == null ? undefined : number(key));
+  return { file, fail, number, positive, count, oneOf, bool, optional, raw: obj };
 }
 
-/** The decoder's fields: a multimodal wrapper's text_config (Gemma 3, Qwen2-VL) over its own. */
+/** A family's typed reads of the decoder's config fields (ModelConfig's and its own). */
+export type ConfigReader = ReturnType<typeof fields>;
+
+/** The decoder's fields of config.json `json` as a family reads them. */
+export function configReader(json: Json, file = 'config.json'): ConfigReader {
+  return fields(decoderFields(json, file), file);
+}
+
+/**
+ * transformers' config-class defaults for fields a checkpoint's config.json leaves out,
+ * where they are not the shared ones below: Gemma 3's 4B+ checkpoints give their
+ * text_config only the fields that differ from Gemma3TextConfig's.
+ */
+const CONFIG_CLASS_DEFAULTS: Record<string, Json> = {
+  gemma3_text: {
+    vocab_size: 262208, hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4,
+    head_dim: 256, hidden_activation: 'gelu_pytorch_tanh', max_position_embeddings: 131072, rms_norm_eps: 1e-6, rope_theta: 1_000_000,
+    query_pre_attn_scalar: 256, sliding_window: 4096, rope_local_base_freq: 10_000, sliding_window_pattern: 6,
+  },
+};
+
+/**
+ * The decoder's fields: a multimodal wrapper's text_config (Gemma 3, Qwen2-VL) over its
+ * own, over its config class's defaults (CONFIG_CLASS_DEFAULTS).
+ */
 function decoderFields(json: Json, file: string): Json {
   const text = json.text_config;
-  if (text == null) return json;
-  if (!isObject(text)) throw new Error(`${file}: text_config must be an object`);
-  return { ...json, ...text };
+  if (text != null && !isObject(text)) throw new Error(`${file}: text_config must be an object`);
+  const merged = text == null ? json : { ...json, ...text };
+  const defaults = CONFIG_CLASS_DEFAULTS[String(merged.model_type)];
+  return defaults ? { ...defaults, ...merged } : merged;
 }
 
 /** head_dim, or hidden_size // num_attention_heads as transformers derives it. */
@@ -90,31 +134,57 @@ function headSize(c: Json, file: string): { hidden: number; heads: number; headD
   return { hidden, heads, headDim };
 }
 
-/** The head size and RoPE of a config.json object (RoPE fields and head sizes only need be present). */
+/** The rotary dims and RoPE of a config.json object (RoPE fields and head sizes only need be present). */
 export function normalizeRope(json: Json, file = 'config.json'): RopeConfig {
   const c = decoderFields(json, file);
-  return { headDim: headSize(c, file).headDim, ...rope(c, file) };
+  const { headDim } = headSize(c, file);
+  const r = rope(c, file);
+  return { rotaryDim: rotaryDim(c, headDim, file), ropeTheta: r.ropeTheta, ropeScaling: r.ropeScaling };
 }
 
 /** RoPE from v5's rope_parameters or v4's rope_scaling (which v5 still reads); given both, they must agree. */
-function rope(c: Json, file: string): Rope {
+function rope(c: Json, file: string): Rope & { layerRopes?: Record<string, Rope> } {
   const v4 = c.rope_scaling ?? undefined;
   const v5 = c.rope_parameters ?? undefined;
   const fromV5 = v5 === undefined ? undefined : ropeParameters(c, v5, file);
   const fromV4 = v4 === undefined ? undefined : ropeDict(c, 'rope_scaling', v4, file);
-  if (fromV4 && fromV5 && show(fromV4) !== show(fromV5)) throw new Error(`${file}: rope_scaling and rope_parameters disagree`);
+  if (fromV4 && fromV5 && show(fromV4) !== show({ ropeTheta: fromV5.ropeTheta, ropeScaling: fromV5.ropeScaling })) {
+    throw new Error(`${file}: rope_scaling and rope_parameters disagree`);
+  }
   return fromV5 ?? fromV4 ?? ropeDict(c, 'rope_scaling', {}, file);
 }
 
-/** v5's rope_parameters: one dict, or one per layer type ({full_attention: {...}, sliding_attention: {...}}). */
-function ropeParameters(c: Json, v5: unknown, file: string): Rope {
+/**
+ * v5's rope_parameters: one dict, or one per layer type ({full_attention: {...},
+ * sliding_attention: {...}}); per type, the full-attention one (else the first) is the
+ * model's RoPE, and every type's is in layerRopes for the families that tell layers apart.
+ */
+function ropeParameters(c: Json, v5: unknown, file: string): Rope & { layerRopes?: Record<string, Rope> } {
   const perLayer = isObject(v5) && Object.keys(v5).length > 0 && Object.values(v5).every(isObject);
   if (!perLayer) return ropeDict(c, 'rope_parameters', v5, file);
-  const ropes = Object.entries(v5).map(([layerType, d]) => ropeDict(c, `rope_parameters.${layerType}`, d, file));
+  const layerRopes = Object.fromEntries(Object.entries(v5).map(([layerType, d]) => [layerType, ropeDict(c, `rope_parameters.${layerType}`, d, file)]));
+  return { ...(layerRopes.full_attention ?? Object.values(layerRopes)[0]!), layerRopes };
+}
+
+/** The RoPE of every layer, for a family whose layers all use one: refuses per-layer-type RoPEs that differ. */
+export function oneRope(cfg: ModelConfig, file = 'config.json'): void {
+  const ropes = Object.values(cfg.layerRopes ?? {});
   if (ropes.some((r) => show(r) !== show(ropes[0]))) {
-    throw new Error(`${file}: rope_parameters differ by layer type (${Object.keys(v5).join(', ')}); one RoPE for every layer is supported`);
+    throw new Error(`${file}: rope_parameters differ by layer type (${Object.keys(cfg.layerRopes!).join(', ')}); one RoPE for every layer is supported`);
   }
-  return ropes[0]!;
+}
+
+/** head_dim * partial_rotary_factor (top level, or in rope_parameters), as transformers takes it. */
+function rotaryDim(c: Json, headDim: number, file: string): number {
+  const v5 = isObject(c.rope_parameters) ? c.rope_parameters : {};
+  const inner = v5.partial_rotary_factor == null ? undefined : fields(v5, file, 'rope_parameters.').positive('partial_rotary_factor');
+  const outer = c.partial_rotary_factor == null ? undefined : fields(c, file).positive('partial_rotary_factor');
+  if (inner !== undefined && outer !== undefined && inner !== outer) throw new Error(`${file}: rope_parameters.partial_rotary_factor ${inner} and partial_rotary_factor ${outer} disagree`);
+  const factor = inner ?? outer ?? 1;
+  if (factor > 1) throw new Error(`${file}: partial_rotary_factor ${factor} must be at most 1`);
+  const dim = Math.floor(headDim * factor);
+  if (dim % 8 !== 0) throw new Error(`${file}: partial_rotary_factor ${factor} rotates ${dim} of head_dim ${headDim}; a multiple of 8 is supported`);
+  return dim;
 }
 
 /** One rope dict (`name` is where it sits), with rope_theta and partial_rotary_factor from it or the top level. */
@@ -126,10 +196,6 @@ function ropeDict(c: Json, name: string, d: unknown, file: string): Rope {
     f.fail('rope_type', `${show(d.rope_type)} and ${name}.type ${show(d.type)} disagree`);
   }
   if (typeof type !== 'string') return f.fail('rope_type', `must be a string, got ${show(type)}`);
-  for (const [obj, at] of [[c, ''], [d, `${name}.`]] as const) {
-    const p = obj.partial_rotary_factor;
-    if (p != null && p !== 1) throw new Error(`${file}: ${at}partial_rotary_factor ${show(p)}: RoPE over part of each head is not supported`);
-  }
   const outer = c.rope_theta == null ? undefined : fields(c, file).positive('rope_theta');
   const inner = d.rope_theta == null ? undefined : f.positive('rope_theta');
   if (outer !== undefined && inner !== undefined && outer !== inner) f.fail('rope_theta', `${inner} and rope_theta ${outer} disagree`);
@@ -146,13 +212,34 @@ function ropeDict(c: Json, name: string, d: unknown, file: string): Rope {
       const originalMaxPositions = llama3Context(c, d, name, file);
       return { ropeTheta, ropeScaling: { type, factor: f.positive('factor'), lowFreqFactor, highFreqFactor, originalMaxPositions } };
     }
+    case 'longrope':
+    case 'su':
+      return { ropeTheta, ropeScaling: longrope(c, d, name, file) };
     default:
-      return f.fail('rope_type', `"${type}" is not supported (supported: default, linear, llama3)`);
+      return f.fail('rope_type', `"${type}" is not supported (supported: default, linear, llama3, longrope)`);
   }
 }
 
 /**
- * llama3's original_max_position_embeddings: from the rope dict, else from the top level,
+ * Phi-3's longrope (transformers' _compute_longrope_parameters): short_factor and
+ * long_factor divide the frequencies; the attention factor is attention_factor, else
+ * sqrt(1 + ln(s) / ln(original)) for s = max_position_embeddings / original (1 when s <= 1).
+ */
+function longrope(c: Json, d: Json, name: string, file: string): RopeScaling {
+  const f = fields(d, file, `${name}.`);
+  const list = (key: string): number[] => {
+    const v = d[key];
+    if (!Array.isArray(v) || !v.every((x) => typeof x === 'number' && x > 0)) return f.fail(key, `must be a list of positive numbers, got ${show(v)}`);
+    return v as number[];
+  };
+  const originalMaxPositions = llama3Context(c, d, name, file);
+  const s = fields(c, file).count('max_position_embeddings') / originalMaxPositions;
+  const attentionFactor = f.optional('attention_factor') ?? (s <= 1 ? 1 : Math.sqrt(1 + Math.log(s) / Math.log(originalMaxPositions)));
+  return { type: 'longrope', shortFactor: list('short_factor'), longFactor: list('long_factor'), originalMaxPositions, attentionFactor };
+}
+
+/**
+ * llama3's and longrope's original_max_position_embeddings: from the rope dict, else from the top level,
  * else max_position_embeddings (transformers v5's standardize_rope_params does the same).
  */
 function llama3Context(c: Json, d: Json, name: string, file: string): number {
@@ -179,13 +266,6 @@ function quantization(json: Json, file: string): Quantization | undefined {
   return { bits, groupSize: f.count('group_size', DEFAULT_GROUP_SIZE) };
 }
 
-/** Settings of the supported families that change the output and that the engine does not implement. */
-function refuseUnsupported(c: Json, file: string): void {
-  const f = fields(c, file);
-  if (c.hidden_act != null && c.hidden_act !== 'silu') f.fail('hidden_act', `${show(c.hidden_act)} is not supported (silu only)`);
-  if (c.use_sliding_window === true) f.fail('use_sliding_window', 'true is not supported (full attention only)');
-}
-
 /** An id or list of ids; `where` names the field in errors. */
 function tokenIds(v: unknown, where: string): number[] {
   const list: unknown[] = v == null ? [] : Array.isArray(v) ? v : [v];
@@ -203,7 +283,6 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
   const { hidden, heads, headDim } = headSize(c, file);
   const kvHeads = f.count('num_key_value_heads', heads);
   if (heads % kvHeads !== 0) f.fail('num_key_value_heads', `${kvHeads} does not divide num_attention_heads ${heads}`);
-  refuseUnsupported(c, file);
   const tie = c.tie_word_embeddings ?? false;
   if (typeof tie !== 'boolean') f.fail('tie_word_embeddings', `must be true or false, got ${show(tie)}`);
   const eos = [
@@ -221,6 +300,7 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
     vocab: f.count('vocab_size'),
     rmsEps: f.positive('rms_norm_eps', 1e-6),
     ...rope(c, file),
+    rotaryDim: rotaryDim(c, headDim, file),
     maxPositions: f.count('max_position_embeddings', 4096),
     tieEmbeddings: tie === true,
     quantization: quantization(json, file),
@@ -236,9 +316,15 @@ function readJson(path: string): Json | undefined {
   return v;
 }
 
-export function readModelConfig(dir: string): ModelConfig {
+/** A checkpoint folder's config.json and generation_config.json; `file` names the config in errors. */
+export function readConfigFiles(dir: string): { json: Json; generation?: Json; file: string } {
   const file = join(dir, 'config.json');
-  const c = readJson(file);
-  if (!c) throw new Error(`${dir}: no config.json`);
-  return normalizeConfig(c, readJson(join(dir, 'generation_config.json')), file);
+  const json = readJson(file);
+  if (!json) throw new Error(`${dir}: no config.json`);
+  return { json, generation: readJson(join(dir, 'generation_config.json')), file };
+}
+
+export function readModelConfig(dir: string): ModelConfig {
+  const { json, generation, file } = readConfigFiles(dir);
+  return normalizeConfig(json, generation, file);
 }

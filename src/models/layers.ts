@@ -1,73 +1,163 @@
-// The layers every decoder family here shares, each recording its dispatches. Families
-// compose them (see llama.ts); the math is in src/kernels.
-import type { LinearNorm } from '../runtime/ops.js';
+// The layer vocabulary the decoder families compose (src/models/<family>.ts), each layer
+// recording its dispatches; the math is in src/kernels. A layer's spec names what varies
+// between families: norms before and after a block, the activation, the RoPE (or none),
+// a sliding window, soft-capping, scalar multipliers, biases, fused projections.
+import type { Activation, LinearNorm } from '../runtime/ops.js';
 import type { Dispatch } from '../runtime/program.js';
+import type { GpuWeight } from '../runtime/tensors.js';
+import type { Rope } from './config.js';
 import type { BuildContext } from './model.js';
 
-export interface AttentionOptions {
-  /** q/k/v projections carry a bias (Qwen2). */
-  qkvBias?: boolean;
-  /** Per-head RMSNorm of q and k before RoPE (Qwen3). */
-  qkNorm?: boolean;
+/** How a family's RMSNorms scale: by w, or by (1 + w) (Gemma; the 1 is added at load). */
+export interface Norms {
+  eps: number;
+  plusOne?: boolean;
 }
 
-/** Token embedding into the residual stream h. */
-export function embed(ctx: BuildContext): Dispatch[] {
-  return ctx.ops.embedding(ctx.matrix('model.embed_tokens'), ctx.meta.tokens, ctx.act.h);
+export interface AttentionSpec {
+  norms: Norms;
+  /** The RMSNorm before the block (a weight name under the layer), or none (OLMo 2 norms after). */
+  inputNorm?: string;
+  /** q, k and v from one fused `qkv_proj` (Phi-3) instead of q_proj, k_proj, v_proj. */
+  fusedQkv?: boolean;
+  /** Biases on the q, k and v projections (Qwen2). */
+  qkvBias?: boolean;
+  /** RMSNorm of q and k: per head (Qwen3, Gemma 3) or across the whole projection (OLMo 2). */
+  qkNorm?: 'head' | 'full';
+  /** Absent: a NoPE layer (no rotary embedding). */
+  rope?: Rope;
+  /** Attend to the last `window` positions only (sliding-window layers). */
+  window?: number;
+  /** q's multiplier: 1 / sqrt(head_dim), or the family's (query_pre_attn_scalar, Granite's attention_multiplier). */
+  scale: number;
+  /** Attention-score soft-capping (Gemma 2's attn_logit_softcapping). */
+  softcap?: number;
+  /** o_proj's output times this before the residual add (Granite's residual_multiplier). */
+  residualScale?: number;
+  /** A norm of the block's output before the residual add (Gemma's post_attention_layernorm, OLMo 2's). */
+  postNorm?: string;
+}
+
+export interface MlpSpec {
+  norms: Norms;
+  /** The RMSNorm before the block, or none. */
+  inputNorm?: string;
+  activation: Activation;
+  /** gate and up from one fused `gate_up_proj`, gate rows first (Phi-3). */
+  fusedGateUp?: boolean;
+  residualScale?: number;
+  postNorm?: string;
+}
+
+/** Token embedding into the residual stream h, times `scale` (Gemma's sqrt(hidden), Granite's embedding_multiplier). */
+export function embed(ctx: BuildContext, scale = 1): Dispatch[] {
+  return ctx.ops.embedding(ctx.matrix('model.embed_tokens'), ctx.meta.tokens, ctx.act.h, scale);
 }
 
 /**
- * h += o_proj(attention(rope(q), rope(k), v)) over input_layernorm(h) (q and k per-head
- * normed first with qkNorm). q, k and v come from one stacked projection, which applies
- * the norm to its input itself.
+ * h += post(o_proj(attention(rope(q), rope(k), v))), q, k, v = qkv_proj(input_norm(h))
+ * (q and k normed first with qkNorm). q, k and v come from one stacked projection, which
+ * applies the input norm itself; the per-head q/k norm, RoPE and KV-cache write are one
+ * kernel; without a post-norm the residual add is o_proj's accumulate.
  */
-export function selfAttention(ctx: BuildContext, layer: number, options: AttentionOptions = {}): Dispatch[] {
+export function attention(ctx: BuildContext, layer: number, spec: AttentionSpec): Dispatch[] {
   const { ops, cfg, act, kv, meta } = ctx;
   const p = `model.layers.${layer}.self_attn`;
-  const qkv = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
-  const bias = options.qkvBias ? ctx.vector(...qkv.map((name) => `${name}.bias`)) : undefined;
-  const inputNorm = norm(ctx, `model.layers.${layer}.input_layernorm`);
-  const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, ctx.matrix(...qkv), act.h, [act.q, act.k, act.v], { bias, norm: inputNorm })];
-  const headNorm = options.qkNorm ? ctx.vector(`${p}.q_norm.weight`, `${p}.k_norm.weight`) : undefined;
-  d.push(
-    ...ops.attention(p, {
-      q: act.q, k: act.k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer], vCache: kv.v[layer], blockSize: kv.blockSize,
-    }, act.attn, { headDim: cfg.headDim, invFreq: ctx.invFreq, headNorm, eps: cfg.rmsEps, scale: 1 / Math.sqrt(cfg.headDim) }, meta),
-    ...ops.linear(`${p}.o_proj`, ctx.matrix(`${p}.o_proj`), act.attn, act.h, { accumulate: true }),
-  );
+  const qDim = cfg.heads * cfg.headDim;
+  const kvDim = cfg.kvHeads * cfg.headDim;
+  const qkvNames = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
+  const qkv = spec.fusedQkv ? fused(ctx, `${p}.qkv_proj`, [qDim, kvDim, kvDim]) : ctx.matrix(...qkvNames);
+  const bias = spec.qkvBias ? ctx.vector(qkvNames.map((name) => `${name}.bias`)) : undefined;
+  const norm = spec.inputNorm ? linearNorm(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms) : undefined;
+  const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, qkv, act.h, [act.q, act.k, act.v], { bias, norm })];
+  let { q, k } = act;
+  if (spec.qkNorm === 'full') {
+    // OLMo 2: one RMSNorm over all heads of q, and of k, before they split into heads.
+    const qn = ctx.scratch('q_normed', qDim);
+    const kn = ctx.scratch('k_normed', kvDim);
+    d.push(
+      ops.rmsnorm(`${p}.q_norm`, q, normWeight(ctx, `${p}.q_norm`, spec.norms), qn, { width: qDim, eps: spec.norms.eps }),
+      ops.rmsnorm(`${p}.k_norm`, k, normWeight(ctx, `${p}.k_norm`, spec.norms), kn, { width: kvDim, eps: spec.norms.eps }),
+    );
+    [q, k] = [qn, kn];
+  }
+  const headNorm = spec.qkNorm === 'head' ? ctx.vector([`${p}.q_norm.weight`, `${p}.k_norm.weight`], spec.norms.plusOne ? 1 : 0) : undefined;
+  const rope = spec.rope ? ctx.rope(spec.rope) : { rotaryDim: 0 };
+  d.push(...ops.attention(p, {
+    q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer]!, vCache: kv.v[layer]!, blockSize: kv.blockSize,
+  }, act.attn, {
+    headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
+  }, meta));
+  d.push(...residual(ctx, `${p}.o_proj`, ctx.matrix(`${p}.o_proj`), act.attn, spec, layer));
   return d;
 }
 
 /**
- * h += down(silu(gate(xn)) * up(xn)), xn = post_attention_layernorm(h), gate and up from
- * one projection that applies the norm to its input itself (and the SwiGLU to its output,
- * where the format allows: Ops.gatedLinear).
+ * h += post(down(act(gate(xn)) * up(xn))), xn = input_norm(h); gate and up from one
+ * projection that applies the norm to its input itself (and the GLU to its output, where
+ * the format allows: Ops.gatedLinear).
  */
-export function swigluMlp(ctx: BuildContext, layer: number): Dispatch[] {
-  const { ops, act } = ctx;
+export function mlp(ctx: BuildContext, layer: number, spec: MlpSpec): Dispatch[] {
+  const { ops, cfg, act } = ctx;
   const p = `model.layers.${layer}.mlp`;
-  const inputNorm = norm(ctx, `model.layers.${layer}.post_attention_layernorm`);
+  const I = cfg.intermediate;
+  const gateUp = spec.fusedGateUp
+    ? ctx.gluMatrix({ prefix: `${p}.gate_up_proj`, first: 0, rows: I }, { prefix: `${p}.gate_up_proj`, first: I, rows: I })
+    : ctx.gluMatrix(`${p}.gate_proj`, `${p}.up_proj`);
+  const norm = spec.inputNorm ? linearNorm(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms) : undefined;
   return [
-    ...ops.gatedLinear(`${p}.gate_up_proj`, ctx.gluMatrix(`${p}.gate_proj`, `${p}.up_proj`), act.h, act.gate, act.up, { norm: inputNorm }),
-    ...ops.linear(`${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.gate, act.h, { accumulate: true }),
+    ...ops.gatedLinear(`${p}.gate_up_proj`, gateUp, act.h, act.gate, act.up, { norm, activation: spec.activation }),
+    ...residual(ctx, `${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.gate, spec, layer),
   ];
 }
 
+/**
+ * h += post(x W^T) * scale: with a post-norm, the projection into xn and the norm's
+ * accumulate into h; without, the projection's own accumulate.
+ */
+function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, layer: number): Dispatch[] {
+  const { ops, cfg, act } = ctx;
+  if (!spec.postNorm) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale });
+  const name = `model.layers.${layer}.${spec.postNorm}`;
+  return [
+    ...ops.linear(label, w, x, act.xn, { scale: spec.residualScale }),
+    ops.rmsnorm(name, act.xn, normWeight(ctx, name, spec.norms), act.h, { width: cfg.hidden, eps: spec.norms.eps, accumulate: true }),
+  ];
+}
+
+/** One fused projection's rows as the matrices it stacks (segments: their row counts). */
+function fused(ctx: BuildContext, prefix: string, segments: number[]): GpuWeight {
+  let first = 0;
+  return ctx.matrix(...segments.map((rows) => ({ prefix, first: (first += rows) - rows, rows })));
+}
+
+function normWeight(ctx: BuildContext, name: string, norms: Norms): GPUBuffer {
+  return ctx.vector(`${name}.weight`, norms.plusOne ? 1 : 0);
+}
+
 /** The RMSNorm `name` before a block, for the block's first projection to apply. */
-function norm(ctx: BuildContext, name: string): LinearNorm {
-  return { weight: ctx.vector(`${name}.weight`), eps: ctx.cfg.rmsEps, out: ctx.act.xn };
+function linearNorm(ctx: BuildContext, name: string, norms: Norms): LinearNorm {
+  return { weight: normWeight(ctx, name, norms), eps: norms.eps, out: ctx.act.xn };
+}
+
+export interface HeadSpec {
+  norms: Norms;
+  /** Logits times this (Granite's 1 / logits_scaling). */
+  scale?: number;
+  /** Final logit soft-capping (Gemma 2). */
+  softcap?: number;
 }
 
 /**
- * Final norm, LM head, penalties and sampling, for each sequence's last token only:
- * prefill never computes logits it would throw away.
+ * Final norm, LM head (lm_head, or the tied embedding), penalties and sampling, for each
+ * sequence's last token only: prefill never computes logits it would throw away.
  */
-export function headAndSample(ctx: BuildContext): Dispatch[] {
+export function head(ctx: BuildContext, spec: HeadSpec): Dispatch[] {
   const { ops, cfg, act, meta } = ctx;
-  const lmHead = ctx.has('lm_head.weight') ? ctx.matrix('lm_head') : ctx.matrix('model.embed_tokens');
+  const lmHead = !cfg.tieEmbeddings && ctx.has('lm_head.weight') ? ctx.matrix('lm_head') : ctx.matrix('model.embed_tokens');
   return [
-    ops.rmsnorm('model.norm', act.h, ctx.vector('model.norm.weight'), act.headIn, { width: cfg.hidden, eps: cfg.rmsEps, seqLast: meta.seqLast }),
-    ...ops.linear('lm_head', lmHead, act.headIn, act.logits, { perSeq: true }),
+    ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),
+    ...ops.linear('lm_head', lmHead, act.headIn, act.logits, { perSeq: true, scale: spec.scale, softcap: spec.softcap }),
     ops.logitBias(act.logits, cfg.vocab, meta.biasEntries),
     ops.sample(act.logits, cfg.vocab, meta),
   ];

@@ -5,10 +5,10 @@ import { isAffine } from '../runtime/kernel-source.js';
 import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAMS_BYTES, type BatchMeta } from '../runtime/ops.js';
 import type { Program } from '../runtime/program.js';
 import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
-import { Checkpoint, loadMatrix, loadVector } from './checkpoint.js';
-import { readModelConfig, type ModelConfig } from './config.js';
-import { familyFor } from './registry.js';
-import { ropeInvFreq } from './rope.js';
+import { Checkpoint, loadMatrix, loadVector, type MatrixSource } from './checkpoint.js';
+import type { ConfigReader, ModelConfig, Rope } from './config.js';
+import { readFamilyConfig } from './registry.js';
+import { ropeAttentionFactor, ropeInvFreq } from './rope.js';
 
 /** Buffers for one pass of up to maxTokens tokens, reused by every layer. */
 export interface Activations {
@@ -36,26 +36,41 @@ export interface KvCache {
   v: GPUTexture[];
 }
 
+/** One RoPE's tables as Ops.attention takes them (RopeOptions). */
+export interface RopeTables {
+  rotaryDim: number;
+  invFreq: GPUBuffer;
+  mscale: number;
+}
+
 /** What a family's forward pass is built from. */
 export interface BuildContext {
   ops: Ops;
   cfg: ModelConfig;
-  /** Loads `<prefix>.weight` in its stored format; several prefixes stack their rows into one weight. */
-  matrix(...prefixes: string[]): GpuWeight;
-  /** A SwiGLU's gate and up matrices as one weight for Ops.gatedLinear (loadMatrix `glu`). */
-  gluMatrix(gate: string, up: string): GpuWeight;
-  /** Loads an f32 vector tensor; several names concatenate into one buffer. */
-  vector(...names: string[]): GPUBuffer;
+  /** Loads `<prefix>.weight` (or a slice of its rows) in its stored format; several stack their rows into one weight. */
+  matrix(...sources: MatrixSource[]): GpuWeight;
+  /** A GLU's gate and up matrices as one weight for Ops.gatedLinear (loadMatrix `glu`). */
+  gluMatrix(gate: MatrixSource, up: MatrixSource): GpuWeight;
+  /** Loads an f32 vector tensor; several names concatenate into one buffer; `shift` is added to each value. */
+  vector(names: string | string[], shift?: number): GPUBuffer;
   has(name: string): boolean;
+  /** The tables of a RoPE (cached: layers that share one share its buffer). */
+  rope(rope: Rope): RopeTables;
+  /** A [max tokens, width] f32 buffer for a family's own intermediate values (cached by label). */
+  scratch(label: string, width: number): GPUBuffer;
   act: Activations;
   kv: KvCache;
   meta: BatchMeta;
-  invFreq: GPUBuffer;
 }
 
+/**
+ * An architecture family (src/models/<family>.ts): configure reads and checks the
+ * config.json fields the family uses beyond ModelConfig's (refusing values it cannot
+ * honour) and returns the builder of its forward pass.
+ */
 export interface Family {
   name: string;
-  build(ctx: BuildContext): Program;
+  configure(c: ConfigReader, cfg: ModelConfig): (ctx: BuildContext) => Program;
 }
 
 export interface LoadedModel {
@@ -96,8 +111,7 @@ export interface LoadProgress {
 }
 
 export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Promise<LoadedModel> {
-  const cfg = readModelConfig(dir);
-  const family = familyFor(cfg.modelType);
+  const { cfg, family, build } = readFamilyConfig(dir);
   const device = gpu.device;
   const progress: LoadProgress = { tensors: 0, tensorsTotal: 0, pipelines: 0 };
   const ckpt = new Checkpoint(dir, (done, total) => {
@@ -160,9 +174,8 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     biasEntries: storageBuffer(device, biasCapacity * BIAS_ENTRY_BYTES, 'bias_entries'),
     biasCapacity,
   };
-  const invFreqData = ropeInvFreq(cfg);
-  const invFreq = f32(invFreqData.length, 'inv_freq');
-  device.queue.writeBuffer(invFreq, 0, invFreqData);
+  const ropes = new Map<string, RopeTables>();
+  const scratch = new Map<string, GPUBuffer>();
   // Tied embeddings are both the embedding table and the LM head: upload once.
   const matrices = new Map<string, GpuWeight>();
   const formats = new Set<string>();
@@ -173,23 +186,40 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   const ctx: BuildContext = {
     ops,
     cfg,
-    matrix: (...prefixes) => {
-      const key = prefixes.join('+');
+    matrix: (...sources) => {
+      const key = JSON.stringify(sources);
       let w = matrices.get(key);
-      if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, prefixes, cfg.quantization))));
+      if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, sources, cfg.quantization))));
       return w;
     },
     gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up], cfg.quantization, { glu: true })),
-    vector: (...names) => loadVector(device, ckpt, ...names),
+    vector: (names, shift) => loadVector(device, ckpt, typeof names === 'string' ? [names] : names, shift),
     has: (name) => ckpt.has(name),
+    rope: (r) => {
+      const key = JSON.stringify(r);
+      let tables = ropes.get(key);
+      if (!tables) {
+        const rc = { ...r, rotaryDim: cfg.rotaryDim };
+        // longrope picks its factors by the context the engine serves.
+        const data = ropeInvFreq(rc, options.maxContext);
+        const invFreq = f32(Math.max(data.length, 4), 'inv_freq');
+        device.queue.writeBuffer(invFreq, 0, data);
+        ropes.set(key, (tables = { rotaryDim: cfg.rotaryDim, invFreq, mscale: ropeAttentionFactor(rc) }));
+      }
+      return tables;
+    },
+    scratch: (label, width) => {
+      let b = scratch.get(label);
+      if (!b) scratch.set(label, (b = f32(T * width, label)));
+      return b;
+    },
     act,
     kv,
     meta,
-    invFreq,
   };
   // Shader and binding mistakes surface here, at load, rather than as silent garbage.
   device.pushErrorScope('validation');
-  const program = family.build(ctx);
+  const program = build(ctx);
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);

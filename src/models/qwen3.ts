@@ -1,5 +1,27 @@
 // Qwen3: the Llama decoder with a per-head RMSNorm on q and k before RoPE, and an
 // explicit head_dim (not hidden / heads).
-import { llamaLike } from './llama.js';
+import { Program } from '../runtime/program.js';
+import { oneRope } from './config.js';
+import { attention, embed, head, mlp } from './layers.js';
+import type { Family } from './model.js';
 
-export const qwen3 = llamaLike('qwen3', { qkNorm: true });
+export const qwen3: Family = {
+  name: 'qwen3',
+  configure(c, cfg) {
+    c.oneOf('hidden_act', ['silu'], 'silu');
+    c.oneOf('use_sliding_window', [false], false);
+    c.oneOf('attention_bias', [false], false);
+    oneRope(cfg, c.file);
+    const norms = { eps: cfg.rmsEps };
+    return (ctx) => {
+      const program = new Program();
+      program.add(...embed(ctx));
+      for (let i = 0; i < cfg.layers; i++) {
+        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', qkNorm: 'head', rope: cfg, scale: cfg.headDim ** -0.5 }));
+        program.add(...mlp(ctx, i, { norms, inputNorm: 'post_attention_layernorm', activation: 'silu' }));
+      }
+      program.add(...head(ctx, { norms }));
+      return program;
+    };
+  },
+};

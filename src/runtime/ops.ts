@@ -162,6 +162,7 @@ export class Ops {
       const params = this.params('linear_out', {
         K: w.cols, N: part.rows, n_offset: part.rowStart, n_total: outRows, split1, split2, per_seq: perSeq,
         accumulate: opts.accumulate === true, has_bias: opts.bias !== undefined, glu: opts.glu === true, norm_eps: opts.norm?.eps ?? 0,
+        act: ACTIVATION_CODE[opts.activation ?? 'silu'], out_scale: opts.scale ?? 1, softcap: opts.softcap ?? 0,
       });
       const buffers: Resources = {
         ...this.weightBindings(part), y: outputs[0]!, bias: opts.bias ?? this.dummy, y1: outputs[1] ?? this.dummyOutputs[0], y2: outputs[2] ?? this.dummyOutputs[1],
@@ -177,15 +178,15 @@ export class Ops {
   }
 
   /**
-   * out = silu(X W_gate^T) * (X W_up^T), X normed first with `norm`, for a weight loaded
+   * out = act(X W_gate^T) * (X W_up^T), X normed first with `norm`, for a weight loaded
    * with loadMatrix's `glu`. Where its rows are interleaved (GpuWeight.gluBlock: q4/q8), one
-   * dispatch whose kernel applies the SwiGLU to its finished rows (linear_out.wgsl GLU);
-   * otherwise the stacked projection into out and `up`, then swiglu.wgsl in place.
+   * dispatch whose kernel applies the GLU to its finished rows (linear_out.wgsl glu);
+   * otherwise the stacked projection into out and `up`, then glu.wgsl in place.
    */
-  gatedLinear(label: string, w: GpuWeight, x: GPUBuffer, out: GPUBuffer, up: GPUBuffer, opts: { norm?: LinearNorm } = {}): Dispatch[] {
+  gatedLinear(label: string, w: GpuWeight, x: GPUBuffer, out: GPUBuffer, up: GPUBuffer, opts: { norm?: LinearNorm; activation?: Activation } = {}): Dispatch[] {
     if (w.gluBlock) return this.linear(label, w, x, out, { ...opts, glu: true });
     if (w.segments?.length !== 2 || w.segments[0] !== w.segments[1]) throw new Error(`${label}: a gated linear layer needs a weight stacked from gate and up`);
-    return [...this.linear(label, w, x, [out, up], opts), this.swiglu(out, up, w.segments[0])];
+    return [...this.linear(label, w, x, [out, up], { norm: opts.norm }), this.glu(out, up, w.segments[0], opts.activation)];
   }
 
   /** The GLU epilogue's preconditions: interleaved blocks that match the kernels' rows, whole block pairs per part, and nothing added after the SwiGLU. */
@@ -295,10 +296,11 @@ export class Ops {
     };
   }
 
-  embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer): Dispatch[] {
+  /** out = W[tokens] * scale. */
+  embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, scale = 1): Dispatch[] {
     const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w), isAffine(w.format) ? this.affineDeclarations(false) : '');
     return w.parts.map((part) => {
-      const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows });
+      const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows, scale });
       return {
         label: 'embedding',
         pipeline,
@@ -308,10 +310,11 @@ export class Ops {
     });
   }
 
-  rmsnorm(label: string, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, options: { width: number; eps: number; seqLast?: GPUBuffer }): Dispatch {
+  /** y = RMSNorm(x) * weight, or with `accumulate` y += it (a post-norm's residual add). */
+  rmsnorm(label: string, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, options: { width: number; eps: number; seqLast?: GPUBuffer; accumulate?: boolean }): Dispatch {
     const pipeline = this.pipelines.get('rmsnorm');
     const perSeq = options.seqLast ? 1 : 0;
-    const params = this.params('rmsnorm', { width: options.width, per_seq: perSeq, eps: options.eps });
+    const params = this.params('rmsnorm', { width: options.width, per_seq: perSeq, eps: options.eps, accumulate: options.accumulate === true });
     return {
       label,
       pipeline,
@@ -327,13 +330,18 @@ export class Ops {
    */
   ropeKvWrite(label: string, inputs: RopeKvInputs, rope: RopeOptions, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
     if (rope.headDim % 8 !== 0) throw new Error(`head_dim ${rope.headDim} unsupported (multiple of 8)`);
+    const rotDim = rope.rotaryDim ?? rope.headDim;
+    if (rotDim % 8 !== 0 || rotDim > rope.headDim) throw new Error(`rotary dims ${rotDim} unsupported (a multiple of 8, at most head_dim ${rope.headDim})`);
+    if (rotDim > 0 && !rope.invFreq) throw new Error(`${label}: rotary dims without inverse frequencies`);
     const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
-    const params = this.params('rope_kv_write', { heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize });
+    const params = this.params('rope_kv_write', {
+      heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize, rot_dim: rotDim, mscale: rope.mscale ?? 1,
+    });
     return {
       label,
       pipeline,
       bindGroup: this.bind(label, pipeline, params, {
-        q: inputs.q, token_pos: meta.tokenPos, inv_freq: rope.invFreq, norm_weight: rope.headNorm ?? this.dummy, k: inputs.k, v: inputs.v,
+        q: inputs.q, token_pos: meta.tokenPos, inv_freq: rope.invFreq ?? this.dummy, norm_weight: rope.headNorm ?? this.dummy, k: inputs.k, v: inputs.v,
         token_table: meta.tokenTable, block_table: meta.blockTable, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(),
       }),
       workgroups: (s) => [ceil(s.tokens * (inputs.heads + inputs.kvHeads), 64)],
@@ -350,10 +358,12 @@ export class Ops {
    * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
    * belong to one sequence).
    */
-  attention(label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & { scale: number }, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
+  attention(label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
     if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
     if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
-    const params = this.params('attention_io', { heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale });
+    const params = this.params('attention_io', {
+      heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0,
+    });
     // The group's registers grow with head_dim; past 128 a group compiles slowly.
     const group = rope.headDim <= 128 ? ATTENTION_GROUP : 1;
     const perKv = inputs.heads / inputs.kvHeads;
@@ -382,15 +392,15 @@ export class Ops {
     return [this.ropeKvWrite(`${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
   }
 
-  /** gate = silu(gate) * up, in place. */
-  swiglu(gate: GPUBuffer, up: GPUBuffer, width: number): Dispatch {
+  /** gate = act(gate) * up, in place. */
+  glu(gate: GPUBuffer, up: GPUBuffer, width: number, activation: Activation = 'silu'): Dispatch {
     if (width % 4 !== 0) throw new Error(`intermediate size ${width} is not a multiple of 4`);
-    const pipeline = this.pipelines.get('swiglu');
-    const params = this.params('swiglu', { width4: width / 4 });
+    const pipeline = this.pipelines.get('glu');
+    const params = this.params('glu', { width4: width / 4, act: ACTIVATION_CODE[activation] });
     return {
-      label: 'swiglu',
+      label: 'glu',
       pipeline,
-      bindGroup: this.bind('swiglu', pipeline, params, { gate, up }),
+      bindGroup: this.bind('glu', pipeline, params, { gate, up }),
       workgroups: (s) => [ceil((s.tokens * width) / 4, 64)],
     };
   }
@@ -443,9 +453,19 @@ function chunkCalls(groupSize: number, call: (chunk: string) => string): string[
   return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
 }
 
+/** A gated MLP's activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU. */
+export type Activation = 'silu' | 'gelu_tanh' | 'gelu';
+const ACTIVATION_CODE: Record<Activation, number> = { silu: 0, gelu_tanh: 1, gelu: 2 };
+
 export interface LinearOptions {
   /** Add into Y (the residual stream) instead of overwriting it. */
   accumulate?: boolean;
+  /** Multiplies the output, before any accumulate (Granite's multipliers). Default 1. */
+  scale?: number;
+  /** cap * tanh(y / cap) on the output (Gemma 2's final logits). */
+  softcap?: number;
+  /** The GLU epilogue's activation (glu). Default SiLU. */
+  activation?: Activation;
   bias?: GPUBuffer;
   /** Rows are sampling sequences (each one's last token), not tokens: the LM head. */
   perSeq?: boolean;
@@ -467,12 +487,25 @@ export interface LinearNorm {
   out: GPUBuffer;
 }
 
-/** How Ops.ropeKvWrite rotates: inv_freq [head_dim / 2] and, for Qwen3's q/k norm, the heads' norm weights. */
+/**
+ * How Ops.ropeKvWrite rotates: the first rotaryDim dims of each head (default head_dim; 0:
+ * none, a NoPE layer) by inv_freq [rotaryDim / 2], the result times mscale (default 1);
+ * with headNorm, each head RMS-normed first by its weights ([2 * head_dim]: q's, k's).
+ */
 export interface RopeOptions {
   headDim: number;
-  invFreq: GPUBuffer;
+  rotaryDim?: number;
+  invFreq?: GPUBuffer;
+  mscale?: number;
   headNorm?: GPUBuffer;
   eps?: number;
+}
+
+/** How Ops.attention scores: q times scale, each score soft-capped (0: not), over the last `window` positions (0: all). */
+export interface AttentionScores {
+  scale: number;
+  softcap?: number;
+  window?: number;
 }
 
 /** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache (tensors.ts kvCacheTexture). */

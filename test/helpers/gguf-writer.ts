@@ -100,7 +100,9 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 const readJson = (path: string): Json => JSON.parse(readFileSync(path, 'utf8')) as Json;
 
 /** HF config.json model_type -> llama.cpp architecture name. */
-const ARCHES: Record<string, string> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3' };
+const ARCHES: Record<string, string> = {
+  llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3', gemma2: 'gemma2', gemma3_text: 'gemma3', phi3: 'phi3', smollm3: 'smollm3', granite: 'granite', olmo2: 'olmo2',
+};
 
 export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteOptions = {}): void {
   const config = readJson(join(hfDir, 'config.json'));
@@ -138,7 +140,31 @@ function addModelParams(kv: Map<string, KV>, arch: string, cfg: ModelConfig, c: 
     kv.set(`${arch}.attention.value_length`, u32(cfg.headDim));
   }
   if (arch === 'llama') kv.set(`${arch}.vocab_size`, u32(cfg.vocab));
+  const text = { ...c, ...(c.text_config ?? {}) } as Json;
+  if (arch === 'gemma2' || arch === 'gemma3') {
+    kv.set(`${arch}.attention.key_length`, u32(cfg.headDim));
+    kv.set(`${arch}.attention.value_length`, u32(cfg.headDim));
+    kv.set(`${arch}.attention.sliding_window`, u32(text.sliding_window as number));
+  }
+  if (arch === 'gemma2') {
+    if (text.attn_logit_softcapping != null) kv.set(`${arch}.attn_logit_softcapping`, f32(text.attn_logit_softcapping as number));
+    if (text.final_logit_softcapping != null) kv.set(`${arch}.final_logit_softcapping`, f32(text.final_logit_softcapping as number));
+  }
+  if (arch === 'phi3') {
+    kv.set(`${arch}.rope.dimension_count`, u32(cfg.rotaryDim));
+    if (text.sliding_window != null) kv.set(`${arch}.attention.sliding_window`, u32(text.sliding_window as number));
+  }
+  if (arch === 'granite') {
+    kv.set(`${arch}.embedding_scale`, f32(text.embedding_multiplier as number));
+    kv.set(`${arch}.attention.scale`, f32(text.attention_multiplier as number));
+    kv.set(`${arch}.residual_scale`, f32(text.residual_multiplier as number));
+    kv.set(`${arch}.logit_scale`, f32(text.logits_scaling as number));
+  }
   const s = cfg.ropeScaling;
+  if (s?.type === 'longrope') {
+    kv.set(`${arch}.rope.scaling.original_context_length`, u32(s.originalMaxPositions));
+    kv.set(`${arch}.rope.scaling.attn_factor`, f32(s.attentionFactor));
+  }
   if (s?.type === 'linear') {
     kv.set(`${arch}.rope.scaling.type`, str('linear'));
     kv.set(`${arch}.rope.scaling.factor`, f32(s.factor));
@@ -319,7 +345,19 @@ export function unpermuteHfQk(w: Float32Array, nHead: number, rowLen: number): F
   return out;
 }
 
+/** Gemma's norms: HF stores w of (1 + w), GGUF the whole multiplier (the converter's norm_shift). */
+const GEMMA_TENSORS: Array<[string, string]> = [
+  ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
+  ['pre_feedforward_layernorm.weight', 'ffn_norm.weight'],
+  ['post_feedforward_layernorm.weight', 'post_ffw_norm.weight'],
+];
+
+/** Archs llama.cpp runs with adjacent-pair RoPE (the converter's LlamaModel.permute). */
+const PERMUTED = new Set(['llama', 'granite', 'smollm3']);
+
 const LAYER_TENSORS: Array<[string, string]> = [
+  ['self_attn.qkv_proj.weight', 'attn_qkv.weight'],
+  ['mlp.gate_up_proj.weight', 'ffn_up.weight'],
   ['input_layernorm.weight', 'attn_norm.weight'],
   ['self_attn.q_proj.weight', 'attn_q.weight'],
   ['self_attn.q_proj.bias', 'attn_q.bias'],
@@ -361,16 +399,27 @@ function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32'
     const factors = Float32Array.from(ropeFreqDivisors(cfg));
     add('rope_freqs.weight', [factors.length], () => factors);
   }
+  const s = cfg.ropeScaling;
+  if (s?.type === 'longrope') {
+    add('rope_factors_long.weight', [s.longFactor.length], () => Float32Array.from(s.longFactor));
+    add('rope_factors_short.weight', [s.shortFactor.length], () => Float32Array.from(s.shortFactor));
+  }
+  const gemma = arch === 'gemma2' || arch === 'gemma3';
+  const plusOne = (w: Float32Array) => w.map((v) => v + 1);
   for (let l = 0; l < cfg.layers; l++) {
-    for (const [hf, gguf] of LAYER_TENSORS) {
+    const table = gemma ? [...GEMMA_TENSORS, ...LAYER_TENSORS.filter(([hf]) => hf !== 'post_attention_layernorm.weight')]
+      : arch === 'olmo2' ? [['post_attention_layernorm.weight', 'post_attention_norm.weight'] as [string, string], ['post_feedforward_layernorm.weight', 'post_ffw_norm.weight'] as [string, string], ...LAYER_TENSORS]
+      : LAYER_TENSORS;
+    for (const [hf, gguf] of table) {
       let transform: ((w: Float32Array, t: CheckpointTensor) => Float32Array) | undefined;
-      // Only Llama's HF weights are stored rotate_half-permuted; Qwen uses NEOX RoPE in llama.cpp.
-      if (arch === 'llama' && hf.startsWith('self_attn.q_proj.')) transform = (w, t) => unpermuteHfQk(w, heads, rowLen(t));
-      if (arch === 'llama' && hf.startsWith('self_attn.k_proj.')) transform = (w, t) => unpermuteHfQk(w, kvHeads, rowLen(t));
+      if (gemma && hf.endsWith('norm.weight')) transform = plusOne;
+      // llama.cpp runs Llama-converted archs with adjacent-pair RoPE, so their q/k rows are un-permuted; the others use NEOX RoPE.
+      if (PERMUTED.has(arch) && hf.startsWith('self_attn.q_proj.')) transform = (w, t) => unpermuteHfQk(w, heads, rowLen(t));
+      if (PERMUTED.has(arch) && hf.startsWith('self_attn.k_proj.')) transform = (w, t) => unpermuteHfQk(w, kvHeads, rowLen(t));
       from(`model.layers.${l}.${hf}`, `blk.${l}.${gguf}`, transform);
     }
   }
-  if (!from('model.norm.weight', 'output_norm.weight')) throw new Error(`${dir}: no model.norm.weight`);
+  if (!from('model.norm.weight', 'output_norm.weight', gemma ? plusOne : undefined)) throw new Error(`${dir}: no model.norm.weight`);
   if (!cfg.tieEmbeddings) from('lm_head.weight', 'output.weight');
   else used.add('lm_head.weight');
 

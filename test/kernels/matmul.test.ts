@@ -273,7 +273,7 @@ describe('matmul: a stacked weight (q/k/v, gate/up) writes each source matrix to
 
 // Ops.gatedLinear: silu(X G^T) * (X U^T). q4/q8 weights loaded with `glu` hold G's and U's
 // rows interleaved in blocks of GLU_BLOCK_ROWS, and the kernels apply the SwiGLU to their
-// own rows; float weights stack G over U and run swiglu.wgsl after. Tolerance: the dot
+// own rows; float weights stack G over U and run glu.wgsl after. Tolerance: the dot
 // products' bounds (tg, tu, as above) carried through y = silu(g) u (|silu'| <= 1.1), plus
 // exp's 3 + 2|g| ULP and a few roundings of y itself.
 async function runGated(format: WeightFormat, I: number, o: { parts?: number[]; norm?: boolean; Ms: number[]; seed: number }): Promise<void> {
@@ -335,7 +335,7 @@ describe('matmul: gated (SwiGLU) projection', () => {
     it(`${format}: 48 columns (3 blocks of each), M = 1, 2, 3, 5, 9`, () => runGated(format, 48, { Ms: [1, 2, 3, 5, 9], seed: 60 }));
   }
   it('q4: 272 columns over several workgroups, in 2 parts, normed input', () => runGated('q4', 272, { parts: [320, 224], norm: true, Ms: [1, 4, 13], seed: 61 }));
-  it('f32 (stacked, then swiglu.wgsl): 40 columns', () => runGated('f32', 40, { Ms: [1, 5], seed: 62 }));
+  it('f32 (stacked, then glu.wgsl): 40 columns', () => runGated('f32', 40, { Ms: [1, 5], seed: 62 }));
   it('rejects a part that splits a block pair, and bias', () => {
     const w = h.weight(randomF32(rng(63), 64 * 32), 64, 32, 'q4', { groupSize: 32, parts: [16, 48] });
     w.gpu.segments = [32, 32];

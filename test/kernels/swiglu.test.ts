@@ -1,4 +1,4 @@
-// swiglu.wgsl through Ops.swiglu: gate = silu(gate) * up = gate / (1 + exp(-gate)) * up in
+// glu.wgsl through Ops.glu (SiLU): gate = silu(gate) * up = gate / (1 + exp(-gate)) * up in
 // place over [M, width], including gates large enough that exp(-gate) overflows f32; rows
 // past M stay untouched.
 //
@@ -23,7 +23,7 @@ describe('swiglu', () => {
       const n = MAX_TOKENS * width;
       const gateBuf = h.poisoned(n, POISON_BITS, 'gate');
       const upBuf = h.poisoned(n, POISON_BITS, 'up');
-      const d = h.ops.swiglu(gateBuf, upBuf, width);
+      const d = h.ops.glu(gateBuf, upBuf, width);
       for (const M of [13, 1, 5, 16]) {
         const gate = randomF32(rand, n, -8, 8);
         const up = randomF32(rand, n, -2, 2);
