@@ -22,6 +22,12 @@ export interface Gpu {
   maxUniformBinding: number;
   /** WGSL may read storage textures (matmul_q reads its input through one when it can). */
   readOnlyStorageTextures: boolean;
+  /**
+   * queue.submit runs the work before it returns, holding the calling thread (Dawn's
+   * OpenGL backends): a long pass is then submitted in pieces, the event loop turning
+   * between them (../engine/forward.ts).
+   */
+  submitRunsInline: boolean;
 }
 
 // dawn.node crashes if the GPU object is collected while the process lives: keep it here.
@@ -139,6 +145,7 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
     maxUniformBinding: l.maxUniformBufferBindingSize,
     maxTextureRows: l.maxTextureDimension2D,
     readOnlyStorageTextures: gpu.wgslLanguageFeatures.has('readonly_and_readwrite_storage_textures'),
+    submitRunsInline: backend === 'opengles' || backend === 'opengl',
   };
 }
 

@@ -47,10 +47,13 @@ export class Program {
     this.dispatches.push(...d);
   }
 
-  /** Records the dispatches active in `shape` (those `only` accepts, if given: it sees active ones only). */
-  encode(encoder: GPUCommandEncoder, shape: StepShape, only?: (d: Dispatch) => boolean): void {
+  /**
+   * Records the dispatches active in `shape` (those `only` accepts, if given: it sees
+   * active ones only), of `dispatches[from, to)`.
+   */
+  encode(encoder: GPUCommandEncoder, shape: StepShape, only?: (d: Dispatch) => boolean, from = 0, to = this.dispatches.length): void {
     let pass: GPUComputePassEncoder | undefined;
-    for (const d of this.dispatches) {
+    for (const d of this.dispatches.slice(from, to)) {
       const [x, y = 1, z = 1] = d.workgroups(shape);
       if (x === 0 || y === 0 || z === 0) continue;
       if (only && !only(d)) continue;
