@@ -161,6 +161,11 @@ describe('quantized weights', () => {
     await expect(load()).rejects.toThrow(/model\.layers\.1\.mlp\.up_proj\.weight: packed uint32 weight without quantization/);
     edit((c) => { c.quantization.mode = 'mxfp4'; });
     await expect(load()).rejects.toThrow(/quantization\.mode "mxfp4" is not supported/);
+    // A float k_proj between quantized q_proj and v_proj: one stacked weight cannot hold both.
+    const mixed = join(root, 'refuse-stack');
+    quantizeCheckpoint(base, mixed, { bits: 4, groupSize: 64, modules: { 'model.layers.0.self_attn.k_proj': false } });
+    await expect(loadModel(await testGpu(), mixed, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16 }))
+      .rejects.toThrow(/model\.layers\.0\.self_attn\.q_proj \+ model\.layers\.0\.self_attn\.k_proj \+ model\.layers\.0\.self_attn\.v_proj: matrices of different widths or formats \(4-bit, bf16, 4-bit\) cannot be stacked/);
   });
 
   // Decode steps there run matvec_q_workgroup.wgsl and attention_decode_workgroup.wgsl; the
