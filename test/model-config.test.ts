@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { normalizeConfig, readModelConfig, type ModelConfig } from '../src/models/config.js';
+import { moduleQuantization, normalizeConfig, readModelConfig, type ModelConfig } from '../src/models/config.js';
 import { familyConfig } from '../src/models/registry.js';
 import { ropeAttentionFactor, ropeFreqDivisors, ropeInvFreq } from '../src/models/rope.js';
 
@@ -117,13 +117,13 @@ describe('normalizeConfig: spellings', () => {
       text_config: { ...text, model_type: 'qwen2', rope_parameters: { rope_type: 'default', rope_theta: 1e6 } },
     });
     expect([c.modelType, c.hidden, c.layers, c.ropeTheta]).toEqual(['qwen2', 64, 2, 1e6]);
-    expect(c.quantization).toEqual({ bits: 4, groupSize: 32 });
+    expect(c.quantization).toEqual({ bits: 4, groupSize: 32, modules: {} });
     expect(normalizeConfig({ model_type: 'wrapper', text_config: text }).modelType).toBe('wrapper');
   });
 
   it('reads MLX quantization from quantization or quantization_config', () => {
-    expect(norm({ quantization: { group_size: 64, bits: 8, mode: 'affine' } }).quantization).toEqual({ bits: 8, groupSize: 64 });
-    expect(norm({ quantization_config: { bits: 4 } }).quantization).toEqual({ bits: 4, groupSize: 64 });
+    expect(norm({ quantization: { group_size: 64, bits: 8, mode: 'affine' } }).quantization).toEqual({ bits: 8, groupSize: 64, modules: {} });
+    expect(norm({ quantization_config: { bits: 4 } }).quantization).toEqual({ bits: 4, groupSize: 64, modules: {} });
   });
 });
 
@@ -209,12 +209,27 @@ describe('normalizeConfig: refusals', () => {
   });
 
   it('refuses quantization it cannot read', () => {
-    expect(refusal({ quantization: { group_size: 64, bits: 3 } })).toBe('config.json: quantization.bits 3: only 4- and 8-bit weights are supported');
+    expect(refusal({ quantization: { group_size: 64, bits: 7 } })).toBe('config.json: quantization.bits 7 is not supported (MLX affine 2, 3, 4, 5, 6, 8 bits)');
+    expect(refusal({ quantization: { group_size: 16, bits: 4 } })).toBe('config.json: quantization.group_size 16 is not supported (32, 64, 128)');
     expect(refusal({ quantization_config: { quant_method: 'gptq', bits: 4, group_size: 128 } }))
       .toBe('config.json: quantization_config.quant_method "gptq" is not supported (MLX affine quantization only)');
     expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'mxfp4' } })).toBe('config.json: quantization.mode "mxfp4" is not supported (affine only)');
-    expect(refusal({ quantization: { group_size: 64, bits: 4, 'model.layers.0.mlp.down_proj': { bits: 8, group_size: 64 } } }))
-      .toBe('config.json: quantization sets model.layers.0.mlp.down_proj separately; one bits/group_size for every layer is supported');
+    expect(refusal({ quantization: { group_size: 64, bits: 4, 'model.layers.0.mlp.down_proj': { bits: 1, group_size: 64 } } }))
+      .toBe('config.json: quantization.model.layers.0.mlp.down_proj.bits 1 is not supported (MLX affine 2, 3, 4, 5, 6, 8 bits)');
+  });
+
+  it('reads per-module quantization (mixed-bit checkpoints)', () => {
+    const q = { group_size: 64, bits: 3, mode: 'affine', 'model.layers.0.mlp.down_proj': { bits: 6, group_size: 64 }, lm_head: { bits: 8 }, 'model.embed_tokens': false };
+    const cfg = norm({ quantization: q });
+    expect(cfg.quantization).toEqual({
+      bits: 3, groupSize: 64,
+      modules: { 'model.layers.0.mlp.down_proj': { bits: 6, groupSize: 64 }, lm_head: { bits: 8, groupSize: 64 }, 'model.embed_tokens': false },
+    });
+    expect(moduleQuantization(cfg.quantization, 'model.layers.0.mlp.down_proj', true)).toEqual({ bits: 6, groupSize: 64 });
+    expect(moduleQuantization(cfg.quantization, 'model.embed_tokens', false)).toBeUndefined();
+    expect(moduleQuantization(cfg.quantization, 'model.layers.0.mlp.up_proj', true)).toMatchObject({ bits: 3, groupSize: 64 });
+    // A module with no entry and no scales in the checkpoint is a float weight (mlx-lm's loader).
+    expect(moduleQuantization(cfg.quantization, 'model.layers.0.mlp.up_proj', false)).toBeUndefined();
   });
 });
 

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { afterAll, describe, expect, it } from 'vitest';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../src/models/half.js';
-import { dequantizeAffine, quantizeAffine, quantizeCheckpoint, type QuantBits } from '../src/models/quantize.js';
+import { dequantizeAffine, QUANT_BITS, quantizeAffine, quantizeCheckpoint, widenPacked, type QuantBits } from '../src/models/quantize.js';
 import { readSafetensorsBytes, readSafetensorsHeader, writeSafetensors } from '../src/models/safetensors.js';
 import { llama3RopeFactors, readGguf, writeGgufFromHf } from './helpers/gguf-writer.js';
 import { HfReference } from './helpers/hf-reference.js';
@@ -118,7 +118,25 @@ describe('MLX affine quantization', () => {
     expect(q.scales[0]).toBeCloseTo(2 / 15, 6);
   });
 
-  for (const bits of [4, 8] as QuantBits[]) {
+  // mlx's 3-bit packing (8 values in 3 bytes: byte 0 = w0 | w1 << 3 | w2 << 6, byte 1 =
+  // w2 >> 2 | w3 << 1 | w4 << 4 | w5 << 7, ...): one little-endian bit stream, so element 10
+  // straddles words 0 and 1 (bits 30-32), and widening to 4 or 8 bits keeps every value.
+  it('3-bit packing: a little-endian bit stream whose fields straddle words; widenPacked keeps the values', () => {
+    const q = Array.from({ length: 32 }, (_, k) => (k * 5 + 3) % 8);
+    const bytes = new Uint8Array(12);
+    for (let k = 0; k < 32; k++) for (let b = 0; b < 3; b++) if ((q[k]! >> b) & 1) bytes[(k * 3 + b) >> 3]! |= 1 << ((k * 3 + b) & 7);
+    expect(bytes[0]).toBe(q[0]! | (q[1]! << 3) | ((q[2]! << 6) & 0xff));
+    const packed = new Uint32Array(bytes.buffer);
+    const ones = new Float32Array(1).fill(1);
+    expect(Array.from(dequantizeAffine(packed, ones, new Float32Array(1), 1, 32, 3, 32))).toEqual(q);
+    for (const to of [4, 8] as QuantBits[]) {
+      const wide = new Uint32Array((32 * to) / 32);
+      widenPacked(packed, 3, wide, to, 32);
+      expect(Array.from(dequantizeAffine(wide, ones, new Float32Array(1), 1, 32, to, 32))).toEqual(q);
+    }
+  });
+
+  for (const bits of QUANT_BITS) {
     for (const gs of [32, 64, 128]) {
       it(`${bits}-bit, group ${gs}: error <= |scale|/2, except elements clipped at the grid's far end (< |scale|)`, () => {
         const N = 16;

@@ -3,7 +3,8 @@
 // host copy. Quantized (MLX affine) weights stay packed; only their per-group scales and
 // biases, and the small vectors (norms, biases), are widened to f32 on the host.
 import { closeSync, openSync, readSync } from 'node:fs';
-import type { Quantization } from './config.js';
+import { moduleQuantization, type Quantization } from './config.js';
+import { widenPacked, type QuantBits } from './quantize.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
 import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
@@ -82,11 +83,15 @@ export function loadVector(device: GPUDevice, ckpt: Checkpoint, names: string[],
   return filledBuffer(device, data.byteLength, names.join('+'), (dst) => dst.set(new Uint8Array(data.buffer)), true);
 }
 
-/** One stored matrix's layout: `<prefix>.weight` [rows, cols] in `format`. */
+/**
+ * One stored matrix's layout: `<prefix>.weight` [rows, cols] in `format`; for MLX affine
+ * weights the stored bit width and group size (`bits`, `groupSize`).
+ */
 interface StoredMatrix {
   rows: number;
   cols: number;
   format: WeightFormat;
+  bits: number;
   groupSize: number;
   scaleFormat?: ScaleFormat;
 }
@@ -112,32 +117,104 @@ function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantizati
   return { prefix, first, ...storedFormat(ckpt, prefix, rows, stored!, t.dtype, quant) };
 }
 
+/**
+ * The kernels' packed formats: q4 holds 2-, 3- and 4-bit values, q8 5-, 6- and 8-bit ones
+ * (each value widened to the format's field at load: the same q, scale and bias).
+ */
+function packedFormat(bits: number): 'q4' | 'q8' {
+  return bits <= 4 ? 'q4' : 'q8';
+}
+
 function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: number, dtype: string, quant?: Quantization): StoredMatrix {
   const name = `${prefix}.weight`;
+  const q = moduleQuantization(quant, prefix, ckpt.has(`${prefix}.scales`));
   if (dtype !== 'U32') {
     const format = FLOAT_FORMATS[dtype];
     if (!format) throw new Error(`${name}: dtype ${dtype} is not supported`);
-    return { rows, cols: stored, format, groupSize: 0 };
+    if (q && ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: ${dtype} weight with scales: not MLX affine packing (packed weights are U32)`);
+    return { rows, cols: stored, format, bits: 0, groupSize: 0 };
   }
-  if (!quant || !ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: packed uint32 weight without quantization config and scales`);
-  const dtypes = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info.dtype);
-  const scaleFormat = FLOAT_FORMATS[dtypes[0]!];
-  if (!scaleFormat || dtypes[1] !== dtypes[0]) throw new Error(`${prefix}: scales / biases dtypes ${dtypes.join(' / ')} are not one of F32, F16, BF16`);
-  return { rows, cols: (stored * 32) / quant.bits, format: quant.bits === 4 ? 'q4' : 'q8', groupSize: quant.groupSize, scaleFormat };
+  if (!q || !ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: packed uint32 weight without quantization config and scales`);
+  const [scales, biases] = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info);
+  const scaleFormat = FLOAT_FORMATS[scales!.dtype];
+  if (!scaleFormat || biases!.dtype !== scales!.dtype) throw new Error(`${prefix}: scales / biases dtypes ${scales!.dtype} / ${biases!.dtype} are not one of F32, F16, BF16`);
+  // The config's bits and group size must account for the stored shapes exactly, or the
+  // weight would load as other numbers.
+  const cols = (stored * 32) / q.bits;
+  const groups = scales!.shape[1]!;
+  const shapes = `${name} [${stored}] words, scales [${scales!.shape.join(', ')}], biases [${biases!.shape.join(', ')}]`;
+  if (!Number.isInteger(cols) || cols % 32 !== 0 || groups * q.groupSize !== cols || biases!.shape[1] !== groups || scales!.shape[0] !== ckpt.entry(name).info.shape[0] || biases!.shape[0] !== scales!.shape[0]) {
+    throw new Error(`${shapes}: do not match ${q.bits}-bit, group size ${q.groupSize} rows`);
+  }
+  return { rows, cols, format: packedFormat(q.bits), bits: q.bits, groupSize: q.groupSize, scaleFormat };
 }
 
-/** Rows [first, first + rows) of one tensor: a stretch of a stacked weight's rows. */
+/** Reads a run's bytes in the loaded layout into dst, from byte `from` of its first row on. */
+type RunReader = (dst: Uint8Array, from: number) => void;
+
+/** Rows of one tensor a stacked weight holds in a row: `read` gives them in the loaded layout. */
 interface RowRun {
-  name: string;
-  first: number;
   rows: number;
+  read: RunReader;
+}
+
+/** Rows a converting reader reads from the file at once. */
+const CONVERT_BLOCK_ROWS = 64;
+
+/**
+ * A RunReader for rows [first, ...) of `name` stored as rows of `srcRowBytes` and loaded as
+ * rows of `dstRowBytes`: `convert(src, dst)` turns one row into the other. Reads and
+ * converts CONVERT_BLOCK_ROWS rows at a time, reusing them while the reads stay within.
+ */
+function convertingReader(ckpt: Checkpoint, name: string, first: number, rows: number, srcRowBytes: number, dstRowBytes: number, convert: (src: Uint8Array, dst: Uint8Array) => void): RunReader {
+  let block = -1;
+  let src: Uint8Array | undefined;
+  let out: Uint8Array | undefined;
+  return (dst, from) => {
+    src ??= new Uint8Array(CONVERT_BLOCK_ROWS * srcRowBytes);
+    out ??= new Uint8Array(CONVERT_BLOCK_ROWS * dstRowBytes);
+    for (let o = 0; o < dst.length;) {
+      const b = Math.floor((from + o) / (CONVERT_BLOCK_ROWS * dstRowBytes));
+      if (b !== block) {
+        const n = Math.min(CONVERT_BLOCK_ROWS, rows - b * CONVERT_BLOCK_ROWS);
+        ckpt.readInto(name, src.subarray(0, n * srcRowBytes), (first + b * CONVERT_BLOCK_ROWS) * srcRowBytes);
+        for (let r = 0; r < n; r++) convert(src.subarray(r * srcRowBytes, (r + 1) * srcRowBytes), out.subarray(r * dstRowBytes, (r + 1) * dstRowBytes));
+        block = b;
+      }
+      const within = from + o - b * CONVERT_BLOCK_ROWS * dstRowBytes;
+      const n = Math.min(CONVERT_BLOCK_ROWS * dstRowBytes - within, dst.length - o);
+      dst.set(out.subarray(within, within + n), o);
+      o += n;
+    }
+  };
+}
+
+/** A row of `from`-bit packed values as `to`-bit ones (widenPacked). */
+function widenRow(cols: number, from: QuantBits, to: QuantBits): (src: Uint8Array, dst: Uint8Array) => void {
+  const s = new Uint32Array((cols * from) / 32);
+  const d = new Uint32Array((cols * to) / 32);
+  return (src, dst) => {
+    new Uint8Array(s.buffer).set(src);
+    widenPacked(s, from, d, to, cols);
+    dst.set(new Uint8Array(d.buffer));
+  };
+}
+
+/** A row of per-group values (`valueBytes` each) for groups `times` times smaller: each value repeated. */
+function repeatGroups(groups: number, valueBytes: number, times: number): (src: Uint8Array, dst: Uint8Array) => void {
+  return (src, dst) => {
+    for (let g = 0; g < groups; g++) {
+      const v = src.subarray(g * valueBytes, (g + 1) * valueBytes);
+      for (let t = 0; t < times; t++) dst.set(v, (g * times + t) * valueBytes);
+    }
+  };
 }
 
 /**
  * Reads bytes [offset, offset + dst.length) of the row-wise concatenation of `runs` (rows
  * of `bytesPerRow` bytes).
  */
-function readStacked(ckpt: Checkpoint, runs: RowRun[], bytesPerRow: number, dst: Uint8Array, offset: number): void {
+function readStacked(runs: RowRun[], bytesPerRow: number, dst: Uint8Array, offset: number): void {
   let start = 0;
   let done = 0;
   for (const run of runs) {
@@ -146,7 +223,7 @@ function readStacked(ckpt: Checkpoint, runs: RowRun[], bytesPerRow: number, dst:
     const from = offset + done - start;
     if (from < size) {
       const n = Math.min(size - from, dst.length - done);
-      ckpt.readInto(run.name, dst.subarray(done, done + n), run.first * bytesPerRow + from);
+      run.read(dst.subarray(done, done + n), from);
       done += n;
     }
     start += size;
@@ -179,22 +256,41 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
 export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, matrices: MatrixSource[], quant?: Quantization, options: { glu?: boolean } = {}): GpuWeight {
   const sources = matrices.map((m) => storedMatrix(ckpt, m, quant));
   const prefixes = sources.map((s) => (s.first === 0 ? s.prefix : `${s.prefix}[${s.first}:${s.first + s.rows}]`));
-  const { cols, format, groupSize, scaleFormat } = sources[0]!;
+  const { cols, scaleFormat } = sources[0]!;
+  // Stacked affine matrices of different bit widths or group sizes load in the widest
+  // format and the smallest group (each group's scale and bias repeated), exactly.
+  const format = sources.some((s) => s.format === 'q8') ? 'q8' : sources[0]!.format;
+  const groupSize = Math.min(...sources.map((s) => s.groupSize));
   for (const s of sources) {
-    if (s.cols !== cols || s.format !== format || s.groupSize !== groupSize || s.scaleFormat !== scaleFormat) {
-      throw new Error(`${prefixes.join(' + ')}: matrices of different widths or formats cannot be stacked`);
+    if (s.cols !== cols || isAffine(s.format) !== isAffine(format) || (!isAffine(format) && s.format !== format) || s.scaleFormat !== scaleFormat) {
+      throw new Error(`${prefixes.join(' + ')}: matrices of different widths or formats (${sources.map((m) => m.bits ? `${m.bits}-bit` : m.format).join(', ')}) cannot be stacked`);
     }
   }
   const rows = sources.reduce((n, s) => n + s.rows, 0);
   const glu = options.glu === true && isAffine(format) && sources.length === 2 && sources[0]!.rows === sources[1]!.rows && sources[0]!.rows % GLU_BLOCK_ROWS === 0;
   const order = stackOrder(sources, glu ? GLU_BLOCK_ROWS : undefined);
-  const tensors = (what: string): RowRun[] => order.map((r) => ({ name: `${sources[r.source]!.prefix}.${what}`, first: sources[r.source]!.first + r.first, rows: r.rows }));
-  const [weights, scales, biases] = [tensors('weight'), tensors('scales'), tensors('biases')];
+  const bytesPerRow = rowBytes(format, cols);
+  const groupsPerRow = groupSize ? cols / groupSize : 0;
+  const valueBytes = scaleFormat ? SCALE_BYTES[scaleFormat] : 0;
+  const loadedBits = format === 'q8' ? 8 : 4;
+  // Each run's rows in the loaded layout: straight from the file where that is how they are stored.
+  const runs = (what: 'weight' | 'scales' | 'biases'): RowRun[] => order.map((r) => {
+    const s = sources[r.source]!;
+    const name = `${s.prefix}.${what}`;
+    const first = s.first + r.first;
+    if (what === 'weight') {
+      if (!isAffine(format) || s.bits === loadedBits) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * bytesPerRow + from) };
+      return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, (cols * s.bits) / 8, bytesPerRow, widenRow(cols, s.bits as QuantBits, loadedBits)) };
+    }
+    const rowBytesOut = groupsPerRow * valueBytes;
+    if (s.groupSize === groupSize) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * rowBytesOut + from) };
+    const times = s.groupSize / groupSize;
+    return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, rowBytesOut / times, rowBytesOut, repeatGroups(groupsPerRow / times, valueBytes, times)) };
+  });
+  const [weights, scales, biases] = [runs('weight'), runs('scales'), runs('biases')];
   // An interleaved weight's parts hold whole gate/up block pairs.
   const pairRows = 2 * GLU_BLOCK_ROWS;
   const perPart = glu ? Math.max(pairRows, Math.floor(rowsPerPart(format, cols, limits) / pairRows) * pairRows) : rowsPerPart(format, cols, limits);
-  const bytesPerRow = rowBytes(format, cols);
-  const groupsPerRow = groupSize ? cols / groupSize : 0;
   const parts: WeightPart[] = [];
   for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
     const n = Math.min(perPart, rows - rowStart);
@@ -202,18 +298,20 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     const part: WeightPart = {
       rowStart,
       rows: n,
-      data: weightData(device, format, n, cols, label, (dst, offset) => readStacked(ckpt, weights, bytesPerRow, dst, rowStart * bytesPerRow + offset)),
+      data: weightData(device, format, n, cols, label, (dst, offset) => readStacked(weights, bytesPerRow, dst, rowStart * bytesPerRow + offset)),
     };
     if (scaleFormat) {
       // Kept in their stored dtype (formats/affine.wgsl decodes it), scale and bias side by side.
-      const groupBytes = groupsPerRow * SCALE_BYTES[scaleFormat];
+      const groupBytes = groupsPerRow * valueBytes;
       const reader = (runs: RowRun[]) => (dst: Uint8Array, first: number, count: number) =>
-        readStacked(ckpt, runs, groupBytes, dst.subarray(0, count * groupBytes), (rowStart + first) * groupBytes);
+        readStacked(runs, groupBytes, dst.subarray(0, count * groupBytes), (rowStart + first) * groupBytes);
       part.affine = affineTexture(device, n, groupsPerRow, SCALE_BYTES[scaleFormat], label, reader(scales), reader(biases));
     }
     parts.push(part);
   }
   const weight: GpuWeight = { format, rows, cols, groupSize, scaleFormat, parts };
+  const stored = [...new Set(sources.map((s) => (s.bits ? `q${s.bits} g${s.groupSize}` : s.format)))].join('+');
+  if (isAffine(format) && stored !== `${format} g${groupSize}`) weight.stored = stored;
   if (sources.length > 1) weight.segments = sources.map((s) => s.rows);
   if (glu) weight.gluBlock = GLU_BLOCK_ROWS;
   return weight;

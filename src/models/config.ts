@@ -8,6 +8,7 @@
 // defaults are transformers' own.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { isQuantBits, QUANT_BITS, QUANT_GROUP_SIZES, type QuantBits } from './quantize.js';
 
 /** The RoPE frequency scalings the engine implements (rope.ts); unscaled RoPE has none. */
 export type RopeScaling =
@@ -16,9 +17,26 @@ export type RopeScaling =
   /** Phi-3's: per-frequency divisors, short up to originalMaxPositions of context, long past it; rotated values times attentionFactor. */
   | { type: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; attentionFactor: number };
 
-export interface Quantization {
-  bits: 4 | 8;
+/** MLX affine quantization of one module (QUANT_BITS x QUANT_GROUP_SIZES). */
+export interface ModuleQuantization {
+  bits: QuantBits;
   groupSize: number;
+}
+
+/** The checkpoint-wide quantization, and per-module overrides by module path (false: not quantized). */
+export interface Quantization extends ModuleQuantization {
+  modules: Record<string, ModuleQuantization | false>;
+}
+
+/**
+ * The quantization of module `prefix` (its weight `<prefix>.weight`), as mlx-lm's loader
+ * decides it: the module's own entry if the config has one, else the checkpoint-wide one
+ * when the checkpoint has `<prefix>.scales`, else none (a float weight).
+ */
+export function moduleQuantization(q: Quantization | undefined, prefix: string, hasScales: boolean): ModuleQuantization | undefined {
+  const own = q?.modules[prefix];
+  if (own !== undefined) return own === false ? undefined : own;
+  return q && hasScales ? q : undefined;
 }
 
 export interface ModelConfig {
@@ -258,12 +276,26 @@ function quantization(json: Json, file: string): Quantization | undefined {
   if (!isObject(q)) throw new Error(`${file}: ${name} must be an object, got ${show(q)}`);
   const f = fields(q, file, `${name}.`);
   if (name === 'quantization_config' && q.quant_method != null) f.fail('quant_method', `${show(q.quant_method)} is not supported (MLX affine quantization only)`);
+  const all = moduleFields(q, file, `${name}.`, DEFAULT_GROUP_SIZE);
+  // Per-module entries (mixed-bit checkpoints): a module path with its own block, or false
+  // for a module kept in float.
+  const modules: Quantization['modules'] = {};
+  for (const [key, v] of Object.entries(q)) {
+    if (v === false) modules[key] = false;
+    else if (isObject(v)) modules[key] = moduleFields(v, file, `${name}.${key}.`, all.groupSize);
+  }
+  return { ...all, modules };
+}
+
+/** bits and group_size of a quantization block or a module's entry in it, checked against what the engine loads. */
+function moduleFields(q: Json, file: string, prefix: string, defaultGroup: number): ModuleQuantization {
+  const f = fields(q, file, prefix);
   if (q.mode != null && q.mode !== 'affine') f.fail('mode', `${show(q.mode)} is not supported (affine only)`);
-  const perLayer = Object.keys(q).filter((k) => isObject(q[k]) || typeof q[k] === 'boolean');
-  if (perLayer.length) throw new Error(`${file}: ${name} sets ${perLayer.join(', ')} separately; one bits/group_size for every layer is supported`);
   const bits = f.number('bits');
-  if (bits !== 4 && bits !== 8) throw new Error(`${file}: ${name}.bits ${bits}: only 4- and 8-bit weights are supported`);
-  return { bits, groupSize: f.count('group_size', DEFAULT_GROUP_SIZE) };
+  if (!isQuantBits(bits)) f.fail('bits', `${bits} is not supported (MLX affine ${QUANT_BITS.join(', ')} bits)`);
+  const groupSize = f.count('group_size', defaultGroup);
+  if (!(QUANT_GROUP_SIZES as readonly number[]).includes(groupSize)) f.fail('group_size', `${groupSize} is not supported (${QUANT_GROUP_SIZES.join(', ')})`);
+  return { bits: bits as QuantBits, groupSize };
 }
 
 /** An id or list of ids; `where` names the field in errors. */

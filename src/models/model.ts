@@ -180,7 +180,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   const matrices = new Map<string, GpuWeight>();
   const formats = new Set<string>();
   const loaded = (w: GpuWeight) => {
-    formats.add(isAffine(w.format) ? `${w.format} g${w.groupSize}` : w.format);
+    formats.add(isAffine(w.format) ? (w.stored ? `${w.stored} (as ${w.format} g${w.groupSize})` : `${w.format} g${w.groupSize}`) : w.format);
     return w;
   };
   const ctx: BuildContext = {

@@ -58,6 +58,11 @@ export interface GpuWeight {
   groupSize: number;
   /** q4/q8 only. */
   scaleFormat?: ScaleFormat;
+  /**
+   * q4/q8 loaded from other bit widths or group sizes (widened at load, exactly): what the
+   * checkpoint stores, e.g. "q3 g64+q6 g64"; absent when that is `format` and `groupSize`.
+   */
+  stored?: string;
   parts: WeightPart[];
   /** Rows of each matrix this one stacks (q/k/v, gate/up), in order; absent for one matrix. */
   segments?: number[];

@@ -9,7 +9,7 @@
 // (rope.ts's inverse frequencies, so with llama3 or linear scaling), Qwen3's per-head q/k
 // RMSNorm before RoPE, Qwen2's q/k/v biases, GQA with query head h reading KV head
 // h / (heads / kvHeads), SwiGLU MLP.
-import { readModelConfig, type ModelConfig } from '../../src/models/config.js';
+import { moduleQuantization, readModelConfig, type ModelConfig } from '../../src/models/config.js';
 import { dequantizeAffine } from '../../src/models/quantize.js';
 import { ropeInvFreq64 } from '../../src/models/rope.js';
 import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
@@ -49,8 +49,8 @@ export class HfReference {
     if (!t) throw new Error(`${this.dir}: no ${prefix}.weight`);
     const [rows, stored] = t.info.shape as [number, number];
     if (t.info.dtype === 'U32') {
-      const q = this.cfg.quantization;
-      if (!q) throw new Error(`${this.dir}: ${prefix}.weight is packed but config.json has no quantization`);
+      const q = moduleQuantization(this.cfg.quantization, prefix, true);
+      if (!q) throw new Error(`${this.dir}: ${prefix}.weight is packed but config.json has no quantization for it`);
       const cols = (stored * 32) / q.bits;
       const packed = new Uint32Array(readSafetensorsBytes(t.path, t.header, t.name).buffer);
       const scales = readTensorF32(this.tensors.get(`${prefix}.scales`)!);

@@ -9,7 +9,7 @@ import { Program, type Dispatch, type StepShape } from '../../src/runtime/progra
 import { affineTexture, filledBuffer, KV_TEXTURE_WIDTH, kvCacheTexture, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
-import { quantizeAffine } from '../../src/models/quantize.js';
+import { quantizeAffine, widenPacked, type QuantBits } from '../../src/models/quantize.js';
 import { TEST_BACKEND } from '../helpers/model-harness.js';
 
 /** A quiet NaN with a payload: a poisoned word that a kernel rewrote (even with NaN) shows up. */
@@ -187,7 +187,12 @@ export class Harness {
    * through src/models/half.ts, q4/q8 by unpacking words as formats/affine.wgsl documents,
    * with scales and biases rounded to `scaleFormat` (bf16 by default, as mlx-lm stores them).
    */
-  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat } = {}): TestWeight {
+  /**
+   * `storedBits` (q4: 2 or 3, q8: 5 or 6): quantized at that width and widened to the
+   * format's as the loader does for such checkpoints (widenPacked); the reference decodes
+   * the stored width.
+   */
+  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat; storedBits?: QuantBits } = {}): TestWeight {
     if (host.length !== rows * cols) throw new Error(`weight: ${host.length} values for [${rows}, ${cols}]`);
     const partRows = opts.parts ?? [rows];
     if (partRows.reduce((a, b) => a + b, 0) !== rows) throw new Error(`weight: parts ${partRows} do not sum to ${rows}`);
@@ -216,9 +221,12 @@ export class Harness {
       }
       case 'q4':
       case 'q8': {
-        const bitsPer = format === 'q4' ? 4 : 8;
+        const loadedBits = format === 'q4' ? 4 : 8;
+        const bitsPer = opts.storedBits ?? loadedBits;
         const q = quantizeAffine(host, rows, cols, bitsPer, groupSize);
-        bytes = new Uint8Array(q.packed.buffer);
+        const loaded = new Uint32Array((rows * cols * loadedBits) / 32);
+        widenPacked(q.packed, bitsPer, loaded, loadedBits, rows * cols);
+        bytes = new Uint8Array(loaded.buffer);
         effective = unpackAffine(q.packed, q.scales, q.biases, rows, cols, bitsPer, groupSize);
         // The quantizer itself: every element within one step of its group's grid.
         for (let i = 0; i < host.length; i++) {
@@ -284,16 +292,19 @@ function storeAs(values: Float32Array, format: ScaleFormat): { bytes: Uint8Array
 }
 
 /**
- * MLX affine layout, as formats/affine.wgsl documents it: element e of the
- * row-major matrix sits in word e / (32 / bits) at bit (e % (32 / bits)) * bits, and
- * decodes to q * scale[g] + bias[g] with g = e / groupSize.
+ * MLX affine layout: the row-major matrix is one little-endian bit stream of `bits`-bit
+ * fields (element e at stream bits e * bits .. e * bits + bits - 1; bit i of the stream is
+ * bit i % 32 of word i / 32), read here bit by bit; it decodes to q * scale[g] + bias[g]
+ * with g = e / groupSize.
  */
 function unpackAffine(packed: Uint32Array, scales: Float32Array, biases: Float32Array, rows: number, cols: number, bits: number, groupSize: number): Float32Array {
-  const perWord = 32 / bits;
-  const mask = (1 << bits) - 1;
   const out = new Float32Array(rows * cols);
   for (let e = 0; e < rows * cols; e++) {
-    const q = (packed[Math.floor(e / perWord)]! >>> ((e % perWord) * bits)) & mask;
+    let q = 0;
+    for (let b = 0; b < bits; b++) {
+      const i = e * bits + b;
+      q |= ((packed[Math.floor(i / 32)]! >>> (i % 32)) & 1) << b;
+    }
     const g = Math.floor(e / groupSize);
     out[e] = q * scales[g]! + biases[g]!;
   }

@@ -21,6 +21,7 @@
 // relative roundings to the dot product's K + 2.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
+import type { QuantBits } from '../../src/models/quantize.js';
 import type { LinearNorm } from '../../src/runtime/ops.js';
 import { GLU_BLOCK_ROWS, type ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
@@ -87,6 +88,8 @@ interface Case {
   seed: number;
   /** X without uniform usage: matvec_q reads it through a storage binding. */
   storageX?: boolean;
+  /** q4: 2 or 3, q8: 5 or 6: the bit width the weight is stored at (widened at load). */
+  storedBits?: QuantBits;
   /** q4/q8 scales and biases as stored (bf16 by default). */
   scaleFormat?: ScaleFormat;
   /** RMSNorm fused into the input, its weight in a buffer bindable as a uniform, or (`'storage'`) not. */
@@ -96,7 +99,7 @@ interface Case {
 async function runCase(c: Case): Promise<void> {
   const rand = rng(c.seed);
   const { K, N } = c;
-  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts, scaleFormat: c.scaleFormat });
+  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts, scaleFormat: c.scaleFormat, storedBits: c.storedBits });
   const bias = c.bias ? randomF32(rand, N) : undefined;
   const xBuf = c.storageX ? h.poisoned(MAX_ROWS * K, POISON_BITS, 'x') : h.activation(MAX_ROWS * K, 'x');
   const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
@@ -124,7 +127,7 @@ async function runCase(c: Case): Promise<void> {
     await h.run(dispatches, { tokens: M, seqs: 1 });
     const got = await h.readF32(yBuf, MAX_ROWS * N);
     const { want, tol } = reference(x, w, M, { bias, init, norm });
-    expectClose(`${c.format} K=${K} N=${N} M=${M}`, got.subarray(0, M * N), want, (i) => tol[i]!);
+    expectClose(`${c.format}${c.storedBits ? ` (${c.storedBits}-bit)` : ''} K=${K} N=${N} M=${M}`, got.subarray(0, M * N), want, (i) => tol[i]!);
     expectPoisoned(`${c.format} M=${M}: rows >= M`, got, M * N, MAX_ROWS * N);
   }
 }
@@ -145,6 +148,14 @@ describe('matmul: each format, M = 1, 2, 3, 5, 13, 8, 9, 4, 16', () => {
   it('q4 N=1100 spans three 512-row workgroups of each kernel', () =>
     runCase({ format: 'q4', K: 64, N: 1100, groupSize: 32, Ms: [1, 2, 6, 11], seed: 12 }));
   it('q8 N=9 (fewer rows than one matvec invocation covers)', () => runCase({ format: 'q8', K: 64, N: 9, groupSize: 64, Ms: [1, 3], seed: 13 }));
+});
+
+// 2/3-bit weights load as q4, 5/6-bit ones as q8 (the same q, scale and bias in a wider
+// field; checkpoint.ts widenRow): the reference decodes the stored bit stream itself.
+describe('matmul: 2-, 3-, 5- and 6-bit weights through the q4/q8 kernels', () => {
+  for (const [storedBits, format, groupSize, K] of [[2, 'q4', 32, 160], [3, 'q4', 64, 192], [5, 'q8', 128, 256], [6, 'q8', 64, 192], [3, 'q4', 32, 96]] as const) {
+    it(`${storedBits}-bit group ${groupSize} K=${K} N=37 (as ${format})`, () => runCase({ format, storedBits, K, N: 37, groupSize, Ms: [1, 2, 3, 13], seed: 60 + storedBits, parts: storedBits === 6 ? [20, 17] : undefined }));
+  }
 });
 
 // matvec_q reads X through a uniform binding when X has uniform usage, as the engine's

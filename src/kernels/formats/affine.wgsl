@@ -1,4 +1,5 @@
-// Weight format: MLX affine quantization, as mlx-lm writes it (q4 and q8: BITS = 4 or 8).
+// Weight format: MLX affine quantization, as mlx-lm writes it (q4 and q8: BITS = 4 or 8;
+// 2- and 3-bit checkpoints load as q4, 5- and 6-bit as q8: models/checkpoint.ts widenRow).
 // Row-major [N, K] packed 32 / BITS values per u32 from the low bits up; per group of
 // GROUP_SIZE columns a scale and a bias: w = q * scale + bias. K % GROUP_SIZE == 0, so a
 // group never crosses a row and the group index is element / GROUP_SIZE.
