@@ -1,11 +1,9 @@
 // An Engine without a GPU: emits scripted token ids over the real stories260k tokenizer,
 // one request at a time (a single slot), honouring maxTokens, abort, early return and a
 // bounded queue.
-import type { Engine, SlotFileResult } from '../../src/engine/engine.js';
 import { QueueFullError, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
-import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
-import { disabledCacheStats } from '../../src/server/routes/cache.js';
+import { EngineStub } from './engine-stub.js';
 
 export const STORIES_DIR = new URL('../../models/stories260k', import.meta.url).pathname;
 
@@ -32,7 +30,7 @@ export const ONCE_UPON_A_TIME_IDS = [
 export const ONCE_UPON_A_TIME_TEXT =
   ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said";
 
-export class FakeEngine implements Engine {
+export class FakeEngine extends EngineStub {
   readonly info: ModelInfo;
   readonly adapterDescription = 'fake adapter (no GPU)';
   readonly requests: GenerationRequest[] = [];
@@ -48,6 +46,7 @@ export class FakeEngine implements Engine {
     readonly tokenizer: TextTokenizer,
     private readonly options: FakeEngineOptions,
   ) {
+    super();
     this.info = {
       id: 'stories260k',
       path: options.tokenizerDir ?? STORIES_DIR,
@@ -69,11 +68,6 @@ export class FakeEngine implements Engine {
     this.requests.push(req);
     this.waiting++;
     return this.run(req);
-  }
-
-  /** Each choice runs as a request of its own (nothing is shared on a fake engine). */
-  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
-    return reqs.map((req) => this.generate(req));
   }
 
   stats(): EngineStats {
@@ -142,31 +136,4 @@ export class FakeEngine implements Engine {
       release();
     }
   }
-
-  /** No prompt cache here: the disabled snapshot. */
-  cacheStats(): PromptCacheStats {
-    return disabledCacheStats(16);
-  }
-
-  cacheReset(): PromptCacheStats {
-    return disabledCacheStats(16);
-  }
-
-  saveSlot(): Promise<SlotFileResult> {
-    throw new Error('no slots to save');
-  }
-
-  restoreSlot(): Promise<SlotFileResult> {
-    throw new Error('no slots to restore');
-  }
-
-  async eraseSlot(): Promise<number> {
-    return 0;
-  }
-
-  isSleeping(): boolean {
-    return false;
-  }
-
-  async close(): Promise<void> {}
 }

@@ -8,18 +8,7 @@
 // Deterministic for a seed; bounded: every request has a deadline.
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-
-/** A seeded PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from './rng.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 

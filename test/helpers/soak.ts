@@ -2,7 +2,7 @@
 // generation route, a share of them aborting at a random moment, then the checks that
 // nothing was left behind: every slot idle, the queue empty, the greedy reference output
 // unchanged, and the resident set grown by no more than the caller's bound.
-import { rng } from './fuzz.js';
+import { rng } from './rng.js';
 import type { ServerProcess } from './server-process.js';
 
 export interface SoakOptions {

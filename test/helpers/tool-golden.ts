@@ -5,11 +5,9 @@
 import { join } from 'node:path';
 import { ChatOutput, type ChatOutputConfig, type ChatReply, type OutputDelta } from '../../src/chat/chat-output.js';
 import { generateTexts } from '../../src/chat/text-generation.js';
-import type { Engine, SlotFileResult } from '../../src/engine/engine.js';
-import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
-import { disabledCacheStats } from '../../src/server/routes/cache.js';
+import { EngineStub } from './engine-stub.js';
 import { chunkDelta } from '../../src/server/chat-response.js';
 import { deltaEvents } from '../../src/server/chat-turn.js';
 
@@ -28,7 +26,7 @@ export function lenmlTokenizer(name: LenmlName): Promise<TextTokenizer> {
 }
 
 /** Emits a fixed list of ids, then 'done' as if an end-of-generation token came. */
-export class ScriptedEngine implements Engine {
+export class ScriptedEngine extends EngineStub {
   readonly info: ModelInfo;
   readonly adapterDescription = 'scripted (no GPU)';
   readonly requests: GenerationRequest[] = [];
@@ -37,6 +35,7 @@ export class ScriptedEngine implements Engine {
     readonly tokenizer: TextTokenizer,
     private readonly ids: number[],
   ) {
+    super();
     this.info = { id: 'scripted', path: 'scripted', architecture: 'none', vocabSize: tokenizer.vocabSize, contextSize: 1 << 16, eosTokenIds: [] };
   }
 
@@ -48,41 +47,10 @@ export class ScriptedEngine implements Engine {
     yield { type: 'done', reason: n < req.maxTokens ? 'stop' : 'length', promptTokens: req.promptTokens.length, completionTokens: n, cachedTokens: 0, timings };
   }
 
-  generateChoices(reqs: GenerationRequest[]): AsyncIterable<GenerationEvent>[] {
-    return reqs.map((req) => this.generate(req));
-  }
-
   stats(): EngineStats {
     const counters = { sequences_started: 0, sequences_completed: 0, total_prefill_tokens: 0, total_decode_tokens: 0, decode_steps_processed: 0, prefill_chunks_processed: 0 };
     return { slots: 1, activeSequences: 0, queueDepth: 0, slotStates: ['idle'], counters };
   }
-
-  /** No prompt cache here: the disabled snapshot. */
-  cacheStats(): PromptCacheStats {
-    return disabledCacheStats(16);
-  }
-
-  cacheReset(): PromptCacheStats {
-    return disabledCacheStats(16);
-  }
-
-  saveSlot(): Promise<SlotFileResult> {
-    throw new Error('no slots to save');
-  }
-
-  restoreSlot(): Promise<SlotFileResult> {
-    throw new Error('no slots to restore');
-  }
-
-  async eraseSlot(): Promise<number> {
-    return 0;
-  }
-
-  isSleeping(): boolean {
-    return false;
-  }
-
-  async close(): Promise<void> {}
 }
 
 /** A chunk as the golden tests state them: adjacent pieces of one kind merged. */

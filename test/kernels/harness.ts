@@ -19,19 +19,8 @@ export const POISON_U32 = 0xdeadbeef;
 // ---------------------------------------------------------------------------------------
 // Deterministic random inputs.
 
-/** mulberry32: a small seeded PRNG, so a failing case reproduces. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng } from '../helpers/rng.js';
 
-/** n values uniform in [lo, hi), rounded to f32. */
 export function randomF32(rand: () => number, n: number, lo = -1, hi = 1): Float32Array {
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) out[i] = lo + (hi - lo) * rand();
