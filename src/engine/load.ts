@@ -82,6 +82,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     vocabSize: model.cfg.vocab,
     contextSize: seqContext,
     eosTokenIds: [...eos],
+    ...(options.speculative ? { speculative: { kind: options.speculative.kind, nMax: options.speculative.nMax } } : {}),
   };
   options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
   options.log?.(unified

@@ -206,4 +206,6 @@ export interface ModelInfo {
   contextSize: number;
   /** Token ids that end generation (config + generation_config). */
   eosTokenIds: number[];
+  /** Speculative decoding, when on: the drafter and the most tokens it drafts per round. */
+  speculative?: { kind: string; nMax: number };
 }
