@@ -71,6 +71,8 @@ describe('stories260k', () => {
       ...storiesCases.map((c) => ({ promptTokens: c.prompt_token_ids, maxTokens: c.max_tokens, sampling: GREEDY })),
       // Penalties read the drafted tokens as history at each verified position.
       { promptTokens: copyPrompt(spec), maxTokens: 60, sampling: { ...GREEDY, repetitionPenalty: 1.3, frequencyPenalty: 0.2 } },
+      // Past the 512-token context: rounds stop short of the end, and the shift re-prefills.
+      { promptTokens: copyPrompt(spec), maxTokens: 400, sampling: GREEDY, contextShift: { keep: 8 } },
     ];
     const expected: number[][] = [];
     for (const req of requests) expected.push((await run(plain, req)).tokens);
