@@ -2,6 +2,7 @@
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS } from './engine/engine.js';
+import { SPECULATIVE_DEFAULTS, type SpeculativeOptions } from './engine/speculative.js';
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
 import type { Backend } from './runtime/gpu.js';
@@ -70,6 +71,8 @@ export interface ServeOptions {
   sleepIdleSeconds?: number;
   /** --no-warmup skips running every kernel once at load; undefined = on. */
   warmup?: boolean;
+  /** --spec-type and the --draft flags; undefined = no speculative decoding. */
+  speculative?: SpeculativeOptions;
   /** Messages above this level (LOG_LEVELS) are not printed; --verbose: Infinity;
    *  undefined: DEFAULT_LOG_VERBOSITY. */
   logVerbosity?: number;
@@ -82,6 +85,8 @@ export class CliError extends Error {}
 interface Flag {
   name: string;
   short?: string;
+  /** Other long spellings of the flag (llama-server's older names). */
+  aliases?: string[];
   /** Environment variables read when the flag is absent, first match wins. */
   env: string[];
   /** The value's placeholder in --help; absent for an on/off switch. */
@@ -96,6 +101,8 @@ interface Flag {
 
 const sampling = (key: keyof SamplingDefaults, kind: 'int' | 'float', min: number, max?: number, above?: boolean) => ({ key, kind, min, max, above });
 const D = DEFAULT_SAMPLING;
+/** --spec-type's values: none, or prompt lookup under its own name and llama-server's. */
+const SPEC_TYPES = ['none', 'prompt-lookup', 'ngram-simple'] as const;
 
 const FLAGS: Flag[] = [
   { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR|REPO', help: 'model directory in Hugging Face layout, or a Hub repo id org/name[:revision] to download (default: the bundled stories260k)' },
@@ -156,6 +163,11 @@ const FLAGS: Flag[] = [
   { name: 'cache-max-entries', env: ['LLAMA_ARG_CACHE_MAX_ENTRIES'], value: 'N', help: `prompt-cache blocks (16 tokens each) kept at most (default: ${ENGINE_DEFAULTS.cacheMaxEntries})` },
   { name: 'cache-ttl-secs', env: ['LLAMA_ARG_CACHE_TTL_SECS'], value: 'N', help: `seconds an unused cached block is kept, 0 = no expiry (default: ${ENGINE_DEFAULTS.cacheTtlSecs})` },
   { name: 'sleep-idle-seconds', env: ['LLAMA_ARG_SLEEP_IDLE_SECONDS'], value: 'N', help: 'after N seconds without a request, release the GPU (weights, KV cache, pipelines) and load the model again on the next one, which waits for it; GET /props shows is_sleeping, 0 = never (default: 0)' },
+  // Speculative decoding: llama-server's flags. Its n-gram drafter names all mean prompt lookup here.
+  { name: 'spec-type', env: ['LLAMA_ARG_SPEC_TYPE'], value: 'NAME', help: `drafter for speculative decoding: ${SPEC_TYPES.join('|')} (prompt lookup: n-gram matches in the prompt and the text generated so far) (default: none)` },
+  { name: 'spec-draft-n-max', aliases: ['draft', 'draft-max', 'draft-n'], env: ['LLAMA_ARG_DRAFT_MAX'], value: 'N', help: `most tokens drafted per verify pass; the engine adapts the length to the measured acceptance (default: ${SPECULATIVE_DEFAULTS.nMax})` },
+  { name: 'draft-min', aliases: ['draft-n-min', 'spec-draft-n-min'], env: ['LLAMA_ARG_DRAFT_MIN'], value: 'N', help: `fewest drafted tokens worth a verify pass (default: ${SPECULATIVE_DEFAULTS.nMin})` },
+  { name: 'spec-ngram-size-n', env: ['LLAMA_ARG_SPEC_NGRAM_SIZE_N'], value: 'N', help: `longest n-gram prompt lookup matches (default: ${SPECULATIVE_DEFAULTS.ngram})` },
   // llama-server has --no-warmup and no variable for it.
   { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
   // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY
@@ -193,7 +205,14 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
   try {
     // parseArgs takes one-letter short options only; llama-server has "-np".
     const longShorts = new Map(FLAGS.filter((f) => f.short && f.short.length > 1).map((f) => [`-${f.short}`, `--${f.name}`]));
-    const args = joinNegativeValues(argv.map((a) => longShorts.get(a) ?? a));
+    for (const f of FLAGS) for (const alias of f.aliases ?? []) longShorts.set(`--${alias}`, `--${f.name}`);
+    const spelled = (a: string) => {
+      const eq = a.indexOf('=');
+      const name = eq < 0 ? a : a.slice(0, eq);
+      const to = longShorts.get(name);
+      return to === undefined ? a : to + (eq < 0 ? '' : a.slice(eq));
+    };
+    const args = joinNegativeValues(argv.map(spelled));
     const options = Object.fromEntries(
       FLAGS.flatMap((f) => [
         [f.name, { type: f.value ? ('string' as const) : ('boolean' as const), ...(f.short?.length === 1 ? { short: f.short } : {}) }],
@@ -270,6 +289,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       spmInfill: getSwitch('spm-infill'),
       cachePrompt: getSwitch('cache-prompt'),
       warmup: getSwitch('warmup'),
+      speculative: speculativeOptions(get('spec-type'), optionalInteger('spec-draft-n-max', 1, 64), optionalInteger('draft-min', 0, 64), optionalInteger('spec-ngram-size-n', 1, 64)),
       sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
@@ -286,6 +306,17 @@ function modelArg(model: string | undefined, hfRepo: string | undefined, default
   const ref = parseRepoRef(hfRepo, true);
   if (!ref) throw new CliError(`--hf-repo must be a Hub repo id org/name[:revision], got "${hfRepo}"`);
   return { kind: 'repo', ref };
+}
+
+/** The engine's speculative options from --spec-type and the --draft flags; undefined when off. */
+function speculativeOptions(type: string | undefined, nMax: number | undefined, nMin: number | undefined, ngram: number | undefined): SpeculativeOptions | undefined {
+  if (type !== undefined && !(SPEC_TYPES as readonly string[]).includes(type)) {
+    throw new CliError(`--spec-type must be one of ${SPEC_TYPES.join(', ')}, got "${type}"`);
+  }
+  if (type === undefined || type === 'none') return undefined;
+  const options = { kind: 'prompt-lookup' as const, nMax: nMax ?? SPECULATIVE_DEFAULTS.nMax, nMin: nMin ?? SPECULATIVE_DEFAULTS.nMin, ngram: ngram ?? SPECULATIVE_DEFAULTS.ngram };
+  if (options.nMin > options.nMax) throw new CliError(`--draft-min ${options.nMin} exceeds --spec-draft-n-max ${options.nMax}`);
+  return options;
 }
 
 /** --context-shift / --no-context-shift, when given, as the server's context_shift. */

@@ -110,6 +110,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
       warmup: options.warmup,
+      ...(options.speculative ? { speculative: options.speculative } : {}),
       sleepIdleSeconds: options.sleepIdleSeconds,
       log: info,
       quietDawn: verbosity < LOG_LEVELS.trace,

@@ -18,6 +18,18 @@ describe('parseCli', () => {
     });
   });
 
+  it('reads the speculative decoding flags in llama-server spellings', () => {
+    expect(serveOptions(['--spec-type', 'ngram-simple', '--draft', '8', '--draft-min=2', '--spec-ngram-size-n', '4']).speculative).toEqual({
+      kind: 'prompt-lookup', nMax: 8, nMin: 2, ngram: 4,
+    });
+    expect(serveOptions(['--spec-type', 'prompt-lookup', '--draft-max', '5']).speculative).toEqual({ kind: 'prompt-lookup', nMax: 5, nMin: 0, ngram: 3 });
+    expect(parse([], { LLAMA_ARG_SPEC_TYPE: 'prompt-lookup', LLAMA_ARG_DRAFT_MAX: '6' })).toMatchObject({ options: { speculative: { nMax: 6 } } });
+    expect(serveOptions(['--spec-type', 'none', '--spec-draft-n-max', '4']).speculative).toBeUndefined();
+    expect(serveOptions(['--draft-n', '4']).speculative).toBeUndefined();
+    expect(() => parse(['--spec-type', 'eagle'])).toThrow(/--spec-type must be one of none, prompt-lookup, ngram-simple/);
+    expect(() => parse(['--spec-type', 'ngram-simple', '--draft', '2', '--draft-min', '3'])).toThrow(/--draft-min 3 exceeds/);
+  });
+
   it('reads every flag, long and short', () => {
     const argv = ['-m', '/m', '--host', '0.0.0.0', '--port', '0', '-c', '2048', '--api-key', 'k', '--alias', 'a', '--backend', 'vulkan'];
     expect(parse([...argv, '-np', '2', '-b', '64', '--max-queue', '0'])).toEqual({

@@ -113,6 +113,7 @@ describe('GET /props', () => {
       },
       total_slots: 2,
       is_sleeping: false,
+      speculative: null,
       model_path: expect.stringMatching(/stories260k$/),
     });
   });
@@ -161,6 +162,8 @@ const METRICS: Array<[name: string, type: string, help: string]> = [
   ['mlxcel_batch_sequences_completed', 'counter', 'Total sequences that completed generation'],
   ['mlxcel_batch_prefill_tokens_total', 'counter', 'Cumulative prefill tokens processed'],
   ['mlxcel_batch_decode_tokens_total', 'counter', 'Cumulative decode tokens generated'],
+  ['mlxcel_speculative_draft_tokens_total', 'counter', 'Tokens drafted for speculative decoding'],
+  ['mlxcel_speculative_accepted_tokens_total', 'counter', 'Drafted tokens the target model accepted'],
   ['mlxcel_batch_current_size', 'gauge', 'Current active batch size'],
   ['mlxcel_cache_pool_active', 'gauge', 'Active cache entries'],
 ];

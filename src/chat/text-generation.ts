@@ -2,6 +2,7 @@
 // usage and timings. Every API family consumes this and only reshapes its events.
 import type { Engine } from '../engine/engine.js';
 import type {
+  DraftStats,
   FinishReason,
   GenerationEvent,
   GenerationRequest,
@@ -142,6 +143,8 @@ async function* textEvents(
   let completionTokens = 0;
   let cachedPrompt = 0;
   let contextShifted = false;
+  /** Speculative decoding's totals, from the last token that carried them. */
+  let draft: DraftStats | undefined;
   const done = (
     finishReason: FinishReason,
     stopString: string | undefined,
@@ -186,6 +189,7 @@ async function* textEvents(
       completionTokens++;
       if (event.cachedTokens !== undefined) cachedPrompt = event.cachedTokens;
       if (event.contextShifted) contextShifted = true;
+      if (event.draft) draft = event.draft;
       const token: GeneratedToken = event.logprobs ? { id: event.id, logprobs: event.logprobs } : { id: event.id };
       tokens?.push(token);
       const match = stops.push(detokenizer.push(event.id));
@@ -198,7 +202,7 @@ async function* textEvents(
       }
       if (match.stop !== undefined) {
         // A stop string pre-empts the engine's 'done': the cached count came with the first token.
-        yield done('stop', match.stop, clock.timings(promptTokens.length - cachedPrompt, completionTokens), promptTokens.length, cachedPrompt);
+        yield done('stop', match.stop, { ...clock.timings(promptTokens.length - cachedPrompt, completionTokens), ...draft }, promptTokens.length, cachedPrompt);
         return;
       }
       continue;

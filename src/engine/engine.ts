@@ -3,6 +3,7 @@
 import type { LoadOptions } from '../models/model.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { PromptCacheStats } from './prompt-cache.js';
+import type { SpeculativeOptions } from './speculative.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
 
 export interface Engine {
@@ -86,6 +87,8 @@ export interface EngineOptions {
   log?: (line: string) => void;
   /** Keep Dawn's startup noise off stderr (openGpu's quietDawn). Default off. */
   quietDawn?: boolean;
+  /** Speculative decoding (--spec-type and the --draft flags); absent = off. */
+  speculative?: SpeculativeOptions;
   /** Hears the load's progress: tensors uploaded, pipelines compiled (warm-up's too). */
   onLoadProgress?: LoadOptions['onProgress'];
 }

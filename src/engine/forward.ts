@@ -53,6 +53,11 @@ export interface SeqChunk {
   /** Present when this chunk ends with a token whose successor is sampled. */
   sample?: SampleInput;
   /**
+   * Samples at the tokens before the last, with `sample` (speculative verification):
+   * verify[i] at token tokens.length - 1 - verify.length + i. Their results come before `sample`'s.
+   */
+  verify?: SampleInput[];
+  /**
    * Choices forked from this sequence (n > 1): each samples its own first token from the
    * same last-token logits, after `sample`.
    */
@@ -106,8 +111,8 @@ export class ForwardRunner {
   }
 
   /**
-   * Runs the chunks; returns what each chunk that asked to sample got, in order, each
-   * chunk's forks right after it. `only` restricts the step to some of its dispatches (warmUp).
+   * Runs the chunks; returns what each chunk that asked to sample got, in order: a chunk's
+   * verify samples, its sample, then its forks. `only` restricts the step to some of its dispatches (warmUp).
    */
   async run(chunks: SeqChunk[], only?: (d: Dispatch) => boolean): Promise<Sampled[]> {
     const { model } = this;
@@ -130,6 +135,11 @@ export class ForwardRunner {
         pos[t] = c.startPos + i;
         tableOf[t] = tableOffset;
       }
+      const verify = c.sample ? c.verify ?? [] : [];
+      verify.forEach((sample, i) => {
+        seqLast.push(t - 1 - verify.length + i);
+        samples.push(sample);
+      });
       for (const sample of c.sample ? [c.sample, ...(c.forks ?? [])] : []) {
         seqLast.push(t - 1);
         samples.push(sample);

@@ -66,7 +66,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   collectGarbage();
   const model = await loadModel(gpu, dir, {
     maxTokens: batchSize,
-    maxSeqs: slots,
+    // A verify round samples at each drafted position as well as after the last token.
+    maxSeqs: slots * (1 + (options.speculative?.nMax ?? 0)),
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
     maxContext: seqContext,
     blockSize: BLOCK_SIZE,
@@ -81,6 +82,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     vocabSize: model.cfg.vocab,
     contextSize: seqContext,
     eosTokenIds: [...eos],
+    ...(options.speculative ? { speculative: { kind: options.speculative.kind, nMax: options.speculative.nMax } } : {}),
   };
   options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
   options.log?.(unified
@@ -92,6 +94,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     kvUnified: unified,
+    ...(options.speculative ? { speculative: options.speculative } : {}),
     cache: {
       enabled: cacheOn,
       blockBytes,

@@ -22,6 +22,16 @@ export class Rng {
     this.s = Uint32Array.of(a, b, next(), next());
   }
 
+  /** The stream's position, for `restore`. */
+  save(): Uint32Array {
+    return this.s.slice();
+  }
+
+  /** Rewinds (or advances) the stream to a position `save` returned. */
+  restore(state: Uint32Array): void {
+    this.s.set(state);
+  }
+
   /** Uniform in [0, 1) with 24 random bits, exact in f32. */
   next(): number {
     const s = this.s;

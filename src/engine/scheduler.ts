@@ -12,6 +12,9 @@
 // A request with a context shift that fills its context drops the older half of its
 // tokens after the ones it keeps, and re-prefills what follows them at their new positions
 // (the KV of a token depends on its position through RoPE) before generating on.
+// With speculative decoding (./speculative.ts) a decoding sequence may feed drafted tokens
+// after its last one, sampled at every position in the same pass; the KV of the drafts
+// that were not kept is left to be overwritten (a sequence's `written` stops before it).
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
@@ -23,6 +26,7 @@ import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
 import { SlotStore } from './slot-store.js';
+import { Speculation, StepCost, type SpeculativeOptions } from './speculative.js';
 import {
   QueueFullError,
   XTC_THRESHOLD,
@@ -68,6 +72,14 @@ interface Sequence {
   tFirst: number;
   /** Set on a further choice of an n > 1 request until it forks from (or gives up on) this first choice. */
   parent?: Sequence;
+  /** Its drafter, when speculative decoding is on and the request can use it. */
+  spec?: Speculation;
+}
+
+/** A decoding sequence's verify round in a step: its drafts, and its RNG after each position's draws. */
+interface Round {
+  drafts: number[];
+  rng: Uint32Array[];
 }
 
 export interface SchedulerOptions {
@@ -81,6 +93,8 @@ export interface SchedulerOptions {
    */
   kvUnified: boolean;
   cache: Omit<PromptCacheOptions, 'blockSize'>;
+  /** Speculative decoding; absent = off. */
+  speculative?: SpeculativeOptions;
 }
 
 export class Scheduler implements Engine {
@@ -91,6 +105,7 @@ export class Scheduler implements Engine {
   private readonly rows: KvRows;
   private readonly slotStore: SlotStore;
   private readonly eos: Set<number>;
+  private readonly stepCost = new StepCost();
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
   private closed = false;
@@ -101,6 +116,8 @@ export class Scheduler implements Engine {
     total_decode_tokens: 0,
     decode_steps_processed: 0,
     prefill_chunks_processed: 0,
+    draft_tokens: 0,
+    draft_accepted_tokens: 0,
   };
 
   constructor(
@@ -219,6 +236,8 @@ export class Scheduler implements Engine {
       tAdmit: 0,
       tFirst: 0,
       ...(parent ? { parent } : {}),
+      // A grammar's state cannot be stepped ahead through drafts and back.
+      ...(this.options.speculative && !req.constraint ? { spec: new Speculation(this.options.speculative) } : {}),
     };
     seq.events = new Channel(() => this.cancel(seq));
     this.waiting.push(seq, req.priority ?? 'normal');
@@ -306,7 +325,7 @@ export class Scheduler implements Engine {
 
   private async step(): Promise<void> {
     const budget = this.runner.model.maxTokens;
-    const batch: Array<{ seq: Sequence; chunk: SeqChunk; forks: Sequence[] }> = [];
+    const batch: Array<{ seq: Sequence; chunk: SeqChunk; forks: Sequence[]; round?: Round }> = [];
     /** KV copies that follow the pass: the forks' copies of their prompt's partly filled last block. */
     const copies: BlockCopy[] = [];
     /** Decoding sequences the shared KV pool has no room for (--kv-unified). */
@@ -314,15 +333,36 @@ export class Scheduler implements Engine {
     let tokens = 0;
     let decodes = 0;
     let prefills = 0;
+    const decoders = this.active.filter((s) => s.decoding).length;
+    // Drafts take the budget the decoding sequences' own tokens leave.
+    let spare = budget - decoders;
+    const rho = this.stepCost.rho(decoders);
     for (const seq of this.active) {
       if (!seq.decoding) continue;
       const pos = seq.tokens.length - 1;
+      let drafts = this.propose(seq, spare, rho);
+      if (drafts.length > 0 && !this.blocks.ensure(seq.table, pos + 1 + drafts.length)) drafts = [];
       if (!this.blocks.ensure(seq.table, pos + 1)) {
         if (!this.options.kvUnified) throw new Error('KV cache exhausted');
         full.push(seq);
         continue;
       }
-      batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, sample: this.draw(seq) }, forks: [] });
+      if (drafts.length === 0) {
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, sample: this.draw(seq) }, forks: [] });
+      } else {
+        // Each position draws as plain decode would after the drafts before it.
+        const verify: SampleInput[] = [];
+        const rng: Uint32Array[] = [];
+        for (let i = 0; i < drafts.length; i++) {
+          verify.push(this.draw(seq, drafts.slice(0, i)));
+          rng.push(seq.rng.save());
+        }
+        const sample = this.draw(seq, drafts);
+        rng.push(seq.rng.save());
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, sample, verify }, forks: [], round: { drafts, rng } });
+        spare -= drafts.length;
+        tokens += drafts.length;
+      }
       tokens++;
       decodes++;
     }
@@ -351,15 +391,22 @@ export class Scheduler implements Engine {
     }
     for (const seq of full) if (!seq.closed) this.complete(seq, 'length');
     if (batch.length === 0) return;
+    const t0 = performance.now();
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
+    if (prefills === 0) this.stepCost.observe(tokens, performance.now() - t0);
     // After the pass that wrote the blocks they copy, before the next one reads them.
     this.rows.copyBlocks(copies);
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
     let i = 0;
-    for (const { seq, chunk, forks } of batch) {
+    for (const { seq, chunk, forks, round } of batch) {
       seq.written = chunk.startPos + chunk.tokens.length;
+      if (round) {
+        const results = sampled.slice(i, (i += round.drafts.length + 1));
+        if (!seq.closed) this.acceptRound(seq, round, results);
+        continue;
+      }
       if (!seq.decoding) this.progress(seq, now);
       for (const f of forks) this.progress(f, now);
       if (!chunk.sample) continue;
@@ -408,6 +455,37 @@ export class Scheduler implements Engine {
     seq.events.push({ type: 'progress', total: seq.req.promptTokens.length, cache: seq.cached, processed: seq.written, timeMs: now - seq.tAdmit });
   }
 
+  /**
+   * The tokens a decoding sequence drafts this step: at most `spare`, and none that could
+   * carry it past its token limit or its context (the round's last sample is one more token).
+   */
+  private propose(seq: Sequence, spare: number, rho: number): number[] {
+    if (!seq.spec) return [];
+    const room = Math.min(spare, seq.req.maxTokens - seq.generated - 1, this.info.contextSize - seq.tokens.length - 1);
+    return room > 0 ? seq.spec.draft(seq.tokens, seq.generated, rho, room) : [];
+  }
+
+  /**
+   * Keeps the longest prefix of a round's drafts that its samples reproduce, then the
+   * sample after it, as plain decode would have emitted them one by one; rewinds the RNG
+   * to after the last kept position's draws.
+   */
+  private acceptRound(seq: Sequence, round: Round, results: Sampled[]): void {
+    const { drafts } = round;
+    let kept = 0;
+    while (kept < drafts.length && results[kept]!.token === drafts[kept]) kept++;
+    // The last token and the kept drafts have their KV written; the rest are overwritten later.
+    seq.written = seq.tokens.length + kept;
+    seq.spec!.record(drafts.length, kept);
+    this.counters.draft_tokens += drafts.length;
+    this.counters.draft_accepted_tokens += kept;
+    seq.rng.restore(round.rng[kept]!);
+    for (let i = 0; i <= kept; i++) {
+      this.accept(seq, results[i]!);
+      if (seq.closed || !seq.decoding) break;
+    }
+  }
+
   /** Handles one sampled token: emit it, or finish the sequence. */
   private accept(seq: Sequence, { token, logprobs }: Sampled): void {
     if (this.eos.has(token)) return this.complete(seq, 'stop');
@@ -415,6 +493,8 @@ export class Scheduler implements Engine {
     const event: GenerationEvent = logprobs ? { type: 'token', id: token, logprobs } : { type: 'token', id: token };
     if (seq.generated === 0) event.cachedTokens = seq.cached;
     if (seq.shifted) event.contextShifted = true;
+    const draft = seq.spec?.stats();
+    if (draft) event.draft = draft;
     seq.events.push(event);
     seq.generated++;
     seq.output.push(token);
@@ -466,7 +546,7 @@ export class Scheduler implements Engine {
       promptTokens: promptN,
       completionTokens: seq.generated,
       cachedTokens: seq.cached,
-      timings: timings(promptN - seq.cached, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst),
+      timings: { ...timings(promptN - seq.cached, seq.tFirst - seq.tStart, seq.generated, end - seq.tFirst), ...seq.spec?.stats() },
       ...(seq.shifted ? { contextShifted: true } : {}),
     });
     this.counters.sequences_completed++;
@@ -504,7 +584,7 @@ export class Scheduler implements Engine {
    * This step's sampler input. Every random draw comes from the request's own stream, in
    * a fixed order per step, so a seed reproduces the same tokens in any batch.
    */
-  private draw(seq: Sequence): SampleInput {
+  private draw(seq: Sequence, drafted: number[] = []): SampleInput {
     const s = seq.req.sampling;
     const u = seq.rng.next();
     const xtcFires = (s.xtcProbability ?? 0) > 0 && seq.rng.next() < s.xtcProbability!;
@@ -517,7 +597,7 @@ export class Scheduler implements Engine {
       xtcThreshold: xtcFires ? s.xtcThreshold ?? XTC_THRESHOLD : 0,
       u,
       mask: seq.req.constraint?.allowed(),
-      penalties: hasPenalties(s) ? penalties(readsHistory(s) ? [...seq.req.promptTokens, ...seq.output] : [], s) : undefined,
+      penalties: hasPenalties(s) ? penalties(readsHistory(s) ? [...seq.req.promptTokens, ...seq.output, ...drafted] : [], s) : undefined,
       topLogprobs: seq.req.logprobs,
       postSampling: seq.req.postSamplingProbs,
     };

@@ -124,7 +124,7 @@ export const PRIORITIES: Priority[] = ['high', 'normal', 'low'];
 
 export type FinishReason = 'stop' | 'length';
 
-export interface Timings {
+export interface Timings extends Partial<DraftStats> {
   prompt_n: number;
   prompt_ms: number;
   prompt_per_token_ms: number;
@@ -135,6 +135,18 @@ export interface Timings {
   predicted_per_second: number;
 }
 
+/** Speculative decoding's totals for one sequence (llama-server's timings fields). */
+export interface DraftStats {
+  /** Tokens drafted. */
+  draft_n: number;
+  /** Drafted tokens the target model's samples kept. */
+  draft_n_accepted: number;
+  /** Verify passes. */
+  draft_rounds: number;
+  /** The drafter: 'prompt-lookup'. */
+  draft_kind: string;
+}
+
 export type GenerationEvent =
   /**
    * `logprobs`: the chosen token's first, then the top ones, when the request asked.
@@ -142,8 +154,10 @@ export type GenerationEvent =
    * in 'done', which a consumer that stops early on a stop string never reads).
    * `contextShifted`, on every token after the first context shift and on 'done': a
    * context shift dropped some of the sequence's tokens.
+   * `draft`, on every token after the sequence's first verify round: its speculative
+   * decoding totals so far (also in 'done''s timings).
    */
-  | { type: 'token'; id: number; logprobs?: TokenLogprob[]; cachedTokens?: number; contextShifted?: true }
+  | { type: 'token'; id: number; logprobs?: TokenLogprob[]; cachedTokens?: number; contextShifted?: true; draft?: DraftStats }
   /** After each prefill chunk, when the request asked for progress; the last one precedes the first token. */
   | ({ type: 'progress' } & PromptProgress)
   /** `reason` is 'stop' when an end-of-generation token was sampled (it is not emitted as a token). */
@@ -167,6 +181,9 @@ export interface EngineCounters {
   total_decode_tokens: number;
   decode_steps_processed: number;
   prefill_chunks_processed: number;
+  /** Tokens drafted for speculative decoding, and those of them kept. */
+  draft_tokens: number;
+  draft_accepted_tokens: number;
 }
 
 export interface EngineStats {
@@ -189,4 +206,6 @@ export interface ModelInfo {
   contextSize: number;
   /** Token ids that end generation (config + generation_config). */
   eosTokenIds: number[];
+  /** Speculative decoding, when on: the drafter and the most tokens it drafts per round. */
+  speculative?: { kind: string; nMax: number };
 }

@@ -9,7 +9,7 @@ import type { TextTokenizer } from '../models/tokenizer.js';
 import type { ChatEvent, FinishKind, OutputEvent, ToolCall, TurnResult } from './chat-turn.js';
 import { combinedUsage, mergeChoices } from './choices.js';
 import { chatLogprobs } from './logprobs.js';
-import { openAIStream, type ResponseHead } from './openai-shared.js';
+import { draftTimings, openAIStream, type ResponseHead } from './openai-shared.js';
 import { runSse } from './sse.js';
 
 /** Tokens were generated, but all of them stayed reasoning. */
@@ -34,7 +34,9 @@ export function chatCompletionBody(head: ResponseHead, turns: TurnResult[], toke
     const { tokens } = turn.generation;
     return { index, message, finish_reason: turn.finish, logprobs: tokens ? chatLogprobs(tokenizer, tokens, postSampling) : null };
   });
-  return { ...head, object: 'chat.completion', choices, usage: combinedUsage(turns.map((t) => t.generation.usage), turns.length) };
+  // The first choice's timings, when it speculated.
+  const timings = turns[0] ? draftTimings(turns[0].generation.timings) : {};
+  return { ...head, object: 'chat.completion', choices, usage: combinedUsage(turns.map((t) => t.generation.usage), turns.length), ...timings };
 }
 
 /** The chunk delta of one event; a token that produced nothing gets empty content. */
@@ -63,8 +65,8 @@ export async function streamChatCompletion(
   postSampling = false,
 ): Promise<void> {
   const stream = openAIStream(res, head, 'chat.completion.chunk', includeUsage);
-  const send = (index: number, delta: Record<string, unknown>, finish: FinishKind | null = null, logprobs: unknown = null) =>
-    stream.send({ index, delta, finish_reason: finish, logprobs });
+  const send = (index: number, delta: Record<string, unknown>, finish: FinishKind | null = null, logprobs: unknown = null, extra = {}) =>
+    stream.send({ index, delta, finish_reason: finish, logprobs }, extra);
   const turns: Array<TurnResult | undefined> = choices.map(() => undefined);
   await runSse(res, async () => {
     choices.forEach((_, index) => send(index, { role: 'assistant' }));
@@ -73,7 +75,7 @@ export async function streamChatCompletion(
         send(index, chunkDelta(event), null, event.token ? chatLogprobs(tokenizer, [event.token], postSampling) : null);
         continue;
       }
-      send(index, reasoningOnly(event.turn) ? { reasoning_only: true } : {}, event.turn.finish);
+      send(index, reasoningOnly(event.turn) ? { reasoning_only: true } : {}, event.turn.finish, null, draftTimings(event.turn.generation.timings));
       turns[index] = event.turn;
     }
     if (turns.every((t) => t !== undefined)) stream.end(combinedUsage(turns.map((t) => t!.generation.usage), turns.length));

@@ -62,6 +62,8 @@ export class ServerMetrics {
     engineCounter('mlxcel_batch_sequences_completed', 'Total sequences that completed generation', (s) => s.counters.sequences_completed);
     engineCounter('mlxcel_batch_prefill_tokens_total', 'Cumulative prefill tokens processed', (s) => s.counters.total_prefill_tokens);
     engineCounter('mlxcel_batch_decode_tokens_total', 'Cumulative decode tokens generated', (s) => s.counters.total_decode_tokens);
+    engineCounter('mlxcel_speculative_draft_tokens_total', 'Tokens drafted for speculative decoding', (s) => s.counters.draft_tokens);
+    engineCounter('mlxcel_speculative_accepted_tokens_total', 'Drafted tokens the target model accepted', (s) => s.counters.draft_accepted_tokens);
     gauge('mlxcel_batch_current_size', 'Current active batch size', (s) => s.activeSequences);
     // Each active sequence holds one KV-cache allocation, as /health's cache_pool_active says.
     gauge('mlxcel_cache_pool_active', 'Active cache entries', (s) => s.activeSequences);

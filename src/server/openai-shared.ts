@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
 import type { Usage } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
+import type { Timings } from '../engine/types.js';
 import { endSse, sendSse } from './sse.js';
 
 export interface ResponseHead {
@@ -23,14 +24,22 @@ export function responseHead(engine: Engine, idPrefix: 'chatcmpl' | 'cmpl'): Res
 }
 
 /**
- * A stream's framing: `send` writes a chunk of one choice; `end` the usage chunk (when
+ * A generation's top-level `timings` (llama-server's fields and the draft counters) when
+ * speculative decoding ran a verify round for it; nothing on plain decode.
+ */
+export function draftTimings(timings: Timings): { timings?: Timings } {
+  return timings.draft_rounds ? { timings } : {};
+}
+
+/**
+ * A stream's framing: `send` writes a chunk of one choice (top-level `extra` fields after it); `end` the usage chunk (when
  * asked for) and [DONE]; `fail`, after the error event of a generation that failed, one
  * chunk closing the given choices with finish_reason "error", and [DONE].
  */
 export function openAIStream(res: Response, head: ResponseHead, object: 'chat.completion.chunk' | 'text_completion', includeUsage: boolean) {
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({ ...head, object, choices, ...extra });
   return {
-    send: (choice: Record<string, unknown>) => sendSse(res, chunk([choice])),
+    send: (choice: Record<string, unknown>, extra: Record<string, unknown> = {}) => sendSse(res, chunk([choice], extra)),
     end(usage: Usage): void {
       if (includeUsage) sendSse(res, chunk([], { usage }));
       endSse(res, true);

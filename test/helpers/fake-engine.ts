@@ -83,6 +83,8 @@ export class FakeEngine extends EngineStub {
         total_decode_tokens: 0,
         decode_steps_processed: 0,
         prefill_chunks_processed: 0,
+        draft_tokens: 0,
+        draft_accepted_tokens: 0,
       },
     };
   }

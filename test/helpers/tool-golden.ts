@@ -48,7 +48,7 @@ export class ScriptedEngine extends EngineStub {
   }
 
   stats(): EngineStats {
-    const counters = { sequences_started: 0, sequences_completed: 0, total_prefill_tokens: 0, total_decode_tokens: 0, decode_steps_processed: 0, prefill_chunks_processed: 0 };
+    const counters = { sequences_started: 0, sequences_completed: 0, total_prefill_tokens: 0, total_decode_tokens: 0, decode_steps_processed: 0, prefill_chunks_processed: 0, draft_tokens: 0, draft_accepted_tokens: 0 };
     return { slots: 1, activeSequences: 0, queueDepth: 0, slotStates: ['idle'], counters };
   }
 }

@@ -17,7 +17,7 @@ import { verboseBody } from '../native-response.js';
 import { promptList, tokenizePrompt } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { structuredOutputConstraint } from '../response-format.js';
-import { openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
+import { draftTimings, openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateCompletion } from '../schemas.js';
 import { runSse } from '../sse.js';
@@ -72,6 +72,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
         object: 'text_completion',
         choices: results.map((r, i) => choice(i, r.text, r.finishReason, logprobs && r.tokens ? logprobs[i]!.add(r.tokens) : null)),
         usage: combinedUsage(results.map((r) => r.usage), n),
+        ...draftTimings(results[0]!.timings),
         // The native body of the first prompt's first choice.
         ...(options.verbose
           ? {
@@ -110,7 +111,7 @@ async function streamCompletion(
         stream.send(choice(index, event.text, null, logprobs && event.token ? logprobs[index]!.add([event.token]) : null));
         continue;
       }
-      stream.send(choice(index, '', event.result.finishReason));
+      stream.send(choice(index, '', event.result.finishReason), draftTimings(event.result.timings));
       results[index] = event.result;
     }
     if (results.every((r) => r !== undefined)) stream.end(combinedUsage(results.map((r) => r!.usage), n));

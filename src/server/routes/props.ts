@@ -1,6 +1,6 @@
 // GET /props: the server's default generation settings (what a request gets for each
 // field it omits; see ../sampling-defaults.ts), its slot count, model path and whether it
-// sleeps (--sleep-idle-seconds), in llama-server's shape: the settings flat as the REST
+// sleeps (--sleep-idle-seconds), its speculative decoding, in llama-server's shape: the settings flat as the REST
 // reference lists them, and again as llama-server's slot object has them (n_ctx, and the
 // /completion generation_settings of a request that sets nothing under params).
 import { Router } from 'express';
@@ -34,6 +34,8 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Rou
       model_path: engine.info.path,
       // is_sleeping: llama-server's, true while --sleep-idle-seconds has the model unloaded.
       is_sleeping: engine.isSleeping(),
+      // Speculative decoding (--spec-type): null when off; draft_model is null for prompt lookup.
+      speculative: engine.info.speculative ? { draft_model: null, kind: engine.info.speculative.kind, n_max: engine.info.speculative.nMax } : null,
     });
     const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));

@@ -1,0 +1,172 @@
+// Speculative decoding with prompt lookup changes speed, never output: greedy requests get
+// plain decode's tokens alone and inside a batch of sequences that draft and sequences that
+// do not (stories260k, and a random-weight Qwen3); a seeded sampled request gets the same
+// tokens too, since every kept position draws from the request's stream as plain decode
+// does; and without a seed the sampled token at a verified position follows the target
+// distribution (chi-square against the logits read back).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Engine } from '../src/engine/engine.js';
+import { loadEngine } from '../src/engine/load.js';
+import { promptLookup } from '../src/engine/drafters/prompt-lookup.js';
+import type { SpeculativeOptions } from '../src/engine/speculative.js';
+import type { DraftStats, GenerationRequest, SamplingParams } from '../src/engine/types.js';
+import { chiSquare } from './helpers/chi-square.js';
+import { openRunner, TEST_BACKEND } from './helpers/model-harness.js';
+import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
+import { STORIES_DIR, storiesCases } from './helpers/stories-expected.js';
+
+const SPEC: SpeculativeOptions = { kind: 'prompt-lookup', nMax: 8, nMin: 0, ngram: 3 };
+const GREEDY: SamplingParams = { temperature: 0, topK: 0, topP: 1 };
+
+interface Run {
+  tokens: number[];
+  draft?: DraftStats;
+}
+
+async function run(engine: Engine, req: GenerationRequest): Promise<Run> {
+  const tokens: number[] = [];
+  let draft: DraftStats | undefined;
+  for await (const ev of engine.generate(req)) {
+    if (ev.type === 'token') tokens.push(ev.id);
+    if (ev.type === 'done' && ev.timings.draft_rounds !== undefined) {
+      const { draft_n, draft_n_accepted, draft_rounds, draft_kind } = ev.timings;
+      draft = { draft_n: draft_n!, draft_n_accepted: draft_n_accepted!, draft_rounds, draft_kind: draft_kind! };
+    }
+  }
+  return { tokens, ...(draft ? { draft } : {}) };
+}
+
+describe('prompt lookup', () => {
+  it('drafts what followed the latest earlier occurrence of the longest matching tail', () => {
+    expect(promptLookup([1, 2, 3, 9, 1, 2, 3, 7, 5, 2, 3], 3, 2, 4)).toEqual([7, 5, 2, 3]);
+    expect(promptLookup([4, 1, 2, 3, 8, 1, 2, 3], 3, 2, 2)).toEqual([8, 1]);
+    expect(promptLookup([1, 2, 3, 4], 3, 2, 4)).toEqual([]);
+    expect(promptLookup([5, 6, 5, 6], 3, 2, 8)).toEqual([5, 6]);
+  });
+});
+
+/** A prompt that stories260k continues partly by repeating it: its own greedy story. */
+function copyPrompt(engine: Engine): number[] {
+  return engine.tokenizer.encode(`${storiesCases[0]!.expected_text}\n`, true);
+}
+
+describe('stories260k', () => {
+  let plain: Engine;
+  let spec: Engine;
+  beforeAll(async () => {
+    plain = await loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 6 });
+    spec = await loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 6, speculative: SPEC });
+  });
+  afterAll(async () => {
+    await plain?.close();
+    await spec?.close();
+  });
+
+  it('greedy output is plain decode token for token, alone and batched', async () => {
+    const requests: GenerationRequest[] = [
+      { promptTokens: copyPrompt(spec), maxTokens: 80, sampling: GREEDY },
+      ...storiesCases.map((c) => ({ promptTokens: c.prompt_token_ids, maxTokens: c.max_tokens, sampling: GREEDY })),
+      // Penalties read the drafted tokens as history at each verified position.
+      { promptTokens: copyPrompt(spec), maxTokens: 60, sampling: { ...GREEDY, repetitionPenalty: 1.3, frequencyPenalty: 0.2 } },
+      // Past the 512-token context: rounds stop short of the end, and the shift re-prefills.
+      { promptTokens: copyPrompt(spec), maxTokens: 400, sampling: GREEDY, contextShift: { keep: 8 } },
+    ];
+    const expected: number[][] = [];
+    for (const req of requests) expected.push((await run(plain, req)).tokens);
+    // Alone.
+    const alone: Run[] = [];
+    for (const req of requests) alone.push(await run(spec, req));
+    expect(alone.map((r) => r.tokens)).toEqual(expected);
+    // The copying prompt drafts, and most of its drafts are kept.
+    const copy = alone[0]!.draft!;
+    expect(copy.draft_kind).toBe('prompt-lookup');
+    expect(copy.draft_rounds).toBeGreaterThan(0);
+    expect(copy.draft_n_accepted).toBeGreaterThan(copy.draft_n / 3);
+    // Batched: all at once, drafting and plain sequences in the same steps.
+    const batched = await Promise.all(requests.map((req) => run(spec, req)));
+    expect(batched.map((r) => r.tokens)).toEqual(expected);
+    const counters = spec.stats().counters;
+    expect(counters.draft_tokens).toBeGreaterThan(0);
+    expect(counters.draft_accepted_tokens).toBeGreaterThan(0);
+  });
+
+  it('a seeded sampled request gets the same tokens as plain decode', async () => {
+    const prompt = copyPrompt(spec);
+    for (const seed of [1, 2, 3]) {
+      const req = { promptTokens: prompt, maxTokens: 60, sampling: { temperature: 0.8, topK: 40, topP: 0.95, seed } };
+      const [a, b] = [await run(plain, req), await run(spec, req)];
+      expect(b.tokens).toEqual(a.tokens);
+      expect(b.draft?.draft_rounds).toBeGreaterThan(0);
+    }
+  });
+
+  it("the token sampled at a verified position follows the target's distribution", async () => {
+    // The prompt repeats "Tom had a" after the model's likeliest next token t*, so when the
+    // first sampled token is t* the tail recurs and the second token is sampled inside a
+    // verify round (three tokens: a round drafts only what leaves room for its last
+    // sample). Condition on the commonest first token among the runs that drafted, and
+    // compare the second token's counts with the sampler's distribution after it.
+    const runner = await openRunner(STORIES_DIR);
+    const table = Array.from({ length: runner.model.kv.blocks }, (_, i) => i);
+    const logitsAfter = async (context: number[]) => {
+      await runner.run([{ tokens: context, startPos: 0, table, sample: { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 } }]);
+      return Array.from(await runner.readLogits(1));
+    };
+    const head = spec.tokenizer.encode('Tom had a', true);
+    const first = await logitsAfter(head);
+    const top = first.indexOf(Math.max(...first));
+    const prompt = [...head, top, ...spec.tokenizer.encode('. Tom had a', false)];
+    const temperature = 0.6;
+    const runs: Run[] = [];
+    for (let i = 0; i < 1500; i += 25) {
+      runs.push(...(await Promise.all(Array.from({ length: 25 }, () => run(spec, { promptTokens: prompt, maxTokens: 3, sampling: { temperature, topK: 0, topP: 1 } })))));
+    }
+    const drafted = new Map<number, number>();
+    for (const r of runs) if (r.draft) drafted.set(r.tokens[0]!, (drafted.get(r.tokens[0]!) ?? 0) + 1);
+    const t1 = [...drafted].sort((a, b) => b[1] - a[1])[0]![0];
+    const given = runs.filter((r) => r.tokens[0] === t1);
+    // Drafting depends only on the tokens: every run with this first token verified its second.
+    expect(given.every((r) => r.draft?.draft_rounds === 1)).toBe(true);
+    expect(given.length).toBeGreaterThan(300);
+
+    const logits = await logitsAfter([...prompt, t1]);
+    const max = Math.max(...logits);
+    const e = logits.map((l) => Math.exp((l - max) / temperature));
+    const z = e.reduce((a, b) => a + b, 0);
+    const counts = new Array<number>(e.length).fill(0);
+    for (const r of given) counts[r.tokens[1]!]!++;
+    const fit = chiSquare(counts, e.map((x) => x / z), 0.001);
+    expect(fit.stat).toBeLessThan(fit.critical);
+    // And drafts were both kept and rejected.
+    const kept = given.filter((r) => r.draft!.draft_n_accepted === 1).length;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThan(given.length);
+  });
+});
+
+describe('random Qwen3', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'spec-qwen3-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('greedy output is plain decode token for token, alone and batched', async () => {
+    makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 7 }, dir);
+    const plain = await loadEngine({ modelDir: dir, backend: TEST_BACKEND, parallel: 4, contextSize: 4 * 512 });
+    const spec = await loadEngine({ modelDir: dir, backend: TEST_BACKEND, parallel: 4, contextSize: 4 * 512, speculative: SPEC });
+    const text = 'The quick brown fox jumps over the lazy dog. '.repeat(6);
+    const requests: GenerationRequest[] = ['', 'Hello', 'Copy this: '].map((p, i) => ({
+      promptTokens: spec.tokenizer.encode(p + text, false),
+      maxTokens: 48,
+      sampling: i === 2 ? { temperature: 0.9, topK: 20, topP: 1, seed: 5 } : GREEDY,
+    }));
+    const expected: number[][] = [];
+    for (const req of requests) expected.push((await run(plain, req)).tokens);
+    const batched = await Promise.all(requests.map((req) => run(spec, req)));
+    expect(batched.map((r) => r.tokens)).toEqual(expected);
+    expect(spec.stats().counters.draft_tokens).toBeGreaterThan(0);
+    await plain.close();
+    await spec.close();
+  });
+});
