@@ -9,6 +9,7 @@ import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
 import { loadModel } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
+import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
@@ -52,12 +53,16 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
+  // A draft model gets a KV pool of its own for the slots' contexts (no prompt cache).
+  const draftDir = options.speculative?.kind === 'draft-model' ? draftModelDir(options.speculative.draftModel) : undefined;
+  const draftCfg = draftDir === undefined ? undefined : readModelConfig(draftDir);
+  const draftKvBytes = draftCfg ? slotBlocks * draftCfg.layers * 2 * BLOCK_SIZE * draftCfg.kvHeads * draftCfg.headDim * 4 : 0;
   const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
   options.log?.(`adapter ${gpu.description}`);
   // On a CPU adapter the KV cache is host memory (llvmpipe zero-fills each texture as it
   // creates it): a cache the machine cannot hold would start loading, then die to the
   // out-of-memory killer. WebGPU reports no GPU memory to check against.
-  const kvBytes = (slotBlocks + cacheBlocks) * blockBytes;
+  const kvBytes = (slotBlocks + cacheBlocks) * blockBytes + draftKvBytes;
   if (gpu.isCpu && kvBytes > freemem()) {
     const gib = (b: number) => (b / 2 ** 30).toFixed(1);
     throw new Error(`a KV cache of ${gib(kvBytes)} GiB (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${gib(freemem())} GiB of free memory; lower --ctx-size or --parallel`);
@@ -82,7 +87,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     vocabSize: model.cfg.vocab,
     contextSize: seqContext,
     eosTokenIds: [...eos],
-    ...(options.speculative ? { speculative: { kind: options.speculative.kind, nMax: options.speculative.nMax } } : {}),
+    ...(options.speculative ? { speculative: { kind: options.speculative.kind, nMax: options.speculative.nMax, ...(draftDir ? { draftModel: draftDir } : {}) } } : {}),
   };
   options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
   options.log?.(unified
@@ -90,11 +95,30 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
+  let drafter: DraftModel | undefined;
+  if (draftDir !== undefined) {
+    const draftTokenizer = await TextTokenizer.load(draftDir);
+    await draftTokenizer.close();
+    const draft = await loadModel(gpu, draftDir, {
+      maxTokens: batchSize,
+      maxSeqs: slots,
+      kvTokens: slotBlocks * BLOCK_SIZE,
+      maxContext: seqContext,
+      blockSize: BLOCK_SIZE,
+    });
+    const why = tokenizerMismatch(tokenizer, model.cfg.vocab, draftTokenizer, draft.cfg.vocab);
+    if (why) throw new Error(`draft model ${draftDir} does not share the tokenizer of ${dir}: ${why}`);
+    options.log?.(`draft model ${basename(draftDir)} (${draft.cfg.modelType}, ${draft.weightFormat}) from ${draftDir}`);
+    const draftRunner = new ForwardRunner(draft);
+    if (options.warmup !== false) await draftRunner.warmUp();
+    drafter = new DraftModel(draftRunner);
+  }
   const engine = new Scheduler(info, tokenizer, gpu.description, runner, {
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     kvUnified: unified,
     ...(options.speculative ? { speculative: options.speculative } : {}),
+    ...(drafter ? { drafter } : {}),
     cache: {
       enabled: cacheOn,
       blockBytes,
@@ -105,6 +129,12 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     },
   });
   return { engine, release: () => gpu.device.destroy() };
+}
+
+/** The draft model's directory, which the draft-model drafter cannot do without. */
+function draftModelDir(dir: string | undefined): string {
+  if (dir === undefined) throw new Error('speculative decoding with a draft model needs its directory (--spec-draft-model)');
+  return resolve(dir);
 }
 
 /**

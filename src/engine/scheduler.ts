@@ -15,9 +15,12 @@
 // With speculative decoding (./speculative.ts) a decoding sequence may feed drafted tokens
 // after its last one, sampled at every position in the same pass; the KV of the drafts
 // that were not kept is left to be overwritten (a sequence's `written` stops before it).
+// A draft model drafts in passes of its own before the step's pass, for all drafting
+// sequences at once (./drafters/draft-model.ts).
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
+import type { DraftModel, DraftRequest } from './drafters/draft-model.js';
 import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
@@ -95,6 +98,8 @@ export interface SchedulerOptions {
   cache: Omit<PromptCacheOptions, 'blockSize'>;
   /** Speculative decoding; absent = off. */
   speculative?: SpeculativeOptions;
+  /** The draft model, when speculative.kind is 'draft-model'. */
+  drafter?: DraftModel;
 }
 
 export class Scheduler implements Engine {
@@ -333,15 +338,15 @@ export class Scheduler implements Engine {
     let tokens = 0;
     let decodes = 0;
     let prefills = 0;
-    const decoders = this.active.filter((s) => s.decoding).length;
+    const decoding = this.active.filter((s) => s.decoding);
     // Drafts take the budget the decoding sequences' own tokens leave.
-    let spare = budget - decoders;
-    const rho = this.stepCost.rho(decoders);
-    for (const seq of this.active) {
-      if (!seq.decoding) continue;
+    let spare = budget - decoding.length;
+    const proposed = await this.propose(decoding, spare, this.stepCost.rho(decoding.length));
+    for (const seq of decoding) {
       const pos = seq.tokens.length - 1;
-      let drafts = this.propose(seq, spare, rho);
+      let drafts = (proposed.get(seq) ?? []).slice(0, spare);
       if (drafts.length > 0 && !this.blocks.ensure(seq.table, pos + 1 + drafts.length)) drafts = [];
+      if (drafts.length === 0) this.options.drafter?.keep(seq, seq.tokens.length, 0);
       if (!this.blocks.ensure(seq.table, pos + 1)) {
         if (!this.options.kvUnified) throw new Error('KV cache exhausted');
         full.push(seq);
@@ -456,13 +461,32 @@ export class Scheduler implements Engine {
   }
 
   /**
-   * The tokens a decoding sequence drafts this step: at most `spare`, and none that could
-   * carry it past its token limit or its context (the round's last sample is one more token).
+   * The tokens each decoding sequence drafts this step: at most `spare` in all, and none
+   * that could carry a sequence past its token limit or its context (the round's last
+   * sample is one more token). `rho` is a token's cost in a decode step (prompt lookup's policy).
    */
-  private propose(seq: Sequence, spare: number, rho: number): number[] {
-    if (!seq.spec) return [];
-    const room = Math.min(spare, seq.req.maxTokens - seq.generated - 1, this.info.contextSize - seq.tokens.length - 1);
-    return room > 0 ? seq.spec.draft(seq.tokens, seq.generated, rho, room) : [];
+  private async propose(decoding: Sequence[], spare: number, rho: number): Promise<Map<Sequence, number[]>> {
+    const proposed = new Map<Sequence, number[]>();
+    const { drafter } = this.options;
+    const requests: DraftRequest[] = [];
+    for (const seq of decoding) {
+      if (!seq.spec || seq.closed) continue;
+      const room = Math.min(spare, seq.req.maxTokens - seq.generated - 1, this.info.contextSize - seq.tokens.length - 1);
+      if (room <= 0) continue;
+      if (drafter) {
+        const k = seq.spec.draftLength(room);
+        if (k > 0) requests.push({ key: seq, tokens: seq.tokens, k, sample: (drafted) => this.draftSample(seq, drafted) });
+        spare -= k;
+      } else {
+        const drafts = seq.spec.draft(seq.tokens, seq.generated, rho, room);
+        proposed.set(seq, drafts);
+        spare -= drafts.length;
+      }
+    }
+    if (drafter && requests.length > 0) {
+      for (const [seq, drafts] of await drafter.draft(requests)) proposed.set(seq as Sequence, drafts);
+    }
+    return proposed;
   }
 
   /**
@@ -477,6 +501,7 @@ export class Scheduler implements Engine {
     // The last token and the kept drafts have their KV written; the rest are overwritten later.
     seq.written = seq.tokens.length + kept;
     seq.spec!.record(drafts.length, kept);
+    this.options.drafter?.keep(seq, seq.tokens.length, kept);
     this.counters.draft_tokens += drafts.length;
     this.counters.draft_accepted_tokens += kept;
     seq.rng.restore(round.rng[kept]!);
@@ -522,6 +547,7 @@ export class Scheduler implements Engine {
     const discard = Math.floor((written - keep) / 2);
     if (discard === 0) return false;
     seq.tokens.splice(keep, discard);
+    this.options.drafter?.truncate(seq, keep);
     const kept = Math.floor(keep / this.blocks.blockSize);
     const dropped = seq.table.splice(kept);
     // Borrowed blocks go back to the prompt cache, owned (or shared) ones to the pool.
@@ -570,6 +596,7 @@ export class Scheduler implements Engine {
    * its slot's cache; then whoever waits for the slot goes on.
    */
   private release(seq: Sequence): void {
+    this.options.drafter?.release(seq);
     const table = seq.table.splice(0);
     if (!this.usesCache(seq)) {
       this.blocks.release(table);
@@ -597,10 +624,20 @@ export class Scheduler implements Engine {
       xtcThreshold: xtcFires ? s.xtcThreshold ?? XTC_THRESHOLD : 0,
       u,
       mask: seq.req.constraint?.allowed(),
-      penalties: hasPenalties(s) ? penalties(readsHistory(s) ? [...seq.req.promptTokens, ...seq.output, ...drafted] : [], s) : undefined,
+      penalties: this.penalties(seq, drafted),
       topLogprobs: seq.req.logprobs,
       postSampling: seq.req.postSamplingProbs,
     };
+  }
+
+  /** A draft model's sampler input after `drafted`: its argmax under the request's penalties. */
+  private draftSample(seq: Sequence, drafted: number[]): SampleInput {
+    return { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0, penalties: this.penalties(seq, drafted) };
+  }
+
+  private penalties(seq: Sequence, drafted: number[]): SampleInput['penalties'] {
+    const s = seq.req.sampling;
+    return hasPenalties(s) ? penalties(readsHistory(s) ? [...seq.req.promptTokens, ...seq.output, ...drafted] : [], s) : undefined;
   }
 
   private reserve(seq: Sequence, tokens: number): void {

@@ -8,7 +8,10 @@
 // the request's own stream as plain decode would, and the stream is rewound past the draws
 // of positions that were not kept, so a seeded request gives the same tokens either way.
 //
-// Adaptivity, per sequence: acceptance is modelled as each drafted token surviving with
+// A draft model (./drafters/draft-model.ts) drafts its greedy continuation, so the same
+// rule applies; it drafts the full --spec-draft-n-max each round, as llama-server's does.
+//
+// Adaptivity of prompt lookup, per sequence: acceptance is modelled as each drafted token surviving with
 // probability a (estimated from its recent rounds), so k drafts yield
 // 1 + a(1 - a^k)/(1 - a) tokens per round. A round costs (1 + rho k) plain steps, rho the
 // marginal cost of a token in a decode step relative to the whole step (StepCost measures
@@ -18,14 +21,19 @@ import { promptLookup } from './drafters/prompt-lookup.js';
 import type { DraftStats } from './types.js';
 
 export interface SpeculativeOptions {
-  /** The drafter: prompt lookup (n-gram matches in the sequence's own tokens). */
-  kind: 'prompt-lookup';
+  /**
+   * The drafter: prompt lookup (n-gram matches in the sequence's own tokens), or a draft
+   * model (a smaller model with the target's tokenizer).
+   */
+  kind: 'prompt-lookup' | 'draft-model';
   /** The most tokens drafted per round (--spec-draft-n-max). */
   nMax: number;
   /** Rounds drafting fewer tokens than this are skipped (--draft-min). */
   nMin: number;
   /** Longest n-gram prompt lookup matches (--spec-ngram-size-n). */
   ngram: number;
+  /** The draft model's directory (kind 'draft-model'; --spec-draft-model, resolved). */
+  draftModel?: string;
 }
 
 export const SPECULATIVE_DEFAULTS = { nMax: 16, nMin: 0, ngram: 3 } as const;
@@ -68,6 +76,12 @@ export class Speculation {
     }
     const drafts = promptLookup(tokens, this.options.ngram, Math.min(MIN_NGRAM, this.options.ngram), k);
     return drafts.length >= Math.max(1, this.options.nMin) ? drafts : [];
+  }
+
+  /** How many tokens a draft model drafts this step: the most allowed, none below --draft-min. */
+  draftLength(room: number): number {
+    const k = Math.min(room, this.options.nMax);
+    return k >= Math.max(1, this.options.nMin) ? k : 0;
   }
 
   /** Counts a verify round: `drafted` tokens proposed, the first `accepted` of them kept. */

@@ -143,7 +143,7 @@ export interface DraftStats {
   draft_n_accepted: number;
   /** Verify passes. */
   draft_rounds: number;
-  /** The drafter: 'prompt-lookup'. */
+  /** The drafter: 'prompt-lookup' or 'draft-model'. */
   draft_kind: string;
 }
 
@@ -206,6 +206,7 @@ export interface ModelInfo {
   contextSize: number;
   /** Token ids that end generation (config + generation_config). */
   eosTokenIds: number[];
-  /** Speculative decoding, when on: the drafter and the most tokens it drafts per round. */
-  speculative?: { kind: string; nMax: number };
+  /** Speculative decoding, when on: the drafter, the most tokens it drafts per round, and
+   *  the draft model's directory when it is one. */
+  speculative?: { kind: string; nMax: number; draftModel?: string };
 }

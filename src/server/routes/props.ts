@@ -34,8 +34,9 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Rou
       model_path: engine.info.path,
       // is_sleeping: llama-server's, true while --sleep-idle-seconds has the model unloaded.
       is_sleeping: engine.isSleeping(),
-      // Speculative decoding (--spec-type): null when off; draft_model is null for prompt lookup.
-      speculative: engine.info.speculative ? { draft_model: null, kind: engine.info.speculative.kind, n_max: engine.info.speculative.nMax } : null,
+      // Speculative decoding (--spec-type, --spec-draft-model): null when off; draft_model is
+      // the draft model's directory, null for prompt lookup.
+      speculative: engine.info.speculative ? { draft_model: engine.info.speculative.draftModel ?? null, kind: engine.info.speculative.kind, n_max: engine.info.speculative.nMax } : null,
     });
     const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));
