@@ -71,8 +71,11 @@ export interface ServeOptions {
   sleepIdleSeconds?: number;
   /** --no-warmup skips running every kernel once at load; undefined = on. */
   warmup?: boolean;
-  /** --spec-type and the --draft flags; undefined = no speculative decoding. */
+  /** --spec-type and the --draft flags; undefined = no speculative decoding. A draft
+   *  model's speculative.draftModel is filled in from `draftModel` once that is resolved. */
   speculative?: SpeculativeOptions;
+  /** --spec-draft-model: the draft model, resolved (and downloaded) by resolveModel as --model is. */
+  draftModel?: ModelArg;
   /** Messages above this level (LOG_LEVELS) are not printed; --verbose: Infinity;
    *  undefined: DEFAULT_LOG_VERBOSITY. */
   logVerbosity?: number;
@@ -101,8 +104,8 @@ interface Flag {
 
 const sampling = (key: keyof SamplingDefaults, kind: 'int' | 'float', min: number, max?: number, above?: boolean) => ({ key, kind, min, max, above });
 const D = DEFAULT_SAMPLING;
-/** --spec-type's values: none, or prompt lookup under its own name and llama-server's. */
-const SPEC_TYPES = ['none', 'prompt-lookup', 'ngram-simple'] as const;
+/** --spec-type's values: none, prompt lookup under its own name and llama-server's, or a draft model (--spec-draft-model). */
+const SPEC_TYPES = ['none', 'prompt-lookup', 'ngram-simple', 'draft-model'] as const;
 
 const FLAGS: Flag[] = [
   { name: 'model', short: 'm', env: ['LLAMA_ARG_MODEL'], value: 'DIR|REPO', help: 'model directory in Hugging Face layout, or a Hub repo id org/name[:revision] to download (default: the bundled stories260k)' },
@@ -165,6 +168,7 @@ const FLAGS: Flag[] = [
   { name: 'sleep-idle-seconds', env: ['LLAMA_ARG_SLEEP_IDLE_SECONDS'], value: 'N', help: 'after N seconds without a request, release the GPU (weights, KV cache, pipelines) and load the model again on the next one, which waits for it; GET /props shows is_sleeping, 0 = never (default: 0)' },
   // Speculative decoding: llama-server's flags. Its n-gram drafter names all mean prompt lookup here.
   { name: 'spec-type', env: ['LLAMA_ARG_SPEC_TYPE'], value: 'NAME', help: `drafter for speculative decoding: ${SPEC_TYPES.join('|')} (prompt lookup: n-gram matches in the prompt and the text generated so far) (default: none)` },
+  { name: 'spec-draft-model', short: 'md', aliases: ['model-draft'], env: ['LLAMA_ARG_SPEC_DRAFT_MODEL', 'LLAMA_ARG_MODEL_DRAFT'], value: 'DIR|REPO', help: 'draft model for speculative decoding, a directory or a Hub repo id as for --model; it must share the model\'s tokenizer, and selects --spec-type draft-model (default: none)' },
   { name: 'spec-draft-n-max', aliases: ['draft', 'draft-max', 'draft-n'], env: ['LLAMA_ARG_DRAFT_MAX'], value: 'N', help: `most tokens drafted per verify pass; the engine adapts the length to the measured acceptance (default: ${SPECULATIVE_DEFAULTS.nMax})` },
   { name: 'draft-min', aliases: ['draft-n-min', 'spec-draft-n-min'], env: ['LLAMA_ARG_DRAFT_MIN'], value: 'N', help: `fewest drafted tokens worth a verify pass (default: ${SPECULATIVE_DEFAULTS.nMin})` },
   { name: 'spec-ngram-size-n', env: ['LLAMA_ARG_SPEC_NGRAM_SIZE_N'], value: 'N', help: `longest n-gram prompt lookup matches (default: ${SPECULATIVE_DEFAULTS.ngram})` },
@@ -289,7 +293,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       spmInfill: getSwitch('spm-infill'),
       cachePrompt: getSwitch('cache-prompt'),
       warmup: getSwitch('warmup'),
-      speculative: speculativeOptions(get('spec-type'), optionalInteger('spec-draft-n-max', 1, 64), optionalInteger('draft-min', 0, 64), optionalInteger('spec-ngram-size-n', 1, 64)),
+      ...speculativeOptions(get('spec-type'), get('spec-draft-model'), optionalInteger('spec-draft-n-max', 1, 64), optionalInteger('draft-min', 0, 64), optionalInteger('spec-ngram-size-n', 1, 64)),
       sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
@@ -308,15 +312,26 @@ function modelArg(model: string | undefined, hfRepo: string | undefined, default
   return { kind: 'repo', ref };
 }
 
-/** The engine's speculative options from --spec-type and the --draft flags; undefined when off. */
-function speculativeOptions(type: string | undefined, nMax: number | undefined, nMin: number | undefined, ngram: number | undefined): SpeculativeOptions | undefined {
+/** The engine's speculative options from --spec-type, --spec-draft-model and the --draft flags; none when off. */
+function speculativeOptions(
+  type: string | undefined,
+  draftModel: string | undefined,
+  nMax: number | undefined,
+  nMin: number | undefined,
+  ngram: number | undefined,
+): Pick<ServeOptions, 'speculative' | 'draftModel'> {
   if (type !== undefined && !(SPEC_TYPES as readonly string[]).includes(type)) {
     throw new CliError(`--spec-type must be one of ${SPEC_TYPES.join(', ')}, got "${type}"`);
   }
-  if (type === undefined || type === 'none') return undefined;
-  const options = { kind: 'prompt-lookup' as const, nMax: nMax ?? SPECULATIVE_DEFAULTS.nMax, nMin: nMin ?? SPECULATIVE_DEFAULTS.nMin, ngram: ngram ?? SPECULATIVE_DEFAULTS.ngram };
+  if (draftModel !== undefined && type !== undefined && type !== 'draft-model') {
+    throw new CliError(`--spec-draft-model drafts with a model; --spec-type ${type} names another drafter`);
+  }
+  if (type === 'draft-model' && draftModel === undefined) throw new CliError('--spec-type draft-model needs --spec-draft-model');
+  if (draftModel === undefined && (type === undefined || type === 'none')) return {};
+  const kind = draftModel === undefined ? 'prompt-lookup' : 'draft-model';
+  const options = { kind, nMax: nMax ?? SPECULATIVE_DEFAULTS.nMax, nMin: nMin ?? SPECULATIVE_DEFAULTS.nMin, ngram: ngram ?? SPECULATIVE_DEFAULTS.ngram } as const;
   if (options.nMin > options.nMax) throw new CliError(`--draft-min ${options.nMin} exceeds --spec-draft-n-max ${options.nMax}`);
-  return options;
+  return { speculative: options, ...(draftModel === undefined ? {} : { draftModel: { kind: 'path-or-repo', text: draftModel } }) };
 }
 
 /** --context-shift / --no-context-shift, when given, as the server's context_shift. */

@@ -10,6 +10,7 @@ import { HubError } from './hub/errors.js';
 import type { DownloadProgress } from './hub/progress.js';
 import { resolveModel } from './hub/resolve-model.js';
 import { hubSettings } from './hub/settings.js';
+import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
 import { startServer } from './server/server.js';
 
@@ -85,7 +86,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   info(`listening on ${server.url}`);
   if (server.metricsUrl) info(`metrics on ${server.metricsUrl}/metrics`);
   const loadStart = performance.now();
-  const model = resolveModel(options.model, hubSettings(env, options.hfToken), {
+  const hub = hubSettings(env, options.hfToken);
+  const hubOutput: SnapshotOptions = {
     out,
     prefix: 'mlxcel-server: ',
     log: info,
@@ -94,8 +96,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       console.error(`mlxcel-server: ${line}`);
     },
     onProgress: (progress) => (download = progress),
-  });
-  startLoading(model.then(({ dir, id }) =>
+  };
+  const model = resolveModel(options.model, hub, hubOutput);
+  // The draft model resolves after the model, through the same hub settings and display.
+  const draft = model.then(async () => options.draftModel && (await resolveModel(options.draftModel, hub, hubOutput)).dir);
+  startLoading(Promise.all([model, draft]).then(([{ dir, id }, draftDir]) =>
     loadEngine({
       modelDir: dir,
       alias: options.alias?.[0] ?? id,
@@ -110,7 +115,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
       warmup: options.warmup,
-      ...(options.speculative ? { speculative: options.speculative } : {}),
+      ...(options.speculative ? { speculative: { ...options.speculative, ...(draftDir ? { draftModel: draftDir } : {}) } } : {}),
       sleepIdleSeconds: options.sleepIdleSeconds,
       log: info,
       quietDawn: verbosity < LOG_LEVELS.trace,

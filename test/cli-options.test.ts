@@ -30,6 +30,18 @@ describe('parseCli', () => {
     expect(() => parse(['--spec-type', 'ngram-simple', '--draft', '2', '--draft-min', '3'])).toThrow(/--draft-min 3 exceeds/);
   });
 
+  it('reads the draft model flag: a directory or a repo id, resolved later as --model is', () => {
+    const draft = { speculative: { kind: 'draft-model', nMax: 16, nMin: 0, ngram: 3 }, draftModel: { kind: 'path-or-repo', text: '/d' } };
+    for (const argv of [['--spec-draft-model', '/d'], ['-md', '/d'], ['--model-draft=/d'], ['--spec-type', 'draft-model', '-md', '/d']]) {
+      expect(serveOptions(argv)).toMatchObject(draft);
+    }
+    expect(parse([], { LLAMA_ARG_SPEC_DRAFT_MODEL: '/d' })).toMatchObject({ options: draft });
+    expect(parse([], { LLAMA_ARG_MODEL_DRAFT: 'org/small' })).toMatchObject({ options: { draftModel: { kind: 'path-or-repo', text: 'org/small' } } });
+    expect(serveOptions(['-md', '/d', '--draft-max', '4']).speculative).toEqual({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3 });
+    expect(() => parse(['-md', '/d', '--spec-type', 'prompt-lookup'])).toThrow(/--spec-type prompt-lookup names another drafter/);
+    expect(() => parse(['--spec-type', 'draft-model'])).toThrow(/needs --spec-draft-model/);
+  });
+
   it('reads every flag, long and short', () => {
     const argv = ['-m', '/m', '--host', '0.0.0.0', '--port', '0', '-c', '2048', '--api-key', 'k', '--alias', 'a', '--backend', 'vulkan'];
     expect(parse([...argv, '-np', '2', '-b', '64', '--max-queue', '0'])).toEqual({
