@@ -3,8 +3,10 @@
 // do not (stories260k, and a random-weight Qwen3); a seeded sampled request gets the same
 // tokens too, since every kept position draws from the request's stream as plain decode
 // does; and without a seed the sampled token at a verified position follows the target
-// distribution (chi-square against the logits read back).
-import { mkdtempSync, rmSync } from 'node:fs';
+// distribution (chi-square against the logits read back). A draft model (the target itself,
+// or another random model with the same tokenizer) changes nothing either, and one with
+// another tokenizer is refused at load.
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +14,7 @@ import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import { promptLookup } from '../src/engine/drafters/prompt-lookup.js';
 import type { SpeculativeOptions } from '../src/engine/speculative.js';
-import type { DraftStats, GenerationRequest, SamplingParams } from '../src/engine/types.js';
+import type { DraftStats, GenerationRequest, SamplingParams, TokenConstraint } from '../src/engine/types.js';
 import { chiSquare } from './helpers/chi-square.js';
 import { openRunner, TEST_BACKEND } from './helpers/model-harness.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
@@ -166,6 +168,158 @@ describe('random Qwen3', () => {
     const batched = await Promise.all(requests.map((req) => run(spec, req)));
     expect(batched.map((r) => r.tokens)).toEqual(expected);
     expect(spec.stats().counters.draft_tokens).toBeGreaterThan(0);
+    await plain.close();
+    await spec.close();
+  });
+});
+
+/** A constraint that allows every token: its request decodes plainly (a grammar never drafts). */
+const ANYTHING: TokenConstraint = { allowed: () => undefined, accept: () => {} };
+const draftModel = (dir: string): SpeculativeOptions => ({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3, draftModel: dir });
+
+describe('draft model, stories260k', () => {
+  const randomDir = mkdtempSync(join(tmpdir(), 'spec-draft-stories-'));
+  let plain: Engine;
+  let self: Engine;
+  let random: Engine;
+  beforeAll(async () => {
+    // A random model with stories260k's tokenizer, of another shape.
+    makeRandomCheckpoint({ arch: 'llama', tokenizer: 'stories', hidden: 32, layers: 1, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64, seed: 3 }, randomDir);
+    plain = await loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 6 });
+    self = await loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 6, speculative: draftModel(STORIES_DIR) });
+    random = await loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 6, speculative: draftModel(randomDir) });
+  });
+  afterAll(async () => {
+    for (const e of [plain, self, random]) await e?.close();
+    rmSync(randomDir, { recursive: true, force: true });
+  });
+
+  it('greedy output is plain decode token for token, alone and batched with plain sequences', async () => {
+    const requests: GenerationRequest[] = [
+      { promptTokens: copyPrompt(self), maxTokens: 80, sampling: GREEDY },
+      ...storiesCases.map((c) => ({ promptTokens: c.prompt_token_ids, maxTokens: c.max_tokens, sampling: GREEDY })),
+      { promptTokens: copyPrompt(self), maxTokens: 60, sampling: { ...GREEDY, repetitionPenalty: 1.3, frequencyPenalty: 0.2 } },
+      { promptTokens: copyPrompt(self), maxTokens: 400, sampling: GREEDY, contextShift: { keep: 8 } },
+      // Decodes plainly in the same steps.
+      { promptTokens: storiesCases[0]!.prompt_token_ids, maxTokens: 40, sampling: GREEDY, constraint: ANYTHING },
+    ];
+    const expected: number[][] = [];
+    for (const req of requests) expected.push((await run(plain, req)).tokens);
+    for (const spec of [self, random]) {
+      const alone: Run[] = [];
+      for (const req of requests) alone.push(await run(spec, req));
+      expect(alone.map((r) => r.tokens)).toEqual(expected);
+      expect(alone.at(-1)!.draft).toBeUndefined();
+      const first = alone[0]!.draft!;
+      expect(first.draft_kind).toBe('draft-model');
+      expect(first.draft_rounds).toBeGreaterThan(0);
+      const batched = await Promise.all(requests.map((req) => run(spec, req)));
+      expect(batched.map((r) => r.tokens)).toEqual(expected);
+    }
+    // The target drafting for itself: nearly every draft is kept (kernels of other batch
+    // shapes may round a near tie the other way).
+    const { draft_tokens, draft_accepted_tokens } = self.stats().counters;
+    expect(draft_accepted_tokens).toBeGreaterThan(0.9 * draft_tokens);
+    expect(random.stats().counters.draft_tokens).toBeGreaterThan(0);
+  });
+
+  it('a seeded sampled request gets the same tokens as plain decode', async () => {
+    for (const seed of [1, 2]) {
+      const req = { promptTokens: copyPrompt(self), maxTokens: 60, sampling: { temperature: 0.8, topK: 40, topP: 0.95, seed } };
+      const expected = (await run(plain, req)).tokens;
+      for (const spec of [self, random]) {
+        const got = await run(spec, req);
+        expect(got.tokens).toEqual(expected);
+        expect(got.draft?.draft_rounds).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  it("the token sampled at a verified position follows the target's distribution", async () => {
+    // With three tokens to generate the second is sampled in a verify round of one draft,
+    // in every run. Condition on the commonest first token and compare the second's counts
+    // with the sampler's distribution after it.
+    const runner = await openRunner(STORIES_DIR);
+    const table = Array.from({ length: runner.model.kv.blocks }, (_, i) => i);
+    const prompt = self.tokenizer.encode('Tom had a', true);
+    const temperature = 0.6;
+    const runs: Run[] = [];
+    for (let i = 0; i < 1000; i += 25) {
+      runs.push(...(await Promise.all(Array.from({ length: 25 }, () => run(self, { promptTokens: prompt, maxTokens: 3, sampling: { temperature, topK: 0, topP: 1 } })))));
+    }
+    expect(runs.every((r) => r.tokens.length < 2 || r.draft?.draft_rounds === 1)).toBe(true);
+    const firsts = new Map<number, number>();
+    for (const r of runs) firsts.set(r.tokens[0]!, (firsts.get(r.tokens[0]!) ?? 0) + 1);
+    const t1 = [...firsts].sort((a, b) => b[1] - a[1])[0]![0];
+    const given = runs.filter((r) => r.tokens[0] === t1 && r.tokens.length >= 2);
+    expect(given.length).toBeGreaterThan(300);
+
+    await runner.run([{ tokens: [...prompt, t1], startPos: 0, table, sample: { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 } }]);
+    const logits = Array.from(await runner.readLogits(1));
+    const max = Math.max(...logits);
+    const e = logits.map((l) => Math.exp((l - max) / temperature));
+    const z = e.reduce((a, b) => a + b, 0);
+    const counts = new Array<number>(e.length).fill(0);
+    for (const r of given) counts[r.tokens[1]!]!++;
+    const fit = chiSquare(counts, e.map((x) => x / z), 0.001);
+    expect(fit.stat).toBeLessThan(fit.critical);
+    const kept = given.filter((r) => r.draft!.draft_n_accepted === 1).length;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThan(given.length);
+  });
+
+  it('refuses a draft model with another tokenizer at load', async () => {
+    const qwen = mkdtempSync(join(tmpdir(), 'spec-draft-qwen3-'));
+    const renamed = mkdtempSync(join(tmpdir(), 'spec-draft-renamed-'));
+    try {
+      makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 32, layers: 1, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64, seed: 1 }, qwen);
+      await expect(loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 1, speculative: draftModel(qwen) }))
+        .rejects.toThrow(/does not share the tokenizer .*: its vocabulary has \d+ tokens, the target's 512/);
+      // Same size, one piece spelled otherwise.
+      cpSync(randomDir, renamed, { recursive: true });
+      const path = join(renamed, 'tokenizer.json');
+      const json = JSON.parse(readFileSync(path, 'utf8')) as { model: { vocab: Record<string, number> } };
+      const piece = Object.keys(json.model.vocab).find((p) => json.model.vocab[p] === 300)!;
+      json.model.vocab['renamed'] = 300;
+      delete json.model.vocab[piece];
+      writeFileSync(path, JSON.stringify(json));
+      await expect(loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 1, speculative: draftModel(renamed) }))
+        .rejects.toThrow(/token 300 is "renamed" in its tokenizer/);
+    } finally {
+      rmSync(qwen, { recursive: true, force: true });
+      rmSync(renamed, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('draft model, random Qwen3 pair', () => {
+  const target = mkdtempSync(join(tmpdir(), 'spec-draft-target-'));
+  const draft = mkdtempSync(join(tmpdir(), 'spec-draft-small-'));
+  afterAll(() => {
+    rmSync(target, { recursive: true, force: true });
+    rmSync(draft, { recursive: true, force: true });
+  });
+
+  it('greedy and seeded output is plain decode token for token, batched with a plain sequence', async () => {
+    makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 7 }, target);
+    makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 32, layers: 1, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64, seed: 8 }, draft);
+    const options = { modelDir: target, backend: TEST_BACKEND, parallel: 4, contextSize: 4 * 512 };
+    const plain = await loadEngine(options);
+    const spec = await loadEngine({ ...options, speculative: draftModel(draft) });
+    const text = 'The quick brown fox jumps over the lazy dog. '.repeat(6);
+    const requests: GenerationRequest[] = ['', 'Hello', 'Copy this: ', 'Plain: '].map((p, i) => ({
+      promptTokens: spec.tokenizer.encode(p + text, false),
+      maxTokens: 32,
+      sampling: i === 2 ? { temperature: 0.9, topK: 20, topP: 1, seed: 5 } : GREEDY,
+      ...(i === 3 ? { constraint: ANYTHING } : {}),
+    }));
+    const expected: number[][] = [];
+    for (const req of requests) expected.push((await run(plain, req)).tokens);
+    const batched = await Promise.all(requests.map((req) => run(spec, req)));
+    expect(batched.map((r) => r.tokens)).toEqual(expected);
+    expect(batched[0]!.draft?.draft_kind).toBe('draft-model');
+    expect(batched[3]!.draft).toBeUndefined();
+    expect(spec.info.speculative).toMatchObject({ kind: 'draft-model', draftModel: draft });
     await plain.close();
     await spec.close();
   });

@@ -68,6 +68,12 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     throw new Error(`a KV cache of ${gib(kvBytes)} GiB (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${gib(freemem())} GiB of free memory; lower --ctx-size or --parallel`);
   }
   const tokenizer = await TextTokenizer.load(dir);
+  if (draftDir !== undefined) {
+    const draftTokenizer = await TextTokenizer.load(draftDir);
+    await draftTokenizer.close();
+    const why = tokenizerMismatch(tokenizer, cfg.vocab, draftTokenizer, draftCfg!.vocab);
+    if (why) throw new Error(`draft model ${draftDir} does not share the tokenizer of ${dir}: ${why}`);
+  }
   collectGarbage();
   const model = await loadModel(gpu, dir, {
     maxTokens: batchSize,
@@ -97,8 +103,6 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   if (options.warmup !== false) await runner.warmUp();
   let drafter: DraftModel | undefined;
   if (draftDir !== undefined) {
-    const draftTokenizer = await TextTokenizer.load(draftDir);
-    await draftTokenizer.close();
     const draft = await loadModel(gpu, draftDir, {
       maxTokens: batchSize,
       maxSeqs: slots,
@@ -106,8 +110,6 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       maxContext: seqContext,
       blockSize: BLOCK_SIZE,
     });
-    const why = tokenizerMismatch(tokenizer, model.cfg.vocab, draftTokenizer, draft.cfg.vocab);
-    if (why) throw new Error(`draft model ${draftDir} does not share the tokenizer of ${dir}: ${why}`);
     options.log?.(`draft model ${basename(draftDir)} (${draft.cfg.modelType}, ${draft.weightFormat}) from ${draftDir}`);
     const draftRunner = new ForwardRunner(draft);
     if (options.warmup !== false) await draftRunner.warmUp();
