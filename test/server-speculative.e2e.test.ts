@@ -2,11 +2,14 @@
 // completions carry a top-level `timings` with the draft counters on the non-streaming body
 // and on the chunk with finish_reason only; /completion puts them on its timings; /props
 // reports the drafter; /metrics counts drafted and accepted tokens; a server without
-// speculation sends no `timings` on chat.
+// speculation sends no `timings` on chat. A draft model (stories260k drafting for itself)
+// reports itself in the same places.
+import { resolve } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
+import type { SpeculativeOptions } from '../src/engine/speculative.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
 import { TEST_BACKEND } from './helpers/model-harness.js';
 import { STORIES_DIR, storiesCases } from './helpers/stories-expected.js';
@@ -17,13 +20,8 @@ interface Served {
   client: OpenAI;
 }
 
-async function serve(speculative: boolean): Promise<Served> {
-  const engine = await loadEngine({
-    modelDir: STORIES_DIR,
-    backend: TEST_BACKEND,
-    parallel: 2,
-    ...(speculative ? { speculative: { kind: 'prompt-lookup', nMax: 8, nMin: 0, ngram: 3 } } : {}),
-  });
+async function serve(speculative?: SpeculativeOptions): Promise<Served> {
+  const engine = await loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 2, ...(speculative ? { speculative } : {}) });
   const server = await startServer(engine, { host: '127.0.0.1', port: 0, metrics: true });
   return { engine, server, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 }) };
 }
@@ -31,8 +29,8 @@ async function serve(speculative: boolean): Promise<Served> {
 let spec: Served;
 let plain: Served;
 beforeAll(async () => {
-  spec = await serve(true);
-  plain = await serve(false);
+  spec = await serve({ kind: 'prompt-lookup', nMax: 8, nMin: 0, ngram: 3 });
+  plain = await serve();
 });
 afterAll(async () => {
   for (const s of [spec, plain]) {
@@ -53,8 +51,8 @@ interface DraftTimings {
   draft_kind: string;
 }
 
-function expectDraftTimings(timings: DraftTimings | undefined): void {
-  expect(timings).toMatchObject({ draft_kind: 'prompt-lookup' });
+function expectDraftTimings(timings: DraftTimings | undefined, kind = 'prompt-lookup'): void {
+  expect(timings).toMatchObject({ draft_kind: kind });
   expect(timings!.predicted_n).toBeGreaterThan(0);
   expect(timings!.draft_rounds).toBeGreaterThan(0);
   expect(timings!.draft_n).toBeGreaterThanOrEqual(timings!.draft_rounds);
@@ -106,5 +104,21 @@ describe('speculative decoding on the wire', () => {
     expect(value('mlxcel_speculative_draft_tokens_total')).toBe(counters.draft_tokens);
     expect(value('mlxcel_speculative_accepted_tokens_total')).toBe(counters.draft_accepted_tokens);
     expect(counters.draft_accepted_tokens).toBeGreaterThan(0);
+  });
+
+  it('a draft model: its kind in the timings, its directory in /props', async () => {
+    const draft = await serve({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3, draftModel: STORIES_DIR });
+    try {
+      const request = { model: 'm', messages: [{ role: 'user' as const, content: 'Tell me a story.' }], max_tokens: 48, temperature: 0 };
+      const body = (await draft.client.chat.completions.create(request)) as OpenAI.ChatCompletion & { timings?: DraftTimings };
+      expectDraftTimings(body.timings, 'draft-model');
+      const alone = await plain.client.chat.completions.create(request);
+      expect(body.choices[0]!.message.content).toBe(alone.choices[0]!.message.content);
+      const props = (await (await fetch(`${draft.server.url}/props`)).json()) as { speculative: unknown };
+      expect(props.speculative).toEqual({ draft_model: resolve(STORIES_DIR), kind: 'draft-model', n_max: 4 });
+    } finally {
+      await draft.server.close();
+      await draft.engine.close();
+    }
   });
 });
