@@ -99,7 +99,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   };
   const model = resolveModel(options.model, hub, hubOutput);
   // The draft model resolves after the model, through the same hub settings and display.
-  const draft = model.then(async () => options.draftModel && (await resolveModel(options.draftModel, hub, hubOutput)).dir);
+  const draft = model.then(async () => options.draftModel && (await resolveModel(options.draftModel, hub, hubOutput, '--spec-draft-model')).dir);
   startLoading(Promise.all([model, draft]).then(([{ dir, id }, draftDir]) =>
     loadEngine({
       modelDir: dir,

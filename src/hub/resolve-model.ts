@@ -17,16 +17,17 @@ export interface ResolvedModel {
   id?: string;
 }
 
-export async function resolveModel(arg: ModelArg, settings: HubSettings, options: SnapshotOptions): Promise<ResolvedModel> {
+/** `flag` names the option in errors (--spec-draft-model resolves the same way). */
+export async function resolveModel(arg: ModelArg, settings: HubSettings, options: SnapshotOptions, flag = '--model'): Promise<ResolvedModel> {
   let ref: RepoRef;
   if (arg.kind === 'repo') {
     ref = arg.ref;
   } else if (existsSync(arg.text)) {
-    if (!statSync(arg.text).isDirectory()) throw new HubError(`--model ${arg.text} is a file; give the checkpoint's directory`);
+    if (!statSync(arg.text).isDirectory()) throw new HubError(`${flag} ${arg.text} is a file; give the checkpoint's directory`);
     return { dir: resolve(arg.text) };
   } else {
     const parsed = parseRepoRef(arg.text);
-    if (!parsed) throw new HubError(`--model ${arg.text}: no such directory, and not a Hub repo id (org/name[:revision])`);
+    if (!parsed) throw new HubError(`${flag} ${arg.text}: no such directory, and not a Hub repo id (org/name[:revision])`);
     ref = parsed;
   }
   const snapshot = await snapshotFromHub(ref, settings, options);
