@@ -46,12 +46,12 @@ export class DraftModel {
     const drafts = new Map<object, number[]>();
     let budget = this.runner.model.maxTokens;
     const first: SeqChunk[] = [];
-    const drafting: DraftRequest[] = [];
+    let drafting: DraftRequest[] = [];
     for (const r of requests) {
+      if (budget === 0) break;
       const s = this.state(r.key);
       const start = Math.min(s.written, r.tokens.length - 1);
       const behind = r.tokens.length - start;
-      if (budget === 0) break;
       // The last draft is sampled, never fed.
       if (behind > budget || !this.blocks.ensure(s.table, r.tokens.length + r.k - 1)) {
         // Catch up as far as the pass has room; draft in a later round.
@@ -71,11 +71,11 @@ export class DraftModel {
     }
     if (first.length === 0) return drafts;
     let sampled = await this.runner.run(first);
+    // Pass `step` feeds draft step - 1 (at position length + step - 1) and samples draft `step`.
     for (let step = 1; ; step++) {
       drafting.forEach((r, i) => drafts.get(r.key)!.push(sampled[i]!.token));
-      const going = drafting.filter((r) => r.k > step);
-      if (going.length === 0) return drafts;
-      drafting.splice(0, drafting.length, ...going);
+      drafting = drafting.filter((r) => r.k > step);
+      if (drafting.length === 0) return drafts;
       sampled = await this.runner.run(drafting.map((r) => {
         const d = drafts.get(r.key)!;
         const s = this.state(r.key);
