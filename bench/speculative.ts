@@ -2,7 +2,8 @@
 //   (a) stories260k with prompt lookup on a prompt it continues partly by repeating (its own
 //       greedy story, then a newline): where drafts are kept;
 //   (b) stories260k with itself as the draft model, same prompt: every draft is kept, and
-//       each costs a draft-model pass as long as a plain step;
+//       each costs a draft-model pass as long as a plain step; drafting every round
+//       (--no-spec-adaptive: the mechanism's cost), then adaptive (it stops drafting);
 //   (c) the bench model (Qwen3-0.6B's shape, random 4-bit weights, bench/bench-model.ts)
 //       with prompt lookup on a prompt of random tokens: acceptance near zero, so this is
 //       what speculation costs when it fails.
@@ -26,7 +27,7 @@ import { writeBenchModel } from './bench-model.js';
 const BACKEND = env.BENCH_BACKEND ?? 'opengles';
 const DRAFT_MAX = Number(env.BENCH_DRAFT_MAX ?? 16);
 const CASES = (env.BENCH_CASES ?? 'a,b,c').split(',');
-const PROMPT_LOOKUP: SpeculativeOptions = { kind: 'prompt-lookup', nMax: DRAFT_MAX, nMin: 0, ngram: 3 };
+const PROMPT_LOOKUP: SpeculativeOptions = { kind: 'prompt-lookup', nMax: DRAFT_MAX, nMin: 0, ngram: 3, adaptive: true };
 
 interface Outcome {
   tokens: number[];
@@ -95,15 +96,17 @@ if (CASES.includes('a')) {
   );
 }
 if (CASES.includes('b')) {
-  await compare(
-    '(b) stories260k, itself as the draft model, its own story repeated',
-    STORIES_DIR,
-    { ...PROMPT_LOOKUP, kind: 'draft-model', draftModel: STORIES_DIR },
-    (engine) => engine.tokenizer.encode(`${storiesCases[0]!.expected_text}\n`, true),
-    200,
-    Number(env.BENCH_ROUNDS ?? 5),
-    1024,
-  );
+  for (const adaptive of [false, true]) {
+    await compare(
+      `(b) stories260k, itself as the draft model, its own story repeated, ${adaptive ? 'adaptive' : 'drafting every round'}`,
+      STORIES_DIR,
+      { ...PROMPT_LOOKUP, kind: 'draft-model', draftModel: STORIES_DIR, adaptive },
+      (engine) => engine.tokenizer.encode(`${storiesCases[0]!.expected_text}\n`, true),
+      200,
+      Number(env.BENCH_ROUNDS ?? 5),
+      1024,
+    );
+  }
 }
 if (CASES.includes('c')) {
   const dir = writeBenchModel(env.BENCH_MODEL_DIR ?? join(tmpdir(), 'mlxcel-bench', 'qwen3-0.6b-4bit'));

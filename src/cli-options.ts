@@ -171,6 +171,7 @@ const FLAGS: Flag[] = [
   { name: 'spec-draft-model', short: 'md', aliases: ['model-draft'], env: ['LLAMA_ARG_SPEC_DRAFT_MODEL', 'LLAMA_ARG_MODEL_DRAFT'], value: 'DIR|REPO', help: 'draft model for speculative decoding, a directory or a Hub repo id as for --model; it must share the model\'s tokenizer, and selects --spec-type draft-model (default: none)' },
   { name: 'spec-draft-n-max', aliases: ['draft', 'draft-max', 'draft-n'], env: ['LLAMA_ARG_DRAFT_MAX'], value: 'N', help: `most tokens drafted per verify pass; the engine adapts the length to the measured acceptance (default: ${SPECULATIVE_DEFAULTS.nMax})` },
   { name: 'draft-min', aliases: ['draft-n-min', 'spec-draft-n-min'], env: ['LLAMA_ARG_DRAFT_MIN'], value: 'N', help: `fewest drafted tokens worth a verify pass (default: ${SPECULATIVE_DEFAULTS.nMin})` },
+  { name: 'spec-adaptive', negation: 'no-spec-adaptive', env: ['LLAMA_ARG_SPEC_ADAPTIVE'], help: 'fit each sequence\'s draft length to its measured acceptance and to what drafting and verifying cost, and stop drafting where it does not pay; off: every round drafts the most allowed, as llama-server does (default: on)' },
   { name: 'spec-ngram-size-n', env: ['LLAMA_ARG_SPEC_NGRAM_SIZE_N'], value: 'N', help: `longest n-gram prompt lookup matches (default: ${SPECULATIVE_DEFAULTS.ngram})` },
   // llama-server has --no-warmup and no variable for it.
   { name: 'warmup', negation: 'no-warmup', env: [], help: 'run every kernel once at load, so the first request does not wait for shader compiles (default: on)' },
@@ -293,7 +294,14 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       spmInfill: getSwitch('spm-infill'),
       cachePrompt: getSwitch('cache-prompt'),
       warmup: getSwitch('warmup'),
-      ...speculativeOptions(get('spec-type'), get('spec-draft-model'), optionalInteger('spec-draft-n-max', 1, 64), optionalInteger('draft-min', 0, 64), optionalInteger('spec-ngram-size-n', 1, 64)),
+      ...speculativeOptions(
+        get('spec-type'),
+        get('spec-draft-model'),
+        optionalInteger('spec-draft-n-max', 1, 64),
+        optionalInteger('draft-min', 0, 64),
+        optionalInteger('spec-ngram-size-n', 1, 64),
+        getSwitch('spec-adaptive'),
+      ),
       sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
@@ -319,6 +327,7 @@ function speculativeOptions(
   nMax: number | undefined,
   nMin: number | undefined,
   ngram: number | undefined,
+  adaptive: boolean | undefined,
 ): Pick<ServeOptions, 'speculative' | 'draftModel'> {
   if (type !== undefined && !(SPEC_TYPES as readonly string[]).includes(type)) {
     throw new CliError(`--spec-type must be one of ${SPEC_TYPES.join(', ')}, got "${type}"`);
@@ -329,7 +338,13 @@ function speculativeOptions(
   if (type === 'draft-model' && draftModel === undefined) throw new CliError('--spec-type draft-model needs --spec-draft-model');
   if (draftModel === undefined && (type === undefined || type === 'none')) return {};
   const kind = draftModel === undefined ? 'prompt-lookup' : 'draft-model';
-  const options = { kind, nMax: nMax ?? SPECULATIVE_DEFAULTS.nMax, nMin: nMin ?? SPECULATIVE_DEFAULTS.nMin, ngram: ngram ?? SPECULATIVE_DEFAULTS.ngram } as const;
+  const options = {
+    kind,
+    nMax: nMax ?? SPECULATIVE_DEFAULTS.nMax,
+    nMin: nMin ?? SPECULATIVE_DEFAULTS.nMin,
+    ngram: ngram ?? SPECULATIVE_DEFAULTS.ngram,
+    adaptive: adaptive ?? SPECULATIVE_DEFAULTS.adaptive,
+  } as const;
   if (options.nMin > options.nMax) throw new CliError(`--draft-min ${options.nMin} exceeds --spec-draft-n-max ${options.nMax}`);
   return { speculative: options, ...(draftModel === undefined ? {} : { draftModel: { kind: 'path-or-repo', text: draftModel } }) };
 }

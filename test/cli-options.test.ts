@@ -20,9 +20,11 @@ describe('parseCli', () => {
 
   it('reads the speculative decoding flags in llama-server spellings', () => {
     expect(serveOptions(['--spec-type', 'ngram-simple', '--draft', '8', '--draft-min=2', '--spec-ngram-size-n', '4']).speculative).toEqual({
-      kind: 'prompt-lookup', nMax: 8, nMin: 2, ngram: 4,
+      kind: 'prompt-lookup', nMax: 8, nMin: 2, ngram: 4, adaptive: true,
     });
-    expect(serveOptions(['--spec-type', 'prompt-lookup', '--draft-max', '5']).speculative).toEqual({ kind: 'prompt-lookup', nMax: 5, nMin: 0, ngram: 3 });
+    expect(serveOptions(['--spec-type', 'prompt-lookup', '--draft-max', '5']).speculative).toEqual({ kind: 'prompt-lookup', nMax: 5, nMin: 0, ngram: 3, adaptive: true });
+    expect(serveOptions(['--spec-type', 'prompt-lookup', '--no-spec-adaptive']).speculative).toMatchObject({ adaptive: false });
+    expect(parse([], { LLAMA_ARG_SPEC_TYPE: 'prompt-lookup', LLAMA_ARG_SPEC_ADAPTIVE: 'false' })).toMatchObject({ options: { speculative: { adaptive: false } } });
     expect(parse([], { LLAMA_ARG_SPEC_TYPE: 'prompt-lookup', LLAMA_ARG_DRAFT_MAX: '6' })).toMatchObject({ options: { speculative: { nMax: 6 } } });
     expect(serveOptions(['--spec-type', 'none', '--spec-draft-n-max', '4']).speculative).toBeUndefined();
     expect(serveOptions(['--draft-n', '4']).speculative).toBeUndefined();
@@ -37,7 +39,7 @@ describe('parseCli', () => {
     }
     expect(parse([], { LLAMA_ARG_SPEC_DRAFT_MODEL: '/d' })).toMatchObject({ options: draft });
     expect(parse([], { LLAMA_ARG_MODEL_DRAFT: 'org/small' })).toMatchObject({ options: { draftModel: { kind: 'path-or-repo', text: 'org/small' } } });
-    expect(serveOptions(['-md', '/d', '--draft-max', '4']).speculative).toEqual({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3 });
+    expect(serveOptions(['-md', '/d', '--draft-max', '4']).speculative).toEqual({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3, adaptive: true });
     expect(() => parse(['-md', '/d', '--spec-type', 'prompt-lookup'])).toThrow(/--spec-type prompt-lookup names another drafter/);
     expect(() => parse(['--spec-type', 'draft-model'])).toThrow(/needs --spec-draft-model/);
   });

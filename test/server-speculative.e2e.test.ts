@@ -29,7 +29,7 @@ async function serve(speculative?: SpeculativeOptions): Promise<Served> {
 let spec: Served;
 let plain: Served;
 beforeAll(async () => {
-  spec = await serve({ kind: 'prompt-lookup', nMax: 8, nMin: 0, ngram: 3 });
+  spec = await serve({ kind: 'prompt-lookup', nMax: 8, nMin: 0, ngram: 3, adaptive: true });
   plain = await serve();
 });
 afterAll(async () => {
@@ -107,7 +107,7 @@ describe('speculative decoding on the wire', () => {
   });
 
   it('a draft model: its kind in the timings, its directory in /props', async () => {
-    const draft = await serve({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3, draftModel: STORIES_DIR });
+    const draft = await serve({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3, draftModel: STORIES_DIR, adaptive: false });
     try {
       const request = { model: 'm', messages: [{ role: 'user' as const, content: 'Tell me a story.' }], max_tokens: 48, temperature: 0 };
       const body = (await draft.client.chat.completions.create(request)) as OpenAI.ChatCompletion & { timings?: DraftTimings };

@@ -13,14 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import { promptLookup } from '../src/engine/drafters/prompt-lookup.js';
-import type { SpeculativeOptions } from '../src/engine/speculative.js';
+import { Speculation, type SpeculativeOptions } from '../src/engine/speculative.js';
 import type { DraftStats, GenerationRequest, SamplingParams, TokenConstraint } from '../src/engine/types.js';
 import { chiSquare } from './helpers/chi-square.js';
 import { openRunner, TEST_BACKEND } from './helpers/model-harness.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 import { STORIES_DIR, storiesCases } from './helpers/stories-expected.js';
 
-const SPEC: SpeculativeOptions = { kind: 'prompt-lookup', nMax: 8, nMin: 0, ngram: 3 };
+const SPEC: SpeculativeOptions = { kind: 'prompt-lookup', nMax: 8, nMin: 0, ngram: 3, adaptive: true };
 const GREEDY: SamplingParams = { temperature: 0, topK: 0, topP: 1 };
 
 interface Run {
@@ -54,6 +54,48 @@ describe('prompt lookup', () => {
 function copyPrompt(engine: Engine): number[] {
   return engine.tokenizer.encode(`${storiesCases[0]!.expected_text}\n`, true);
 }
+
+describe('the drafting policy', () => {
+  const options = (kind: SpeculativeOptions['kind'], adaptive = true): SpeculativeOptions => ({ kind, nMax: 8, nMin: 0, ngram: 3, adaptive });
+
+  it('drafts while drafted tokens are kept and cheap, and stops when a drafted token costs a plain step', () => {
+    const cheap = new Speculation(options('draft-model'));
+    const dear = new Speculation(options('draft-model'));
+    let generated = 0;
+    for (let round = 0; round < 5; round++) {
+      const k = cheap.draftLength(generated, 0.1 + 0.05, 100);
+      expect(k).toBeGreaterThan(0);
+      cheap.record(k, k);
+      generated += k + 1;
+    }
+    // Every draft kept, but each costs as much as the step it would save (a draft pass as
+    // long as a plain step, plus its verification): plain decode wins, and probes back off.
+    dear.record(4, 4);
+    const asked: number[] = [];
+    for (let generated = 0; generated < 200; generated++) asked.push(dear.draftLength(generated, 0.1 + 1, 100));
+    expect(asked.every((k) => k === 0)).toBe(true);
+    // Off: every round drafts the most allowed, as llama-server does.
+    expect(new Speculation(options('draft-model', false)).draftLength(0, 0.1 + 1, 100)).toBe(8);
+  });
+
+  it('stops where drafts are rejected, and probes again after a back-off that doubles', () => {
+    const spec = new Speculation(options('prompt-lookup'));
+    let generated = 0;
+    const rounds: number[] = [];
+    while (generated < 400) {
+      const k = spec.draftLength(generated, 0.2, 100);
+      if (k > 0) {
+        rounds.push(generated);
+        spec.record(k, 0);
+      }
+      generated += 1;
+    }
+    // A few rounds learn that nothing is kept; then only probes, ever further apart.
+    const gaps = rounds.slice(1).map((g, i) => g - rounds[i]!).filter((g) => g > 1);
+    expect(gaps.length).toBeGreaterThan(1);
+    for (let i = 1; i < gaps.length; i++) expect(gaps[i]!).toBeGreaterThan(gaps[i - 1]!);
+  });
+});
 
 describe('stories260k', () => {
   let plain: Engine;
@@ -175,7 +217,8 @@ describe('random Qwen3', () => {
 
 /** A constraint that allows every token: its request decodes plainly (a grammar never drafts). */
 const ANYTHING: TokenConstraint = { allowed: () => undefined, accept: () => {} };
-const draftModel = (dir: string): SpeculativeOptions => ({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3, draftModel: dir });
+/** Drafting every round, so each test's rounds happen whatever a draft pass costs here. */
+const draftModel = (dir: string, adaptive = false): SpeculativeOptions => ({ kind: 'draft-model', nMax: 4, nMin: 0, ngram: 3, draftModel: dir, adaptive });
 
 describe('draft model, stories260k', () => {
   const randomDir = mkdtempSync(join(tmpdir(), 'spec-draft-stories-'));
@@ -221,6 +264,25 @@ describe('draft model, stories260k', () => {
     const { draft_tokens, draft_accepted_tokens } = self.stats().counters;
     expect(draft_accepted_tokens).toBeGreaterThan(0.9 * draft_tokens);
     expect(random.stats().counters.draft_tokens).toBeGreaterThan(0);
+  });
+
+  it('adaptive, keeps plain decode\'s tokens with its own draft pass costs measured', async () => {
+    // Itself as the draft model: every draft is kept, but each costs a pass about as long
+    // as a plain step, so the policy drafts little or nothing once it has measured that.
+    const adaptive = await loadEngine({ modelDir: STORIES_DIR, backend: TEST_BACKEND, parallel: 1, speculative: draftModel(STORIES_DIR, true) });
+    try {
+      const req = { promptTokens: copyPrompt(adaptive), maxTokens: 120, sampling: GREEDY };
+      const expected = (await run(plain, req)).tokens;
+      for (let i = 0; i < 2; i++) {
+        const got = await run(adaptive, req);
+        expect(got.draft?.draft_kind ?? 'draft-model').toBe('draft-model');
+        expect(got.tokens).toEqual(expected);
+        // Whether it drafts depends on the measured costs (./the drafting policy above);
+        // what it keeps is plain decode's either way.
+      }
+    } finally {
+      await adaptive.close();
+    }
   });
 
   it('a seeded sampled request gets the same tokens as plain decode', async () => {

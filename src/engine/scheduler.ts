@@ -463,18 +463,22 @@ export class Scheduler implements Engine {
   /**
    * The tokens each decoding sequence drafts this step: at most `spare` in all, and none
    * that could carry a sequence past its token limit or its context (the round's last
-   * sample is one more token). `rho` is a token's cost in a decode step (prompt lookup's policy).
+   * sample is one more token). `rho` is a verified token's cost in a decode step.
    */
   private async propose(decoding: Sequence[], spare: number, rho: number): Promise<Map<Sequence, number[]>> {
     const proposed = new Map<Sequence, number[]>();
     const { drafter } = this.options;
+    // A draft-model pass over a plain step: what drafting one token costs, once both are measured.
+    const passMs = drafter?.passCost();
+    const stepMs = this.stepCost.stepMs(decoding.length);
+    const delta = passMs !== undefined && stepMs !== undefined ? passMs / stepMs : 0;
     const requests: DraftRequest[] = [];
     for (const seq of decoding) {
       if (!seq.spec || seq.closed) continue;
       const room = Math.min(spare, seq.req.maxTokens - seq.generated - 1, this.info.contextSize - seq.tokens.length - 1);
       if (room <= 0) continue;
       if (drafter) {
-        const k = seq.spec.draftLength(room);
+        const k = seq.spec.draftLength(seq.generated, rho + delta, room);
         if (k > 0) requests.push({ key: seq, tokens: seq.tokens, k, sample: (drafted) => this.draftSample(seq, drafted) });
         spare -= k;
       } else {

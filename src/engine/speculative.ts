@@ -9,14 +9,16 @@
 // of positions that were not kept, so a seeded request gives the same tokens either way.
 //
 // A draft model (./drafters/draft-model.ts) drafts its greedy continuation, so the same
-// rule applies; it drafts the full --spec-draft-n-max each round, as llama-server's does.
+// rule applies.
 //
-// Adaptivity of prompt lookup, per sequence: acceptance is modelled as each drafted token surviving with
+// Adaptivity, per sequence: acceptance is modelled as each drafted token surviving with
 // probability a (estimated from its recent rounds), so k drafts yield
-// 1 + a(1 - a^k)/(1 - a) tokens per round. A round costs (1 + rho k) plain steps, rho the
-// marginal cost of a token in a decode step relative to the whole step (StepCost measures
-// it). Each round drafts the k that maximises tokens per cost; when no k beats plain
-// decode the sequence stops drafting, and probes again after a back-off that doubles.
+// 1 + a(1 - a^k)/(1 - a) tokens per round. A round costs (1 + (rho + delta) k) plain
+// steps: rho the marginal cost of a verified token in a decode step relative to the whole
+// step (StepCost measures it), delta what drafting a token costs (0 for prompt lookup; a
+// draft model's pass over a plain step). Each round drafts the k that maximises tokens
+// per cost; when no k beats plain decode the sequence stops drafting, and probes again
+// after a back-off that doubles.
 import { promptLookup } from './drafters/prompt-lookup.js';
 import type { DraftStats } from './types.js';
 
@@ -34,9 +36,12 @@ export interface SpeculativeOptions {
   ngram: number;
   /** The draft model's directory (kind 'draft-model'; --spec-draft-model, resolved). */
   draftModel?: string;
+  /** Draft lengths follow acceptance and cost (below); false: every round drafts the most
+   *  allowed, as llama-server does (--no-spec-adaptive). */
+  adaptive: boolean;
 }
 
-export const SPECULATIVE_DEFAULTS = { nMax: 16, nMin: 0, ngram: 3 } as const;
+export const SPECULATIVE_DEFAULTS = { nMax: 16, nMin: 0, ngram: 3, adaptive: true } as const;
 
 /** Shortest n-gram prompt lookup matches: a single token recurs too often to predict much. */
 const MIN_NGRAM = 2;
@@ -64,23 +69,29 @@ export class Speculation {
    * paused or would not pay at marginal token cost `rho`.
    */
   draft(tokens: readonly number[], generated: number, rho: number, room: number): number[] {
-    if (generated < this.pausedUntil) return [];
+    const k = this.draftLength(generated, rho, room);
+    if (k === 0) return [];
+    const drafts = promptLookup(tokens, this.options.ngram, Math.min(MIN_NGRAM, this.options.ngram), k);
+    return drafts.length >= Math.max(1, this.options.nMin) ? drafts : [];
+  }
+
+  /**
+   * How many tokens to draft this step at a cost of `cost` plain steps a drafted token
+   * (rho, plus delta for a draft model): at most `room`, none below --draft-min, none
+   * while drafting is paused or would not pay.
+   */
+  draftLength(generated: number, cost: number, room: number): number {
     const max = Math.min(room, this.options.nMax);
-    const k = this.bestLength(rho, max);
+    if (!this.options.adaptive) return max >= Math.max(1, this.options.nMin) ? max : 0;
+    if (generated < this.pausedUntil) return 0;
+    const k = this.bestLength(cost, max);
     if (k === 0) {
       this.pausedUntil = generated + this.backoff;
       this.backoff *= 2;
       // The probe after the pause starts from a fresh, hopeful estimate.
       this.kept = this.rejected = 0;
-      return [];
+      return 0;
     }
-    const drafts = promptLookup(tokens, this.options.ngram, Math.min(MIN_NGRAM, this.options.ngram), k);
-    return drafts.length >= Math.max(1, this.options.nMin) ? drafts : [];
-  }
-
-  /** How many tokens a draft model drafts this step: the most allowed, none below --draft-min. */
-  draftLength(room: number): number {
-    const k = Math.min(room, this.options.nMax);
     return k >= Math.max(1, this.options.nMin) ? k : 0;
   }
 
@@ -101,7 +112,7 @@ export class Speculation {
   }
 
   /** The k in [0, max] with the most expected tokens per unit of step cost; 0 = plain decode. */
-  private bestLength(rho: number, max: number): number {
+  private bestLength(cost: number, max: number): number {
     // Laplace's rule: an unmeasured sequence starts at a = 1/2.
     const a = (this.kept + 1) / (this.kept + this.rejected + 2);
     let best = 0;
@@ -111,7 +122,7 @@ export class Speculation {
     for (let k = 1; k <= max; k++) {
       ak *= a;
       expected += ak;
-      const rate = expected / (1 + rho * k);
+      const rate = expected / (1 + cost * k);
       if (rate > bestRate) {
         best = k;
         bestRate = rate;
@@ -143,15 +154,28 @@ export class StepCost {
     this.sxy = this.sxy * d + tokens * ms;
   }
 
+  /** A plain decode step of `decoders` tokens, in ms; undefined before any step was seen. */
+  stepMs(decoders: number): number | undefined {
+    if (this.n < 1) return undefined;
+    const fit = this.fit();
+    return fit ? fit.fixed + fit.perToken * Math.max(decoders, 1) : this.sy / this.n;
+  }
+
   /** A token's cost relative to a plain step of `decoders` tokens. */
   rho(decoders: number): number {
-    const varX = this.sxx - (this.sx * this.sx) / Math.max(this.n, 1e-9);
-    if (this.n < 4 || varX < 0.5) return PRIOR_RHO;
-    const perToken = (this.sxy - (this.sx * this.sy) / this.n) / varX;
-    const fixed = (this.sy - perToken * this.sx) / this.n;
-    const plain = fixed + perToken * Math.max(decoders, 1);
+    const fit = this.fit();
+    if (!fit) return PRIOR_RHO;
+    const plain = fit.fixed + fit.perToken * Math.max(decoders, 1);
     if (!(plain > 0)) return PRIOR_RHO;
-    return Math.min(Math.max(perToken / plain, MIN_RHO), 1);
+    return Math.min(Math.max(fit.perToken / plain, MIN_RHO), 1);
+  }
+
+  /** The line through the observed steps, once they differ enough in token count. */
+  private fit(): { fixed: number; perToken: number } | undefined {
+    const varX = this.sxx - (this.sx * this.sx) / Math.max(this.n, 1e-9);
+    if (this.n < 4 || varX < 0.5) return undefined;
+    const perToken = (this.sxy - (this.sx * this.sy) / this.n) / varX;
+    return { fixed: (this.sy - perToken * this.sx) / this.n, perToken };
   }
 }
 

@@ -32,6 +32,8 @@ interface DraftSeq {
 export class DraftModel {
   private readonly blocks: BlockAllocator;
   private readonly seqs = new Map<object, DraftSeq>();
+  /** Decayed mean of a one-token draft pass's time (ms), once one has run. */
+  private passMs: number | undefined;
 
   constructor(private readonly runner: ForwardRunner) {
     const { kv } = runner.model;
@@ -76,13 +78,21 @@ export class DraftModel {
       drafting.forEach((r, i) => drafts.get(r.key)!.push(sampled[i]!.token));
       drafting = drafting.filter((r) => r.k > step);
       if (drafting.length === 0) return drafts;
+      const t0 = performance.now();
       sampled = await this.runner.run(drafting.map((r) => {
         const d = drafts.get(r.key)!;
         const s = this.state(r.key);
         s.written++;
         return { tokens: [d[step - 1]!], startPos: r.tokens.length + step - 1, table: s.table, sample: r.sample(d) };
       }));
+      const ms = performance.now() - t0;
+      this.passMs = this.passMs === undefined ? ms : 0.9 * this.passMs + 0.1 * ms;
     }
+  }
+
+  /** What a draft pass costs (ms), once measured: the drafting policy weighs it against a plain step. */
+  passCost(): number | undefined {
+    return this.passMs;
   }
 
   /** A verify round over `length` tokens and drafts kept its first `kept` drafts. */
