@@ -4,7 +4,8 @@
 // LOGPROB_TOLERANCE. The prompt (~20 tokens) plus the 32 steps run well past each sliding
 // window (8), so windowed layers are exercised beyond it, and Gemma 3's six layers include
 // its global layer (other RoPE base and scaling) next to five local ones. Phi-3's sliding
-// window is not compared: llama.cpp turns it off.
+// window is not compared: llama.cpp turns it off (test/sliding-window.test.ts checks the
+// windowed attention against the CPU reference).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
