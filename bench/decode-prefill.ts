@@ -1,6 +1,7 @@
 // Decode/prefill bench: our engine and llama.cpp side by side, in one run, on the
 // Qwen3-0.6B shape (hidden 1024, 28 layers, 16/8 heads, head_dim 128, intermediate 3072,
-// vocab 151936, tied embeddings) with random weights.
+// vocab 151936, tied embeddings) with random weights, or another of bench-model.ts's shapes
+// (BENCH_SHAPE=gemma3-1b, phi4-mini).
 //   ours:      mlx-lm 4-bit group 64 (bench/bench-model.ts), loadEngine + engine.generate,
 //              one slot, --ctx-size 1024, OpenGL ES backend (llvmpipe on a GPU-less machine;
 //              BENCH_BACKEND=vulkan on a GPU machine)
@@ -33,14 +34,18 @@
 // Settings (environment): BENCH_MODEL_DIR (default <tmp>/mlxcel-bench/qwen3-0.6b-4bit),
 // BENCH_GGUF (<tmp>/mlxcel-bench/qwen3-0.6b-q4_0.gguf), BENCH_PREFILL (512), BENCH_DECODE
 // (128), BENCH_TTFT_PROMPT (16), BENCH_THREADS (2), BENCH_PREFILL_BUDGET_S (300),
-// BENCH_JSON (also write the raw results there), BENCH_BACKEND (opengles; ours only).
+// BENCH_JSON (also write the raw results there), BENCH_BACKEND (opengles; ours only),
+// BENCH_SHAPE (qwen3-0.6b), BENCH_LAYERS (the shape's; fewer for a big shape on a slow
+// machine), BENCH_SKIP (roles to leave out, comma-separated: ours-cold, kernels; without
+// ours-cold, ours compiles the shaders in its load and warm-up request, which are not timed
+// as measurements). The default paths name the shape (and the layer count where changed).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readSafetensorsHeader } from '../src/models/safetensors.js';
-import { writeBenchModel, QWEN3_06B } from './bench-model.js';
+import { BENCH_SHAPES, writeBenchModel, type BenchShape } from './bench-model.js';
 import { q4_0DecodeBytes, writeBenchGgufQ4_0 } from './gguf-q4_0.js';
 import type { Backend } from '../src/runtime/gpu.js';
 import { breakdownMarkdown, kernelBreakdown, syntheticPrompt, type KernelBreakdown } from './kernel-breakdown.js';
@@ -55,12 +60,24 @@ const PREFILL_BUDGET_MS = Number(env.BENCH_PREFILL_BUDGET_S ?? 300) * 1000;
 const DECODE_PROMPT = 8;
 const PROBE = 64;
 const CONTEXT = 1024;
-const MODEL_DIR = env.BENCH_MODEL_DIR ?? join(tmpdir(), 'mlxcel-bench', 'qwen3-0.6b-4bit');
-const GGUF = env.BENCH_GGUF ?? join(tmpdir(), 'mlxcel-bench', 'qwen3-0.6b-q4_0.gguf');
+const SHAPE: BenchShape = benchShape(env.BENCH_SHAPE ?? 'qwen3-0.6b', env.BENCH_LAYERS);
+const STEM = `${SHAPE.name}${SHAPE.layers === BENCH_SHAPES[SHAPE.name]!.layers ? '' : `-${SHAPE.layers}l`}`;
+const MODEL_DIR = env.BENCH_MODEL_DIR ?? join(tmpdir(), 'mlxcel-bench', `${STEM}-4bit`);
+const GGUF = env.BENCH_GGUF ?? join(tmpdir(), 'mlxcel-bench', `${STEM}-q4_0.gguf`);
+const SKIP = new Set((env.BENCH_SKIP ?? '').split(',').filter(Boolean));
 const RESULT_TAG = '@@BENCH_RESULT@@ ';
 const MiB = 2 ** 20;
 
 const log = (msg: string) => console.error(`[bench] ${msg}`);
+
+function benchShape(name: string, layers: string | undefined): BenchShape {
+  const s = BENCH_SHAPES[name];
+  if (!s) throw new Error(`BENCH_SHAPE ${name}: one of ${Object.keys(BENCH_SHAPES).join(', ')}`);
+  if (layers === undefined) return s;
+  const n = Number(layers);
+  if (!Number.isInteger(n) || n < 1 || n > s.layers) throw new Error(`BENCH_LAYERS ${layers}: 1..${s.layers}`);
+  return { ...s, layers: n };
+}
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -336,7 +353,7 @@ function decodeWeightBytes(dir: string): { bytes: number; matrices: number } {
 
 /** Our KV allocation for --parallel 1 --ctx-size 1024, mirroring src/engine/load.ts: f32 K and V in 16-token blocks; the prompt cache gets as many blocks again. */
 function oursKvBytes(): { slot: number; promptCache: number } {
-  const s = QWEN3_06B;
+  const s = SHAPE;
   const blockBytes = s.layers * 2 * 16 * s.kvHeads * s.headDim * 4;
   const slot = Math.ceil(CONTEXT / 16) * blockBytes;
   return { slot, promptCache: slot };
@@ -351,15 +368,16 @@ async function parentMain(): Promise<void> {
   const load0 = loadavg();
   log(`writing/reusing checkpoints: ${MODEL_DIR}, ${GGUF}`);
   const t = performance.now();
-  writeBenchModel(MODEL_DIR);
-  writeBenchGgufQ4_0(GGUF);
+  writeBenchModel(MODEL_DIR, SHAPE);
+  writeBenchGgufQ4_0(GGUF, SHAPE);
   log(`checkpoints ready in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
   const shaderCache = mkdtempSync(join(tmpdir(), 'mlxcel-bench-mesa-cache-'));
   const mesa = { MESA_SHADER_CACHE_DIR: shaderCache };
   const loads: Record<string, number[]> = {};
   const foreign: Record<string, number> = {};
-  const step = async <T>(role: string, extraEnv: Record<string, string>, timeoutMs: number) => {
+  const step = async <T>(role: string, extraEnv: Record<string, string>, timeoutMs: number): Promise<ChildRun<T>> => {
+    if (SKIP.has(role)) return { wallMs: 0 };
     log(`--- ${role} (load average ${loadavg().map((x) => x.toFixed(2)).join(' ')})`);
     const r = await runChild<T>(role, extraEnv, timeoutMs);
     loads[role] = loadavg();
@@ -383,11 +401,11 @@ async function parentMain(): Promise<void> {
   const C = cold.result;
 
   const wb = decodeWeightBytes(MODEL_DIR);
-  const llamaBytes = q4_0DecodeBytes();
+  const llamaBytes = q4_0DecodeBytes(SHAPE);
   const disk = statSync(join(MODEL_DIR, 'model.safetensors')).size;
   const ggufSize = statSync(GGUF).size;
   const kv = oursKvBytes();
-  const llamaKv = QWEN3_06B.layers * 2 * CONTEXT * QWEN3_06B.kvHeads * QWEN3_06B.headDim * 2; // f16
+  const llamaKv = SHAPE.layers * 2 * CONTEXT * SHAPE.kvHeads * SHAPE.headDim * 2; // f16
   const rssLimit = (1.5 * (disk + kv.slot + kv.promptCache)) / MiB;
   const cpuModel = /^model name\s*:\s*(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? cpus()[0]?.model ?? 'unknown';
   const prefillTokS = (r?: SideResult) => (r?.prefill ? (r.prefill.tokens * 1000) / median(r.prefill.ms) : undefined);
@@ -421,7 +439,8 @@ async function parentMain(): Promise<void> {
   md.push('');
   md.push(`Machine: ${cpus().length} cores, ${cpuModel}, ${f(totalmem() / 2 ** 30, 0)} GiB RAM; adapter: ${O?.adapter ?? C?.adapter ?? K?.adapter ?? 'n/a'}; ` +
     `llama.cpp ${String(L?.info?.llamaCpp ?? 'n/a')}, CPU, ${String(L?.info?.threads ?? THREADS)} threads, flash attention ${String(L?.info?.flashAttention ?? 'n/a')}, f16 KV.`);
-  md.push(`Command: \`npx tsx bench/decode-prefill.ts\` (npm run bench). Model: Qwen3-0.6B shape, random weights; ours mlx-lm 4-bit g64 (${f(disk / MiB, 0)} MiB), llama.cpp Q4_0 (${f(ggufSize / MiB, 0)} MiB); context 1024, one sequence, greedy.`);
+  const settings = ['BENCH_SHAPE', 'BENCH_LAYERS', 'BENCH_SKIP'].filter((k) => env[k]).map((k) => `${k}=${env[k]} `).join('');
+  md.push(`Command: \`${settings}npx tsx bench/decode-prefill.ts\` (npm run bench). Model: ${SHAPE.label} shape${SHAPE.layers === BENCH_SHAPES[SHAPE.name]!.layers ? '' : ` with ${SHAPE.layers} of its ${BENCH_SHAPES[SHAPE.name]!.layers} layers`}, random weights; ours mlx-lm 4-bit g64 (${f(disk / MiB, 0)} MiB), llama.cpp Q4_0 (${f(ggufSize / MiB, 0)} MiB); context 1024, one sequence, greedy.`);
   md.push('');
   md.push('| metric | ours | llama.cpp | ratio (ours/llama.cpp) | issue 3 target | met |');
   md.push('|---|---:|---:|---:|---|---|');

@@ -1,9 +1,9 @@
-// The llama.cpp side of the bench: a GGUF of the bench checkpoint's shape (QWEN3_06B) with
+// The llama.cpp side of the bench: a GGUF of a bench checkpoint's shape (bench-model.ts) with
 // random weights in Q4_0, the llama.cpp format closest to mlx-lm 4-bit group 64 (both spend
 // 4.5 bits per weight: Q4_0 a 16-bit scale per 32 weights, mlx a bf16 scale and bias per 64).
 // Only speed is measured on it, so its weights need not match ours: the shape does.
 //
-// The metadata (qwen3 architecture keys and the Qwen3 tokenizer) comes from the test
+// The metadata (the architecture's keys and the tokenizer) comes from the test
 // helper's converter, test/helpers/gguf-writer.ts: it is run on a stub Hugging Face folder
 // (the full config, the real tokenizer, and two 1-element tensors), and the key/value
 // section of its output is copied byte for byte into the new file, with general.file_type
@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path';
 import { f32ToF16Bits } from '../src/models/half.js';
 import { writeSafetensors } from '../src/models/safetensors.js';
 import { readGguf, writeGgufFromHf } from '../test/helpers/gguf-writer.js';
-import { QWEN3_06B, writeQwen3Files } from './bench-model.js';
+import { PHI4_LONGROPE, QWEN3_06B, writeBenchFiles, type BenchShape } from './bench-model.js';
 
 const ALIGNMENT = 32;
 const GGML_F32 = 0;
@@ -28,7 +28,7 @@ const LLAMA_FTYPE_MOSTLY_Q4_0 = 2;
 const Q4_0_BLOCK = 32;
 const Q4_0_BLOCK_BYTES = 18;
 
-type Shape = typeof QWEN3_06B;
+type Shape = BenchShape;
 
 interface Tensor {
   name: string;
@@ -75,33 +75,44 @@ function q4_0(name: string, rows: number, cols: number, seed: number): Tensor {
   };
 }
 
-function ones(name: string, n: number): Tensor {
-  return { name, dims: [n], type: GGML_F32, nbytes: n * 4, data: () => new Uint8Array(new Float32Array(n).fill(1).buffer) };
+function filled(name: string, n: number, v = 1): Tensor {
+  return { name, dims: [n], type: GGML_F32, nbytes: n * 4, data: () => new Uint8Array(new Float32Array(n).fill(v).buffer) };
 }
 
+/** llama.cpp's tensors for each bench family; norms hold the whole multiplier (Gemma's 1 + w too). */
 function planTensors(s: Shape): Tensor[] {
   const q = s.heads * s.headDim;
   const kv = s.kvHeads * s.headDim;
-  // Tied embeddings: token_embd is also the output matrix (no output.weight), as in Qwen3-0.6B.
+  // Tied embeddings: token_embd is also the output matrix (no output.weight).
   const out: Tensor[] = [q4_0('token_embd.weight', s.vocab, s.hidden, 1)];
+  if (s.family === 'phi3') out.push(filled('rope_factors_long.weight', PHI4_LONGROPE.factors), filled('rope_factors_short.weight', PHI4_LONGROPE.factors));
   for (let l = 0; l < s.layers; l++) {
     const p = `blk.${l}`;
     const seed = 100 + l * 10;
+    out.push(filled(`${p}.attn_norm.weight`, s.hidden), filled(`${p}.ffn_norm.weight`, s.hidden));
+    if (s.family === 'phi3') {
+      out.push(
+        q4_0(`${p}.attn_qkv.weight`, q + 2 * kv, s.hidden, seed + 1),
+        q4_0(`${p}.attn_output.weight`, s.hidden, q, seed + 4),
+        q4_0(`${p}.ffn_up.weight`, 2 * s.intermediate, s.hidden, seed + 5),
+        q4_0(`${p}.ffn_down.weight`, s.hidden, s.intermediate, seed + 7),
+      );
+      continue;
+    }
+    if (s.family === 'gemma3_text') out.push(filled(`${p}.post_attention_norm.weight`, s.hidden), filled(`${p}.post_ffw_norm.weight`, s.hidden));
     out.push(
-      ones(`${p}.attn_norm.weight`, s.hidden),
       q4_0(`${p}.attn_q.weight`, q, s.hidden, seed + 1),
       q4_0(`${p}.attn_k.weight`, kv, s.hidden, seed + 2),
       q4_0(`${p}.attn_v.weight`, kv, s.hidden, seed + 3),
       q4_0(`${p}.attn_output.weight`, s.hidden, q, seed + 4),
-      ones(`${p}.attn_q_norm.weight`, s.headDim),
-      ones(`${p}.attn_k_norm.weight`, s.headDim),
-      ones(`${p}.ffn_norm.weight`, s.hidden),
+      filled(`${p}.attn_q_norm.weight`, s.headDim),
+      filled(`${p}.attn_k_norm.weight`, s.headDim),
       q4_0(`${p}.ffn_gate.weight`, s.intermediate, s.hidden, seed + 5),
       q4_0(`${p}.ffn_up.weight`, s.intermediate, s.hidden, seed + 6),
       q4_0(`${p}.ffn_down.weight`, s.hidden, s.intermediate, seed + 7),
     );
   }
-  out.push(ones('output_norm.weight', s.hidden));
+  out.push(filled('output_norm.weight', s.hidden));
   return out;
 }
 
@@ -121,14 +132,14 @@ const gstr = (s: string) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.fro
 function metadataSection(s: Shape): { bytes: Buffer; count: number } {
   const stub = mkdtempSync(join(tmpdir(), 'mlxcel-gguf-stub-'));
   try {
-    writeQwen3Files(stub, {}, s);
+    writeBenchFiles(stub, s);
     // The converter needs the embedding and the final norm; layers' tensors are optional to it.
     writeSafetensors(join(stub, 'model.safetensors'), [
       { name: 'model.embed_tokens.weight', dtype: 'F32', shape: [1, 1], data: new Float32Array([0]) },
       { name: 'model.norm.weight', dtype: 'F32', shape: [1], data: new Float32Array([1]) },
     ]);
     const path = join(stub, 'stub.gguf');
-    writeGgufFromHf(stub, path, { name: 'qwen3-0.6b-shape-random-q4_0' });
+    writeGgufFromHf(stub, path, { name: `${s.name}-shape-random-q4_0` });
     const info = readGguf(path);
     const file = readFileSync(path);
     // Header: "GGUF", u32 version, u64 tensor count, u64 kv count, then the KVs, then the

@@ -3,7 +3,9 @@
 // Qwen: 32 greedy tokens agree and the prompt's next-token log-probs agree within
 // LOGPROB_TOLERANCE. The prompt (~20 tokens) plus the 32 steps run well past each sliding
 // window (8), so windowed layers are exercised beyond it, and Gemma 3's six layers include
-// its global layer (other RoPE base and scaling) next to five local ones.
+// its global layer (other RoPE base and scaling) next to five local ones. Phi-3's sliding
+// window is not compared: llama.cpp turns it off (test/sliding-window.test.ts checks the
+// windowed attention against the CPU reference).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,10 +20,11 @@ import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/ra
 const STEPS = 32;
 // As oracle-engine.test.ts: both sides in f32, differing in summation order and exp/tanh/rsqrt
 // implementations; a real bug (a missing (1 + w), a window off by one, the wrong RoPE base
-// on one layer) moves log-probs by ~1. Observed: SmolLM3 5e-5; Granite 1.5e-3 (its
-// multipliers amplify rounding); Gemma 2 6.8e-3 and Gemma 3 2.2e-2: llama.cpp's CPU GELU
-// reads a table indexed by the f16-rounded input (GGML_GELU_FP16), a relative error up to
-// 2^-11 per activation, over 6 layers for Gemma 3. Each case states its tolerance.
+// on one layer) moves log-probs by ~1. Observed: SmolLM3 5e-5; OLMo 2 2e-5; Phi-3 5e-5 and 3e-4;
+// Granite 1.5e-3 (its multipliers amplify rounding); Gemma 2 6.8e-3 and Gemma 3 2.2e-2:
+// llama.cpp's CPU GELU reads a table indexed by the f16-rounded input (GGML_GELU_FP16), a
+// relative error up to 2^-11 per activation, over 6 layers for Gemma 3. Each case states
+// its tolerance.
 const LOGPROB_TOLERANCE = 1e-3;
 const WINDOW = 8;
 
@@ -50,18 +53,47 @@ const CASES: FamilyCase[] = [
     ...shape, label: 'granite: embedding, attention, residual and logit multipliers', arch: 'granite', tokenizer: 'llama3_1', seed: 7, bos: true, tolerance: 3e-3,
     extraConfig: { embedding_multiplier: 2, attention_multiplier: 0.3, residual_multiplier: 0.5, logits_scaling: 2 },
   },
+  {
+    ...shape, label: 'olmo2: norms after each block, q/k RMSNorm over all heads', arch: 'olmo2', tokenizer: 'llama3_1', seed: 8, bos: true,
+  },
+  {
+    // Phi-4-mini's shape in small: RoPE over 3/4 of each head (24 of 32), fused qkv and
+    // gate_up, longrope with the context (256) past original_max_position_embeddings (64), so
+    // both sides rotate with the long factors and scale by the attention factor sqrt(2).
+    // No sliding_window: llama.cpp ignores Phi-3's (it runs every layer with full attention).
+    ...shape, hidden: 128, headDim: 32, label: 'phi3: fused qkv/gate_up, partial rotary, longrope long factors', arch: 'phi3', tokenizer: 'llama3_1', seed: 9, bos: true,
+    extraConfig: {
+      partial_rotary_factor: 0.75, original_max_position_embeddings: 64,
+      rope_scaling: { type: 'longrope', short_factor: ropeFactors(0.1), long_factor: ropeFactors(0.7) },
+    },
+  },
+  {
+    // The same with original_max_position_embeddings (1024) past the context: short factors.
+    ...shape, hidden: 128, headDim: 32, label: 'phi3: longrope short factors', arch: 'phi3', tokenizer: 'llama3_1', seed: 10, bos: true,
+    extraConfig: {
+      partial_rotary_factor: 0.75, original_max_position_embeddings: 1024,
+      rope_scaling: { type: 'longrope', short_factor: ropeFactors(0.1), long_factor: ropeFactors(0.7) },
+    },
+  },
 ];
+
+/** Twelve longrope divisors 1, 1 + step, 1 + 2 step, ... (the low frequencies stretched most, as in Phi-3's). */
+function ropeFactors(step: number): number[] {
+  return Array.from({ length: 12 }, (_, i) => 1 + step * i);
+}
 
 describe('families vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-families-'));
   afterAll(() => disposeOracle());
 
-  for (const c of CASES) {
+  for (const [i, c] of CASES.entries()) {
     it(c.label, async () => {
-      const dir = join(tmp, c.arch);
+      const dir = join(tmp, `${i}-${c.arch}`);
       const ck = makeRandomCheckpoint(c, dir);
       const gguf = `${dir}.gguf`;
-      writeGgufFromHf(dir, gguf);
+      // Not the folder's name: llama.cpp gives a model named like phi3 / phi-3 Phi-3's token
+      // attributes, which look up SentencePiece tokens (</s>, <unk>) our tokenizers lack.
+      writeGgufFromHf(dir, gguf, { name: 'random checkpoint' });
       const tokenizer = await TextTokenizer.load(dir);
       const prompt = [...(c.bos ? [ck.bosId] : []), ...tokenizer.encode(ORACLE_STORY, false)];
       expect(prompt.length).toBeGreaterThan(WINDOW);

@@ -89,7 +89,11 @@ class ByteWriter {
 export interface GgufWriteOptions {
   /** 'F32' (default): every tensor f32. 'F16': 2-D weights f16, 1-D tensors f32. */
   outType?: 'F32' | 'F16';
-  /** general.name; defaults to the folder name. */
+  /**
+   * general.name; defaults to the folder name. llama.cpp reads more than a label from it: a
+   * name containing "phi3" or "phi-3" gets Phi-3's token attributes, which look up </s>,
+   * <unk>, <s> and <|endoftext|> and fail to load ("_Map_base::at") without them.
+   */
   name?: string;
   /** tokenizer.ggml.pre for BPE tokenizers when it cannot be recognised from the regex. */
   pre?: string;
@@ -374,6 +378,15 @@ const LAYER_TENSORS: Array<[string, string]> = [
   ['mlp.down_proj.weight', 'ffn_down.weight'],
 ];
 
+/** LAYER_TENSORS less post_attention_layernorm, which Gemma and OLMo 2 apply after attention rather than before the MLP. */
+const PRE_NORM_LAYER_TENSORS = LAYER_TENSORS.filter(([hf]) => hf !== 'post_attention_layernorm.weight');
+
+/** OLMo 2's norms on each block's output, before the residual add (no input norms). */
+const OLMO2_TENSORS: Array<[string, string]> = [
+  ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
+  ['post_feedforward_layernorm.weight', 'post_ffw_norm.weight'],
+];
+
 function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32' | 'F16'): PlannedTensor[] {
   const source = listCheckpointTensors(dir);
   const used = new Set<string>();
@@ -407,8 +420,8 @@ function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32'
   const gemma = arch === 'gemma2' || arch === 'gemma3';
   const plusOne = (w: Float32Array) => w.map((v) => v + 1);
   for (let l = 0; l < cfg.layers; l++) {
-    const table = gemma ? [...GEMMA_TENSORS, ...LAYER_TENSORS.filter(([hf]) => hf !== 'post_attention_layernorm.weight')]
-      : arch === 'olmo2' ? [['post_attention_layernorm.weight', 'post_attention_norm.weight'] as [string, string], ['post_feedforward_layernorm.weight', 'post_ffw_norm.weight'] as [string, string], ...LAYER_TENSORS]
+    const table = gemma ? [...GEMMA_TENSORS, ...PRE_NORM_LAYER_TENSORS]
+      : arch === 'olmo2' ? [...OLMO2_TENSORS, ...PRE_NORM_LAYER_TENSORS]
       : LAYER_TENSORS;
     for (const [hf, gguf] of table) {
       let transform: ((w: Float32Array, t: CheckpointTensor) => Float32Array) | undefined;

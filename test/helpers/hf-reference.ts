@@ -1,5 +1,5 @@
 // A plain CPU forward pass with Hugging Face semantics (float64 activations, no KV cache) for
-// Llama / Qwen2 / Qwen3 checkpoint folders, including mlx-lm quantized ones (dequantized with
+// Llama / Mistral / Qwen2 / Qwen3 checkpoint folders, including mlx-lm quantized ones (dequantized with
 // dequantizeAffine). It reads only config.json (through config.ts's normaliser, as the engine
 // does) and the safetensors, so it checks the GGUF conversion (llama.cpp must agree with it)
 // and is the reference where llama.cpp cannot run a format (MLX affine weights). Small models
@@ -8,7 +8,8 @@
 // Semantics: RMSNorm (x / sqrt(mean(x²) + eps) * w), rotate_half RoPE on the HF q/k layout
 // (rope.ts's inverse frequencies, so with llama3 or linear scaling), Qwen3's per-head q/k
 // RMSNorm before RoPE, Qwen2's q/k/v biases, GQA with query head h reading KV head
-// h / (heads / kvHeads), SwiGLU MLP.
+// h / (heads / kvHeads), Mistral's sliding window (position p attends to p - window + 1 .. p;
+// passed in, as config.ts leaves sliding_window to the families), SwiGLU MLP.
 import { moduleQuantization, readModelConfig, type ModelConfig } from '../../src/models/config.js';
 import { dequantizeAffine } from '../../src/models/quantize.js';
 import { ropeInvFreq64 } from '../../src/models/rope.js';
@@ -27,7 +28,8 @@ export class HfReference {
   readonly hidden: number;
   private readonly invFreq: Float64Array;
 
-  constructor(readonly dir: string) {
+  /** `window`: attend to the last `window` positions only (every layer). */
+  constructor(readonly dir: string, private readonly window = Infinity) {
     this.cfg = readModelConfig(dir);
     this.tensors = listCheckpointTensors(dir);
     this.hidden = this.cfg.hidden;
@@ -99,10 +101,11 @@ export class HfReference {
         const out = new Float64Array(this.heads * D);
         for (let hh = 0; hh < this.heads; hh++) {
           const kh = Math.floor(hh / group);
-          const scores = new Float64Array(pos + 1);
-          for (let j = 0; j <= pos; j++) scores[j] = dot(qv, hh * D, k[j]!, kh * D, D) / Math.sqrt(D);
+          const first = Math.max(0, pos - this.window + 1);
+          const scores = new Float64Array(pos + 1 - first);
+          for (let j = first; j <= pos; j++) scores[j - first] = dot(qv, hh * D, k[j]!, kh * D, D) / Math.sqrt(D);
           const probs = softmax(scores);
-          for (let j = 0; j <= pos; j++) for (let d = 0; d < D; d++) out[hh * D + d]! += probs[j]! * v[j]![kh * D + d]!;
+          for (let j = first; j <= pos; j++) for (let d = 0; d < D; d++) out[hh * D + d]! += probs[j - first]! * v[j]![kh * D + d]!;
         }
         return out;
       });

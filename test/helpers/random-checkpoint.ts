@@ -1,6 +1,6 @@
 // Writes a small, randomly initialised but real Hugging Face checkpoint directory (config.json,
 // model.safetensors, tokenizer files, generation_config.json) for each family src/models has
-// (Llama, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
+// (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
 // compared on it.
 //
 // Weight scales (DEFAULT_INIT) are chosen so greedy decoding is well conditioned and still
@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
 
-export type Arch = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
+export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
 export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
 
 export interface RandomCheckpointOptions {
@@ -278,7 +278,7 @@ function makeConfig(
     num_key_value_heads: o.kvHeads,
     vocab_size: vocab,
     max_position_embeddings: o.maxPositions ?? 4096,
-    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' || o.arch === 'phi3' ? 1e-5 : 1e-6),
+    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' || o.arch === 'mistral' || o.arch === 'phi3' ? 1e-5 : 1e-6),
     rope_theta: o.ropeTheta ?? 10000,
     rope_scaling: o.ropeScaling ?? null,
     hidden_act: 'silu',
@@ -296,6 +296,8 @@ function makeConfig(
   switch (o.arch) {
     case 'llama':
       return { architectures: ['LlamaForCausalLM'], model_type: 'llama', ...common, ...headDim, attention_bias: false, mlp_bias: false, pretraining_tp: 1, ...extra };
+    case 'mistral':
+      return { architectures: ['MistralForCausalLM'], model_type: 'mistral', ...common, ...headDim, sliding_window: null, ...extra };
     case 'gemma2':
     case 'gemma3_text': {
       const { hidden_act: _a, ...rest } = common;
