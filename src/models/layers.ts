@@ -150,10 +150,20 @@ export interface HeadSpec {
 
 /**
  * Final norm, LM head (lm_head, or the tied embedding), penalties and sampling, for each
- * sequence's last token only: prefill never computes logits it would throw away.
+ * sequence's last token only: prefill never computes logits it would throw away. An
+ * embedding model's head instead norms every token, pools each sequence's rows into one
+ * vector and normalises it (BuildContext.pooled).
  */
 export function head(ctx: BuildContext, spec: HeadSpec): Dispatch[] {
   const { ops, cfg, act, meta } = ctx;
+  if (ctx.pooled) {
+    const { mode, out, norms } = ctx.pooled;
+    return [
+      ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
+      ops.pool(act.xn, meta.seqLast, out, cfg.hidden, mode),
+      ops.embdNormalize(out, norms, cfg.hidden),
+    ];
+  }
   const lmHead = !cfg.tieEmbeddings && ctx.has('lm_head.weight') ? ctx.matrix('lm_head') : ctx.matrix('model.embed_tokens');
   return [
     ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),

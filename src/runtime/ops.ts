@@ -323,6 +323,30 @@ export class Ops {
     };
   }
 
+  /** out[s, :] = the mean, first or last of x's rows of sequence s (pool.wgsl), for the step's sequences. */
+  pool(x: GPUBuffer, seqLast: GPUBuffer, out: GPUBuffer, width: number, mode: Pooling): Dispatch {
+    const pipeline = this.pipelines.get('pool');
+    const params = this.params('pool', { width, mode: POOLING_CODE[mode] });
+    return {
+      label: 'pool',
+      pipeline,
+      bindGroup: this.bind('pool', pipeline, params, { x, seq_last: seqLast, out }),
+      workgroups: (s) => [ceil(s.seqs * width, 64)],
+    };
+  }
+
+  /** x[s, :dims] normalised in place by each sequence's SeqNorm (embd_normalize.wgsl). */
+  embdNormalize(x: GPUBuffer, norms: GPUBuffer, width: number): Dispatch {
+    const pipeline = this.pipelines.get('embd_normalize');
+    const params = this.params('embd_normalize', { width });
+    return {
+      label: 'embd_normalize',
+      pipeline,
+      bindGroup: this.bind('embd_normalize', pipeline, params, { x, norms }),
+      workgroups: (s) => [ceil(s.seqs, 64)],
+    };
+  }
+
   /**
    * Rotary embedding of q (in place) and k, and the append of this pass's k and v to the
    * layer's paged KV cache, in one dispatch (rope_kv_write.wgsl). With `headNorm` ([2 *
@@ -452,6 +476,24 @@ function chunkCalls(groupSize: number, call: (chunk: string) => string): string[
   const chunks = groupSize / 32;
   return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
 }
+
+/** How an embedding model pools its final hidden states into one vector per sequence (pool.wgsl). */
+export type Pooling = 'mean' | 'cls' | 'last';
+const POOLING_CODE: Record<Pooling, number> = { mean: 0, cls: 1, last: 2 };
+
+/** One sequence's normalisation: embd_normalize.wgsl's SeqNorm (dims: the columns kept; p: the norm, < 0 none). */
+export interface SeqNorm {
+  dims: number;
+  p: number;
+}
+
+/** The SeqNorm buffer's contents for `norms`. */
+export function packSeqNorms(norms: SeqNorm[]): ArrayBuffer {
+  return packArray(kernelStruct('embd_normalize', 'SeqNorm'), norms);
+}
+
+/** Bytes per sequence in the SeqNorm buffer. */
+export const SEQ_NORM_BYTES = kernelStruct('embd_normalize', 'SeqNorm').bytes;
 
 /** A gated MLP's activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU. */
 export type Activation = 'silu' | 'gelu_tanh' | 'gelu';

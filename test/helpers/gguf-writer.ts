@@ -93,7 +93,12 @@ export interface GgufWriteOptions {
   name?: string;
   /** tokenizer.ggml.pre for BPE tokenizers when it cannot be recognised from the regex. */
   pre?: string;
+  /** `<arch>.pooling_type`, as the converter writes it for embedding models and rerankers. */
+  pooling?: 'mean' | 'cls' | 'last' | 'rank';
 }
+
+/** llama.cpp's enum llama_pooling_type. */
+const POOLING_TYPE = { mean: 1, cls: 2, last: 3, rank: 4 } as const;
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -116,6 +121,7 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   kv.set('general.architecture', str(arch));
   kv.set('general.name', str(opts.name ?? basename(hfDir)));
   addModelParams(kv, arch, cfg, config);
+  if (opts.pooling) kv.set(`${arch}.pooling_type`, u32(POOLING_TYPE[opts.pooling]));
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
   addTokenizer(kv, hfDir, cfg.vocab, config, opts.pre);
 
