@@ -5,6 +5,7 @@ import { ENGINE_DEFAULTS } from './engine/engine.js';
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
 import type { Backend } from './runtime/gpu.js';
+import { POOLINGS, type Pooling } from './runtime/ops.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
@@ -73,6 +74,14 @@ export interface ServeOptions {
   /** Messages above this level (LOG_LEVELS) are not printed; --verbose: Infinity;
    *  undefined: DEFAULT_LOG_VERBOSITY. */
   logVerbosity?: number;
+  /** --embeddings: the -m model serves embeddings only (generation routes answer 501). */
+  embeddings?: boolean;
+  /** --embedding-model: a second model serving embeddings beside the chat model. */
+  embeddingModel?: ModelArg;
+  /** --pooling: overrides the embedding model's own pooling. */
+  pooling?: Pooling;
+  /** --embd-normalize: embd_normalize for requests that set none; undefined: euclidean (2). */
+  embdNormalize?: number;
 }
 
 export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
@@ -82,6 +91,8 @@ export class CliError extends Error {}
 interface Flag {
   name: string;
   short?: string;
+  /** Another long spelling (llama-server's --embedding beside --embeddings). */
+  alias?: string;
   /** Environment variables read when the flag is absent, first match wins. */
   env: string[];
   /** The value's placeholder in --help; absent for an on/off switch. */
@@ -161,6 +172,10 @@ const FLAGS: Flag[] = [
   // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY
   // is an older llama-server name for LLAMA_ARG_LOG_VERBOSITY.
   { name: 'spm-infill', env: ['LLAMA_ARG_SPM_INFILL'], help: 'lay /infill prompts out suffix-prefix-middle, for models trained so (default: prefix-suffix-middle)' },
+  { name: 'embeddings', alias: 'embedding', env: ['LLAMA_ARG_EMBEDDINGS'], help: 'serve embeddings with the -m model (/v1/embeddings, /embedding); the generation routes answer 501 (default: off)' },
+  { name: 'embedding-model', env: ['LLAMA_ARG_EMBEDDING_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving embeddings beside the chat model, with its own worker and queue (default: none)' },
+  { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
+  { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
   { name: 'log-verbosity', short: 'lv', env: ['LLAMA_ARG_LOG_VERBOSITY', 'LLAMA_LOG_VERBOSITY'], value: 'N', help: `log threshold in llama-server's levels: ${LOG_LEVELS.info} prints the startup facts, ${LOG_LEVELS.trace} also Dawn's own startup warnings, below ${LOG_LEVELS.info} neither; errors and warnings always print (default: ${DEFAULT_LOG_VERBOSITY})` },
 ];
@@ -192,7 +207,10 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
   let values: Record<string, string | boolean | undefined>;
   try {
     // parseArgs takes one-letter short options only; llama-server has "-np".
-    const longShorts = new Map(FLAGS.filter((f) => f.short && f.short.length > 1).map((f) => [`-${f.short}`, `--${f.name}`]));
+    const longShorts = new Map([
+      ...FLAGS.filter((f) => f.short && f.short.length > 1).map((f): [string, string] => [`-${f.short}`, `--${f.name}`]),
+      ...FLAGS.filter((f) => f.alias).map((f): [string, string] => [`--${f.alias}`, `--${f.name}`]),
+    ]);
     const args = joinNegativeValues(argv.map((a) => longShorts.get(a) ?? a));
     const options = Object.fromEntries(
       FLAGS.flatMap((f) => [
@@ -275,6 +293,10 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),
       logVerbosity: getSwitch('verbose') ? Infinity : logVerbosity,
+      embeddings: getSwitch('embeddings'),
+      embeddingModel: secondModel('embedding-model', get('embedding-model')),
+      pooling: poolingOption(get('pooling')),
+      embdNormalize: optionalInteger('embd-normalize', -1),
     },
   };
 }
@@ -286,6 +308,19 @@ function modelArg(model: string | undefined, hfRepo: string | undefined, default
   const ref = parseRepoRef(hfRepo, true);
   if (!ref) throw new CliError(`--hf-repo must be a Hub repo id org/name[:revision], got "${hfRepo}"`);
   return { kind: 'repo', ref };
+}
+
+/** A second model's directory or Hub repo id. */
+function secondModel(name: string, text: string | undefined): ModelArg | undefined {
+  if (text === undefined) return undefined;
+  if (text.trim() === '') throw new CliError(`--${name} must name a directory or a Hub repo`);
+  return { kind: 'path-or-repo', text };
+}
+
+function poolingOption(text: string | undefined): Pooling | undefined {
+  if (text === undefined) return undefined;
+  if (!(POOLINGS as readonly string[]).includes(text)) throw new CliError(`--pooling must be one of ${POOLINGS.join(', ')}, got "${text}"`);
+  return text as Pooling;
 }
 
 /** --context-shift / --no-context-shift, when given, as the server's context_shift. */

@@ -5,12 +5,14 @@ import { fileURLToPath } from 'node:url';
 import { Template } from '@huggingface/jinja';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
+import { loadEmbedder, type Embedder } from './engine/embedder.js';
 import { loadEngine } from './engine/load.js';
 import { HubError } from './hub/errors.js';
 import type { DownloadProgress } from './hub/progress.js';
 import { resolveModel } from './hub/resolve-model.js';
 import { hubSettings } from './hub/settings.js';
 import { LoadDisplay } from './load-progress.js';
+import { EmbeddingOnlyEngine } from './server/embedding-only-engine.js';
 import { startServer } from './server/server.js';
 
 /** The model shipped in the package, found from dist/ or src/ alike. */
@@ -74,7 +76,13 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   // while, and clients should meanwhile get 503 "loading model" rather than a refused connection.
   let startLoading!: (engine: Promise<Engine>) => void;
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
+  // --embeddings: the -m model is an embedder, and the engine its stand-in; --embedding-model: a second one.
+  let startEmbedder!: (embedder: Promise<Embedder>) => void;
+  const embedderLoading = new Promise<Embedder>((resolve) => (startEmbedder = resolve));
+  const wantsEmbedder = options.embeddings === true || options.embeddingModel !== undefined;
   const server = await startServer(loading, {
+    embedder: wantsEmbedder ? embedderLoading : undefined,
+    generationDisabledBy: options.embeddings ? '--embeddings' : undefined,
     ...options,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
     aliases: options.alias,
@@ -95,7 +103,26 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     },
     onProgress: (progress) => (download = progress),
   });
-  startLoading(model.then(({ dir, id }) =>
+  const embedderOptions = (dir: string, id: string | undefined) => ({
+    modelDir: dir,
+    alias: id,
+    batchSize: options.batchSize,
+    maxQueue: options.maxQueue,
+    pooling: options.pooling,
+    backend: options.backend,
+    log: info,
+    quietDawn: verbosity < LOG_LEVELS.trace,
+  });
+  if (options.embeddings) {
+    const embedder = model.then(({ dir, id }) => loadEmbedder(embedderOptions(dir, options.alias?.[0] ?? id)));
+    startEmbedder(embedder);
+    startLoading(embedder.then((e) => new EmbeddingOnlyEngine(e, '--embeddings', e.adapterDescription)));
+  } else {
+    if (options.embeddingModel) {
+      const second = resolveModel(options.embeddingModel, hubSettings(env, options.hfToken), { out, prefix: 'mlxcel-server: ', log: info, warn: info });
+      startEmbedder(second.then(({ dir, id }) => loadEmbedder(embedderOptions(dir, id))));
+    }
+    startLoading(model.then(({ dir, id }) =>
     loadEngine({
       modelDir: dir,
       alias: options.alias?.[0] ?? id,
@@ -115,11 +142,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       quietDawn: verbosity < LOG_LEVELS.trace,
       onLoadProgress: (progress) => load.update(progress),
     }),
-  ));
+    ));
+  }
 
   let engine: Engine;
+  let embedder: Embedder | undefined;
   try {
     engine = await loading;
+    if (wantsEmbedder) embedder = await embedderLoading;
   } catch (err) {
     clearBars();
     if (err instanceof HubError) console.error(`mlxcel-server: ${err.message}`);
@@ -133,6 +163,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   const shutdown = async () => {
     await server.close();
     await engine.close();
+    if (!options.embeddings) await embedder?.close();
     process.exit(0);
   };
   process.once('SIGINT', shutdown);

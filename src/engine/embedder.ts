@@ -102,7 +102,7 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
     maxQueue: options.maxQueue ?? EMBEDDER_DEFAULTS.maxQueue,
     timeoutMs: options.timeoutMs ?? EMBEDDER_DEFAULTS.timeoutMs,
     release: options.gpu ? () => {} : () => gpu.device.destroy(),
-  });
+  }, gpu.description);
 }
 
 /**
@@ -143,6 +143,8 @@ export class Embedder {
     readonly tokenizer: TextTokenizer,
     private readonly model: LoadedModel,
     private readonly limits: { maxQueue: number; timeoutMs: number; release: () => void },
+    /** The adapter, e.g. "llvmpipe (LLVM 15, 256 bits) via opengles". */
+    readonly adapterDescription: string,
   ) {
     this.staging = model.ops.gpu.device.createBuffer({
       label: 'pooled_readback',

@@ -478,7 +478,8 @@ function chunkCalls(groupSize: number, call: (chunk: string) => string): string[
 }
 
 /** How an embedding model pools its final hidden states into one vector per sequence (pool.wgsl). */
-export type Pooling = 'mean' | 'cls' | 'last';
+export const POOLINGS = ['mean', 'cls', 'last'] as const;
+export type Pooling = (typeof POOLINGS)[number];
 const POOLING_CODE: Record<Pooling, number> = { mean: 0, cls: 1, last: 2 };
 
 /** One sequence's normalisation: embd_normalize.wgsl's SeqNorm (dims: the columns kept; p: the norm, < 0 none). */

@@ -6,6 +6,7 @@
 import { Router } from 'express';
 import { samplingFrom } from '../generation-params.js';
 import { serverLoopDetection } from '../loop-policy.js';
+import { capabilities, type Services } from '../services.js';
 import type { ModelState } from '../model-state.js';
 import { generationSettings } from '../native-response.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
@@ -13,7 +14,7 @@ import type { SamplingDefaults } from '../sampling-defaults.js';
 /** u64::MAX: how the REST reference (and llama-server's u32 cousin) says "no seed configured". */
 const UNSET_SEED = '18446744073709551615';
 
-export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Router {
+export function propsRoutes(models: ModelState, defaults: SamplingDefaults, services: Services): Router {
   const router = Router();
   router.get('/props', (_req, res) => {
     const { engine } = models.require();
@@ -34,6 +35,8 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Rou
       model_path: engine.info.path,
       // is_sleeping: llama-server's, true while --sleep-idle-seconds has the model unloaded.
       is_sleeping: engine.isSleeping(),
+      // What the server serves: "completion", "embedding", "rerank".
+      capabilities: capabilities(services),
     });
     const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));

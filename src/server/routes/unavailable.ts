@@ -1,9 +1,9 @@
 // Routes the REST reference documents that this server cannot serve: each answers 501
 // naming what is missing, in place of a 404. The image routes need --image-model; the
 // audio routes run in audio-only server processes (Kokoro speaks, Whisper transcribes);
-// /v1/realtime needs a Nemotron VoiceChat checkpoint; embeddings and reranking answer
-// as llama-server does when started without --embeddings / --reranking. None reads its
-// body, so they mount ahead of the parser.
+// /v1/realtime needs a Nemotron VoiceChat checkpoint; reranking answers as llama-server
+// does when started without --reranking. None reads its body, so they mount ahead of the
+// parser. (The embedding routes answer their own 501: ./embeddings.ts.)
 import { Router } from 'express';
 import { ApiError } from '../errors.js';
 
@@ -34,11 +34,6 @@ const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path
     method: 'get',
     paths: ['/v1/realtime'],
     error: (path) => notImplemented(`GET ${path} needs a Nemotron VoiceChat checkpoint; ${SERVED}`),
-  },
-  {
-    method: 'post',
-    paths: ['/v1/embeddings', '/embedding', '/embeddings'],
-    error: () => notSupported('This server does not support embeddings. Start it with `--embeddings`'),
   },
   {
     method: 'post',
