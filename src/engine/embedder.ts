@@ -9,6 +9,7 @@ import { mapRead, openGpu, type Backend, type Gpu } from '../runtime/gpu.js';
 import { packSeqNorms, type Pooling, type SeqNorm } from '../runtime/ops.js';
 import { readModelConfig } from '../models/config.js';
 import { loadModel, type LoadedModel } from '../models/model.js';
+import { ENCODERS } from '../models/registry.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { QueueFullError } from './types.js';
 
@@ -127,9 +128,9 @@ export function checkpointPooling(dir: string): Pooling | undefined {
   throw new Error(`${file}: none of the pooling modes this server has (pooling_mode_cls_token, pooling_mode_mean_tokens, pooling_mode_lasttoken) is set; pass --pooling`);
 }
 
-/** A family's pooling where the checkpoint names none: decoders pool their last token. */
-function familyPooling(_modelType: string): Pooling {
-  return 'last';
+/** A family's pooling where the checkpoint names none: encoders their first token ([CLS], transformers' pooler), decoders their last. */
+function familyPooling(modelType: string): Pooling {
+  return ENCODERS.has(modelType) ? 'cls' : 'last';
 }
 
 export class Embedder {
@@ -244,6 +245,7 @@ export class Embedder {
     const tokens = new Uint32Array(n);
     const pos = new Uint32Array(n);
     const tableOf = new Uint32Array(n);
+    const keyEnd = new Uint32Array(n);
     const seqLast = new Uint32Array(inputs.length);
     const tables: number[] = [];
     let t = 0;
@@ -255,6 +257,7 @@ export class Embedder {
       input.tokens.forEach((id, i) => {
         tokens[t] = id;
         pos[t] = i;
+        keyEnd[t] = input.tokens.length - 1;
         tableOf[t++] = offset;
       });
       seqLast[s] = t - 1;
@@ -264,6 +267,7 @@ export class Embedder {
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
     queue.writeBuffer(meta.blockTable, 0, Uint32Array.from(tables));
     queue.writeBuffer(meta.seqLast, 0, seqLast);
+    queue.writeBuffer(model.pooled!.keyEnd, 0, keyEnd);
     const norms: SeqNorm[] = inputs.map((x) => ({ dims: x.dims, p: x.normalize }));
     queue.writeBuffer(model.pooled!.norms, 0, packSeqNorms(norms));
     const shape = { tokens: n, seqs: inputs.length, bias: 0 };

@@ -67,12 +67,15 @@ export interface BuildContext {
 
 /**
  * Where an embedding model's head leaves one vector per sequence: out [maxSeqs, hidden],
- * pooled by `mode` and normalised in place by norms [maxSeqs] (ops.ts SeqNorm).
+ * pooled by `mode` and normalised in place by norms [maxSeqs] (ops.ts SeqNorm); and what
+ * the pass's writer fills for an encoder.
  */
 export interface PooledOutput {
   mode: Pooling;
   out: GPUBuffer;
   norms: GPUBuffer;
+  /** [maxTokens] u32: each token's sequence's last position, for an encoder's bidirectional attention (Ops.attention keyEnd). */
+  keyEnd: GPUBuffer;
 }
 
 /**
@@ -192,7 +195,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     biasCapacity,
   };
   const pooled: PooledOutput | undefined = options.pooling
-    ? { mode: options.pooling, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms') }
+    ? { mode: options.pooling, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end') }
     : undefined;
   const ropes = new Map<string, RopeTables>();
   const scratch = new Map<string, GPUBuffer>();

@@ -296,11 +296,11 @@ export class Ops {
     };
   }
 
-  /** out = W[tokens] * scale. */
-  embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, scale = 1): Dispatch[] {
+  /** out = W[tokens] * scale, or out += it with `accumulate`. */
+  embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, scale = 1, accumulate = false): Dispatch[] {
     const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w), isAffine(w.format) ? this.affineDeclarations(false) : '');
     return w.parts.map((part) => {
-      const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows, scale });
+      const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows, scale, accumulate });
       return {
         label: 'embedding',
         pipeline,
@@ -320,6 +320,18 @@ export class Ops {
       pipeline,
       bindGroup: this.bind(label, pipeline, params, { x, weight, y, seq_last: options.seqLast ?? this.dummy }),
       workgroups: (s) => [ceil(perSeq ? s.seqs : s.tokens, 64)],
+    };
+  }
+
+  /** x = LayerNorm(x + res) * weight + bias in place (res optional): an encoder's norms (layernorm.wgsl). */
+  layernorm(label: string, x: GPUBuffer, weight: GPUBuffer, bias: GPUBuffer, options: { width: number; eps: number; res?: GPUBuffer }): Dispatch {
+    const pipeline = this.pipelines.get('layernorm');
+    const params = this.params('layernorm', { width: options.width, eps: options.eps, has_res: options.res !== undefined });
+    return {
+      label,
+      pipeline,
+      bindGroup: this.bind(label, pipeline, params, { x, res: options.res ?? this.dummy, weight, bias }),
+      workgroups: (s) => [ceil(s.tokens, 64)],
     };
   }
 
@@ -381,8 +393,12 @@ export class Ops {
    * attention_decode_workgroup.wgsl. For steps with a prefill chunk, attention.wgsl with
    * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
    * belong to one sequence).
+   * With `keyEnd` ([tokens] u32), a token attends to its sequence's keys at positions
+   * 0 ..= keyEnd[token] instead of 0 ..= its own position: bidirectional attention (an
+   * encoder's) when each token's keyEnd is its sequence's last position. The cache append
+   * still writes each token at its own position.
    */
-  attention(label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
+  attention(label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
     if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
     if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
     const params = this.params('attention_io', {
@@ -395,7 +411,7 @@ export class Ops {
     while (perKv % sharing !== 0) sharing--;
     const declarations = `${this.kvCacheDeclarations()}\nconst D4: u32 = ${rope.headDim / 4}u;`;
     const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
-      q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
+      q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
     });
     /** attention.wgsl over groups of tq tokens x hq heads. */
     const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
@@ -416,15 +432,15 @@ export class Ops {
     return [this.ropeKvWrite(`${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
   }
 
-  /** gate = act(gate) * up, in place. */
-  glu(gate: GPUBuffer, up: GPUBuffer, width: number, activation: Activation = 'silu'): Dispatch {
+  /** gate = act(gate) * up, in place; without `up`, gate = act(gate) (a plain MLP's activation). */
+  glu(gate: GPUBuffer, up: GPUBuffer | undefined, width: number, activation: Activation = 'silu'): Dispatch {
     if (width % 4 !== 0) throw new Error(`intermediate size ${width} is not a multiple of 4`);
     const pipeline = this.pipelines.get('glu');
-    const params = this.params('glu', { width4: width / 4, act: ACTIVATION_CODE[activation] });
+    const params = this.params('glu', { width4: width / 4, act: ACTIVATION_CODE[activation], gated: up !== undefined });
     return {
       label: 'glu',
       pipeline,
-      bindGroup: this.bind('glu', pipeline, params, { gate, up }),
+      bindGroup: this.bind('glu', pipeline, params, { gate, up: up ?? this.dummy }),
       workgroups: (s) => [ceil((s.tokens * width) / 4, 64)],
     };
   }
