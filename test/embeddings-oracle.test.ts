@@ -84,7 +84,7 @@ describe('embeddings vs llama.cpp on random checkpoints', () => {
     });
   }
 
-  for (const pooling of ['mean', 'cls'] as Pooling[]) {
+  for (const pooling of ['mean', 'cls'] as const) {
     it(`bert encoder (bidirectional attention, LayerNorm, GELU, absolute positions), ${pooling} pooling from 1_Pooling`, async () => {
       const dir = join(tmp, `bert-${pooling}`);
       makeEncoderCheckpoint({ arch: 'bert', hidden: 64, layers: 2, heads: 4, intermediate: 128, seed: 31, pooling }, dir);

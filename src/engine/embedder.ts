@@ -149,7 +149,7 @@ export class Embedder {
   ) {
     this.staging = model.ops.gpu.device.createBuffer({
       label: 'pooled_readback',
-      size: model.maxSeqs * info.hidden * 4,
+      size: model.maxSeqs * model.pooled!.width * 4,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
   }
@@ -181,6 +181,16 @@ export class Embedder {
       if (inputs.length === 0) this.finish(job);
       void this.work();
     });
+  }
+
+  /**
+   * A reranker's (pooling 'rank') relevance logits, one per input: each input is a query
+   * and document pair as the model's tokenizer joins them. Limits and errors as embed().
+   */
+  async rank(inputs: number[][]): Promise<number[]> {
+    if (this.info.pooling !== 'rank') throw new Error(`${this.info.id} is not loaded as a reranker`);
+    const out = await this.embed(inputs.map((tokens) => ({ tokens, dims: 1, normalize: -1 })));
+    return out.map((v) => v[0]!);
   }
 
   async close(): Promise<void> {
@@ -282,7 +292,7 @@ export class Embedder {
     }
     const encoder = device.createCommandEncoder();
     model.program.encode(encoder, shape, undefined, last);
-    const width = this.info.hidden;
+    const width = model.pooled!.width;
     encoder.copyBufferToBuffer(model.pooled!.out, 0, this.staging, 0, inputs.length * width * 4);
     queue.submit([encoder.finish()]);
     const data = new Float32Array(await mapRead(this.staging), 0, inputs.length * width);

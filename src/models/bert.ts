@@ -4,7 +4,7 @@
 // a GELU MLP, and another (h = LN(h + mlp)). No final norm: the head pools h. XLM-R's
 // position table starts at pad_token_id + 1 (row 0 and 1 are padding), so its rows are
 // read from there. Encoders are served as embedding models only (BuildContext.pooled).
-import { Program } from '../runtime/program.js';
+import { Program, type Dispatch } from '../runtime/program.js';
 import type { BuildContext, Family } from './model.js';
 
 /** Where a checkpoint keeps the encoder: bare (sentence-transformers), or under its task model's prefix. */
@@ -61,9 +61,26 @@ export const bert: Family = {
   },
 };
 
-/** Pools the final hidden states `x` and normalises each sequence's vector. */
-function poolHead(ctx: BuildContext, x: GPUBuffer) {
+/**
+ * Pools the final hidden states `x` and normalises each sequence's vector; a reranker
+ * (rank) instead scores its first token with the sequence classifier's head,
+ * out_proj(tanh(dense(x[CLS]))), one logit per sequence.
+ */
+function poolHead(ctx: BuildContext, x: GPUBuffer): Dispatch[] {
   const { ops, cfg, meta } = ctx;
   const { mode, out, norms } = ctx.pooled!;
-  return [ops.pool(x, meta.seqLast, out, cfg.hidden, mode), ops.embdNormalize(out, norms, cfg.hidden)];
+  if (mode !== 'rank') return [ops.pool(x, meta.seqLast, out, cfg.hidden, mode), ops.embdNormalize(out, norms, cfg.hidden)];
+  if (!ctx.has('classifier.out_proj.weight')) throw new Error(`${cfg.modelType}: no classifier head (classifier.dense, classifier.out_proj): not a reranker`);
+  const first = ctx.scratch('cls_rows', cfg.hidden);
+  const dense = ctx.scratch('classifier_dense', cfg.hidden);
+  const head = (name: string) => ({ w: ctx.matrix(name), bias: ctx.vector(`${name}.bias`) });
+  const d = head('classifier.dense');
+  const o = head('classifier.out_proj');
+  if (o.w.rows !== 1) throw new Error(`classifier.out_proj has ${o.w.rows} labels; a reranker has one`);
+  return [
+    ops.pool(x, meta.seqLast, first, cfg.hidden, 'cls'),
+    ...ops.linear('classifier.dense', d.w, first, dense, { bias: d.bias, perSeq: true }),
+    ops.glu(dense, undefined, cfg.hidden, 'tanh'),
+    ...ops.linear('classifier.out_proj', o.w, dense, out, { bias: o.bias, perSeq: true }),
+  ];
 }

@@ -158,6 +158,7 @@ export function head(ctx: BuildContext, spec: HeadSpec): Dispatch[] {
   const { ops, cfg, act, meta } = ctx;
   if (ctx.pooled) {
     const { mode, out, norms } = ctx.pooled;
+    if (mode === 'rank') throw new Error(`${cfg.modelType}: generative rerankers (a decoder's yes/no logits) are not supported; rerankers are sequence classifiers (XLMRobertaForSequenceClassification)`);
     return [
       ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
       ops.pool(act.xn, meta.seqLast, out, cfg.hidden, mode),

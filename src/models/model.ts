@@ -72,6 +72,8 @@ export interface BuildContext {
  */
 export interface PooledOutput {
   mode: Pooling;
+  /** Values per sequence in out: hidden, or a reranker's one score (set by the family). */
+  width: number;
   out: GPUBuffer;
   norms: GPUBuffer;
   /** [maxTokens] u32: each token's sequence's last position, for an encoder's bidirectional attention (Ops.attention keyEnd). */
@@ -195,7 +197,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     biasCapacity,
   };
   const pooled: PooledOutput | undefined = options.pooling
-    ? { mode: options.pooling, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end') }
+    ? { mode: options.pooling, width: options.pooling === 'rank' ? 1 : cfg.hidden, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end') }
     : undefined;
   const ropes = new Map<string, RopeTables>();
   const scratch = new Map<string, GPUBuffer>();

@@ -494,9 +494,10 @@ function chunkCalls(groupSize: number, call: (chunk: string) => string): string[
 }
 
 /** How an embedding model pools its final hidden states into one vector per sequence (pool.wgsl). */
-export const POOLINGS = ['mean', 'cls', 'last'] as const;
+/** rank: a reranker's, its score computed from the first token (a sequence classifier's head). */
+export const POOLINGS = ['mean', 'cls', 'last', 'rank'] as const;
 export type Pooling = (typeof POOLINGS)[number];
-const POOLING_CODE: Record<Pooling, number> = { mean: 0, cls: 1, last: 2 };
+const POOLING_CODE: Record<Pooling, number> = { mean: 0, cls: 1, last: 2, rank: 1 };
 
 /** One sequence's normalisation: embd_normalize.wgsl's SeqNorm (dims: the columns kept; p: the norm, < 0 none). */
 export interface SeqNorm {
@@ -512,9 +513,9 @@ export function packSeqNorms(norms: SeqNorm[]): ArrayBuffer {
 /** Bytes per sequence in the SeqNorm buffer. */
 export const SEQ_NORM_BYTES = kernelStruct('embd_normalize', 'SeqNorm').bytes;
 
-/** A gated MLP's activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU. */
-export type Activation = 'silu' | 'gelu_tanh' | 'gelu';
-const ACTIVATION_CODE: Record<Activation, number> = { silu: 0, gelu_tanh: 1, gelu: 2 };
+/** An activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU, tanh. */
+export type Activation = 'silu' | 'gelu_tanh' | 'gelu' | 'tanh';
+const ACTIVATION_CODE: Record<Activation, number> = { silu: 0, gelu_tanh: 1, gelu: 2, tanh: 3 };
 
 export interface LinearOptions {
   /** Add into Y (the residual stream) instead of overwriting it. */

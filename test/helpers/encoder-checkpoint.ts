@@ -40,7 +40,8 @@ function vocabulary(): string[] {
   return [...new Set(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', ...letters, ...letters.map((l) => `##${l}`), ...punct, ...WORDS])];
 }
 
-function tokenizerJson(vocab: string[]): unknown {
+/** `xlmr`: XLM-R's pair template, <s> A </s></s> B </s> (here [CLS] A [SEP] [SEP] B [SEP]). */
+function tokenizerJson(vocab: string[], xlmr: boolean): unknown {
   const specials = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'];
   const special = (id: string) => ({ SpecialToken: { id, type_id: 0 } });
   return {
@@ -53,7 +54,10 @@ function tokenizerJson(vocab: string[]): unknown {
     post_processor: {
       type: 'TemplateProcessing',
       single: [special('[CLS]'), { Sequence: { id: 'A', type_id: 0 } }, special('[SEP]')],
-      pair: [special('[CLS]'), { Sequence: { id: 'A', type_id: 0 } }, special('[SEP]'), { Sequence: { id: 'B', type_id: 1 } }, { SpecialToken: { id: '[SEP]', type_id: 1 } }],
+      pair: [
+        special('[CLS]'), { Sequence: { id: 'A', type_id: 0 } }, special('[SEP]'), ...(xlmr ? [special('[SEP]')] : []),
+        { Sequence: { id: 'B', type_id: xlmr ? 0 : 1 } }, { SpecialToken: { id: '[SEP]', type_id: xlmr ? 0 : 1 } },
+      ],
       special_tokens: {
         '[CLS]': { id: '[CLS]', ids: [SPECIAL.cls], tokens: ['[CLS]'] },
         '[SEP]': { id: '[SEP]', ids: [SPECIAL.sep], tokens: ['[SEP]'] },
@@ -115,7 +119,7 @@ export function makeEncoderCheckpoint(opts: EncoderCheckpointOptions, dir: strin
     ...(opts.classifier ? { id2label: { 0: 'LABEL_0' }, label2id: { LABEL_0: 0 } } : {}),
   };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config, null, 2));
-  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizerJson(vocab)));
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizerJson(vocab, xlmr)));
   writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({
     tokenizer_class: 'BertTokenizer', do_lower_case: true, cls_token: '[CLS]', sep_token: '[SEP]', pad_token: '[PAD]', unk_token: '[UNK]', mask_token: '[MASK]', model_max_length: maxPositions,
   }));

@@ -488,6 +488,8 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
   kv.set('tokenizer.ggml.bos_token_id', u32(id('[CLS]')));
   kv.set('tokenizer.ggml.cls_token_id', u32(id('[CLS]')));
   kv.set('tokenizer.ggml.seperator_token_id', u32(id('[SEP]')));
+  // XLM-R's </s> is both its separator and its end of sequence (a pair is <s> A </s></s> B </s>).
+  if (xlmr) kv.set('tokenizer.ggml.eos_token_id', u32(id('[SEP]')));
   kv.set('tokenizer.ggml.unknown_token_id', u32(id('[UNK]')));
   kv.set('tokenizer.ggml.padding_token_id', u32(id('[PAD]')));
   kv.set('tokenizer.ggml.mask_token_id', u32(id('[MASK]')));

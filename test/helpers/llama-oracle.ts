@@ -137,6 +137,21 @@ export async function oracleEmbeddings(ggufPath: string, inputs: number[][], opt
   }
 }
 
+/**
+ * Relevance scores by llama.cpp's ranking context (createRankingContext): sigmoid of the
+ * classifier's logit, for the query and each document given as token ids (llama.cpp joins
+ * them: BOS query EOS SEP document EOS, leaving out the ids its vocabulary lacks).
+ */
+export async function oracleRank(ggufPath: string, query: number[], documents: number[][], opts: { contextSize?: number; threads?: number } = {}): Promise<number[]> {
+  const model = await loadModel(ggufPath);
+  const context = await model.createRankingContext({ contextSize: opts.contextSize ?? 256, threads: opts.threads ?? 1 });
+  try {
+    return await context.rankAll(query as Token[], documents as Token[][]);
+  } finally {
+    await context.dispose();
+  }
+}
+
 /** Tokenizes with llama.cpp's tokenizer (no BOS added; special tokens parsed when asked). */
 export async function oracleTokenize(ggufPath: string, text: string, specialTokens = false): Promise<number[]> {
   const model = await loadModel(ggufPath);
