@@ -78,6 +78,10 @@ export interface ServeOptions {
   embeddings?: boolean;
   /** --embedding-model: a second model serving embeddings beside the chat model. */
   embeddingModel?: ModelArg;
+  /** --reranking: the -m model serves reranking only (generation routes answer 501). */
+  reranking?: boolean;
+  /** --reranker-model: a second model serving reranking beside the chat model. */
+  rerankerModel?: ModelArg;
   /** --pooling: overrides the embedding model's own pooling. */
   pooling?: Pooling;
   /** --embd-normalize: embd_normalize for requests that set none; undefined: euclidean (2). */
@@ -174,6 +178,8 @@ const FLAGS: Flag[] = [
   { name: 'spm-infill', env: ['LLAMA_ARG_SPM_INFILL'], help: 'lay /infill prompts out suffix-prefix-middle, for models trained so (default: prefix-suffix-middle)' },
   { name: 'embeddings', alias: 'embedding', env: ['LLAMA_ARG_EMBEDDINGS'], help: 'serve embeddings with the -m model (/v1/embeddings, /embedding); the generation routes answer 501 (default: off)' },
   { name: 'embedding-model', env: ['LLAMA_ARG_EMBEDDING_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving embeddings beside the chat model, with its own worker and queue (default: none)' },
+  { name: 'reranking', alias: 'rerank', env: ['LLAMA_ARG_RERANKING'], help: 'serve reranking with the -m model, a sequence classifier such as bge-reranker (/v1/rerank, /rerank); the generation routes answer 501 (default: off)' },
+  { name: 'reranker-model', env: ['LLAMA_ARG_RERANKER_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving reranking beside the chat model, with its own worker and queue (default: none)' },
   { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
   { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
@@ -293,7 +299,8 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),
       logVerbosity: getSwitch('verbose') ? Infinity : logVerbosity,
-      embeddings: getSwitch('embeddings'),
+      ...servedJob(getSwitch('embeddings'), getSwitch('reranking')),
+      rerankerModel: secondModel('reranker-model', get('reranker-model')),
       embeddingModel: secondModel('embedding-model', get('embedding-model')),
       pooling: poolingOption(get('pooling')),
       embdNormalize: optionalInteger('embd-normalize', -1),
@@ -308,6 +315,12 @@ function modelArg(model: string | undefined, hfRepo: string | undefined, default
   const ref = parseRepoRef(hfRepo, true);
   if (!ref) throw new CliError(`--hf-repo must be a Hub repo id org/name[:revision], got "${hfRepo}"`);
   return { kind: 'repo', ref };
+}
+
+/** --embeddings and --reranking: the -m model serves one job, not both. */
+function servedJob(embeddings: boolean | undefined, reranking: boolean | undefined): Pick<ServeOptions, 'embeddings' | 'reranking'> {
+  if (embeddings && reranking) throw new CliError('give --embeddings or --reranking, not both: the -m model serves one of them (--embedding-model / --reranker-model add a second model)');
+  return { embeddings, reranking };
 }
 
 /** A second model's directory or Hub repo id. */

@@ -9,6 +9,7 @@ import { loadEmbedder, type Embedder } from './engine/embedder.js';
 import { loadEngine } from './engine/load.js';
 import { HubError } from './hub/errors.js';
 import type { DownloadProgress } from './hub/progress.js';
+import type { ModelArg } from './hub/resolve-model.js';
 import { resolveModel } from './hub/resolve-model.js';
 import { hubSettings } from './hub/settings.js';
 import { LoadDisplay } from './load-progress.js';
@@ -76,13 +77,17 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   // while, and clients should meanwhile get 503 "loading model" rather than a refused connection.
   let startLoading!: (engine: Promise<Engine>) => void;
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
-  // --embeddings: the -m model is an embedder, and the engine its stand-in; --embedding-model: a second one.
-  let startEmbedder!: (embedder: Promise<Embedder>) => void;
-  const embedderLoading = new Promise<Embedder>((resolve) => (startEmbedder = resolve));
+  // --embeddings / --reranking: the -m model is an embedder (or reranker), and the engine its
+  // stand-in; --embedding-model / --reranker-model: a second model beside the chat model.
+  const embedder = deferred<Embedder>();
+  const reranker = deferred<Embedder>();
   const wantsEmbedder = options.embeddings === true || options.embeddingModel !== undefined;
+  const wantsReranker = options.reranking === true || options.rerankerModel !== undefined;
+  const onlyJob = options.embeddings ? '--embeddings' : options.reranking ? '--reranking' : undefined;
   const server = await startServer(loading, {
-    embedder: wantsEmbedder ? embedderLoading : undefined,
-    generationDisabledBy: options.embeddings ? '--embeddings' : undefined,
+    embedder: wantsEmbedder ? embedder.promise : undefined,
+    reranker: wantsReranker ? reranker.promise : undefined,
+    generationDisabledBy: onlyJob,
     ...options,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
     aliases: options.alias,
@@ -103,25 +108,30 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     },
     onProgress: (progress) => (download = progress),
   });
-  const embedderOptions = (dir: string, id: string | undefined) => ({
+  const loadSide = (dir: string, id: string | undefined, rank: boolean) => loadEmbedder({
     modelDir: dir,
     alias: id,
     batchSize: options.batchSize,
     maxQueue: options.maxQueue,
-    pooling: options.pooling,
+    pooling: rank ? 'rank' : options.pooling,
     backend: options.backend,
     log: info,
     quietDawn: verbosity < LOG_LEVELS.trace,
   });
-  if (options.embeddings) {
-    const embedder = model.then(({ dir, id }) => loadEmbedder(embedderOptions(dir, options.alias?.[0] ?? id)));
-    startEmbedder(embedder);
-    startLoading(embedder.then((e) => new EmbeddingOnlyEngine(e, '--embeddings', e.adapterDescription)));
+  const second = (arg: ModelArg | undefined, into: Deferred<Embedder>, rank: boolean) => {
+    if (!arg) return;
+    const resolved = resolveModel(arg, hubSettings(env, options.hfToken), { out, prefix: 'mlxcel-server: ', log: info, warn: info });
+    into.resolve(resolved.then(({ dir, id }) => loadSide(dir, id, rank)));
+  };
+  if (onlyJob) {
+    const rank = onlyJob === '--reranking';
+    const only = model.then(({ dir, id }) => loadSide(dir, options.alias?.[0] ?? id, rank));
+    (rank ? reranker : embedder).resolve(only);
+    second(rank ? options.embeddingModel : options.rerankerModel, rank ? embedder : reranker, !rank);
+    startLoading(only.then((e) => new EmbeddingOnlyEngine(e, onlyJob, e.adapterDescription)));
   } else {
-    if (options.embeddingModel) {
-      const second = resolveModel(options.embeddingModel, hubSettings(env, options.hfToken), { out, prefix: 'mlxcel-server: ', log: info, warn: info });
-      startEmbedder(second.then(({ dir, id }) => loadEmbedder(embedderOptions(dir, id))));
-    }
+    second(options.embeddingModel, embedder, false);
+    second(options.rerankerModel, reranker, true);
     startLoading(model.then(({ dir, id }) =>
     loadEngine({
       modelDir: dir,
@@ -146,10 +156,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
 
   let engine: Engine;
-  let embedder: Embedder | undefined;
+  const sides: Embedder[] = [];
   try {
     engine = await loading;
-    if (wantsEmbedder) embedder = await embedderLoading;
+    if (wantsEmbedder) sides.push(await embedder.promise);
+    if (wantsReranker) sides.push(await reranker.promise);
   } catch (err) {
     clearBars();
     if (err instanceof HubError) console.error(`mlxcel-server: ${err.message}`);
@@ -163,11 +174,24 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   const shutdown = async () => {
     await server.close();
     await engine.close();
-    if (!options.embeddings) await embedder?.close();
+    // The engine of --embeddings / --reranking closes its own model.
+    for (const side of new Set(sides)) if (!onlyJob || side.info.id !== engine.info.id) await side.close();
     process.exit(0);
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: Promise<T>) => void;
+}
+
+/** A promise settled later with another one's outcome. */
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: Promise<T>) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
 }
 
 function isDirectory(path: string): boolean {

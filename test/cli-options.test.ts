@@ -295,3 +295,13 @@ describe('parseCli: embedding flags', () => {
     expect(() => parse(['--embd-normalize', '-2'])).toThrow(CliError);
   });
 });
+
+describe('parseCli: reranking flags', () => {
+  it('reads --reranking/--rerank and --reranker-model, and refuses --embeddings with --reranking', () => {
+    for (const flag of ['--rerank', '--reranking']) expect(serveOptions([flag]).reranking).toBe(true);
+    expect(serveOptions(['--reranker-model', '/m/bge-reranker']).rerankerModel).toEqual({ kind: 'path-or-repo', text: '/m/bge-reranker' });
+    const env = parse([], { LLAMA_ARG_RERANKING: 'true' });
+    expect(env.kind === 'serve' && env.options.reranking).toBe(true);
+    expect(() => parse(['--embeddings', '--reranking'])).toThrow(/--embeddings or --reranking, not both/);
+  });
+});

@@ -14,6 +14,7 @@ import { EmbedderState } from './embedder-state.js';
 import type { Services } from './services.js';
 import { generationDisabled } from './embedding-only-engine.js';
 import { embeddingRoutes, embeddingUnavailableRoutes } from './routes/embeddings.js';
+import { rerankRoutes, rerankUnavailableRoutes } from './routes/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes, type LoadingProgress } from './routes/health.js';
@@ -64,6 +65,8 @@ export interface AppOptions {
   verbose?: boolean;
   /** --embeddings (the -m model) or --embedding-model: the model the embedding routes serve. */
   embedder?: Embedder | Promise<Embedder>;
+  /** --reranking (the -m model) or --reranker-model: the model the rerank routes serve. */
+  reranker?: Embedder | Promise<Embedder>;
   /** --embeddings / --reranking: the -m model serves that job only; generation routes answer 501 naming the flag. */
   generationDisabledBy?: string;
   /** --embd-normalize: embd_normalize for embedding requests that set none; default 2 (euclidean). */
@@ -98,7 +101,11 @@ export function createAppState(engine: Engine | Promise<Engine>, options: AppOpt
     options.embedder,
     'This server does not support embeddings. Start it with `--embeddings` (the -m model serves embeddings) or `--embedding-model DIR|repo` (a second model beside the chat model)',
   );
-  const services = { completion: options.generationDisabledBy === undefined, embedders };
+  const rerankers = new EmbedderState(
+    options.reranker,
+    'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)',
+  );
+  const services = { completion: options.generationDisabledBy === undefined, embedders, rerankers };
   return { models, defaults: samplingDefaults(options.sampling), metrics: new ServerMetrics(stats), services };
 }
 
@@ -122,7 +129,7 @@ export function createApp(
   // Bodiless too: POST /v1/cache/reset reads nothing.
   app.use(cacheRoutes(models));
   // 501s for the documented routes this server cannot serve; they read no body either.
-  app.use(unavailableRoutes(), embeddingUnavailableRoutes(services.embedders));
+  app.use(unavailableRoutes(), embeddingUnavailableRoutes(services.embedders), rerankUnavailableRoutes(services.rerankers));
   const disabledBy = options.generationDisabledBy;
   if (disabledBy) {
     app.post(GENERATION_PATHS, () => {
@@ -137,6 +144,7 @@ export function createApp(
     nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, spmInfill: options.spmInfill }),
     modelRoutes(models, services, { aliases: options.aliases, tags: options.tags }),
     embeddingRoutes(services.embedders, options.embdNormalize),
+    rerankRoutes(services.rerankers),
     responsesRoutes(models, defaults, metrics, responsesOptions(options)),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
     slotActionRoutes(models, slots),

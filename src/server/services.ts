@@ -6,9 +6,14 @@ export interface Services {
   /** Text generation (off with --embeddings / --reranking). */
   completion: boolean;
   embedders: EmbedderState;
+  rerankers: EmbedderState;
 }
 
 /** The capability names llama-server reports: "completion", "embedding", "rerank". */
 export function capabilities(services: Services): string[] {
-  return [...(services.completion ? ['completion'] : []), ...(services.embedders.configured ? ['embedding'] : [])];
+  return [
+    ...(services.completion ? ['completion'] : []),
+    ...(services.embedders.configured ? ['embedding'] : []),
+    ...(services.rerankers.configured ? ['rerank'] : []),
+  ];
 }

@@ -17,10 +17,13 @@ export function modelRoutes(models: ModelState, services: Services, options: Mod
   const router = Router();
   router.get(['/v1/models', '/models'], (_req, res) => {
     const { engine, created } = models.require();
-    // The -m model does what the server does but for a second embedding model, listed after it.
-    const beside = services.embedders.current;
-    const second = beside && beside.info.id !== engine.info.id ? beside : undefined;
-    const own = capabilities(services).filter((c) => !(second && c === 'embedding'));
+    // The -m model does what the server does but for second models (--embedding-model,
+    // --reranker-model), each listed after it with its own capability.
+    const beside = [
+      { model: services.embedders.current, capability: 'embedding' },
+      { model: services.rerankers.current, capability: 'rerank' },
+    ].filter((b) => b.model && b.model.info.id !== engine.info.id);
+    const own = capabilities(services).filter((c) => !beside.some((b) => b.capability === c));
     // One entry, as the REST reference has it; llama-server's aliases and tags beside it.
     res.json({
       object: 'list',
@@ -34,7 +37,7 @@ export function modelRoutes(models: ModelState, services: Services, options: Mod
           tags: options.tags ?? [],
           capabilities: own,
         },
-        ...(second ? [{ id: second.info.id, object: 'model', created, owned_by: 'user', aliases: [second.info.id], tags: [], capabilities: ['embedding'] }] : []),
+        ...beside.map(({ model, capability }) => ({ id: model!.info.id, object: 'model', created, owned_by: 'user', aliases: [model!.info.id], tags: [], capabilities: [capability] })),
       ],
     });
   });
