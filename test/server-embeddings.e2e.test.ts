@@ -5,7 +5,7 @@
 // routes' 501, and every input error. The vectors are checked against the embedder run
 // directly in this process on the same checkpoint. An in-process server covers the 501 of
 // a server without an embedding model, and the embedder's full queue (503) and timeout (504).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEmbedder, type Embedder } from '../src/engine/embedder.js';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
+import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
 import { testGpu } from './helpers/model-harness.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
@@ -91,6 +92,11 @@ describe('--embeddings through the openai client', () => {
     const raw = await expected(TEXTS[0]!, HIDDEN, -1);
     const head = Array.from(raw.slice(0, 16));
     expect(maxDiff(v, head.map((x) => x / norm(head)))).toBeLessThan(1e-5);
+  });
+
+  it('instruction is prefixed to each text', async () => {
+    const res = await post('/v1/embeddings', { input: ['fox'], instruction: 'Instruct: find animals\nQuery:' });
+    expect(maxDiff(res.body.data[0].embedding, await expected('Instruct: find animals\nQuery:fox'))).toBeLessThan(1e-5);
   });
 
   it('token-id inputs embed as their text does', async () => {
@@ -220,7 +226,32 @@ describe('an in-process server with a chat model (stories260k)', () => {
       const res = await fetch(`${app.url}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: TEXTS }) });
       expect(res.status).toBe(504);
     } finally {
+      await app.close();
+      app = undefined;
       await slow.close();
+    }
+  });
+
+  it('a non-finite vector answers 500 server_error', async () => {
+    // The same checkpoint with an infinite final norm weight: the pooled vector overflows.
+    const broken = join(dir, '..', `${dir.split('/').pop()}-inf`);
+    cpSync(dir, broken, { recursive: true });
+    const tensors = [...listCheckpointTensors(dir).values()].map((t) => {
+      const data = readTensorF32(t);
+      return { name: t.name, dtype: 'F32' as const, shape: t.info.shape, data: t.name === 'model.norm.weight' ? data.map(() => Infinity) : data };
+    });
+    writeSafetensors(join(broken, 'model.safetensors'), tensors, { format: 'pt' });
+    const embedder = await loadEmbedder({ modelDir: broken, gpu: await testGpu(), batchSize: CONTEXT });
+    app = await startServer(chat, { host: '127.0.0.1', port: 0, embedder });
+    try {
+      const res = await fetch(`${app.url}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: TEXTS[0], embd_normalize: -1 }) });
+      expect(res.status).toBe(500);
+      const body = (await res.json()) as { error: { type: string; message: string } };
+      expect(body.error.type).toBe('server_error');
+      expect(body.error.message).toMatch(/input\[0\] is not finite/);
+    } finally {
+      await embedder.close();
+      rmSync(broken, { recursive: true, force: true });
     }
   });
 });
