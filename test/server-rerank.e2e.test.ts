@@ -10,6 +10,10 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEmbedder, type Embedder } from '../src/engine/embedder.js';
+import { EmbeddingOnlyEngine } from '../src/server/embedding-only-engine.js';
+import { qwen3RerankPrompt } from '../src/server/routes/rerank.js';
+import { startServer } from '../src/server/server.js';
+import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 import { makeEncoderCheckpoint } from './helpers/encoder-checkpoint.js';
 import { testGpu } from './helpers/model-harness.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
@@ -145,5 +149,29 @@ describe('--embedding-model and --reranker-model beside a chat model', () => {
     expect(ranked.body.results).toHaveLength(1);
     const chat = await openai.completions.create({ model: 'stories260k', prompt: 'Once upon a time', max_tokens: 4, temperature: 0 });
     expect(chat.choices[0]!.text.length).toBeGreaterThan(0);
+  });
+});
+
+describe('a generative reranker (Qwen3-Reranker layout) served as --reranking serves it', () => {
+  it('scores P(yes) of its prompt, with the request\'s instruction or the default one', async () => {
+    const dir = join(tmp, 'qwen3-reranker');
+    makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 9, tie: true }, dir);
+    const reranker = await loadEmbedder({ modelDir: dir, gpu: await testGpu(), pooling: 'rank', batchSize: 256 });
+    const app = await startServer(new EmbeddingOnlyEngine(reranker, '--reranking', reranker.adapterDescription), {
+      host: '127.0.0.1', port: 0, reranker, generationDisabledBy: '--reranking',
+    });
+    try {
+      const docs = DOCUMENTS.slice(0, 3);
+      for (const instruction of [undefined, 'Find the city']) {
+        const prompts = docs.map((d) => reranker.tokenizer.encode(qwen3RerankPrompt(instruction ?? 'Given a web search query, retrieve relevant passages that answer the query', QUERY, d), false));
+        const expected = (await reranker.rank(prompts)).map((x) => 1 / (1 + Math.exp(-x)));
+        const { status, body } = await post(app.url, '/v1/rerank', { query: QUERY, documents: docs, ...(instruction ? { instruction } : {}) });
+        expect(status).toBe(200);
+        for (const r of body.results as Array<{ index: number; relevance_score: number }>) expect(Math.abs(r.relevance_score - expected[r.index]!)).toBeLessThan(1e-6);
+      }
+    } finally {
+      await app.close();
+      await reranker.close();
+    }
   });
 });

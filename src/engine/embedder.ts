@@ -28,6 +28,8 @@ export interface EmbedderInfo {
   /** The most tokens one input may have (one forward pass holds a whole input). */
   contextSize: number;
   pooling: Pooling;
+  /** With pooling 'rank': a sequence classifier (an encoder's head) or a generative reranker (a decoder's yes/no logits). */
+  reranker?: 'classifier' | 'generative';
 }
 
 /** One input: its tokens, the columns kept (dimensions) and the norm (embd_normalize). */
@@ -86,7 +88,10 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
   const gpu = options.gpu ?? (await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn }));
   if (!options.gpu) options.log?.(`adapter ${gpu.description}`);
   const tokenizer = await TextTokenizer.load(dir);
+  const encoder = ENCODERS.has(cfg.modelType);
+  const generative = pooling === 'rank' && !encoder;
   const model = await loadModel(gpu, dir, {
+    rankTokens: generative ? { yes: singleToken(tokenizer, 'yes'), no: singleToken(tokenizer, 'no') } : undefined,
     maxTokens: contextSize,
     maxSeqs,
     // Every sequence of a pass starts a fresh block.
@@ -97,6 +102,7 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
   });
   const info: EmbedderInfo = {
     id: options.alias ?? basename(dir), path: dir, architecture: cfg.modelType, vocabSize: cfg.vocab, hidden: cfg.hidden, contextSize, pooling,
+    ...(pooling === 'rank' ? { reranker: generative ? 'generative' as const : 'classifier' as const } : {}),
   };
   options.log?.(`embedding model ${info.id} (${info.architecture}, ${model.weightFormat}, ${pooling} pooling, ${info.hidden} dims, inputs up to ${contextSize} tokens) from ${dir}`);
   return new Embedder(info, tokenizer, model, {
@@ -104,6 +110,13 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
     timeoutMs: options.timeoutMs ?? EMBEDDER_DEFAULTS.timeoutMs,
     release: options.gpu ? () => {} : () => gpu.device.destroy(),
   }, gpu.description);
+}
+
+/** The one token `text` encodes to (a generative reranker's answer words). */
+function singleToken(tokenizer: TextTokenizer, text: string): number {
+  const ids = tokenizer.encode(text, false);
+  if (ids.length !== 1) throw new Error(`a generative reranker answers "yes" or "no", but "${text}" is ${ids.length} tokens in this tokenizer`);
+  return ids[0]!;
 }
 
 /**

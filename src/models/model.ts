@@ -78,6 +78,14 @@ export interface PooledOutput {
   norms: GPUBuffer;
   /** [maxTokens] u32: each token's sequence's last position, for an encoder's bidirectional attention (Ops.attention keyEnd). */
   keyEnd: GPUBuffer;
+  /** A generative reranker's answer tokens (LoadOptions.rankTokens). */
+  rankTokens?: RankTokens;
+}
+
+/** The "yes" and "no" token ids whose logits a generative reranker (Qwen3-Reranker) compares. */
+export interface RankTokens {
+  yes: number;
+  no: number;
 }
 
 /**
@@ -120,6 +128,8 @@ export interface LoadOptions {
   blockSize: number;
   /** Load as an embedding model: the head pools the final hidden states (no LM head, no sampling). */
   pooling?: Pooling;
+  /** With pooling 'rank' on a decoder: its answer tokens. */
+  rankTokens?: RankTokens;
   /** Hears how far the load has come, as it goes (synchronously: the load blocks the event loop). */
   onProgress?: (progress: LoadProgress) => void;
 }
@@ -197,7 +207,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     biasCapacity,
   };
   const pooled: PooledOutput | undefined = options.pooling
-    ? { mode: options.pooling, width: options.pooling === 'rank' ? 1 : cfg.hidden, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end') }
+    ? { mode: options.pooling, width: options.pooling === 'rank' ? 1 : cfg.hidden, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end'), rankTokens: options.rankTokens }
     : undefined;
   const ropes = new Map<string, RopeTables>();
   const scratch = new Map<string, GPUBuffer>();
