@@ -35,7 +35,7 @@ try {
   ]);
 
   const gpu = await openGpu('auto');
-  const embedder = await loadEmbedder({ modelDir: join(dir, 'bge-small'), gpu, batchSize: 512 });
+  const embedder = await loadEmbedder({ modelDir: join(dir, 'bge-small'), gpu, batchSize: 512, timeoutMs: 3_600_000 });
   const ourInputs = inputs.map((tokens) => ({ tokens, dims: 384, normalize: -1 }));
   await embedder.embed(ourInputs.slice(0, WARMUP));
   let t0 = performance.now();

@@ -10,6 +10,9 @@ import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
 
+/** --pooling's values: the embedding poolings (rank is the rerankers', chosen by --reranking). */
+const EMBEDDING_POOLINGS = POOLINGS.filter((p) => p !== 'rank');
+
 export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const satisfies readonly Backend[];
 
 /** llama-server's log levels: a message is printed when its level is at most --log-verbosity. */
@@ -180,7 +183,7 @@ const FLAGS: Flag[] = [
   { name: 'embedding-model', env: ['LLAMA_ARG_EMBEDDING_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving embeddings beside the chat model, with its own worker and queue (default: none)' },
   { name: 'reranking', alias: 'rerank', env: ['LLAMA_ARG_RERANKING'], help: 'serve reranking with the -m model, a sequence classifier (bge-reranker) or a generative reranker (Qwen3-Reranker) (/v1/rerank, /rerank); the generation routes answer 501 (default: off)' },
   { name: 'reranker-model', env: ['LLAMA_ARG_RERANKER_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving reranking beside the chat model, with its own worker and queue (default: none)' },
-  { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
+  { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${EMBEDDING_POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
   { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
   { name: 'log-verbosity', short: 'lv', env: ['LLAMA_ARG_LOG_VERBOSITY', 'LLAMA_LOG_VERBOSITY'], value: 'N', help: `log threshold in llama-server's levels: ${LOG_LEVELS.info} prints the startup facts, ${LOG_LEVELS.trace} also Dawn's own startup warnings, below ${LOG_LEVELS.info} neither; errors and warnings always print (default: ${DEFAULT_LOG_VERBOSITY})` },
@@ -332,7 +335,8 @@ function secondModel(name: string, text: string | undefined): ModelArg | undefin
 
 function poolingOption(text: string | undefined): Pooling | undefined {
   if (text === undefined) return undefined;
-  if (!(POOLINGS as readonly string[]).includes(text)) throw new CliError(`--pooling must be one of ${POOLINGS.join(', ')}, got "${text}"`);
+  if (text === 'rank') throw new CliError('--pooling rank is a reranker\'s: serve one with --reranking or --reranker-model');
+  if (!(EMBEDDING_POOLINGS as readonly string[]).includes(text)) throw new CliError(`--pooling must be one of ${EMBEDDING_POOLINGS.join(', ')}, got "${text}"`);
   return text as Pooling;
 }
 

@@ -292,6 +292,7 @@ describe('parseCli: embedding flags', () => {
     const env = parse([], { LLAMA_ARG_EMBEDDINGS: '1', LLAMA_ARG_POOLING: 'mean' });
     expect(env.kind === 'serve' && env.options).toMatchObject({ embeddings: true, pooling: 'mean' });
     expect(() => parse(['--pooling', 'max'])).toThrow(/--pooling must be one of mean, cls, last/);
+    expect(() => parse(['--pooling', 'rank'])).toThrow(/--reranking/);
     expect(() => parse(['--embd-normalize', '-2'])).toThrow(CliError);
   });
 });

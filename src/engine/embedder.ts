@@ -55,7 +55,7 @@ export interface EmbedderOptions {
   maxSeqs?: number;
   /** Requests that may wait; default 64. */
   maxQueue?: number;
-  /** A request not finished this long after it queued is rejected with EmbedTimeoutError; default 120 s. */
+  /** A request not finished this long after it queued is rejected with EmbedTimeoutError; default 600 s. */
   timeoutMs?: number;
   /** --pooling; default the checkpoint's sentence-transformers config, else the family's convention. */
   pooling?: Pooling;
@@ -66,7 +66,7 @@ export interface EmbedderOptions {
   log?: (line: string) => void;
 }
 
-export const EMBEDDER_DEFAULTS = { batchSize: 512, maxSeqs: 32, maxQueue: 64, timeoutMs: 120_000 } as const;
+const EMBEDDER_DEFAULTS = { batchSize: 512, maxSeqs: 32, maxQueue: 64, timeoutMs: 600_000 } as const;
 
 interface Job {
   inputs: EmbedInput[];
