@@ -6,9 +6,13 @@ import { SPECULATIVE_DEFAULTS, type SpeculativeOptions } from './engine/speculat
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
 import type { Backend } from './runtime/gpu.js';
+import { POOLINGS, type Pooling } from './runtime/ops.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
+
+/** --pooling's values: the embedding poolings (rank is the rerankers', chosen by --reranking). */
+const EMBEDDING_POOLINGS = POOLINGS.filter((p) => p !== 'rank');
 
 export const BACKENDS = ['auto', 'metal', 'vulkan', 'd3d12', 'opengles', 'swiftshader'] as const satisfies readonly Backend[];
 
@@ -79,6 +83,18 @@ export interface ServeOptions {
   /** Messages above this level (LOG_LEVELS) are not printed; --verbose: Infinity;
    *  undefined: DEFAULT_LOG_VERBOSITY. */
   logVerbosity?: number;
+  /** --embeddings: the -m model serves embeddings only (generation routes answer 501). */
+  embeddings?: boolean;
+  /** --embedding-model: a second model serving embeddings beside the chat model. */
+  embeddingModel?: ModelArg;
+  /** --reranking: the -m model serves reranking only (generation routes answer 501). */
+  reranking?: boolean;
+  /** --reranker-model: a second model serving reranking beside the chat model. */
+  rerankerModel?: ModelArg;
+  /** --pooling: overrides the embedding model's own pooling. */
+  pooling?: Pooling;
+  /** --embd-normalize: embd_normalize for requests that set none; undefined: euclidean (2). */
+  embdNormalize?: number;
 }
 
 export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
@@ -178,6 +194,12 @@ const FLAGS: Flag[] = [
   // llama-server's -v has no variable; LLAMA_ARG_VERBOSE follows its naming. LLAMA_LOG_VERBOSITY
   // is an older llama-server name for LLAMA_ARG_LOG_VERBOSITY.
   { name: 'spm-infill', env: ['LLAMA_ARG_SPM_INFILL'], help: 'lay /infill prompts out suffix-prefix-middle, for models trained so (default: prefix-suffix-middle)' },
+  { name: 'embeddings', aliases: ['embedding'], env: ['LLAMA_ARG_EMBEDDINGS'], help: 'serve embeddings with the -m model (/v1/embeddings, /embedding); the generation routes answer 501 (default: off)' },
+  { name: 'embedding-model', env: ['LLAMA_ARG_EMBEDDING_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving embeddings beside the chat model, with its own worker and queue (default: none)' },
+  { name: 'reranking', aliases: ['rerank'], env: ['LLAMA_ARG_RERANKING'], help: 'serve reranking with the -m model, a sequence classifier (bge-reranker) or a generative reranker (Qwen3-Reranker) (/v1/rerank, /rerank); the generation routes answer 501 (default: off)' },
+  { name: 'reranker-model', env: ['LLAMA_ARG_RERANKER_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving reranking beside the chat model, with its own worker and queue (default: none)' },
+  { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${EMBEDDING_POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
+  { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
   { name: 'log-verbosity', short: 'lv', env: ['LLAMA_ARG_LOG_VERBOSITY', 'LLAMA_LOG_VERBOSITY'], value: 'N', help: `log threshold in llama-server's levels: ${LOG_LEVELS.info} prints the startup facts, ${LOG_LEVELS.trace} also Dawn's own startup warnings, below ${LOG_LEVELS.info} neither; errors and warnings always print (default: ${DEFAULT_LOG_VERBOSITY})` },
 ];
@@ -307,6 +329,11 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),
       logVerbosity: getSwitch('verbose') ? Infinity : logVerbosity,
+      ...servedJob(getSwitch('embeddings'), getSwitch('reranking')),
+      rerankerModel: secondModel('reranker-model', get('reranker-model')),
+      embeddingModel: secondModel('embedding-model', get('embedding-model')),
+      pooling: poolingOption(get('pooling')),
+      embdNormalize: optionalInteger('embd-normalize', -1),
     },
   };
 }
@@ -347,6 +374,26 @@ function speculativeOptions(
   } as const;
   if (options.nMin > options.nMax) throw new CliError(`--draft-min ${options.nMin} exceeds --spec-draft-n-max ${options.nMax}`);
   return { speculative: options, ...(draftModel === undefined ? {} : { draftModel: { kind: 'path-or-repo', text: draftModel } }) };
+}
+
+/** --embeddings and --reranking: the -m model serves one job, not both. */
+function servedJob(embeddings: boolean | undefined, reranking: boolean | undefined): Pick<ServeOptions, 'embeddings' | 'reranking'> {
+  if (embeddings && reranking) throw new CliError('give --embeddings or --reranking, not both: the -m model serves one of them (--embedding-model / --reranker-model add a second model)');
+  return { embeddings, reranking };
+}
+
+/** A second model's directory or Hub repo id. */
+function secondModel(name: string, text: string | undefined): ModelArg | undefined {
+  if (text === undefined) return undefined;
+  if (text.trim() === '') throw new CliError(`--${name} must name a directory or a Hub repo`);
+  return { kind: 'path-or-repo', text };
+}
+
+function poolingOption(text: string | undefined): Pooling | undefined {
+  if (text === undefined) return undefined;
+  if (text === 'rank') throw new CliError('--pooling rank is a reranker\'s: serve one with --reranking or --reranker-model');
+  if (!(EMBEDDING_POOLINGS as readonly string[]).includes(text)) throw new CliError(`--pooling must be one of ${EMBEDDING_POOLINGS.join(', ')}, got "${text}"`);
+  return text as Pooling;
 }
 
 /** --context-shift / --no-context-shift, when given, as the server's context_shift. */

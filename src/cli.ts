@@ -5,13 +5,16 @@ import { fileURLToPath } from 'node:url';
 import { Template } from '@huggingface/jinja';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
 import type { Engine } from './engine/engine.js';
+import { loadEmbedder, type Embedder } from './engine/embedder.js';
 import { loadEngine } from './engine/load.js';
 import { HubError } from './hub/errors.js';
 import type { DownloadProgress } from './hub/progress.js';
+import type { ModelArg } from './hub/resolve-model.js';
 import { resolveModel } from './hub/resolve-model.js';
 import { hubSettings } from './hub/settings.js';
 import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
+import { EmbeddingOnlyEngine } from './server/embedding-only-engine.js';
 import { startServer } from './server/server.js';
 
 /** The model shipped in the package, found from dist/ or src/ alike. */
@@ -75,7 +78,17 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   // while, and clients should meanwhile get 503 "loading model" rather than a refused connection.
   let startLoading!: (engine: Promise<Engine>) => void;
   const loading = new Promise<Engine>((resolve) => (startLoading = resolve));
+  // --embeddings / --reranking: the -m model is an embedder (or reranker), and the engine its
+  // stand-in; --embedding-model / --reranker-model: a second model beside the chat model.
+  const embedder = deferred<Embedder>();
+  const reranker = deferred<Embedder>();
+  const wantsEmbedder = options.embeddings === true || options.embeddingModel !== undefined;
+  const wantsReranker = options.reranking === true || options.rerankerModel !== undefined;
+  const onlyJob = options.embeddings ? '--embeddings' : options.reranking ? '--reranking' : undefined;
   const server = await startServer(loading, {
+    embedder: wantsEmbedder ? embedder.promise : undefined,
+    reranker: wantsReranker ? reranker.promise : undefined,
+    generationDisabledBy: onlyJob,
     ...options,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
     aliases: options.alias,
@@ -100,7 +113,31 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   const model = resolveModel(options.model, hub, hubOutput);
   // The draft model resolves after the model, through the same hub settings and display.
   const draft = model.then(async () => options.draftModel && (await resolveModel(options.draftModel, hub, hubOutput, '--spec-draft-model')).dir);
-  startLoading(Promise.all([model, draft]).then(([{ dir, id }, draftDir]) =>
+  const loadSide = (dir: string, id: string | undefined, rank: boolean) => loadEmbedder({
+    modelDir: dir,
+    alias: id,
+    batchSize: options.batchSize,
+    maxQueue: options.maxQueue,
+    pooling: rank ? 'rank' : options.pooling,
+    backend: options.backend,
+    log: info,
+    quietDawn: verbosity < LOG_LEVELS.trace,
+  });
+  const second = (arg: ModelArg | undefined, into: Deferred<Embedder>, rank: boolean) => {
+    if (!arg) return;
+    const resolved = resolveModel(arg, hub, hubOutput, rank ? '--reranker-model' : '--embedding-model');
+    into.resolve(resolved.then(({ dir, id }) => loadSide(dir, id, rank)));
+  };
+  if (onlyJob) {
+    const rank = onlyJob === '--reranking';
+    const only = model.then(({ dir, id }) => loadSide(dir, options.alias?.[0] ?? id, rank));
+    (rank ? reranker : embedder).resolve(only);
+    second(rank ? options.embeddingModel : options.rerankerModel, rank ? embedder : reranker, !rank);
+    startLoading(only.then((e) => new EmbeddingOnlyEngine(e, onlyJob, e.adapterDescription)));
+  } else {
+    second(options.embeddingModel, embedder, false);
+    second(options.rerankerModel, reranker, true);
+    startLoading(Promise.all([model, draft]).then(([{ dir, id }, draftDir]) =>
     loadEngine({
       modelDir: dir,
       alias: options.alias?.[0] ?? id,
@@ -121,11 +158,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       quietDawn: verbosity < LOG_LEVELS.trace,
       onLoadProgress: (progress) => load.update(progress),
     }),
-  ));
+    ));
+  }
 
   let engine: Engine;
+  const sides: Embedder[] = [];
   try {
     engine = await loading;
+    if (wantsEmbedder) sides.push(await embedder.promise);
+    if (wantsReranker) sides.push(await reranker.promise);
   } catch (err) {
     clearBars();
     if (err instanceof HubError) console.error(`mlxcel-server: ${err.message}`);
@@ -139,10 +180,24 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   const shutdown = async () => {
     await server.close();
     await engine.close();
+    // The engine of --embeddings / --reranking closes its own model.
+    for (const side of new Set(sides)) if (!onlyJob || side.info.id !== engine.info.id) await side.close();
     process.exit(0);
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: Promise<T>) => void;
+}
+
+/** A promise settled later with another one's outcome. */
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: Promise<T>) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
 }
 
 function isDirectory(path: string): boolean {

@@ -309,3 +309,26 @@ describe('parseCli: --cors-origins', () => {
     expect(HELP_TEXT).toContain('LLAMA_ARG_CORS_ORIGINS');
   });
 });
+
+describe('parseCli: embedding flags', () => {
+  it('reads --embedding/--embeddings, --embedding-model, --pooling and --embd-normalize, and their variables', () => {
+    for (const flag of ['--embedding', '--embeddings']) expect(serveOptions([flag]).embeddings).toBe(true);
+    const o = serveOptions(['--embedding-model', 'BAAI/bge-small-en-v1.5', '--pooling', 'cls', '--embd-normalize', '-1']);
+    expect(o).toMatchObject({ embeddingModel: { kind: 'path-or-repo', text: 'BAAI/bge-small-en-v1.5' }, pooling: 'cls', embdNormalize: -1 });
+    const env = parse([], { LLAMA_ARG_EMBEDDINGS: '1', LLAMA_ARG_POOLING: 'mean' });
+    expect(env.kind === 'serve' && env.options).toMatchObject({ embeddings: true, pooling: 'mean' });
+    expect(() => parse(['--pooling', 'max'])).toThrow(/--pooling must be one of mean, cls, last/);
+    expect(() => parse(['--pooling', 'rank'])).toThrow(/--reranking/);
+    expect(() => parse(['--embd-normalize', '-2'])).toThrow(CliError);
+  });
+});
+
+describe('parseCli: reranking flags', () => {
+  it('reads --reranking/--rerank and --reranker-model, and refuses --embeddings with --reranking', () => {
+    for (const flag of ['--rerank', '--reranking']) expect(serveOptions([flag]).reranking).toBe(true);
+    expect(serveOptions(['--reranker-model', '/m/bge-reranker']).rerankerModel).toEqual({ kind: 'path-or-repo', text: '/m/bge-reranker' });
+    const env = parse([], { LLAMA_ARG_RERANKING: 'true' });
+    expect(env.kind === 'serve' && env.options.reranking).toBe(true);
+    expect(() => parse(['--embeddings', '--reranking'])).toThrow(/--embeddings or --reranking, not both/);
+  });
+});

@@ -280,8 +280,8 @@ describe('documented routes this server cannot serve', () => {
   const image = (path: string) => `POST ${path} needs an image model: start the server with --image-model (or MLXCEL_IMAGE_MODEL); ${SERVED}`;
   const whisper = (path: string) => `POST ${path} needs a Whisper checkpoint, served by an audio-only server process; ${SERVED}`;
   const kokoro = (path: string) => `POST ${path} needs a Kokoro text-to-speech checkpoint, served by an audio-only server process; ${SERVED}`;
-  const embeddings = 'This server does not support embeddings. Start it with `--embeddings`';
-  const reranking = 'This server does not support reranking. Start it with `--reranking`';
+  const embeddings = 'This server does not support embeddings. Start it with `--embeddings` (the -m model serves embeddings) or `--embedding-model DIR|repo` (a second model beside the chat model)';
+  const reranking = 'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)';
 
   it.each([
     ...['/v1/images/generations', '/images/generations', '/v1/images/edits', '/images/edits'].map((p) => ['POST', p, 'not_implemented', image(p)]),

@@ -33,6 +33,7 @@ import { Speculation, StepCost, type SpeculativeOptions } from './speculative.js
 import {
   QueueFullError,
   XTC_THRESHOLD,
+  zeroCounters,
   type EngineCounters,
   type EngineStats,
   type FinishReason,
@@ -114,16 +115,7 @@ export class Scheduler implements Engine {
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
   private closed = false;
-  private readonly counters: EngineCounters = {
-    sequences_started: 0,
-    sequences_completed: 0,
-    total_prefill_tokens: 0,
-    total_decode_tokens: 0,
-    decode_steps_processed: 0,
-    prefill_chunks_processed: 0,
-    draft_tokens: 0,
-    draft_accepted_tokens: 0,
-  };
+  private readonly counters: EngineCounters = zeroCounters();
 
   constructor(
     readonly info: ModelInfo,

@@ -186,6 +186,18 @@ export interface EngineCounters {
   draft_accepted_tokens: number;
 }
 
+/** Every counter at zero: a fresh engine's, or one that runs no generation. */
+export const zeroCounters = (): EngineCounters => ({
+  sequences_started: 0,
+  sequences_completed: 0,
+  total_prefill_tokens: 0,
+  total_decode_tokens: 0,
+  decode_steps_processed: 0,
+  prefill_chunks_processed: 0,
+  draft_tokens: 0,
+  draft_accepted_tokens: 0,
+});
+
 export interface EngineStats {
   slots: number;
   activeSequences: number;

@@ -25,8 +25,10 @@ fn erf_approx(x: f32) -> f32 {
 }
 
 // A gated MLP's activation of its gate, by code (models/layers.ts Activation): 0 SiLU,
-// 1 GELU with the tanh approximation (gelu_pytorch_tanh), 2 GELU (erf).
+// 1 GELU with the tanh approximation (gelu_pytorch_tanh), 2 GELU (erf), 3 tanh (a
+// sequence classifier's pooler).
 fn activate(x: f32, act: u32) -> f32 {
+  if (act == 3u) { return tanh_sat(x); }
   if (act == 1u) { return 0.5 * x * (1.0 + tanh_sat(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
   if (act == 2u) { return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
   return x / (1.0 + exp(-x));

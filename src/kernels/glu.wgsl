@@ -2,7 +2,7 @@
 // (in place so no third intermediate-sized activation buffer is needed); act is
 // common.wgsl's activate code (SiLU for SwiGLU, GELU for GeGLU).
 // Bindings: 0 params, 1 step, 2 gate (read and written), 3 up. Plan: one invocation per 4 elements.
-struct Params { width4: u32, act: u32 }
+struct Params { width4: u32, act: u32, gated: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> gate: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> up: array<vec4<f32>>;
@@ -12,5 +12,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let i = gid.x;
   if (i >= step.n_tokens * p.width4) { return; }
   let g = gate[i];
-  gate[i] = vec4<f32>(activate(g.x, p.act), activate(g.y, p.act), activate(g.z, p.act), activate(g.w, p.act)) * up[i];
+  let a = vec4<f32>(activate(g.x, p.act), activate(g.y, p.act), activate(g.z, p.act), activate(g.w, p.act));
+  if (p.gated != 0u) { gate[i] = a * up[i]; } else { gate[i] = a; }
 }

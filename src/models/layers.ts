@@ -150,11 +150,34 @@ export interface HeadSpec {
 
 /**
  * Final norm, LM head (lm_head, or the tied embedding), penalties and sampling, for each
- * sequence's last token only: prefill never computes logits it would throw away.
+ * sequence's last token only: prefill never computes logits it would throw away. An
+ * embedding model's head instead norms every token, pools each sequence's rows into one
+ * vector and normalises it (BuildContext.pooled).
  */
 export function head(ctx: BuildContext, spec: HeadSpec): Dispatch[] {
   const { ops, cfg, act, meta } = ctx;
-  const lmHead = !cfg.tieEmbeddings && ctx.has('lm_head.weight') ? ctx.matrix('lm_head') : ctx.matrix('model.embed_tokens');
+  const lmHeadName = !cfg.tieEmbeddings && ctx.has('lm_head.weight') ? 'lm_head' : 'model.embed_tokens';
+  if (ctx.pooled?.mode === 'rank') {
+    // A generative reranker (Qwen3-Reranker): logit(yes) - logit(no) at each sequence's last
+    // token, whose sigmoid is P(yes) over the pair; two one-row slices of the LM head.
+    const { out, rankTokens } = ctx.pooled;
+    if (!rankTokens) throw new Error(`${cfg.modelType}: a generative reranker needs its yes/no token ids`);
+    const row = (id: number) => ctx.matrix({ prefix: lmHeadName, first: id, rows: 1 });
+    return [
+      ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),
+      ...ops.linear('rank.yes', row(rankTokens.yes), act.headIn, out, { perSeq: true, scale: spec.scale, softcap: spec.softcap }),
+      ...ops.linear('rank.no', row(rankTokens.no), act.headIn, out, { perSeq: true, scale: -(spec.scale ?? 1), softcap: spec.softcap, accumulate: true }),
+    ];
+  }
+  if (ctx.pooled) {
+    const { mode, out, norms } = ctx.pooled;
+    return [
+      ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
+      ops.pool(act.xn, meta.seqLast, out, cfg.hidden, mode),
+      ops.embdNormalize(out, norms, cfg.hidden),
+    ];
+  }
+  const lmHead = ctx.matrix(lmHeadName);
   return [
     ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),
     ...ops.linear('lm_head', lmHead, act.headIn, act.logits, { perSeq: true, scale: spec.scale, softcap: spec.softcap }),

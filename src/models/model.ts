@@ -2,7 +2,7 @@
 // forward pass recorded once. The engine fills the batch metadata and replays it.
 import type { Gpu } from '../runtime/gpu.js';
 import { isAffine } from '../runtime/kernel-source.js';
-import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_PARAMS_BYTES, type BatchMeta } from '../runtime/ops.js';
+import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_NORM_BYTES, SEQ_PARAMS_BYTES, type BatchMeta, type Pooling } from '../runtime/ops.js';
 import type { Program } from '../runtime/program.js';
 import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource } from './checkpoint.js';
@@ -61,6 +61,31 @@ export interface BuildContext {
   act: Activations;
   kv: KvCache;
   meta: BatchMeta;
+  /** An embedding model's output: the head pools and normalises instead of sampling (layers.ts head). */
+  pooled?: PooledOutput;
+}
+
+/**
+ * Where an embedding model's head leaves one vector per sequence: out [maxSeqs, hidden],
+ * pooled by `mode` and normalised in place by norms [maxSeqs] (ops.ts SeqNorm); and what
+ * the pass's writer fills for an encoder.
+ */
+export interface PooledOutput {
+  mode: Pooling;
+  /** Values per sequence in out: hidden, or a reranker's one score (set by the family). */
+  width: number;
+  out: GPUBuffer;
+  norms: GPUBuffer;
+  /** [maxTokens] u32: each token's sequence's last position, for an encoder's bidirectional attention (Ops.attention keyEnd). */
+  keyEnd: GPUBuffer;
+  /** A generative reranker's answer tokens (LoadOptions.rankTokens). */
+  rankTokens?: RankTokens;
+}
+
+/** The "yes" and "no" token ids whose logits a generative reranker (Qwen3-Reranker) compares. */
+export interface RankTokens {
+  yes: number;
+  no: number;
 }
 
 /**
@@ -87,6 +112,8 @@ export interface LoadedModel {
   maxTableEntries: number;
   /** The matrices' stored formats, e.g. "bf16" or "q4 g64" (several: comma-separated). */
   weightFormat: string;
+  /** Loaded as an embedding model (LoadOptions.pooling). */
+  pooled?: PooledOutput;
 }
 
 export interface LoadOptions {
@@ -99,6 +126,10 @@ export interface LoadOptions {
   /** Longest sequence in tokens (sizes the block table). */
   maxContext: number;
   blockSize: number;
+  /** Load as an embedding model: the head pools the final hidden states (no LM head, no sampling). */
+  pooling?: Pooling;
+  /** With pooling 'rank' on a decoder: its answer tokens. */
+  rankTokens?: RankTokens;
   /** Hears how far the load has come, as it goes (synchronously: the load blocks the event loop). */
   onProgress?: (progress: LoadProgress) => void;
 }
@@ -145,7 +176,8 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     gate,
     up,
     headIn: f32(S * cfg.hidden, 'head_in'),
-    logits: f32(S * cfg.vocab, 'logits'),
+    // An embedding model computes no logits.
+    logits: f32(options.pooling ? 4 : S * cfg.vocab, 'logits'),
   };
   // Quantized linear layers read their input through one shared texture: size it for the widest.
   if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.h.size, act.attn.size, act.gate.size, act.headIn.size));
@@ -174,6 +206,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     biasEntries: storageBuffer(device, biasCapacity * BIAS_ENTRY_BYTES, 'bias_entries'),
     biasCapacity,
   };
+  const pooled: PooledOutput | undefined = options.pooling
+    ? { mode: options.pooling, width: options.pooling === 'rank' ? 1 : cfg.hidden, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end'), rankTokens: options.rankTokens }
+    : undefined;
   const ropes = new Map<string, RopeTables>();
   const scratch = new Map<string, GPUBuffer>();
   // Tied embeddings are both the embedding table and the LM head: upload once.
@@ -216,6 +251,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     act,
     kv,
     meta,
+    pooled,
   };
   // Shader and binding mistakes surface here, at load, rather than as silent garbage.
   device.pushErrorScope('validation');
@@ -223,5 +259,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', ') };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), pooled };
 }

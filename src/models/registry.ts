@@ -1,4 +1,5 @@
 // config.json model_type -> architecture family (src/models/<family>.ts).
+import { bert } from './bert.js';
 import { configReader, normalizeConfig, readConfigFiles, type Json, type ModelConfig } from './config.js';
 import { gemma2 } from './gemma2.js';
 import { gemma3 } from './gemma3.js';
@@ -14,6 +15,8 @@ import { qwen3 } from './qwen3.js';
 import { smollm3 } from './smollm3.js';
 
 const FAMILIES: Record<string, Family> = {
+  bert,
+  'xlm-roberta': bert,
   llama,
   mistral,
   qwen2,
@@ -26,6 +29,9 @@ const FAMILIES: Record<string, Family> = {
   granite,
   olmo2,
 };
+
+/** Bidirectional encoders: served as embedding models and rerankers only. */
+export const ENCODERS: ReadonlySet<string> = new Set(['bert', 'xlm-roberta']);
 
 export function familyFor(modelType: string): Family {
   const f = FAMILIES[modelType];

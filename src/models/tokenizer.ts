@@ -97,6 +97,11 @@ export class TextTokenizer {
     return this.tok.encode(text, { add_special_tokens: addSpecial }).ids;
   }
 
+  /** A text pair with the special tokens of the tokenizer's pair template ([CLS] a [SEP] b [SEP]; XLM-R's <s> a </s></s> b </s>): a cross-encoder's input. */
+  encodePair(a: string, b: string): number[] {
+    return this.tok.encode(a, { text_pair: b, add_special_tokens: true }).ids;
+  }
+
   /** encode() for request text: long texts are tokenized on a worker thread, so a
    *  multi-megabyte prompt never blocks the event loop. */
   encodeAsync(text: string, addSpecial: boolean): Promise<number[]> {

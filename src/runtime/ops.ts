@@ -296,11 +296,11 @@ export class Ops {
     };
   }
 
-  /** out = W[tokens] * scale. */
-  embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, scale = 1): Dispatch[] {
+  /** out = W[tokens] * scale, or out += it with `accumulate`. */
+  embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, scale = 1, accumulate = false): Dispatch[] {
     const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w), isAffine(w.format) ? this.affineDeclarations(false) : '');
     return w.parts.map((part) => {
-      const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows, scale });
+      const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows, scale, accumulate });
       return {
         label: 'embedding',
         pipeline,
@@ -320,6 +320,42 @@ export class Ops {
       pipeline,
       bindGroup: this.bind(label, pipeline, params, { x, weight, y, seq_last: options.seqLast ?? this.dummy }),
       workgroups: (s) => [ceil(perSeq ? s.seqs : s.tokens, 64)],
+    };
+  }
+
+  /** x = LayerNorm(x + res) * weight + bias in place (res optional): an encoder's norms (layernorm.wgsl). */
+  layernorm(label: string, x: GPUBuffer, weight: GPUBuffer, bias: GPUBuffer, options: { width: number; eps: number; res?: GPUBuffer }): Dispatch {
+    const pipeline = this.pipelines.get('layernorm');
+    const params = this.params('layernorm', { width: options.width, eps: options.eps, has_res: options.res !== undefined });
+    return {
+      label,
+      pipeline,
+      bindGroup: this.bind(label, pipeline, params, { x, res: options.res ?? this.dummy, weight, bias }),
+      workgroups: (s) => [ceil(s.tokens, 64)],
+    };
+  }
+
+  /** out[s, :] = the mean, first or last of x's rows of sequence s (pool.wgsl), for the step's sequences. */
+  pool(x: GPUBuffer, seqLast: GPUBuffer, out: GPUBuffer, width: number, mode: Pooling): Dispatch {
+    const pipeline = this.pipelines.get('pool');
+    const params = this.params('pool', { width, mode: POOLING_CODE[mode] });
+    return {
+      label: 'pool',
+      pipeline,
+      bindGroup: this.bind('pool', pipeline, params, { x, seq_last: seqLast, out }),
+      workgroups: (s) => [ceil(s.seqs * width, 64)],
+    };
+  }
+
+  /** x[s, :dims] normalised in place by each sequence's SeqNorm (embd_normalize.wgsl). */
+  embdNormalize(x: GPUBuffer, norms: GPUBuffer, width: number): Dispatch {
+    const pipeline = this.pipelines.get('embd_normalize');
+    const params = this.params('embd_normalize', { width });
+    return {
+      label: 'embd_normalize',
+      pipeline,
+      bindGroup: this.bind('embd_normalize', pipeline, params, { x, norms }),
+      workgroups: (s) => [ceil(s.seqs, 64)],
     };
   }
 
@@ -357,8 +393,12 @@ export class Ops {
    * attention_decode_workgroup.wgsl. For steps with a prefill chunk, attention.wgsl with
    * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
    * belong to one sequence).
+   * With `keyEnd` ([tokens] u32), a token attends to its sequence's keys at positions
+   * 0 ..= keyEnd[token] instead of 0 ..= its own position: bidirectional attention (an
+   * encoder's) when each token's keyEnd is its sequence's last position. The cache append
+   * still writes each token at its own position.
    */
-  attention(label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch[] {
+  attention(label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
     if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
     if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
     const params = this.params('attention_io', {
@@ -371,7 +411,7 @@ export class Ops {
     while (perKv % sharing !== 0) sharing--;
     const declarations = `${this.kvCacheDeclarations()}\nconst D4: u32 = ${rope.headDim / 4}u;`;
     const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
-      q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
+      q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
     });
     /** attention.wgsl over groups of tq tokens x hq heads. */
     const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
@@ -392,15 +432,15 @@ export class Ops {
     return [this.ropeKvWrite(`${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
   }
 
-  /** gate = act(gate) * up, in place. */
-  glu(gate: GPUBuffer, up: GPUBuffer, width: number, activation: Activation = 'silu'): Dispatch {
+  /** gate = act(gate) * up, in place; without `up`, gate = act(gate) (a plain MLP's activation). */
+  glu(gate: GPUBuffer, up: GPUBuffer | undefined, width: number, activation: Activation = 'silu'): Dispatch {
     if (width % 4 !== 0) throw new Error(`intermediate size ${width} is not a multiple of 4`);
     const pipeline = this.pipelines.get('glu');
-    const params = this.params('glu', { width4: width / 4, act: ACTIVATION_CODE[activation] });
+    const params = this.params('glu', { width4: width / 4, act: ACTIVATION_CODE[activation], gated: up !== undefined });
     return {
       label: 'glu',
       pipeline,
-      bindGroup: this.bind('glu', pipeline, params, { gate, up }),
+      bindGroup: this.bind('glu', pipeline, params, { gate, up: up ?? this.dummy }),
       workgroups: (s) => [ceil((s.tokens * width) / 4, 64)],
     };
   }
@@ -453,9 +493,29 @@ function chunkCalls(groupSize: number, call: (chunk: string) => string): string[
   return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
 }
 
-/** A gated MLP's activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU. */
-export type Activation = 'silu' | 'gelu_tanh' | 'gelu';
-const ACTIVATION_CODE: Record<Activation, number> = { silu: 0, gelu_tanh: 1, gelu: 2 };
+/** How an embedding model pools its final hidden states into one vector per sequence (pool.wgsl). */
+/** rank: a reranker's, its score computed from the first token (a sequence classifier's head). */
+export const POOLINGS = ['mean', 'cls', 'last', 'rank'] as const;
+export type Pooling = (typeof POOLINGS)[number];
+const POOLING_CODE: Record<Pooling, number> = { mean: 0, cls: 1, last: 2, rank: 1 };
+
+/** One sequence's normalisation: embd_normalize.wgsl's SeqNorm (dims: the columns kept; p: the norm, < 0 none). */
+export interface SeqNorm {
+  dims: number;
+  p: number;
+}
+
+/** The SeqNorm buffer's contents for `norms`. */
+export function packSeqNorms(norms: SeqNorm[]): ArrayBuffer {
+  return packArray(kernelStruct('embd_normalize', 'SeqNorm'), norms);
+}
+
+/** Bytes per sequence in the SeqNorm buffer. */
+export const SEQ_NORM_BYTES = kernelStruct('embd_normalize', 'SeqNorm').bytes;
+
+/** An activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU, tanh. */
+export type Activation = 'silu' | 'gelu_tanh' | 'gelu' | 'tanh';
+const ACTIVATION_CODE: Record<Activation, number> = { silu: 0, gelu_tanh: 1, gelu: 2, tanh: 3 };
 
 export interface LinearOptions {
   /** Add into Y (the residual stream) instead of overwriting it. */

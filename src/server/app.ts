@@ -4,11 +4,17 @@
 // open), auth before body parsing (no parse errors for unauthenticated callers), and the
 // 404 and error envelopes last.
 import express, { type Express } from 'express';
+import type { Embedder } from '../engine/embedder.js';
 import type { Engine } from '../engine/engine.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/anthropic.js';
 import { apiKeyAuth } from './auth.js';
 import { cacheRoutes } from './routes/cache.js';
 import { cors } from './cors.js';
+import { EmbedderState } from './embedder-state.js';
+import type { Services } from './services.js';
+import { generationDisabled } from './embedding-only-engine.js';
+import { embeddingRoutes, embeddingUnavailableRoutes } from './routes/embeddings.js';
+import { rerankRoutes, rerankUnavailableRoutes } from './routes/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes, type LoadingProgress } from './routes/health.js';
@@ -57,13 +63,28 @@ export interface AppOptions {
   tags?: string[];
   /** Native-shaped `__verbose` on OpenAI completion and chat bodies (llama-server's -v). */
   verbose?: boolean;
+  /** --embeddings (the -m model) or --embedding-model: the model the embedding routes serve. */
+  embedder?: Embedder | Promise<Embedder>;
+  /** --reranking (the -m model) or --reranker-model: the model the rerank routes serve. */
+  reranker?: Embedder | Promise<Embedder>;
+  /** --embeddings / --reranking: the -m model serves that job only; generation routes answer 501 naming the flag. */
+  generationDisabledBy?: string;
+  /** --embd-normalize: embd_normalize for embedding requests that set none; default 2 (euclidean). */
+  embdNormalize?: number;
 }
+
+/** Generation routes, answered 501 while generation is off (AppOptions.generationDisabledBy). */
+const GENERATION_PATHS = [
+  '/v1/chat/completions', '/chat/completions', '/v1/completions', '/completions', '/completion', '/infill',
+  '/v1/responses', '/v1/responses/*path', '/v1/messages', '/v1/messages/count_tokens', '/apply-template',
+];
 
 /** What the routes of one server share, a separate metrics listener included. */
 export interface AppState {
   models: ModelState;
   defaults: SamplingDefaults;
   metrics: ServerMetrics;
+  services: Services;
 }
 
 export function createAppState(engine: Engine | Promise<Engine>, options: AppOptions = {}): AppState {
@@ -76,7 +97,16 @@ export function createAppState(engine: Engine | Promise<Engine>, options: AppOpt
       return undefined;
     }
   };
-  return { models, defaults: samplingDefaults(options.sampling), metrics: new ServerMetrics(stats) };
+  const embedders = new EmbedderState(
+    options.embedder,
+    'This server does not support embeddings. Start it with `--embeddings` (the -m model serves embeddings) or `--embedding-model DIR|repo` (a second model beside the chat model)',
+  );
+  const rerankers = new EmbedderState(
+    options.reranker,
+    'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)',
+  );
+  const services = { completion: options.generationDisabledBy === undefined, embedders, rerankers };
+  return { models, defaults: samplingDefaults(options.sampling), metrics: new ServerMetrics(stats), services };
 }
 
 /** `engine` may still be loading: routes answer 503 until it resolves. */
@@ -85,7 +115,7 @@ export function createApp(
   options: AppOptions = {},
   state: AppState = createAppState(engine, options),
 ): Express {
-  const { models, defaults, metrics } = state;
+  const { models, defaults, metrics, services } = state;
   const app = newApp(options);
   app.use(healthRoutes(models, options.loadingProgress));
   // Before auth, so that its 401s on these paths are in Anthropic's envelope too.
@@ -95,18 +125,26 @@ export function createApp(
   const slots = { enabled: options.slots, savePath: options.slotSavePath };
   app.use(slotRoutes(models, slots));
   if (options.metrics) app.use(metricsRoutes(metrics));
-  app.use(propsRoutes(models, defaults));
+  app.use(propsRoutes(models, defaults, services));
   // Bodiless too: POST /v1/cache/reset reads nothing.
   app.use(cacheRoutes(models));
   // 501s for the documented routes this server cannot serve; they read no body either.
-  app.use(unavailableRoutes());
+  app.use(unavailableRoutes(), embeddingUnavailableRoutes(services.embedders), rerankUnavailableRoutes(services.rerankers));
+  const disabledBy = options.generationDisabledBy;
+  if (disabledBy) {
+    app.post(GENERATION_PATHS, () => {
+      throw generationDisabled(disabledBy);
+    });
+  }
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
   app.use(express.json({ limit: '32mb', type: () => true, verify: verifyBodyDepth }));
   app.use(
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
     openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),
     nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, spmInfill: options.spmInfill }),
-    modelRoutes(models, { aliases: options.aliases, tags: options.tags }),
+    modelRoutes(models, services, { aliases: options.aliases, tags: options.tags }),
+    embeddingRoutes(services.embedders, options.embdNormalize),
+    rerankRoutes(services.rerankers),
     responsesRoutes(models, defaults, metrics, responsesOptions(options)),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
     slotActionRoutes(models, slots),

@@ -68,7 +68,7 @@ function stopList(stop: SamplingFields['stop']): string[] {
  * length alone (no token spans more than the tokenizer's maxTokenBytes), before any of it
  * is tokenized.
  */
-export async function tokenizeText(engine: Engine, text: string, addSpecial: boolean, limit?: number): Promise<number[]> {
+export async function tokenizeText(engine: Pick<Engine, 'tokenizer'> & { info: { contextSize: number } }, text: string, addSpecial: boolean, limit?: number): Promise<number[]> {
   const { maxTokenBytes } = engine.tokenizer;
   const contextSize = engine.info.contextSize;
   const most = limit ?? contextSize - 1;

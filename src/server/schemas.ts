@@ -368,6 +368,64 @@ export const validateSlotFile = ajv.compile<SlotFileBody>({
   properties: { filename: { type: 'string' } },
 });
 
+/** An embedding input: text, token ids, or a list of either (checked item by item in ./routes/embeddings.ts). */
+export type EmbeddingInput = string | number[] | Array<string | number[]>;
+
+export interface EmbeddingBody {
+  input?: Opt<EmbeddingInput>;
+  /** The native routes' name for input, used when input is absent. */
+  content?: Opt<EmbeddingInput>;
+  model?: Opt<string>;
+  encoding_format?: Opt<'float' | 'base64'>;
+  dimensions?: Opt<number>;
+  embd_normalize?: Opt<number>;
+  instruction?: Opt<string>;
+}
+
+const tokenIds = { type: 'array', items: { type: 'integer', minimum: 0 } };
+const embeddingInput = {
+  anyOf: [{ type: 'string' }, tokenIds, { type: 'array', items: { anyOf: [{ type: 'string' }, tokenIds] } }, { type: 'null' }],
+};
+
+export const validateEmbedding = ajv.compile<EmbeddingBody>({
+  type: 'object',
+  properties: {
+    input: embeddingInput,
+    content: embeddingInput,
+    model: { type: ['string', 'null'] },
+    encoding_format: { enum: ['float', 'base64', null] },
+    dimensions: { type: ['integer', 'null'] },
+    embd_normalize: { type: ['integer', 'null'], minimum: -1 },
+    instruction: { type: ['string', 'null'] },
+  },
+});
+
+export interface RerankBody {
+  query?: Opt<string>;
+  documents?: Opt<string[]>;
+  /** TEI's name for documents: with it (and no documents) the answer is TEI's bare array. */
+  texts?: Opt<string[]>;
+  top_n?: Opt<number>;
+  return_documents?: Opt<boolean>;
+  return_text?: Opt<boolean>;
+  model?: Opt<string>;
+  instruction?: Opt<string>;
+}
+
+export const validateRerank = ajv.compile<RerankBody>({
+  type: 'object',
+  properties: {
+    query: { type: ['string', 'null'] },
+    documents: { type: ['array', 'null'], items: { type: 'string' } },
+    texts: { type: ['array', 'null'], items: { type: 'string' } },
+    top_n: { type: ['integer', 'null'] },
+    return_documents: { type: ['boolean', 'null'] },
+    return_text: { type: ['boolean', 'null'] },
+    model: { type: ['string', 'null'] },
+    instruction: { type: ['string', 'null'] },
+  },
+});
+
 /** Returns the body typed, or throws a 400 whose message names the offending field. */
 export function validateBody<T>(validate: ValidateFunction<T>, body: unknown): T {
   if (validate(body)) return body;

@@ -1,7 +1,7 @@
 // An Engine without a GPU: emits scripted token ids over the real stories260k tokenizer,
 // one request at a time (a single slot), honouring maxTokens, abort, early return and a
 // bounded queue.
-import { QueueFullError, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
+import { QueueFullError, zeroCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import { EngineStub } from './engine-stub.js';
 
@@ -76,16 +76,7 @@ export class FakeEngine extends EngineStub {
       activeSequences: this.running,
       queueDepth: this.waiting,
       slotStates: [this.running ? 'decoding' : 'idle', ...Array.from({ length: this.waiting }, () => 'queued' as const)],
-      counters: {
-        sequences_started: this.completed + this.cancelled + this.running,
-        sequences_completed: this.completed,
-        total_prefill_tokens: 0,
-        total_decode_tokens: 0,
-        decode_steps_processed: 0,
-        prefill_chunks_processed: 0,
-        draft_tokens: 0,
-        draft_accepted_tokens: 0,
-      },
+      counters: { ...zeroCounters(), sequences_started: this.completed + this.cancelled + this.running, sequences_completed: this.completed },
     };
   }
 

@@ -97,7 +97,12 @@ export interface GgufWriteOptions {
   name?: string;
   /** tokenizer.ggml.pre for BPE tokenizers when it cannot be recognised from the regex. */
   pre?: string;
+  /** `<arch>.pooling_type`, as the converter writes it for embedding models and rerankers. */
+  pooling?: 'mean' | 'cls' | 'last' | 'rank';
 }
+
+/** llama.cpp's enum llama_pooling_type. */
+const POOLING_TYPE = { mean: 1, cls: 2, last: 3, rank: 4 } as const;
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -110,6 +115,7 @@ const ARCHES: Record<string, string> = {
 
 export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteOptions = {}): void {
   const config = readJson(join(hfDir, 'config.json'));
+  if (config.model_type === 'bert' || config.model_type === 'xlm-roberta') return writeEncoderGguf(hfDir, outPath, config, opts);
   const cfg = readModelConfig(hfDir);
   if (cfg.quantization) throw new Error(`${hfDir}: quantized (MLX) checkpoints cannot be converted`);
   const arch = ARCHES[cfg.modelType];
@@ -120,6 +126,7 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   kv.set('general.architecture', str(arch));
   kv.set('general.name', str(opts.name ?? basename(hfDir)));
   addModelParams(kv, arch, cfg, config);
+  if (opts.pooling) kv.set(`${arch}.pooling_type`, u32(POOLING_TYPE[opts.pooling]));
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
   addTokenizer(kv, hfDir, cfg.vocab, config, opts.pre);
 
@@ -439,6 +446,96 @@ function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32'
   const left = [...source.keys()].filter((n) => !used.has(n) && !n.includes('rotary_emb.inv_freq'));
   if (left.length) throw new Error(`${dir}: tensors not converted: ${left.join(', ')}`);
   return planned;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoders (BERT, XLM-R, and XLM-R sequence classifiers) as the converter's BertModel and
+// XLMRobertaModel write them: arch "bert", a WordPiece ("bert") vocabulary with "##"
+// stripped from continuations and "\u2581" before word starts, XLM-R's position rows from
+// pad_token_id + 1 on, the classifier head as cls / cls.output.
+
+const ENCODER_LAYER_TENSORS: Array<[string, string]> = [
+  ['attention.self.query', 'attn_q'],
+  ['attention.self.key', 'attn_k'],
+  ['attention.self.value', 'attn_v'],
+  ['attention.output.dense', 'attn_output'],
+  ['attention.output.LayerNorm', 'attn_output_norm'],
+  ['intermediate.dense', 'ffn_up'],
+  ['output.dense', 'ffn_down'],
+  ['output.LayerNorm', 'layer_output_norm'],
+];
+
+function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: GgufWriteOptions): void {
+  const arch = 'bert';
+  const xlmr = config.model_type === 'xlm-roberta';
+  const offset = xlmr ? (config.pad_token_id as number) + 1 : 0;
+  const source = listCheckpointTensors(dir);
+  const prefix = ['', 'bert.', 'roberta.'].find((p) => source.has(`${p}embeddings.word_embeddings.weight`)) ?? '';
+  const H = config.hidden_size as number;
+  const kv = new Map<string, KV>();
+  kv.set('general.architecture', str(arch));
+  kv.set('general.name', str(opts.name ?? basename(dir)));
+  kv.set(`${arch}.context_length`, u32((config.max_position_embeddings as number) - offset));
+  kv.set(`${arch}.embedding_length`, u32(H));
+  kv.set(`${arch}.block_count`, u32(config.num_hidden_layers as number));
+  kv.set(`${arch}.feed_forward_length`, u32(config.intermediate_size as number));
+  kv.set(`${arch}.attention.head_count`, u32(config.num_attention_heads as number));
+  kv.set(`${arch}.attention.layer_norm_epsilon`, f32(config.layer_norm_eps as number));
+  kv.set(`${arch}.attention.causal`, bool(false));
+  if (opts.pooling) kv.set(`${arch}.pooling_type`, u32(POOLING_TYPE[opts.pooling]));
+  kv.set('general.file_type', u32(0));
+  const tj = readJson(join(dir, 'tokenizer.json'));
+  const vocab = tj.model.vocab as Record<string, number>;
+  const tokens: string[] = new Array(config.vocab_size as number);
+  const types: number[] = new Array(tokens.length).fill(TOKEN_NORMAL);
+  for (const [text, id] of Object.entries(vocab)) tokens[id] = text.startsWith('##') ? text.slice(2) : `\u2581${text}`;
+  for (const t of (tj.added_tokens ?? []) as AddedToken[]) {
+    tokens[t.id] = t.content;
+    types[t.id] = TOKEN_CONTROL;
+  }
+  kv.set('tokenizer.ggml.model', str('bert'));
+  kv.set('tokenizer.ggml.tokens', { type: ValueType.ARRAY, elemType: ValueType.STRING, value: tokens });
+  kv.set('tokenizer.ggml.token_type', { type: ValueType.ARRAY, elemType: ValueType.INT32, value: types });
+  kv.set('tokenizer.ggml.token_type_count', u32(config.type_vocab_size as number));
+  const id = (t: string) => vocab[t] ?? ((tj.added_tokens ?? []) as AddedToken[]).find((a) => a.content === t)!.id;
+  kv.set('tokenizer.ggml.bos_token_id', u32(id('[CLS]')));
+  kv.set('tokenizer.ggml.cls_token_id', u32(id('[CLS]')));
+  kv.set('tokenizer.ggml.seperator_token_id', u32(id('[SEP]')));
+  // XLM-R's </s> is both its separator and its end of sequence (a pair is <s> A </s></s> B </s>).
+  if (xlmr) kv.set('tokenizer.ggml.eos_token_id', u32(id('[SEP]')));
+  kv.set('tokenizer.ggml.unknown_token_id', u32(id('[UNK]')));
+  kv.set('tokenizer.ggml.padding_token_id', u32(id('[PAD]')));
+  kv.set('tokenizer.ggml.mask_token_id', u32(id('[MASK]')));
+
+  const planned: PlannedTensor[] = [];
+  const used = new Set<string>();
+  const from = (hf: string, gguf: string, transform?: (w: Float32Array, shape: number[]) => { data: Float32Array; shape: number[] }) => {
+    const t = source.get(hf);
+    if (!t) throw new Error(`${dir}: no ${hf}`);
+    used.add(hf);
+    const shape = transform ? transform(new Float32Array(0), t.info.shape).shape : t.info.shape;
+    const count = shape.reduce((a, b) => a * b, 1);
+    planned.push({ name: gguf, dims: [...shape].reverse(), type: GGML_F32, nbytes: count * 4, data: () => (transform ? transform(readTensorF32(t), t.info.shape).data : readTensorF32(t)) });
+  };
+  const both = (hf: string, gguf: string) => {
+    from(`${hf}.weight`, `${gguf}.weight`);
+    from(`${hf}.bias`, `${gguf}.bias`);
+  };
+  const e = `${prefix}embeddings`;
+  from(`${e}.word_embeddings.weight`, 'token_embd.weight');
+  from(`${e}.token_type_embeddings.weight`, 'token_types.weight');
+  from(`${e}.position_embeddings.weight`, 'position_embd.weight', (w, shape) => ({ data: w.subarray(offset * H), shape: [shape[0]! - offset, shape[1]!] }));
+  both(`${e}.LayerNorm`, 'token_embd_norm');
+  for (let l = 0; l < (config.num_hidden_layers as number); l++) {
+    for (const [hf, gguf] of ENCODER_LAYER_TENSORS) both(`${prefix}encoder.layer.${l}.${hf}`, `blk.${l}.${gguf}`);
+  }
+  if (source.has('classifier.dense.weight')) {
+    both('classifier.dense', 'cls');
+    both('classifier.out_proj', 'cls.output');
+  }
+  const left = [...source.keys()].filter((n) => !used.has(n) && !n.endsWith('position_ids'));
+  if (left.length) throw new Error(`${dir}: tensors not converted: ${left.join(', ')}`);
+  writeFile(outPath, kv, planned);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -109,6 +109,49 @@ function topGap(probs: Map<Token, number>): number {
   return Math.log(p1) - Math.log(p2);
 }
 
+export interface OracleEmbedding {
+  /** The tokens llama.cpp evaluated: the input with the BOS/EOS (or CLS/SEP) its vocabulary adds. */
+  tokens: number[];
+  /** The pooled embedding (by the GGUF's pooling_type), not normalised. */
+  vector: Float32Array;
+}
+
+/** Embeddings by llama.cpp's embedding context (createEmbeddingContext), one per input. */
+export async function oracleEmbeddings(ggufPath: string, inputs: number[][], opts: { contextSize?: number; threads?: number } = {}): Promise<OracleEmbedding[]> {
+  const model = await loadModel(ggufPath);
+  const context = await model.createEmbeddingContext({ contextSize: opts.contextSize ?? 256, threads: opts.threads ?? 1 });
+  // getEmbeddingFor adds the tokens the vocabulary wants (its _prepareInput): reported back
+  // so the engine under test evaluates the same sequence.
+  const prepare = (context as unknown as { _prepareInput(tokens: Token[]): void })._prepareInput.bind(context);
+  try {
+    const out: OracleEmbedding[] = [];
+    for (const input of inputs) {
+      const tokens = input.slice() as Token[];
+      prepare(tokens);
+      const e = await context.getEmbeddingFor(input as Token[]);
+      out.push({ tokens: tokens.map(Number), vector: Float32Array.from(e.vector) });
+    }
+    return out;
+  } finally {
+    await context.dispose();
+  }
+}
+
+/**
+ * Relevance scores by llama.cpp's ranking context (createRankingContext): sigmoid of the
+ * classifier's logit, for the query and each document given as token ids (llama.cpp joins
+ * them: BOS query EOS SEP document EOS, leaving out the ids its vocabulary lacks).
+ */
+export async function oracleRank(ggufPath: string, query: number[], documents: number[][], opts: { contextSize?: number; threads?: number } = {}): Promise<number[]> {
+  const model = await loadModel(ggufPath);
+  const context = await model.createRankingContext({ contextSize: opts.contextSize ?? 256, threads: opts.threads ?? 1 });
+  try {
+    return await context.rankAll(query as Token[], documents as Token[][]);
+  } finally {
+    await context.dispose();
+  }
+}
+
 /** Tokenizes with llama.cpp's tokenizer (no BOS added; special tokens parsed when asked). */
 export async function oracleTokenize(ggufPath: string, text: string, specialTokens = false): Promise<number[]> {
   const model = await loadModel(ggufPath);

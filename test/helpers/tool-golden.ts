@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { ChatOutput, type ChatOutputConfig, type ChatReply, type OutputDelta } from '../../src/chat/chat-output.js';
 import { generateTexts } from '../../src/chat/text-generation.js';
-import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
+import { zeroCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import { EngineStub } from './engine-stub.js';
 import { chunkDelta } from '../../src/server/chat-response.js';
@@ -48,7 +48,7 @@ export class ScriptedEngine extends EngineStub {
   }
 
   stats(): EngineStats {
-    const counters = { sequences_started: 0, sequences_completed: 0, total_prefill_tokens: 0, total_decode_tokens: 0, decode_steps_processed: 0, prefill_chunks_processed: 0, draft_tokens: 0, draft_accepted_tokens: 0 };
+    const counters = zeroCounters();
     return { slots: 1, activeSequences: 0, queueDepth: 0, slotStates: ['idle'], counters };
   }
 }

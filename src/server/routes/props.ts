@@ -6,6 +6,7 @@
 import { Router } from 'express';
 import { samplingFrom } from '../generation-params.js';
 import { serverLoopDetection } from '../loop-policy.js';
+import { capabilities, type Services } from '../services.js';
 import type { ModelState } from '../model-state.js';
 import { generationSettings } from '../native-response.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
@@ -13,7 +14,7 @@ import type { SamplingDefaults } from '../sampling-defaults.js';
 /** u64::MAX: how the REST reference (and llama-server's u32 cousin) says "no seed configured". */
 const UNSET_SEED = '18446744073709551615';
 
-export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Router {
+export function propsRoutes(models: ModelState, defaults: SamplingDefaults, services: Services): Router {
   const router = Router();
   router.get('/props', (_req, res) => {
     const { engine } = models.require();
@@ -37,6 +38,8 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults): Rou
       // Speculative decoding (--spec-type, --spec-draft-model): null when off; draft_model is
       // the draft model's directory, null for prompt lookup.
       speculative: engine.info.speculative ? { draft_model: engine.info.speculative.draftModel ?? null, kind: engine.info.speculative.kind, n_max: engine.info.speculative.nMax } : null,
+      // What the server serves: "completion", "embedding", "rerank".
+      capabilities: capabilities(services),
     });
     const seedText = defaults.seed >= 0 ? String(defaults.seed) : UNSET_SEED;
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));

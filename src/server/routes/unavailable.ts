@@ -1,9 +1,9 @@
 // Routes the REST reference documents that this server cannot serve: each answers 501
 // naming what is missing, in place of a 404. The image routes need --image-model; the
 // audio routes run in audio-only server processes (Kokoro speaks, Whisper transcribes);
-// /v1/realtime needs a Nemotron VoiceChat checkpoint; embeddings and reranking answer
-// as llama-server does when started without --embeddings / --reranking. None reads its
-// body, so they mount ahead of the parser.
+// /v1/realtime needs a Nemotron VoiceChat checkpoint. None reads its body, so they mount
+// ahead of the parser. (The embedding and rerank routes answer their own 501 without a
+// model: ./embeddings.ts, ./rerank.ts.)
 import { Router } from 'express';
 import { ApiError } from '../errors.js';
 
@@ -11,7 +11,6 @@ const SERVED =
   'this server serves text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)';
 
 const notImplemented = (message: string) => new ApiError(501, 'not_implemented', message);
-const notSupported = (message: string) => new ApiError(501, 'not_supported_error', message);
 
 /** Method, paths (with and without /v1), and the error each answers with. */
 const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path: string) => ApiError }> = [
@@ -34,16 +33,6 @@ const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path
     method: 'get',
     paths: ['/v1/realtime'],
     error: (path) => notImplemented(`GET ${path} needs a Nemotron VoiceChat checkpoint; ${SERVED}`),
-  },
-  {
-    method: 'post',
-    paths: ['/v1/embeddings', '/embedding', '/embeddings'],
-    error: () => notSupported('This server does not support embeddings. Start it with `--embeddings`'),
-  },
-  {
-    method: 'post',
-    paths: ['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'],
-    error: () => notSupported('This server does not support reranking. Start it with `--reranking`'),
   },
 ];
 
