@@ -115,6 +115,8 @@ describe('GET /props', () => {
       is_sleeping: false,
       speculative: null,
       model_path: expect.stringMatching(/stories260k$/),
+      // What the server serves: a chat model only here.
+      capabilities: ['completion'],
     });
   });
 
