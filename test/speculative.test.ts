@@ -256,6 +256,8 @@ describe('draft model, stories260k', () => {
       const first = alone[0]!.draft!;
       expect(first.draft_kind).toBe('draft-model');
       expect(first.draft_rounds).toBeGreaterThan(0);
+      // Batched once, with the draft model that disagrees with the model at times.
+      if (spec !== random) continue;
       const batched = await Promise.all(requests.map((req) => run(spec, req)));
       expect(batched.map((r) => r.tokens)).toEqual(expected);
     }
