@@ -1,4 +1,4 @@
-// The long robustness runs (issue 24's proof), against the real server as a child process:
+// The long robustness runs, against the real server as a child process:
 //   fuzz  N requests over every route (test/helpers/fuzz.ts) at concurrency 8, with a
 //         GET /health probe every 100 ms; reports crashes, undocumented 5xx, hangs, bad
 //         envelopes, and the probe's max and p99.

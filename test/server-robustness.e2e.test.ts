@@ -30,7 +30,7 @@ describe('input limits', () => {
     const body = (await res.json()) as { error: { code: string; message: string; n_ctx: number } };
     expect(body.error.code).toBe('context_length_exceeded');
     expect(body.error.message).toMatch(/request \(at least \d+ tokens\) exceeds the available context size \(\d+ tokens\)/);
-    // Tokenizing 17 MB with this tokenizer takes about 100 s; parsing the body well under one.
+    // Tokenizing 17 MB would take far longer than this bound; parsing the body does not.
     expect(ms).toBeLessThan(5_000);
     expect(Math.max(...probe.samples)).toBeLessThan(2_000);
   });
@@ -75,8 +75,8 @@ describe('under abuse', () => {
     expect(server.exited()).toBeUndefined();
     expect(report.problems, JSON.stringify(report.problems.slice(0, 5))).toEqual([]);
     expect(probe.failures).toBe(0);
-    // The bench's 10,000-request run holds the 500 ms bound; a CI machine shared with other
-    // jobs gets some slack on the single worst answer.
+    // The bound is 500 ms (bench/robustness.ts runs it long); on a CI machine shared with
+    // other jobs the single worst answer gets some slack.
     expect(percentile(probe.samples, 99), JSON.stringify(stalls)).toBeLessThan(500);
     expect(Math.max(...probe.samples), JSON.stringify(stalls)).toBeLessThan(1_500);
     // Every slot is free again afterwards.
