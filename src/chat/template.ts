@@ -43,7 +43,10 @@ export const FALLBACK_CHAT_TEMPLATE =
 
 export class ChatTemplate {
   private readonly template: Template;
-  /** The template tells a tool-calling turn by its null content (DeepSeek's `content is none`). */
+  /**
+   * The template tells a tool-calling turn by its null content (DeepSeek's `content is none`);
+   * other fields' tests (Qwen3's `reasoning_content is not none`) do not count.
+   */
   private readonly testsNullContent: boolean;
 
   /** Parses once; `source` undefined selects FALLBACK_CHAT_TEMPLATE. */
@@ -52,7 +55,7 @@ export class ChatTemplate {
     private readonly specialTokens: { bosToken?: string; eosToken?: string },
   ) {
     this.template = new Template(source ?? FALLBACK_CHAT_TEMPLATE);
-    this.testsNullContent = /content['"]?\]?\s+is\s+(not\s+)?none/.test(source ?? '');
+    this.testsNullContent = /(?<!\w)content['"]?\]?\s+is\s+(not\s+)?none/.test(source ?? '');
   }
 
   /** The prompt text for the next assistant turn. Throws ChatTemplateError on template failure. */
