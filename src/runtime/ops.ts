@@ -3,9 +3,9 @@
 import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { Dispatch, StepShape, Upload } from './program.js';
-import { isAffine, kernelPiece, kernelStruct } from './kernel-source.js';
+import { formatFile, isAffine, kernelEnum, kernelStruct, type Variant } from './kernel-source.js';
 import { packArray, packStruct, type StructValues } from './wgsl-struct.js';
-import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, SCALE_FORMAT_CODE, storageBuffer, textureRows, uniformBuffer, type GpuWeight, type WeightPart } from './tensors.js';
+import { GLU_BLOCK_ROWS, KV_TEXTURE_WIDTH, PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, textureRows, uniformBuffer, type GpuWeight, type ScaleFormat, type WeightPart } from './tensors.js';
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -73,15 +73,25 @@ export class Ops {
     return { w_packed: (part.data as GPUTexture).createView(), w_affine: part.affine.createView() };
   }
 
+  /** formats/affine.wgsl's override constants for a q4/q8 weight (none for a float one). */
   private weightConstants(w: GpuWeight): Record<string, number> {
     if (!isAffine(w.format)) return {};
     return {
       BITS: w.format === 'q4' ? 4 : 8,
-      GROUP_SIZE: w.groupSize,
       SCALE_FORMAT: SCALE_FORMAT_CODE[w.scaleFormat ?? 'f32'],
       PACKED_WIDTH: PACKED_TEXTURE_WIDTH,
       PACKED_TILE_ROWS,
     };
+  }
+
+  /** formats/affine.wgsl's variant values for a q4/q8 weight, read through storage textures with `storage` where WGSL allows them (affineRead). */
+  private affineVariant(w: GpuWeight, storage: boolean): Variant {
+    return { GROUP_SIZE: w.groupSize, W_READ: this.affineRead(storage) };
+  }
+
+  /** A kernel's variant values for reading a weight of any format (`#include "formats/${FORMAT}"`). */
+  private weightVariant(w: GpuWeight): Variant {
+    return { FORMAT: formatFile(w.format), ...(isAffine(w.format) ? this.affineVariant(w, false) : {}) };
   }
 
   /**
@@ -136,23 +146,21 @@ export class Ops {
       const norm = this.normInput(w.cols, opts.norm?.weight);
       const constants = { ...q, NORM: opts.norm !== undefined, GLU: opts.glu === true };
       const cpu = this.gpu.isCpu;
-      const declarations = [this.affineDeclarations(cpu), input.declarations, norm.declarations, ...(cpu ? [matvecKLoop(w.groupSize)] : [])].join('\n');
+      const variant = { ...this.affineVariant(w, cpu), ...input.variant, ...norm.variant };
       variants.push({
-        pipeline: this.pipelines.get(cpu ? 'matvec_q' : 'matvec_q_workgroup', w.format, constants, declarations),
+        pipeline: this.pipelines.get(cpu ? 'matvec_q' : 'matvec_q_workgroup', variant, constants),
         bindings: { x: input.binding ?? x, norm_weight: norm.binding },
         workgroups: (part, s) => (matvec(rows(s)) ? [cpu ? ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP) : 2 * ceil(part.rows, 32), rows(s)] : [0, 0]),
       });
       const tiled = this.matmulInput(normed, w.cols, rows);
-      const groupChunks = ['fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {', ...chunkCalls(w.groupSize, (chunk) => `  chunk_tile(${chunk}, at, t);`), '}'].join('\n');
-      const matmulDeclarations = [this.affineDeclarations(false), this.matmulInputDeclarations(), groupChunks].join('\n');
       variants.push({
-        pipeline: this.pipelines.get('matmul_q', w.format, { ...q, X_WIDTH: MATMUL_INPUT_WIDTH }, matmulDeclarations),
+        pipeline: this.pipelines.get('matmul_q', { ...this.affineVariant(w, false), X_READ: this.textureRead() }, { ...q, X_WIDTH: MATMUL_INPUT_WIDTH }),
         workgroups: (part, s) => (matvec(rows(s)) ? [0, 0] : [ceil(part.rows, MATMUL_ROWS_PER_WORKGROUP), ceil(rows(s), MATMUL_TILE_TOKENS)]),
         ...tiled,
       });
     } else {
       variants.push({
-        pipeline: this.pipelines.get('matmul', w.format),
+        pipeline: this.pipelines.get('matmul', this.weightVariant(w)),
         bindings: { x: normed },
         workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
       });
@@ -198,55 +206,42 @@ export class Ops {
   }
 
   /**
-   * A q4/q8 weight's two textures and their texel reads (readers/affine_*.wgsl): read-only
-   * storage textures with `storage` where WGSL allows them, else sampled ones. On llvmpipe a
+   * How a q4/q8 weight's two textures are read (formats/affine.wgsl W_READ): as read-only
+   * storage textures with `storage` where WGSL allows them, else sampled. On llvmpipe a
    * storage-texture load skips the sampled path's per-lane mip-level arithmetic, which pays
    * in matvec_q and costs in matmul_q, so only matvec_q asks for it (the GPU layout keeps
    * the sampled path GPUs are built around; bench/RESULTS.md has the figures).
    */
-  private affineDeclarations(storage: boolean): string {
-    return kernelPiece(storage && this.gpu.readOnlyStorageTextures ? 'readers/affine_storage' : 'readers/affine_sampled');
+  private affineRead(storage: boolean): 'storage' | 'sampled' {
+    return storage ? this.textureRead() : 'sampled';
+  }
+
+  /** Read-only storage textures where WGSL allows them, else sampled: the KV cache's (KV_READ) and matmul_q's input's (X_READ). */
+  private textureRead(): 'storage' | 'sampled' {
+    return this.gpu.readOnlyStorageTextures ? 'storage' : 'sampled';
   }
 
   /**
-   * The attention kernels' KV cache bindings and reads (readers/kv_cache_*.wgsl): read-only
-   * storage textures where WGSL allows them (kv_cache.wgsl says why textures), else sampled.
+   * The decode matvecs' input X (matvec_input.wgsl): a uniform array over the rows it can
+   * read when they fit one uniform binding, else a storage array.
    */
-  private kvCacheDeclarations(): string {
-    return kernelPiece(this.gpu.readOnlyStorageTextures ? 'readers/kv_cache_storage' : 'readers/kv_cache_sampled');
-  }
-
-  /**
-   * The decode matvecs' input X (binding 5): a uniform array over the rows it can read when
-   * they fit one uniform binding, else a storage array. On llvmpipe a storage load whose
-   * address varies in a loop becomes a per-lane scalar loop with a bounds check per
-   * component, while a uniform load is one vector gather (bench/linear-q.ts measures both).
-   */
-  private matvecInput(x: GPUBuffer, cols: number): { declarations: string; binding?: GPUBufferBinding } {
+  private matvecInput(x: GPUBuffer, cols: number): { variant: Variant; binding?: GPUBufferBinding } {
     const rows = Math.min(MATVEC_MAX_ROWS, Math.floor(x.size / (cols * 4)));
     const bytes = rows * cols * 4;
-    if (rows < 1 || bytes > this.gpu.maxUniformBinding || (x.usage & GPUBufferUsage.UNIFORM) === 0) {
-      return { declarations: '@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;' };
-    }
-    return {
-      declarations: `@group(0) @binding(5) var<uniform> x: array<vec4<f32>, ${bytes / 16}>;`,
-      binding: { buffer: x, offset: 0, size: bytes },
-    };
+    if (rows < 1 || bytes > this.gpu.maxUniformBinding || (x.usage & GPUBufferUsage.UNIFORM) === 0) return { variant: { X_UNIFORM: false } };
+    return { variant: { X_UNIFORM: true, X_VEC4S: bytes / 16 }, binding: { buffer: x, offset: 0, size: bytes } };
   }
 
   /**
-   * matvec_q's norm_w(i), vec4 i of the norm weight (binding 10) that a layer with a fused
-   * RMSNorm reads (NORM); a layer without one binds zeros, as WGSL counts the binding used
-   * either way. A uniform array where the weight fits one uniform binding: read at
-   * addresses that vary in a loop, that is one vector gather on llvmpipe against a per-lane
-   * loop for storage (as matvecInput explains).
+   * The matvecs' norm weight (matvec_input.wgsl norm_w) of a layer with a fused RMSNorm
+   * (NORM), zeros for one without: a uniform array where the weight fits one uniform
+   * binding, else a storage array.
    */
-  private normInput(cols: number, weight: GPUBuffer | undefined): { declarations: string; binding: GPUBufferBinding } {
+  private normInput(cols: number, weight: GPUBuffer | undefined): { variant: Variant; binding: GPUBufferBinding } {
     const bytes = cols * 4;
     const uniform = bytes <= this.gpu.maxUniformBinding && (!weight || (weight.usage & GPUBufferUsage.UNIFORM) !== 0);
-    const binding = uniform ? `var<uniform> norm_weight: array<vec4<f32>, ${cols / 4}>;` : 'var<storage, read> norm_weight: array<vec4<f32>>;';
     return {
-      declarations: `@group(0) @binding(10) ${binding}\nfn norm_w(i: u32) -> vec4<f32> { return norm_weight[i]; }`,
+      variant: uniform ? { NORM_UNIFORM: true, NORM_VEC4S: cols / 4 } : { NORM_UNIFORM: false },
       binding: { buffer: weight ?? this.zeros(bytes), offset: 0, size: bytes },
     };
   }
@@ -273,15 +268,6 @@ export class Ops {
   }
 
   /**
-   * matmul_q's input binding and its texel read (readers/matmul_input_*.wgsl): a read-only
-   * storage texture where WGSL allows one (on llvmpipe it skips the sampled path's per-lane
-   * mip-level arithmetic), else a sampled texture.
-   */
-  private matmulInputDeclarations(): string {
-    return kernelPiece(this.gpu.readOnlyStorageTextures ? 'readers/matmul_input_storage' : 'readers/matmul_input_sampled');
-  }
-
-  /**
    * matmul_q's input: the rows of X copied, flat, into an rgba32float texture (binding 5)
    * before the dispatch. Every linear layer shares the texture: each copy runs right before
    * its own dispatch, so a later layer's copy cannot overwrite an input still being read.
@@ -298,7 +284,7 @@ export class Ops {
 
   /** out = W[tokens] * scale, or out += it with `accumulate`. */
   embedding(w: GpuWeight, tokens: GPUBuffer, out: GPUBuffer, scale = 1, accumulate = false): Dispatch[] {
-    const pipeline = this.pipelines.get('embedding', w.format, this.weightConstants(w), isAffine(w.format) ? this.affineDeclarations(false) : '');
+    const pipeline = this.pipelines.get('embedding', this.weightVariant(w), this.weightConstants(w));
     return w.parts.map((part) => {
       const params = this.params('embedding', { K: w.cols, row_start: part.rowStart, row_count: part.rows, scale, accumulate });
       return {
@@ -369,7 +355,7 @@ export class Ops {
     const rotDim = rope.rotaryDim ?? rope.headDim;
     if (rotDim % 8 !== 0 || rotDim > rope.headDim) throw new Error(`rotary dims ${rotDim} unsupported (a multiple of 8, at most head_dim ${rope.headDim})`);
     if (rotDim > 0 && !rope.invFreq) throw new Error(`${label}: rotary dims without inverse frequencies`);
-    const pipeline = this.pipelines.get('rope_kv_write', undefined, { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
+    const pipeline = this.pipelines.get('rope_kv_write', {}, { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
     const params = this.params('rope_kv_write', {
       heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize, rot_dim: rotDim, mscale: rope.mscale ?? 1,
     });
@@ -409,14 +395,14 @@ export class Ops {
     const perKv = inputs.heads / inputs.kvHeads;
     let sharing = group;
     while (perKv % sharing !== 0) sharing--;
-    const declarations = `${this.kvCacheDeclarations()}\nconst D4: u32 = ${rope.headDim / 4}u;`;
+    const variant = { KV_READ: this.textureRead(), D4: rope.headDim / 4 };
     const bindings = (pipeline: GPUComputePipeline) => this.bind(`${label}.attention`, pipeline, params, {
       q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
     });
     /** attention.wgsl over groups of tq tokens x hq heads. */
     const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
       const wg = Math.max(1, Math.floor(8 / hq));
-      const pipeline = this.pipelines.get('attention', undefined, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH }, `${declarations}\nconst TQ: u32 = ${tq}u;\nconst HQ: u32 = ${hq}u;`);
+      const pipeline = this.pipelines.get('attention', { ...variant, TQ: tq, HQ: hq }, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH });
       return { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (inputs.heads / hq), wg)] : [0]) };
     };
     // Steps with tokens beyond one per sequence hold a prefill chunk.
@@ -426,7 +412,7 @@ export class Ops {
     if (this.gpu.isCpu) {
       decode = grouped(1, sharing, decodeOnly);
     } else {
-      const pipeline = this.pipelines.get('attention_decode_workgroup', undefined, { KV_WIDTH: KV_TEXTURE_WIDTH }, declarations);
+      const pipeline = this.pipelines.get('attention_decode_workgroup', variant, { KV_WIDTH: KV_TEXTURE_WIDTH });
       decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * inputs.heads : 0] };
     }
     return [this.ropeKvWrite(`${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
@@ -457,7 +443,7 @@ export class Ops {
   }
 
   sample(logits: GPUBuffer, vocab: number, meta: BatchMeta): Dispatch {
-    const pipeline = this.pipelines.get('sample', undefined, { MAX_TOP: MAX_TOP_LOGPROBS });
+    const pipeline = this.pipelines.get('sample', {}, { MAX_TOP: MAX_TOP_LOGPROBS });
     const params = this.params('sample', { vocab, mask_words: maskWords(vocab), neg_inf: -Infinity });
     return {
       label: 'sample',
@@ -469,35 +455,14 @@ export class Ops {
 }
 
 /**
- * matvec_q's K loop over the groups, their chunks unrolled: llvmpipe runs a real loop over
- * them slower.
+ * How an embedding model pools its final hidden states into one vector per sequence
+ * (pool.wgsl); rank: a reranker's, its score computed from the first token (a sequence
+ * classifier's head).
  */
-function matvecKLoop(groupSize: number): string {
-  return [
-    'fn k_loop(m: u32, r: Rows, acc: ptr<function, Acc>) {',
-    '  for (var g = 0u; g < p.K / GROUP_SIZE; g++) {',
-    '    var d: Dots;',
-    ...chunkCalls(groupSize, (chunk) => `    chunk_dots(${chunk}, m * (p.K / 4u), r, &d);`),
-    '    group_end(g, d, r, acc);',
-    '  }',
-    '}',
-  ].join('\n');
-}
-
-/**
- * One generated line per 32-value chunk of group `g`, `call` given the chunk's index: the
- * quantized kernels' chunk loops, unrolled (llvmpipe runs them slower as real loops).
- */
-function chunkCalls(groupSize: number, call: (chunk: string) => string): string[] {
-  const chunks = groupSize / 32;
-  return Array.from({ length: chunks }, (_, c) => call(`g * ${chunks}u + ${c}u`));
-}
-
-/** How an embedding model pools its final hidden states into one vector per sequence (pool.wgsl). */
-/** rank: a reranker's, its score computed from the first token (a sequence classifier's head). */
 export const POOLINGS = ['mean', 'cls', 'last', 'rank'] as const;
 export type Pooling = (typeof POOLINGS)[number];
-const POOLING_CODE: Record<Pooling, number> = { mean: 0, cls: 1, last: 2, rank: 1 };
+const POOL_CODE = kernelEnum('pool', 'POOL', ['mean', 'first', 'last']);
+const POOLING_CODE: Record<Pooling, number> = { mean: POOL_CODE.mean, cls: POOL_CODE.first, last: POOL_CODE.last, rank: POOL_CODE.first };
 
 /** One sequence's normalisation: embd_normalize.wgsl's SeqNorm (dims: the columns kept; p: the norm, < 0 none). */
 export interface SeqNorm {
@@ -515,7 +480,9 @@ export const SEQ_NORM_BYTES = kernelStruct('embd_normalize', 'SeqNorm').bytes;
 
 /** An activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU, tanh. */
 export type Activation = 'silu' | 'gelu_tanh' | 'gelu' | 'tanh';
-const ACTIVATION_CODE: Record<Activation, number> = { silu: 0, gelu_tanh: 1, gelu: 2, tanh: 3 };
+const ACTIVATION_CODE = kernelEnum<Activation>('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh']);
+/** How a q4/q8 weight's scales and biases are stored (formats/affine.wgsl SCALE_FORMAT). */
+const SCALE_FORMAT_CODE = kernelEnum<ScaleFormat>('formats/affine', 'SCALE', ['f32', 'f16', 'bf16']);
 
 export interface LinearOptions {
   /** Add into Y (the residual stream) instead of overwriting it. */

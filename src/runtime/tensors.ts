@@ -46,7 +46,6 @@ export interface WeightPart {
 
 /** How q4/q8 scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
 export type ScaleFormat = 'f32' | 'f16' | 'bf16';
-export const SCALE_FORMAT_CODE: Record<ScaleFormat, number> = { f32: 0, f16: 1, bf16: 2 };
 /** Bytes of one stored scale (or bias) value. */
 export const SCALE_BYTES: Record<ScaleFormat, 2 | 4> = { f32: 4, f16: 2, bf16: 2 };
 
