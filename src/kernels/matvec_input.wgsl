@@ -7,7 +7,7 @@
 // (NORM_UNIFORM), else a storage array; a layer without the norm binds zeros, as WGSL counts
 // the binding used either way. Why uniform: on llvmpipe a storage load whose address varies
 // in a loop becomes a per-lane scalar loop with a bounds check per component, while a
-// uniform load is one vector gather (Ops.matvecInput; bench/linear-q.ts measures both).
+// uniform load is one vector gather (runtime/ops/linear.ts matvecInput; bench/linear-q.ts measures both).
 // With NORM, X is the raw residual stream and a kernel computes RMSNorm(x) W^T as
 // ((x * norm_w) W^T) * norm_scale(sum(x^2)): each X value is multiplied by its norm weight
 // as it is loaded, the sum of squares comes from the same loads, and the finished dot

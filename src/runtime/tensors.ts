@@ -146,7 +146,7 @@ function flatTexture(device: GPUDevice, bytes: number, label: string, read: RowR
     label,
     size: [PACKED_TEXTURE_WIDTH, height],
     format: 'rgba32uint',
-    // Bound as a sampled or a read-only storage texture, by kernel (Ops.affineDeclarations).
+    // Bound as a sampled or a read-only storage texture, by kernel (formats/affine.wgsl W_READ; Ops.affineRead).
     usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST,
   });
   const slice = (uploadSlice ??= new Uint8Array(UPLOAD_SLICE_ROWS * PACKED_TEXTURE_ROW_BYTES));
@@ -277,7 +277,7 @@ export const KV_TEXTURE_WIDTH = 4096;
 /**
  * One layer's keys or values: `vec4s` vec4s of f32, flat in an rgba32float texture
  * (kv_cache.wgsl), written through storage bindings, read through storage or sampled ones
- * (Ops.kvCacheDeclarations), and readable by copies (tests).
+ * (attention_io.wgsl KV_READ), and readable by copies (tests).
  */
 export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
   const rows = textureRows(Math.ceil(vec4s / KV_TEXTURE_WIDTH));
