@@ -6,7 +6,7 @@ import { SPECULATIVE_DEFAULTS, type SpeculativeOptions } from './engine/speculat
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
 import type { Backend } from './runtime/gpu.js';
-import { POOLINGS, type Pooling } from './runtime/ops.js';
+import { POOLINGS, type Pooling } from './runtime/ops/pooling.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadEmbedder } from '../src/engine/embedder.js';
-import type { Pooling } from '../src/runtime/ops.js';
+import type { Pooling } from '../src/runtime/ops/pooling.js';
 import { TextTokenizer } from '../src/models/tokenizer.js';
 import { writeGgufFromHf } from './helpers/gguf-writer.js';
 import { disposeOracle, oracleEmbeddings } from './helpers/llama-oracle.js';

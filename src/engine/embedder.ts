@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { mapRead, openGpu, type Backend, type Gpu } from '../runtime/gpu.js';
-import { packSeqNorms, type Pooling, type SeqNorm } from '../runtime/ops.js';
+import { packSeqNorms, type Pooling, type SeqNorm } from '../runtime/ops/pooling.js';
 import { readModelConfig } from '../models/config.js';
 import { loadModel, type LoadedModel } from '../models/model.js';
 import { ENCODERS } from '../models/registry.js';

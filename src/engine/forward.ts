@@ -2,7 +2,7 @@
 // recorded program in one submission, and read back only the sampled token ids (and the
 // few logprobs a request asked for).
 import { mapRead, workDone } from '../runtime/gpu.js';
-import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BiasEntry, type SeqParams } from '../runtime/ops.js';
+import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BiasEntry, type SeqParams } from '../runtime/ops/sampling.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { LoadedModel } from '../models/model.js';
 

@@ -72,9 +72,9 @@ export interface TokenLogprob {
 }
 
 /** The most top logprobs a sampled token can carry besides its own (the sampler's capacity). */
-export { MAX_TOP_LOGPROBS } from '../runtime/ops.js';
+export { MAX_TOP_LOGPROBS } from '../runtime/ops/sampling.js';
 /** The most distinct tokens one request's logit_bias may name. */
-export { MAX_LOGIT_BIAS_TOKENS } from '../runtime/ops.js';
+export { MAX_LOGIT_BIAS_TOKENS } from '../runtime/ops/sampling.js';
 
 export interface GenerationRequest {
   /** Prompt token ids, already including any BOS the template or tokenizer adds. */

@@ -2,7 +2,7 @@
 // first_key(pos)..=pos: all of them, or a sliding window; attention_io.wgsl),
 // grouped-query: query head h reads KV head h / (heads / kv_heads). GPUs run
 // their decode steps through attention_decode_workgroup.wgsl instead (Ops.attention).
-// Bindings and params: attention_io.wgsl; the runtime generates D4 (head_dim / 4), TQ, HQ.
+// Bindings and params: attention_io.wgsl (D4 = head_dim / 4); the runtime sets TQ and HQ.
 // Plan: one invocation per group of ROWS = TQ x HQ query rows that read the same keys and
 // values (decode steps: TQ = 1 and HQ heads of the token; steps with a prefill chunk: TQ = 3
 // tokens of one head), with an online softmax (running max and sum) in registers, so any
@@ -14,6 +14,10 @@
 // and splitting a token's positions among a workgroup (flash decoding) would not; q and the
 // accumulators are arrays indexed only by constant-trip loops, which unroll into registers
 // (a runtime-indexed array is per-lane scratch memory).
+#include "common"
+#include "attention_io"
+#const TQ: u32
+#const HQ: u32
 const ROWS: u32 = TQ * HQ;
 override WG: u32 = 8u;
 

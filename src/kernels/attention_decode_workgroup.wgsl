@@ -4,7 +4,7 @@
 // The layout for GPUs: Ops.attention records it for steps of decode tokens only where the
 // adapter is not a CPU; attention.wgsl serves CPUs, and steps with a prefill chunk
 // everywhere.
-// Bindings and params: attention_io.wgsl. The runtime generates D4 (head_dim / 4).
+// Bindings and params: attention_io.wgsl (D4 = head_dim / 4).
 // Plan: flash decoding inside one workgroup per (token, query head). The WG invocations
 // walk the positions a tile of WG at a time: invocation i scores position t0 + i against q
 // (scaled, in workgroup memory), the tile's max and its weights under the running max go
@@ -14,6 +14,8 @@
 // own texels, and one tile of workgroup memory serves any context length. Its barriers are
 // slow on llvmpipe, so there only the kernel tests run it, telling Ops the adapter is a
 // GPU.
+#include "common"
+#include "attention_io"
 const WG: u32 = 32u;
 // Output vectors per invocation.
 const PER: u32 = (D4 + WG - 1u) / WG;

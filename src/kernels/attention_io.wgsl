@@ -2,11 +2,16 @@
 // layout for GPUs) read and write.
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim], 3 k_cache and 4 v_cache
 // (kv_cache.wgsl), 5 token_pos [M], 6 token_table [M], 7 block_table, 8 out [M, heads,
-// head_dim]; q and out in vec4s, D4 = head_dim / 4 of them per head. The runtime generates
-// D4, and declares the caches with their reads cached_k(i) and cached_v(i), vec4 i of a
-// layer's keys or values (Ops.kvCacheDeclarations).
+// head_dim]; q and out in vec4s, D4 = head_dim / 4 of them per head (a constant expression:
+// it sizes the kernels' private arrays). The caches are read through cached_k(i) and
+// cached_v(i), vec4 i of a layer's keys or values, as read-only storage textures or sampled
+// ones (KV_READ: storage where WGSL allows it, else sampled; kv_cache.wgsl says why).
 // scale multiplies q; softcap caps each score (common.wgsl softcap; 0: none); window > 0
 // limits a token at pos to the keys at pos - window + 1 ..= pos (sliding-window layers).
+#include "kv_cache"
+#include "readers/kv_cache_${KV_READ}"
+#const D4: u32
+
 struct Params { heads: u32, kv_heads: u32, block_size: u32, scale: f32, window: u32, softcap: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;

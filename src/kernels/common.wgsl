@@ -1,4 +1,4 @@
-// Prepended to every kernel. The step uniform is the only state that changes between
+// Included by every kernel. The step uniform is the only state that changes between
 // forward passes (everything else is bound once at load), so recorded bind groups replay.
 struct Step {
   n_tokens: u32,  // tokens in this forward pass (all sequences, prefill and decode)
@@ -24,13 +24,17 @@ fn erf_approx(x: f32) -> f32 {
   return select(-y, y, x >= 0.0);
 }
 
-// A gated MLP's activation of its gate, by code (models/layers.ts Activation): 0 SiLU,
-// 1 GELU with the tanh approximation (gelu_pytorch_tanh), 2 GELU (erf), 3 tanh (a
-// sequence classifier's pooler).
+// A gated MLP's activation of its gate, by code: SiLU, GELU with the tanh approximation
+// (gelu_pytorch_tanh), GELU (erf), tanh (a sequence classifier's pooler). The host reads
+// these codes (runtime/kernel-source.ts kernelEnum).
+const ACT_SILU: u32 = 0u;
+const ACT_GELU_TANH: u32 = 1u;
+const ACT_GELU: u32 = 2u;
+const ACT_TANH: u32 = 3u;
 fn activate(x: f32, act: u32) -> f32 {
-  if (act == 3u) { return tanh_sat(x); }
-  if (act == 1u) { return 0.5 * x * (1.0 + tanh_sat(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-  if (act == 2u) { return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
+  if (act == ACT_TANH) { return tanh_sat(x); }
+  if (act == ACT_GELU_TANH) { return 0.5 * x * (1.0 + tanh_sat(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+  if (act == ACT_GELU) { return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
   return x / (1.0 + exp(-x));
 }
 

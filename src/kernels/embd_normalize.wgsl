@@ -5,6 +5,7 @@
 // Bindings: 0 params, 1 step, 2 x [S, width] f32, 3 norms [S] SeqNorm.
 // Plan: one invocation per sequence, serial loops over the row (rows are short, and
 // llvmpipe runs workgroup reductions slower than a serial loop).
+#include "common"
 struct Params { width: u32 }
 struct SeqNorm { dims: u32, p: f32 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -5,6 +5,8 @@
 // A table split across buffers is dispatched once per part; each part writes the rows
 // whose ids fall in [row_start, row_start + row_count).
 // Plan: one invocation per (token, 4 columns); x = column quad, y = token.
+#include "common"
+#include "formats/${FORMAT}"
 struct Params { K: u32, row_start: u32, row_count: u32, scale: f32, accumulate: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(5) var<storage, read> tokens: array<u32>;

@@ -2,6 +2,7 @@
 // (in place so no third intermediate-sized activation buffer is needed); act is
 // common.wgsl's activate code (SiLU for SwiGLU, GELU for GeGLU).
 // Bindings: 0 params, 1 step, 2 gate (read and written), 3 up. Plan: one invocation per 4 elements.
+#include "common"
 struct Params { width4: u32, act: u32, gated: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> gate: array<vec4<f32>>;

@@ -6,8 +6,8 @@
 // block_size] * block_size + j % block_size, where `table` is where its entries start in
 // block_table (token_table[m] for token m). The kernel declares block_table and
 // p.block_size, and the textures: write-only storage bindings in the writer; in the readers
-// read-only storage bindings where WGSL allows them, else sampled ones (the runtime declares
-// those: Ops.kvCacheDeclarations). One dispatch may not both write and read a texture, so
+// read-only storage bindings where WGSL allows them, else sampled ones (attention_io.wgsl
+// includes those). One dispatch may not both write and read a texture, so
 // the append is a dispatch of its own.
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per invocation
 // is a per-lane scalar loop (four per vec4), while a texel load is one gather for all the

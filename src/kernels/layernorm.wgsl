@@ -4,6 +4,7 @@
 // width] (read when has_res), 4 weight [width], 5 bias [width].
 // Plan: one invocation per row, passes over the row (as rmsnorm.wgsl: rows are short, and
 // llvmpipe runs workgroup reductions slower than a serial loop).
+#include "common"
 struct Params { width: u32, eps: f32, has_res: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;

@@ -5,6 +5,7 @@
 // invocations never collide.
 // Bindings: 0 params, 1 step, 2 logits [S, vocab] rw, 3 entries [n_bias].
 // Plan: one invocation per entry.
+#include "common"
 struct Params { vocab: u32 }
 struct Entry { seq: u32, token: u32, repeat: f32, subtract: f32 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -4,6 +4,9 @@
 // Plan: one invocation per output column n and a tile of TM = 4 rows of X, so each
 // weight quad is dequantized once and used four times. (On llvmpipe the X loads, though the
 // same for the whole workgroup, are per-lane loads: see matmul_q.wgsl for the faster layout.)
+#include "common"
+#include "formats/${FORMAT}"
+#include "linear_out"
 @group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;
 
 @compute @workgroup_size(64)

@@ -2,7 +2,8 @@
 // or 8) over many tokens at once: prefill and batched decode.
 // Bindings: 0 params, 1 step, 2-3 W (formats/affine.wgsl), 5 X as an rgba32float texture
 // X_WIDTH texels wide holding [M, K] flat (the runtime copies the rows in before the
-// dispatch and declares x_texel()); outputs 6-9 and params are linear_out.wgsl's.
+// dispatch; x_texel() reads it, from a read-only storage texture where WGSL allows one, else
+// a sampled one: X_READ); outputs 6-9 and params are linear_out.wgsl's.
 // Plan: one invocation owns a register tile of RR = 32 rows x TT = 4 tokens. Per 32-value
 // chunk it loads the tokens' X once (each X value serves 32 rows), then walks the rows:
 // one packed texel per row, dequantized 4 values at a time into TT running sums (each
@@ -12,6 +13,10 @@
 // loops as long as the arrays (which NIR unrolls). X comes from a texture because a
 // texel fetch is one vector gather where a storage load at a varying address is a
 // per-lane loop. A wider tile (8 tokens) runs faster but compiles five times slower.
+#include "common"
+#include "formats/affine"
+#include "linear_out"
+#include "readers/matmul_input_${X_READ}"
 override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
 const TT: u32 = 4u;
@@ -46,7 +51,6 @@ struct Tile { dots: array<array<f32, TT>, RR>, xsum: array<f32, TT> }
 struct At { n0: u32, m0: u32, M: u32, vec_per_row: u32 }
 
 // Adds 32-value chunk `chunk` of K to the group's tile, in the order the plan above gives.
-// The runtime's group_chunks calls it once per chunk of the group, unrolled (Ops.linear).
 fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
   var xs: array<array<vec4<f32>, 8>, TT>;
   for (var tt = 0u; tt < TT; tt++) {
@@ -75,6 +79,19 @@ fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
       (*t).dots[r][tt] += d[tt];
     }
   }
+}
+
+// Adds group g's chunks to the tile, unrolled (llvmpipe runs a loop over them slower).
+fn group_chunks(g: u32, at: At, t: ptr<function, Tile>) {
+  let c = g * (GROUP_SIZE / 32u);
+  chunk_tile(c, at, t);
+#if GROUP_SIZE >= 64
+  chunk_tile(c + 1u, at, t);
+#endif
+#if GROUP_SIZE >= 128
+  chunk_tile(c + 2u, at, t);
+  chunk_tile(c + 3u, at, t);
+#endif
 }
 
 @compute @workgroup_size(16)

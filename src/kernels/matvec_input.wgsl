@@ -1,9 +1,13 @@
 // X's side of the quantized decode matvecs (matvec_q, matvec_q_workgroup): one 32-value
 // chunk of a token's X, loaded, summed for the affine map, normed where the layer's
 // RMSNorm is fused into its input (NORM), and scaled for the weight fields masked in place.
-// The runtime declares X (binding 5, `x`: vec4s of [M, K] f32, as a uniform array when its
-// rows fit one uniform binding, else a storage array) and the norm weight (binding 10,
-// norm_w(i): vec4 i) (Ops.matvecInput, Ops.normInput).
+// X is binding 5, `x`: vec4s of [M, K] f32, a uniform array of X_VEC4S when its rows fit
+// one uniform binding (X_UNIFORM), else a storage array; the norm weight is binding 10,
+// read as norm_w(i), vec4 i, a uniform array of NORM_VEC4S where it fits one uniform binding
+// (NORM_UNIFORM), else a storage array; a layer without the norm binds zeros, as WGSL counts
+// the binding used either way. Why uniform: on llvmpipe a storage load whose address varies
+// in a loop becomes a per-lane scalar loop with a bounds check per component, while a
+// uniform load is one vector gather (runtime/ops/linear.ts matvecInput; bench/linear-q.ts measures both).
 // With NORM, X is the raw residual stream and a kernel computes RMSNorm(x) W^T as
 // ((x * norm_w) W^T) * norm_scale(sum(x^2)): each X value is multiplied by its norm weight
 // as it is loaded, the sum of squares comes from the same loads, and the finished dot
@@ -11,6 +15,23 @@
 // q/k/v and gate/up projections of a decode step (on llvmpipe a dispatch has a fixed cost
 // however little it computes).
 override NORM: bool = false;
+
+#if X_UNIFORM
+#const X_VEC4S: u32
+@group(0) @binding(5) var<uniform> x: array<vec4<f32>, X_VEC4S>;
+#else
+@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;
+#endif
+#if NORM_UNIFORM
+#const NORM_VEC4S: u32
+@group(0) @binding(10) var<uniform> norm_weight: array<vec4<f32>, NORM_VEC4S>;
+#else
+@group(0) @binding(10) var<storage, read> norm_weight: array<vec4<f32>>;
+#endif
+
+fn norm_w(i: u32) -> vec4<f32> {
+  return norm_weight[i];
+}
 
 // 1 / rms of a row whose squares sum to ss (rounded as rmsnorm.wgsl rounds it); 1 without norm.
 fn norm_scale(ss: f32) -> f32 {

@@ -4,9 +4,7 @@
 // matvec_q_workgroup.wgsl is the one for GPUs (Ops.linear picks by Gpu.isCpu).
 // Bindings: 0 params, 1 step, 2-4 W (formats/affine.wgsl), 5 X and 10 the norm weight
 // (matvec_input.wgsl, which fuses the RMSNorm under NORM); outputs 6-9, params and GLU's
-// row layout are linear_out.wgsl's (GLU a constant here). The runtime declares k_loop
-// (Ops.matvecInput): per group, chunk_dots for each 32-value chunk (unrolled), then
-// group_end.
+// row layout are linear_out.wgsl's (GLU a constant here).
 // Plan: one invocation per R = 32 output rows of one token (gid.y), four tiles of
 // PACKED_TILE_ROWS = 8 rows, so each tile's texels for a chunk are adjacent; workgroups of
 // 16 (512 rows: a 1024-row projection still has two). Each X chunk (8 vec4, the same for
@@ -16,6 +14,10 @@
 // address (only constant offsets become one broadcast load), so each X chunk serves many
 // rows; a runtime-indexed private array is per-lane scratch memory, so private arrays are
 // indexed only by loops exactly as long as they are, which NIR unrolls.
+#include "common"
+#include "formats/affine"
+#include "linear_out"
+#include "matvec_input"
 override GLU: bool = false;
 const R: u32 = 32u;
 // The rows as vec4s.
@@ -48,6 +50,25 @@ fn group_end(g: u32, d: Dots, r: Rows, acc: ptr<function, Acc>) {
   for (var i = 0u; i < RV; i++) {
     let sb = w_scale_bias4(r.g[i] + 4u * g);
     (*acc).a[i] += sb.s * d.a[i] + sb.b * d.xsum;
+  }
+}
+
+// The K loop: per group, chunk_dots for each of its 32-value chunks, unrolled (llvmpipe
+// runs a loop over them slower), then group_end.
+fn k_loop(m: u32, r: Rows, acc: ptr<function, Acc>) {
+  let x_base = m * (p.K / 4u);
+  for (var g = 0u; g < p.K / GROUP_SIZE; g++) {
+    var d: Dots;
+    let c = g * (GROUP_SIZE / 32u);
+    chunk_dots(c, x_base, r, &d);
+#if GROUP_SIZE >= 64
+    chunk_dots(c + 1u, x_base, r, &d);
+#endif
+#if GROUP_SIZE >= 128
+    chunk_dots(c + 2u, x_base, r, &d);
+    chunk_dots(c + 3u, x_base, r, &d);
+#endif
+    group_end(g, d, r, acc);
   }
 }
 

@@ -14,6 +14,10 @@
 // sums of squares with NORM, are then added up in workgroup memory.
 // Why: on a GPU, coalesced weight reads and enough workgroups to fill the device matter.
 // On llvmpipe Ops.linear picks it only when told the adapter is a GPU (test/kernels).
+#include "common"
+#include "formats/affine"
+#include "linear_out"
+#include "matvec_input"
 override GLU: bool = false;
 const WG: u32 = 128u;
 // Rows per tile: PACKED_TILE_ROWS, whose value (8) the coalescing above assumes.

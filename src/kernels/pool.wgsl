@@ -5,7 +5,12 @@
 // seq_last[s - 1] + 1 .. seq_last[s] (from 0 for s = 0).
 // Plan: one invocation per (sequence, column), a serial loop over the sequence's tokens
 // for the mean.
-struct Params { width: u32, mode: u32 }  // mode: 0 mean, 1 first (cls), 2 last
+#include "common"
+// How a sequence pools (Params.mode); the host reads these codes (runtime/kernel-source.ts kernelEnum).
+const POOL_MEAN: u32 = 0u;
+const POOL_FIRST: u32 = 1u;
+const POOL_LAST: u32 = 2u;
+struct Params { width: u32, mode: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> seq_last: array<u32>;
@@ -20,9 +25,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let last = seq_last[s];
   var first = 0u;
   if (s > 0u) { first = seq_last[s - 1u] + 1u; }
-  if (p.mode == 1u) {
+  if (p.mode == POOL_FIRST) {
     out[i] = x[first * p.width + d];
-  } else if (p.mode == 2u) {
+  } else if (p.mode == POOL_LAST) {
     out[i] = x[last * p.width + d];
   } else {
     var sum = 0.0;

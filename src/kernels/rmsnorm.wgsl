@@ -5,6 +5,7 @@
 // post_attention_layernorm, OLMo 2's). (Per-head q/k norms are fused into rope_kv_write.wgsl.)
 // Plan: one invocation per row, two passes over the row; rows are short (<= hidden),
 // and llvmpipe runs workgroup reductions slower than a serial loop.
+#include "common"
 struct Params { width: u32, per_seq: u32, eps: f32, accumulate: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;

@@ -19,6 +19,8 @@
 // its width (hence vec4s), and a dispatch has a fixed cost however little it computes, so
 // the norm (which needs the whole head row), the rotation and the cache write (which needs
 // the rotated k) are one dispatch per layer instead of four.
+#include "common"
+#include "kv_cache"
 override NORM: bool = false;
 struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32, rot_dim: u32, mscale: f32 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -22,6 +22,7 @@
 // leaves at most CAP candidates (the usual case: k is tens), they are compacted in id order
 // into workgroup memory and every later stage scans that short list instead of the whole
 // vocabulary: the top-p bisection alone is 32 passes with an exp per token.
+#include "common"
 const WG: u32 = 256u;
 const BISECT_STEPS: u32 = 32u;
 override MAX_TOP: u32;

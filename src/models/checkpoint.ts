@@ -71,7 +71,7 @@ const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', 
 
 /**
  * Uploads f32 vectors (norm weights, biases), several concatenated into one buffer, which
- * a kernel may also bind as a uniform (the linear layers' fused norm: Ops.normInput).
+ * a kernel may also bind as a uniform (the linear layers' fused norm: matvec_input.wgsl).
  * `shift` is added to every value as it loads (Gemma's norms scale by 1 + w).
  */
 export function loadVector(device: GPUDevice, ckpt: Checkpoint, names: string[], shift = 0): GPUBuffer {

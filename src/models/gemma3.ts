@@ -6,7 +6,7 @@
 import { Program } from '../runtime/program.js';
 import type { ConfigReader, Rope } from './config.js';
 import { attention, embed, head, mlp } from './layers.js';
-import type { Activation } from '../runtime/ops.js';
+import type { Activation } from '../runtime/ops/linear.js';
 import type { Family } from './model.js';
 
 export const gemma3: Family = {

@@ -2,7 +2,7 @@
 // recording its dispatches; the math is in src/kernels. A layer's spec names what varies
 // between families: norms before and after a block, the activation, the RoPE (or none),
 // a sliding window, soft-capping, scalar multipliers, biases, fused projections.
-import type { Activation, LinearNorm } from '../runtime/ops.js';
+import type { Activation, LinearNorm } from '../runtime/ops/linear.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { GpuWeight } from '../runtime/tensors.js';
 import type { Rope } from './config.js';

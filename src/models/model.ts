@@ -2,7 +2,9 @@
 // forward pass recorded once. The engine fills the batch metadata and replays it.
 import type { Gpu } from '../runtime/gpu.js';
 import { isAffine } from '../runtime/kernel-source.js';
-import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, Ops, SEQ_NORM_BYTES, SEQ_PARAMS_BYTES, type BatchMeta, type Pooling } from '../runtime/ops.js';
+import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAMS_BYTES } from '../runtime/ops/sampling.js';
+import { Ops, type BatchMeta } from '../runtime/ops.js';
+import { SEQ_NORM_BYTES, type Pooling } from '../runtime/ops/pooling.js';
 import type { Program } from '../runtime/program.js';
 import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource } from './checkpoint.js';

@@ -1,14 +1,15 @@
-// Compiled compute pipelines, keyed by kernel, weight format and override constants, so
-// each variant compiles once per process.
-import { kernelSource, type WeightFormat } from './kernel-source.js';
+// Compiled compute pipelines, keyed by kernel, variant and override constants, so each
+// compiles once per process.
+import { kernelSource, type Variant } from './kernel-source.js';
 import { parseBindings } from './wgsl-struct.js';
 
 export type Constants = Record<string, number | boolean>;
 
-/** What one pipeline compiles: its WGSL, as assembled, and the override constants set on it. */
+/** What one pipeline compiles: its WGSL, as assembled for its variant, and the override constants set on it. */
 export interface PipelineSource {
   key: string;
   code: string;
+  variant: Variant;
   constants: Record<string, number>;
 }
 
@@ -22,15 +23,16 @@ export class PipelineCache {
 
   constructor(private readonly device: GPUDevice) {}
 
-  get(kernel: string, format?: WeightFormat, constants: Constants = {}, declarations = ''): GPUComputePipeline {
-    const key = `${kernel}/${format ?? ''}/${JSON.stringify(constants)}/${declarations}`;
+  /** Kernel file `kernel` assembled for `variant` (kernel-source.ts), with its override `constants` set. */
+  get(kernel: string, variant: Variant = {}, constants: Constants = {}): GPUComputePipeline {
+    const key = `${kernel}/${JSON.stringify(variant)}/${JSON.stringify(constants)}`;
     let pipeline = this.pipelines.get(key);
     if (!pipeline) {
-      const code = kernelSource(kernel, format, declarations);
+      const code = kernelSource(kernel, variant);
       const module = this.device.createShaderModule({ label: kernel, code });
       const numeric: Record<string, number> = {};
       for (const [k, v] of Object.entries(constants)) numeric[k] = Number(v);
-      this.sources.push({ key, code, constants: numeric });
+      this.sources.push({ key, code, variant, constants: numeric });
       // The synchronous form: createComputePipelineAsync aborted on long llvmpipe compiles.
       pipeline = this.device.createComputePipeline({
         label: key,

@@ -46,7 +46,6 @@ export interface WeightPart {
 
 /** How q4/q8 scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
 export type ScaleFormat = 'f32' | 'f16' | 'bf16';
-export const SCALE_FORMAT_CODE: Record<ScaleFormat, number> = { f32: 0, f16: 1, bf16: 2 };
 /** Bytes of one stored scale (or bias) value. */
 export const SCALE_BYTES: Record<ScaleFormat, 2 | 4> = { f32: 4, f16: 2, bf16: 2 };
 
@@ -147,7 +146,7 @@ function flatTexture(device: GPUDevice, bytes: number, label: string, read: RowR
     label,
     size: [PACKED_TEXTURE_WIDTH, height],
     format: 'rgba32uint',
-    // Bound as a sampled or a read-only storage texture, by kernel (Ops.affineDeclarations).
+    // Bound as a sampled or a read-only storage texture, by kernel (formats/affine.wgsl W_READ; Ops.affineRead).
     usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST,
   });
   const slice = (uploadSlice ??= new Uint8Array(UPLOAD_SLICE_ROWS * PACKED_TEXTURE_ROW_BYTES));
@@ -278,7 +277,7 @@ export const KV_TEXTURE_WIDTH = 4096;
 /**
  * One layer's keys or values: `vec4s` vec4s of f32, flat in an rgba32float texture
  * (kv_cache.wgsl), written through storage bindings, read through storage or sampled ones
- * (Ops.kvCacheDeclarations), and readable by copies (tests).
+ * (attention_io.wgsl KV_READ), and readable by copies (tests).
  */
 export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
   const rows = textureRows(Math.ceil(vec4s / KV_TEXTURE_WIDTH));

@@ -1,8 +1,8 @@
 // Prints the exact WGSL of every pipeline a model's forward pass creates, as Dawn compiles it
-// (common.wgsl, the weight format, the shared pieces and the runtime's declarations, then
-// the kernel), with its override constants: what a kernel author reads to see what runs.
+// (the kernel file with its includes expanded for the variant the runtime picked), with its
+// override constants: what a kernel author reads to see what runs.
 //   npm run kernels -- [--model DIR] [--match REGEX] [--out DIR] [--gpu-layout]
-// --match keeps the pipelines whose key (kernel/format/constants/declarations) matches;
+// --match keeps the pipelines whose key (kernel/variant/constants) matches;
 // --out writes one .wgsl file per pipeline instead of printing; --gpu-layout records the
 // kernel layouts meant for GPUs even on a CPU adapter.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,7 +28,7 @@ const match = values.match ? new RegExp(values.match) : undefined;
 const sources = model.ops.pipelines.list().filter((s) => !match || match.test(s.key));
 if (values.out) mkdirSync(values.out, { recursive: true });
 sources.forEach((s, i) => {
-  const header = `// pipeline ${i}: ${s.key.split('/')[0]}\n// constants: ${JSON.stringify(s.constants)}\n`;
+  const header = `// pipeline ${i}: ${s.key.split('/')[0]}\n// variant: ${JSON.stringify(s.variant)}\n// constants: ${JSON.stringify(s.constants)}\n`;
   if (values.out) writeFileSync(join(values.out, `${String(i).padStart(2, '0')}-${s.key.split('/')[0]}.wgsl`), header + s.code);
   else process.stdout.write(`${header}${s.code}\n\n`);
 });

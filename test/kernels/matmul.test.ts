@@ -22,7 +22,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
 import type { QuantBits } from '../../src/models/quantize.js';
-import type { LinearNorm } from '../../src/runtime/ops.js';
+import type { LinearNorm } from '../../src/runtime/ops/linear.js';
 import { GLU_BLOCK_ROWS, type ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
 

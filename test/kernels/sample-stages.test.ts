@@ -37,7 +37,8 @@
 // reject (at the same alpha) the distribution without the stage under test.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/engine/rng.js';
-import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BatchMeta, type BiasEntry } from '../../src/runtime/ops.js';
+import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BiasEntry } from '../../src/runtime/ops/sampling.js';
+import { type BatchMeta } from '../../src/runtime/ops.js';
 import type { Dispatch } from '../../src/runtime/program.js';
 import { chiSquare, chiSquareCritical } from '../helpers/chi-square.js';
 import { Harness, POISON_U32, expectPoisoned, expectUnchanged, rng } from './harness.js';

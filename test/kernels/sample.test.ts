@@ -16,7 +16,8 @@
 // Top-p cases run at T = 1, where "top-p before temperature" (llama.cpp's chain, which the
 // kernel follows) and "after" (HF's) keep the same nucleus; top-k does not depend on order.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_TOP_LOGPROBS, maskWords, packSeqParams, type BatchMeta } from '../../src/runtime/ops.js';
+import { MAX_TOP_LOGPROBS, maskWords, packSeqParams } from '../../src/runtime/ops/sampling.js';
+import { type BatchMeta } from '../../src/runtime/ops.js';
 import { Harness, POISON_U32, expectPoisoned, rng } from './harness.js';
 
 let h: Harness;

@@ -9,21 +9,28 @@
 // PACKED_TILE_ROWS * row_texels + c * PACKED_TILE_ROWS + n % PACKED_TILE_ROWS, so a tile's
 // rows are read side by side. 3 the entries, flat in a texture too (tensors.ts
 // affineTexture): each group's scale and bias side by side in the checkpoint's dtype
-// (SCALE_FORMAT: 0 f32, two words; 1 f16 or 2 bf16, one word, scale in the low half), so
+// (SCALE_FORMAT: SCALE_F32, two words; SCALE_F16 or SCALE_BF16, one word, scale in the low half), so
 // one load serves both, and a group's entries for four consecutive rows adjacent
 // (w_affine_entry; tensors.ts interleaveAffine), so one 16-byte load serves matvec_q four
 // rows (w_scale_bias4).
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per
 // invocation is a per-lane scalar loop, while a texel load is one gather for all the lanes.
+// GROUP_SIZE is a constant expression, so that kernels can unroll a group's chunks.
 override BITS: u32 = 4u;
-override GROUP_SIZE: u32 = 64u;
+#const GROUP_SIZE: u32
 override SCALE_FORMAT: u32 = 0u;
 override PACKED_WIDTH: u32 = 512u;
 override PACKED_TILE_ROWS: u32 = 8u;
-// The runtime declares both textures (bindings 2 and 3) with their reads: w_texel(i),
-// texel i of the packed data, and w_affine_texel(i), vec4 i of the entries, each the
-// texel (i % PACKED_WIDTH, i / PACKED_WIDTH), through a sampled or a read-only storage
-// binding (Ops.affineDeclarations says which kernels take which).
+// How the scales and biases are stored (SCALE_FORMAT), as the checkpoint has them; the host
+// reads these codes (runtime/kernel-source.ts kernelEnum).
+const SCALE_F32: u32 = 0u;
+const SCALE_F16: u32 = 1u;
+const SCALE_BF16: u32 = 2u;
+// Both textures (bindings 2 and 3) with their reads: w_texel(i), texel i of the packed
+// data, and w_affine_texel(i), vec4 i of the entries, each the texel (i % PACKED_WIDTH,
+// i / PACKED_WIDTH), through a sampled or a read-only storage binding (W_READ: sampled or
+// storage; Ops.affineRead says which kernels take which).
+#include "readers/affine_${W_READ}"
 
 // Flat index of texel c of row n, for rows of `row_texels` texels.
 fn w_row_texel(n: u32, c: u32, row_texels: u32) -> u32 {
@@ -37,13 +44,13 @@ fn w_affine_entry(n: u32, g: u32, groups: u32) -> u32 {
 
 // A 16-bit format's (scale, bias) word.
 fn scale_bias16(w: u32) -> vec2<f32> {
-  if (SCALE_FORMAT == 1u) { return unpack2x16float(w); }
+  if (SCALE_FORMAT == SCALE_F16) { return unpack2x16float(w); }
   return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u));
 }
 
 // Entry e's (scale, bias).
 fn w_scale_bias(e: u32) -> vec2<f32> {
-  if (SCALE_FORMAT == 0u) {
+  if (SCALE_FORMAT == SCALE_F32) {
     let w = w_affine_texel(e / 2u);
     return bitcast<vec2<f32>>(select(w.xy, w.zw, e % 2u == 1u));
   }
@@ -54,7 +61,7 @@ fn w_scale_bias(e: u32) -> vec2<f32> {
 // row quad).
 struct ScaleBias4 { s: vec4<f32>, b: vec4<f32> }
 fn w_scale_bias4(e: u32) -> ScaleBias4 {
-  if (SCALE_FORMAT == 0u) {
+  if (SCALE_FORMAT == SCALE_F32) {
     let lo = bitcast<vec4<f32>>(w_affine_texel(e / 2u));
     let hi = bitcast<vec4<f32>>(w_affine_texel(e / 2u + 1u));
     return ScaleBias4(vec4<f32>(lo.xz, hi.xz), vec4<f32>(lo.yw, hi.yw));

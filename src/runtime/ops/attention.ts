@@ -1,0 +1,121 @@
+// Attention over the paged KV cache: the rotary embedding and cache append
+// (rope_kv_write.wgsl), then attention.wgsl or, for a GPU's decode steps,
+// attention_decode_workgroup.wgsl.
+import type { Dispatch, StepShape } from '../program.js';
+import { KV_TEXTURE_WIDTH } from '../tensors.js';
+import { ceil, type BatchMeta, type Ops } from '../ops.js';
+
+/**
+ * Query rows per attention invocation: tokens in steps with a prefill chunk (attention.wgsl
+ * TQ), and at most this many heads of one KV head in decode steps (HQ). More rows share
+ * more key and value loads, and compile slower: past 3 the compile time grows steeply.
+ */
+const ATTENTION_GROUP = 3;
+/**
+ * How Ops.ropeKvWrite rotates: the first rotaryDim dims of each head (default head_dim; 0:
+ * none, a NoPE layer) by inv_freq [rotaryDim / 2], the result times mscale (default 1);
+ * with headNorm, each head RMS-normed first by its weights ([2 * head_dim]: q's, k's).
+ */
+export interface RopeOptions {
+  headDim: number;
+  rotaryDim?: number;
+  invFreq?: GPUBuffer;
+  mscale?: number;
+  headNorm?: GPUBuffer;
+  eps?: number;
+}
+
+/** How Ops.attention scores: q times scale, each score soft-capped (0: not), over the last `window` positions (0: all). */
+export interface AttentionScores {
+  scale: number;
+  softcap?: number;
+  window?: number;
+}
+
+/** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache (tensors.ts kvCacheTexture). */
+export interface RopeKvInputs {
+  q: GPUBuffer;
+  k: GPUBuffer;
+  v: GPUBuffer;
+  heads: number;
+  kvHeads: number;
+  kCache: GPUTexture;
+  vCache: GPUTexture;
+  blockSize: number;
+}
+
+
+
+/**
+ * Rotary embedding of q (in place) and k, and the append of this pass's k and v to the
+ * layer's paged KV cache, in one dispatch (rope_kv_write.wgsl). With `headNorm` ([2 *
+ * head_dim]: q's weight, then k's), each head is RMS-normed first (Qwen3's q/k norm).
+ */
+export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope: RopeOptions, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
+  if (rope.headDim % 8 !== 0) throw new Error(`head_dim ${rope.headDim} unsupported (multiple of 8)`);
+  const rotDim = rope.rotaryDim ?? rope.headDim;
+  if (rotDim % 8 !== 0 || rotDim > rope.headDim) throw new Error(`rotary dims ${rotDim} unsupported (a multiple of 8, at most head_dim ${rope.headDim})`);
+  if (rotDim > 0 && !rope.invFreq) throw new Error(`${label}: rotary dims without inverse frequencies`);
+  const pipeline = ops.pipelines.get('rope_kv_write', {}, { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
+  const params = ops.params('rope_kv_write', {
+    heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize, rot_dim: rotDim, mscale: rope.mscale ?? 1,
+  });
+  return {
+    label,
+    pipeline,
+    bindGroup: ops.bind(label, pipeline, params, {
+      q: inputs.q, token_pos: meta.tokenPos, inv_freq: rope.invFreq ?? ops.dummy, norm_weight: rope.headNorm ?? ops.dummy, k: inputs.k, v: inputs.v,
+      token_table: meta.tokenTable, block_table: meta.blockTable, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(),
+    }),
+    workgroups: (s) => [ceil(s.tokens * (inputs.heads + inputs.kvHeads), 64)],
+  };
+}
+
+
+/**
+ * Causal self-attention of a step's tokens over their sequences' paged KV caches: first
+ * the rotary embedding and the cache append (Ops.ropeKvWrite), then one of two recorded
+ * kernels. For steps of decode tokens only, on a CPU adapter attention.wgsl with one token
+ * per invocation and the heads of a KV head that share its key and value loads (up to
+ * ATTENTION_GROUP; the largest divisor of the group size), and on a GPU
+ * attention_decode_workgroup.wgsl. For steps with a prefill chunk, attention.wgsl with
+ * groups of ATTENTION_GROUP consecutive tokens of one head (sharing the loads when they
+ * belong to one sequence).
+ * With `keyEnd` ([tokens] u32), a token attends to its sequence's keys at positions
+ * 0 ..= keyEnd[token] instead of 0 ..= its own position: bidirectional attention (an
+ * encoder's) when each token's keyEnd is its sequence's last position. The cache append
+ * still writes each token at its own position.
+ */
+export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
+  if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
+  if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
+  const params = ops.params('attention_io', {
+    heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0,
+  });
+  // The group's registers grow with head_dim; past 128 a group compiles slowly.
+  const group = rope.headDim <= 128 ? ATTENTION_GROUP : 1;
+  const perKv = inputs.heads / inputs.kvHeads;
+  let sharing = group;
+  while (perKv % sharing !== 0) sharing--;
+  const variant = { KV_READ: ops.textureRead(), D4: rope.headDim / 4 };
+  const bindings = (pipeline: GPUComputePipeline) => ops.bind(`${label}.attention`, pipeline, params, {
+    q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
+  });
+  /** attention.wgsl over groups of tq tokens x hq heads. */
+  const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
+    const wg = Math.max(1, Math.floor(8 / hq));
+    const pipeline = ops.pipelines.get('attention', { ...variant, TQ: tq, HQ: hq }, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH });
+    return { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (inputs.heads / hq), wg)] : [0]) };
+  };
+  // Steps with tokens beyond one per sequence hold a prefill chunk.
+  const prefillChunk = (s: StepShape) => s.tokens > s.seqs;
+  const decodeOnly = (s: StepShape) => !prefillChunk(s);
+  let decode: Dispatch;
+  if (ops.gpu.isCpu) {
+    decode = grouped(1, sharing, decodeOnly);
+  } else {
+    const pipeline = ops.pipelines.get('attention_decode_workgroup', variant, { KV_WIDTH: KV_TEXTURE_WIDTH });
+    decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * inputs.heads : 0] };
+  }
+  return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
+}
