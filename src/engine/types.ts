@@ -96,8 +96,9 @@ export interface GenerationRequest {
   progress?: boolean;
   /**
    * The logprobs are of the distribution the token was drawn from (the kept tokens at the
-   * request's temperature; a greedy pick has logprob 0 and is its only top token), as
-   * llama-server's post_sampling_probs, instead of the temperature-1 row.
+   * request's temperature; a greedy pick has logprob 0, and its top tokens are the ones
+   * top-k, top-p and min-p keep, the others at -Infinity), as llama-server's
+   * post_sampling_probs, instead of the temperature-1 row.
    */
   postSamplingProbs?: boolean;
   /**
