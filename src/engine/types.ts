@@ -86,6 +86,13 @@ export interface GenerationRequest {
   signal?: AbortSignal;
   /** Prefill queue class (X-Priority); FIFO within a class. Default 'normal'. */
   priority?: Priority;
+  /**
+   * The slot to run in (llama-server's id_slot), 0 .. stats().slots - 1: the request waits
+   * until that slot is free, and what it leaves cached becomes that slot's cache. Absent:
+   * any free slot. Of generateChoices' requests only the first's is read: the further
+   * choices take any free slot.
+   */
+  slot?: number;
   constraint?: TokenConstraint;
   /** false: prefill cold and donate nothing to the prompt cache (llama-server's cache_prompt). */
   cachePrompt?: boolean;
