@@ -165,6 +165,13 @@ describe('id_slot', () => {
     const response = await client().responses.create({ model: 'stories260k', input: 'Lily wanted to', max_output_tokens: 2, temperature: 0, id_slot: 1 } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
     expect(await held(1)).toBe(response.usage!.input_tokens + 1);
     expect(await held(0)).toBe(11 + 3);
+    // Erased, then restored from its file, slot 1 serves the same prompt from its KV again.
+    const p = prompt(100, 14);
+    await complete({ prompt: p, n_predict: 2, id_slot: 1 });
+    expect(await held(1)).toBe(16);
+    expect((await post(server.url, '/slots/1?action=erase')).body).toMatchObject({ n_erased: 16 });
+    expect((await post(server.url, '/slots/1?action=restore', { filename: 'held-1.bin' })).body).toMatchObject({ id_slot: 1, n_restored: 16 });
+    expect((await complete({ prompt: p, n_predict: 2, id_slot: 1 })).tokens_cached).toBe(14);
   });
 
   it('n_cmpl 2: the first completion runs in the named slot, the other in a free one (llama-server\'s child tasks)', async () => {
