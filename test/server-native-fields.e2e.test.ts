@@ -171,12 +171,33 @@ describe('/completion post_sampling_probs', () => {
     });
   });
 
-  it('a greedy token has probability 1 and is its own only top token, streamed too', async () => {
-    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 5, post_sampling_probs: true });
+  it('greedy: the token has probability 1, and top_probs lists the n_probs candidates top-k, top-p and min-p kept, the rest at 0, streamed too', async () => {
+    // llama-server's chain keeps the candidates of top-k, top-p and min-p (at temperature 1),
+    // then its temperature stage keeps only the argmax: its test_n_probs_post_sampling gets
+    // n_probs entries at temperature 0, one of probability 1. top_k 10 keeps exactly ten here.
+    const request = { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 10, top_k: 10, top_p: 1, min_p: 0 };
+    const plain = (await post('/completion', request)).body.completion_probabilities as any[];
+    const events = await stream('/completion', { ...request, post_sampling_probs: true });
     const entries = events.slice(0, -1).flatMap((e) => e.completion_probabilities ?? []);
     expect(entries.map((e) => e.id)).toEqual(onceUponATime.expected_token_ids.slice(0, 4));
-    for (const e of entries) expect(e).toMatchObject({ prob: 1, top_probs: [{ id: e.id, prob: 1 }] });
-    for (const e of entries) expect(e.top_probs).toHaveLength(1);
+    entries.forEach((e, i) => {
+      expect(e.prob).toBe(1);
+      // The same candidates as the temperature-1 row's top ten, most likely first.
+      expect(e.top_probs.map((t: any) => t.id)).toEqual(plain[i].top_logprobs.map((t: any) => t.id));
+      expect(e.top_probs.map((t: any) => t.prob)).toEqual([1, ...Array(9).fill(0)]);
+      expect(e.top_probs[0]).toMatchObject({ id: e.id, token: e.token, bytes: e.bytes });
+    });
+    // The server's defaults (min_p 0.05, top_p 0.95) keep fewer: those of the row's top ten
+    // with p >= 0.05 p_max, as many as top-p leaves.
+    const defaults = (await post('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 10, post_sampling_probs: true })).body;
+    defaults.completion_probabilities.forEach((e: any, i: number) => {
+      const row = plain[i].top_logprobs as Array<{ id: number; logprob: number }>;
+      const minP = row.filter((t) => t.logprob >= row[0]!.logprob + Math.log(0.05)).map((t) => t.id);
+      const ids = e.top_probs.map((t: any) => t.id);
+      expect(ids).toEqual(minP.slice(0, ids.length));
+      expect(ids[0]).toBe(e.id);
+      expect(e.top_probs.slice(1).every((t: any) => t.prob === 0)).toBe(true);
+    });
   });
 });
 
@@ -207,6 +228,80 @@ describe('chat post_sampling_probs', () => {
       expect(entry.prob).toBeCloseTo(Math.exp(before[i]!.logprob) / z, 5);
       expect(entry.top_probs.map((t) => t.prob)).toEqual(before[i]!.top_logprobs.map((t) => expect.closeTo(Math.exp(t.logprob) / z, 5)));
     });
+  });
+});
+
+describe('chat post_sampling_probs, greedy', () => {
+  it('top_logprobs 10 at temperature 0: the kept candidates, the chosen at probability 1, through the openai SDK', async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const request = { model: 'stories260k', messages: [{ role: 'user' as const, content: 'Once upon a time' }], max_tokens: 3, temperature: 0, logprobs: true, top_logprobs: 10, top_k: 10, top_p: 1, min_p: 0 };
+    const plain = await client.chat.completions.create(request as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const post_ = await client.chat.completions.create({ ...request, post_sampling_probs: true } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const before = plain.choices[0]!.logprobs!.content!;
+    const after = post_.choices[0]!.logprobs!.content as unknown as Array<{ token: string; prob: number; top_probs: Array<{ token: string; prob: number }> }>;
+    expect(after).toHaveLength(3);
+    after.forEach((entry, i) => {
+      expect(entry).toMatchObject({ token: before[i]!.token, prob: 1 });
+      expect(entry.top_probs.map((t) => t.token)).toEqual(before[i]!.top_logprobs.map((t) => t.token));
+      expect(entry.top_probs.map((t) => t.prob)).toEqual([1, ...Array(9).fill(0)]);
+    });
+  });
+});
+
+describe('ignore_eos', () => {
+  /** The end of stories260k's greedy "Once upon a time" story: greedy, it ends (EOS) 12 tokens on. */
+  const STORY_END =
+    "Lily was sad and didn't know what to do. She said, \"I want to play with your ball, but I can't find it.\" Lily was sad and didn't know what to do. " +
+    "She said, \"I'm sorry, Lily. I didn't know what to do.\" Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I didn't know what to do.\" " +
+    "Her mom said, \"Don't worry, Lily. We can help you.\" Lily and her mom went to the park to play.";
+  const ENDING = ' They played together and had fun.';
+  /** stories260k's end-of-generation tokens (generation_config's eos_token_id [2, 1]), each banned as llama-server lists them. */
+  const EOG_BANS = [{ bias: null, token: 2 }, { bias: null, token: 1 }];
+
+  it('/completion generates past the end of sequence to n_predict, every EOG token banned in generation_settings.logit_bias (llama-server)', async () => {
+    const plain = (await post('/completion', { prompt: STORY_END, n_predict: 24, temperature: 0 })).body;
+    expect(plain).toMatchObject({ content: ENDING, tokens_predicted: 12, stop_type: 'eos', generation_settings: { ignore_eos: false, logit_bias: [] } });
+    const ignored = (await post('/completion', { prompt: STORY_END, n_predict: 24, temperature: 0, ignore_eos: true, return_tokens: true })).body;
+    expect(ignored).toMatchObject({ tokens_predicted: 24, stop_type: 'limit', generation_settings: { ignore_eos: true, logit_bias: EOG_BANS } });
+    expect(ignored.content.startsWith(ENDING)).toBe(true);
+    expect(ignored.tokens.filter((t: number) => t === 1 || t === 2)).toEqual([]);
+    // The request's own logit_bias comes first; a +100 on EOS does not lift the ban.
+    const lily = engine.tokenizer.encode('Lily', false);
+    const both = (await post('/completion', { prompt: STORY_END, n_predict: 2, temperature: 0, ignore_eos: true, logit_bias: [['Lily', -2], [2, 100]] })).body;
+    expect(both).toMatchObject({ tokens_predicted: 2, stop_type: 'limit' });
+    expect(both.generation_settings.logit_bias).toEqual([...lily.map((token) => ({ bias: -2, token })), { bias: null, token: 2 }, { bias: null, token: 1 }]);
+  });
+
+  it('does the same on /v1/completions and chat through the openai SDK, and on Responses', async () => {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const text = await client.completions.create({ model: 'stories260k', prompt: STORY_END, max_tokens: 16, temperature: 0, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming);
+    expect(text.choices[0]).toMatchObject({ finish_reason: 'length' });
+    expect(text.choices[0]!.text.startsWith(ENDING)).toBe(true);
+    expect(text.usage?.completion_tokens).toBe(16);
+    // stories260k's template is BOS + the message, the same prompt tokens.
+    const messages = [{ role: 'user' as const, content: STORY_END }];
+    const chat = await client.chat.completions.create({ model: 'stories260k', messages, max_tokens: 16, temperature: 0, ignore_eos: true } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect(chat.choices[0]).toMatchObject({ finish_reason: 'length' });
+    expect(chat.choices[0]!.message.content!.startsWith(ENDING)).toBe(true);
+    expect(chat.usage?.completion_tokens).toBe(16);
+    const plainChat = await client.chat.completions.create({ model: 'stories260k', messages, max_tokens: 16, temperature: 0 });
+    expect(plainChat.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: ENDING } });
+    const response = await client.responses.create({ model: 'stories260k', input: STORY_END, max_output_tokens: 16, temperature: 0, ignore_eos: true } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    expect(response).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' }, usage: { output_tokens: 16 } });
+    expect(response.output_text.startsWith(ENDING)).toBe(true);
+  });
+
+  it('refuses an ignore_eos that is not a boolean', async () => {
+    for (const [path, body] of [
+      ['/completion', { prompt: 'Once upon a time' }],
+      ['/v1/completions', { prompt: 'Once upon a time' }],
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }] }],
+      ['/v1/responses', { input: 'Hi' }],
+    ] as const) {
+      const res = await post(path, { ...body, ignore_eos: 'yes' });
+      expect(res.status, path).toBe(400);
+      expect(res.body.error, path).toMatchObject({ message: 'ignore_eos must be boolean', type: 'invalid_request_error' });
+    }
   });
 });
 
@@ -348,6 +443,41 @@ describe('the command line', () => {
     // Not without the field, nor on a body that does not stream.
     const plain = await fetch(`${cli.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, n_predict: 1, stream: true }) });
     expect(((await readSse(plain)) as any[]).some((e) => e.prompt_progress)).toBe(false);
+  });
+
+  it('return_progress on chat completions and /v1/completions streams llama-server\'s progress chunks before the tokens', async () => {
+    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    /** The prefill chunks' ends for a prompt of n tokens at -b 16. */
+    const ends = (n: number) => Array.from({ length: Math.ceil(n / 16) }, (_, i) => Math.min(16 * (i + 1), n));
+    // Chat (the openai SDK): each progress chunk is the role delta with prompt_progress, as llama-server's.
+    const messages = [{ role: 'user' as const, content: 'Once upon a time '.repeat(8) }];
+    const chunks: any[] = [];
+    const chat = await client.chat.completions.create({ model: 'gpt-x', messages, max_tokens: 2, stream: true, stream_options: { include_usage: true }, return_progress: true, cache_prompt: false } as OpenAI.ChatCompletionCreateParamsStreaming);
+    for await (const chunk of chat) chunks.push(chunk);
+    const promptTokens = chunks.at(-1).usage.prompt_tokens as number;
+    expect(promptTokens).toBeGreaterThan(32);
+    const progress = chunks.filter((c) => c.prompt_progress);
+    expect(progress.map((c) => c.prompt_progress.processed)).toEqual(ends(promptTokens));
+    for (const c of progress) {
+      expect(c).toMatchObject({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: null }, finish_reason: null }] });
+      expect(c.prompt_progress).toMatchObject({ total: promptTokens, cache: 0, time_ms: expect.any(Number) });
+    }
+    // After the opening role chunk, before any content.
+    expect(chunks.slice(1, 1 + progress.length)).toEqual(progress);
+    expect(chunks.slice(1 + progress.length).some((c) => c.choices[0]?.delta.content)).toBe(true);
+    // Text completions: an empty choice with prompt_progress.
+    const prompt = Array.from({ length: 40 }, (_, i) => onceUponATime.prompt_token_ids[i % 5]!);
+    const res = await fetch(`${cli.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt, max_tokens: 2, stream: true, return_progress: true, cache_prompt: false }) });
+    const events = (await readSse(res)) as any[];
+    const textProgress = events.filter((e) => e.prompt_progress);
+    expect(textProgress.map((e) => e.prompt_progress.processed)).toEqual([16, 32, 40]);
+    for (const e of textProgress) {
+      expect(e).toMatchObject({ object: 'text_completion', choices: [{ index: 0, text: '', finish_reason: null, logprobs: null }], prompt_progress: { total: 40, cache: 0 } });
+    }
+    expect(events.slice(0, 3)).toEqual(textProgress);
+    // Not without the field.
+    const plain = await client.chat.completions.create({ model: 'gpt-x', messages, max_tokens: 1, stream: true });
+    for await (const chunk of plain) expect(chunk).not.toHaveProperty('prompt_progress');
   });
 
   it('refuses a template that is not Jinja before loading anything', async () => {

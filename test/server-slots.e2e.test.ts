@@ -3,15 +3,18 @@
 // file under --slot-save-path and come back, reproducing the same continuation from the
 // restored prefix (cached_tokens shows it was used); erase clears the slot's cache; a file
 // of another model, or a damaged one, is refused; file names stay inside the directory;
-// without --slot-save-path the actions answer 501 naming it.
+// without --slot-save-path the actions answer 501 naming it. A request's id_slot runs it in
+// that slot (queued until the slot is free), so the actions act on what it left there.
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import type { PromptCacheStats } from '../src/engine/prompt-cache.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
+import { waitFor } from './helpers/server-load.js';
 import { storiesCases } from './helpers/stories-expected.js';
 
 const STORY = storiesCases[0]!.expected_token_ids;
@@ -24,7 +27,7 @@ let dir: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'mlxcel-slots-'));
-  engine = await loadEngine({ modelDir: 'models/stories260k', parallel: 1 });
+  engine = await loadEngine({ modelDir: 'models/stories260k', parallel: 2 });
   server = await startServer(engine, { host: '127.0.0.1', port: 0, slotSavePath: dir });
   bare = await startServer(engine, { host: '127.0.0.1', port: 0 });
 });
@@ -123,7 +126,7 @@ describe('slot save, erase, restore', () => {
       ['/slots/0?action=save', { filename: '' }, 'Invalid filename'],
       ['/slots/0?action=save', {}, 'filename is required'],
       ['/slots/0?action=save', { filename: 7 }, 'filename must be string'],
-      ['/slots/1?action=save', { filename: 'x.bin' }, 'Invalid slot ID'],
+      ['/slots/2?action=save', { filename: 'x.bin' }, 'Invalid slot ID'],
       ['/slots/x?action=erase', undefined, 'Invalid slot ID'],
       ['/slots/0?action=load', { filename: 'x.bin' }, 'Invalid action: action must be save, restore or erase'],
       ['/slots/0', { filename: 'x.bin' }, 'Invalid action: action must be save, restore or erase'],
@@ -133,6 +136,108 @@ describe('slot save, erase, restore', () => {
       expect(res.status, path).toBe(400);
       expect(res.body, path).toEqual({ error: { message, type: 'invalid_request_error', code: null } });
     }
+  });
+});
+
+describe('id_slot', () => {
+  const client = () => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  /** The tokens a slot's cache holds, as a save reports them. */
+  const held = async (slot: number) => (await post(server.url, `/slots/${slot}?action=save`, { filename: `held-${slot}.bin` })).body.n_saved;
+  const slotStates = async () => ((await (await fetch(`${server.url}/slots`)).json()) as Array<{ state: string }>).map((s) => s.state);
+
+  it('runs the request in the slot it names, on every route that has it, so save and erase act on what it left (llama-server)', async () => {
+    await post(server.url, '/v1/cache/reset');
+    for (const slot of [0, 1]) await post(server.url, `/slots/${slot}?action=erase`);
+    // The prompt and every generated token but the last have KV in the slot's cache.
+    await complete({ prompt: prompt(0, 20), n_predict: 8, id_slot: 1 });
+    expect(await held(0)).toBe(0);
+    expect(await held(1)).toBe(21 + 7);
+    expect((await post(server.url, '/slots/1?action=erase')).body).toEqual({ id_slot: 1, n_erased: 28 });
+    // -1, as absent, is any slot: the first free one.
+    await complete({ prompt: prompt(30, 10), n_predict: 4, id_slot: -1 });
+    expect([await held(0), await held(1)]).toEqual([11 + 3, 0]);
+    // The OpenAI routes take it as an extension field (the SDK's extra body).
+    const text = await client().completions.create({ model: 'stories260k', prompt: prompt(40, 12), max_tokens: 5, temperature: 0, id_slot: 1 } as OpenAI.CompletionCreateParamsNonStreaming);
+    expect(text.usage?.completion_tokens).toBe(5);
+    expect(await held(1)).toBe(13 + 4);
+    const chat = await client().chat.completions.create({ model: 'stories260k', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 3, temperature: 0, id_slot: 1 } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect(await held(1)).toBe(chat.usage!.prompt_tokens + 2);
+    const response = await client().responses.create({ model: 'stories260k', input: 'Lily wanted to', max_output_tokens: 2, temperature: 0, id_slot: 1 } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    expect(await held(1)).toBe(response.usage!.input_tokens + 1);
+    expect(await held(0)).toBe(11 + 3);
+    // Erased, then restored from its file, slot 1 serves the same prompt from its KV again.
+    const p = prompt(100, 14);
+    await complete({ prompt: p, n_predict: 2, id_slot: 1 });
+    expect(await held(1)).toBe(16);
+    expect((await post(server.url, '/slots/1?action=erase')).body).toMatchObject({ n_erased: 16 });
+    expect((await post(server.url, '/slots/1?action=restore', { filename: 'held-1.bin' })).body).toMatchObject({ id_slot: 1, n_restored: 16 });
+    expect((await complete({ prompt: p, n_predict: 2, id_slot: 1 })).tokens_cached).toBe(14);
+  });
+
+  it('n_cmpl 2: the first completion runs in the named slot, the other in a free one (llama-server\'s child tasks)', async () => {
+    for (const slot of [0, 1]) await post(server.url, `/slots/${slot}?action=erase`);
+    const res = await post(server.url, '/completion', { prompt: prompt(60, 9), n_predict: 4, temperature: 0, n_cmpl: 2, id_slot: 1 });
+    expect(res.status).toBe(200);
+    expect(res.body).toHaveLength(2);
+    expect([await held(0), await held(1)]).toEqual([10 + 3, 10 + 3]);
+  });
+
+  it('waits for a busy slot while the other slot serves others; a cancelled waiting request leaves nothing behind', async () => {
+    // A long generation holds slot 1.
+    const long = new AbortController();
+    const running = await fetch(`${server.url}/completion`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: prompt(0, 8), n_predict: 400, ignore_eos: true, temperature: 0, stream: true, id_slot: 1 }),
+      signal: long.signal,
+    });
+    const reader = running.body!.getReader();
+    await reader.read();
+    expect(await slotStates()).toEqual(['idle', 'decoding']);
+    // A request for slot 1 queues behind it...
+    const waiting = post(server.url, '/completion', { prompt: prompt(70, 6), n_predict: 3, temperature: 0, id_slot: 1 });
+    await waitFor(async () => (await slotStates()).length === 3, 10_000, 'the request for slot 1 queued');
+    expect(await slotStates()).toEqual(['idle', 'decoding', 'queued']);
+    // ...while one that names no slot runs in slot 0 at once.
+    expect((await post(server.url, '/completion', { prompt: prompt(80, 6), n_predict: 2, temperature: 0 })).status).toBe(200);
+    // A second waiting request, cancelled by its client, leaves the queue.
+    const gone = new AbortController();
+    const cancelled = fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: prompt(90, 6), n_predict: 3, id_slot: 1 }), signal: gone.signal }).catch((e: Error) => e.name);
+    await waitFor(async () => (await slotStates()).length === 4, 10_000, 'the second request for slot 1 queued');
+    gone.abort();
+    expect(await cancelled).toBe('AbortError');
+    await waitFor(async () => (await slotStates()).length === 3, 10_000, 'the cancelled request left the queue');
+    // The long one ends; the waiting one takes slot 1 and completes, and every slot is free again.
+    long.abort();
+    await reader.cancel().catch(() => {});
+    expect((await waiting).status).toBe(200);
+    await waitFor(async () => (await slotStates()).every((s) => s === 'idle'), 10_000, 'every slot idle');
+    expect(await held(1)).toBe(7 + 2);
+  });
+
+  it('refuses a slot the server does not have, or an id_slot that is not an integer >= -1, in each API\'s envelope', async () => {
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ['/completion', { prompt: 'Once upon a time', n_predict: 2 }],
+      ['/completions', { prompt: 'Once upon a time', n_predict: 2 }],
+      ['/v1/completions', { prompt: 'Once upon a time', max_tokens: 2 }],
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 }],
+      ['/v1/responses', { input: 'Hi', max_output_tokens: 2 }],
+    ];
+    const refusals: Array<[unknown, string]> = [
+      [2, 'id_slot 2 does not exist: the slots are 0 to 1 (-1 for any)'],
+      [1.5, 'id_slot must be integer'],
+      ['1', 'id_slot must be integer'],
+      [-2, 'id_slot must be >= -1'],
+    ];
+    for (const [path, body] of cases) {
+      for (const [idSlot, message] of refusals) {
+        const res = await post(server.url, path, { ...body, id_slot: idSlot });
+        expect(res.status, `${path} ${idSlot}`).toBe(400);
+        expect(res.body.error, `${path} ${idSlot}`).toMatchObject({ message, type: 'invalid_request_error' });
+      }
+    }
+    const infill = await post(server.url, '/infill', { input_prefix: 'a', id_slot: 0.5 });
+    expect(infill.body.error).toMatchObject({ message: 'Invalid infill request: id_slot must be integer' });
+    expect(await slotStates()).toEqual(['idle', 'idle']);
   });
 });
 

@@ -26,6 +26,8 @@ export interface TextGenerationParams {
   /** The client's lifetime: aborting ends generation and the iteration without a 'done'. */
   signal?: AbortSignal;
   priority?: Priority;
+  /** The slot to run in (GenerationRequest.slot); absent: any. */
+  slot?: number;
   /** Restricts sampled tokens (a grammar, a reasoning budget). */
   constraint?: TokenConstraint;
   /** Special tokens whose text is kept (tool-call and reasoning markup); others are skipped. */
@@ -103,13 +105,14 @@ export function generateTexts(engine: Engine, choices: TextGenerationParams[]): 
 }
 
 function engineRequest(params: TextGenerationParams): GenerationRequest {
-  const { promptTokens, maxTokens, sampling, signal, priority, constraint, logprobs, postSamplingProbs, loopDetection, cachePrompt, contextShift, onProgress } = params;
+  const { promptTokens, maxTokens, sampling, signal, priority, slot, constraint, logprobs, postSamplingProbs, loopDetection, cachePrompt, contextShift, onProgress } = params;
   return {
     promptTokens,
     maxTokens,
     sampling,
     signal,
     priority,
+    ...(slot === undefined ? {} : { slot }),
     ...(constraint ? { constraint } : {}),
     ...(logprobs === undefined ? {} : { logprobs }),
     ...(loopDetection ? { loopDetection } : {}),

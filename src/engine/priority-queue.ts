@@ -14,21 +14,9 @@ export class PriorityQueue<T> {
     this.classes.get(priority)!.push(item);
   }
 
-  /** The item shift() would return, left in place. */
-  peek(): T | undefined {
-    for (const p of PRIORITIES) {
-      const q = this.classes.get(p)!;
-      if (q.length > 0) return q[0];
-    }
-    return undefined;
-  }
-
-  shift(): T | undefined {
-    for (const p of PRIORITIES) {
-      const q = this.classes.get(p)!;
-      if (q.length > 0) return q.shift();
-    }
-    return undefined;
+  /** The items in service order. */
+  *[Symbol.iterator](): IterableIterator<T> {
+    for (const p of PRIORITIES) yield* this.classes.get(p)!;
   }
 
   remove(item: T): void {

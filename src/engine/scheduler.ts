@@ -1,4 +1,6 @@
-// Continuous batching. Requests wait in a priority queue for one of `slots` sequences.
+// Continuous batching. Requests wait in a priority queue for one of `slots` sequences; one
+// pinned to a slot (id_slot) waits for that slot, and the requests behind it that can start
+// go first.
 // Each engine step is ONE forward pass holding every decoding sequence's next token plus
 // up to the rest of the token budget of prompt chunks, so a long prompt delays running
 // streams by at most one chunk. Every row's math is independent of the others in the
@@ -47,6 +49,8 @@ interface Sequence {
   req: GenerationRequest;
   /** Slot index while active, -1 while queued. */
   slot: number;
+  /** The slot it must run in (GenerationRequest.slot); undefined: any. */
+  pinned?: number;
   events: Channel<GenerationEvent>;
   /** Its events are closed (finished, or cancelled by the client): an active one leaves at the next fill. */
   closed: boolean;
@@ -158,6 +162,8 @@ export class Scheduler implements Engine {
     if (reqs.some((r) => r.promptTokens.length !== prompt.length || r.promptTokens.some((t, i) => t !== prompt[i]))) {
       throw new Error('the choices of one request share one prompt');
     }
+    const slot = reqs[0]!.slot;
+    if (slot !== undefined && !(Number.isInteger(slot) && slot >= 0 && slot < this.options.slots)) throw new Error(`no slot ${slot}`);
     const first = this.enqueue(reqs[0]!);
     const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first))];
     // Start on the next turn of the event loop, so requests that arrive together (a
@@ -216,6 +222,7 @@ export class Scheduler implements Engine {
     const seq: Sequence = {
       req,
       slot: -1,
+      ...(!parent && req.slot !== undefined ? { pinned: req.slot } : {}),
       events: undefined as unknown as Channel<GenerationEvent>,
       closed: false,
       rng: new Rng(req.sampling.seed ?? randomSeed()),
@@ -266,25 +273,44 @@ export class Scheduler implements Engine {
     this.loop = undefined;
   }
 
-  /** Drops closed sequences, fills free slots; false when there is nothing to run. */
+  /**
+   * Drops closed sequences, fills free slots with the first queued sequences that can start
+   * (a pinned one waits for its slot, letting those behind it pass); false when there is
+   * nothing to run.
+   */
   private admit(): boolean {
     for (let i = this.active.length - 1; i >= 0; i--) {
       if (this.active[i].closed) this.release(this.active.splice(i, 1)[0]);
     }
-    while (this.active.length < this.options.slots && this.waiting.size > 0) {
-      if (!this.roomFor(this.waiting.peek()!)) break;
-      const seq = this.waiting.shift()!;
+    while (this.active.length < this.options.slots) {
+      const taken = new Set(this.active.map((a) => a.slot));
+      let seq: Sequence | undefined;
+      for (const s of this.waiting) {
+        if (canStart(s, taken)) {
+          seq = s;
+          break;
+        }
+      }
+      if (!seq || !this.roomFor(seq)) break;
+      this.waiting.remove(seq);
       // A choice that may still fork holds its prompt's blocks until then, as any other
       // sequence does (a unified pool admitted it for them); it gives them back when it forks.
       if (seq.parent && awaitsFork(seq.parent)) this.reserve(seq, seq.req.promptTokens.length);
       else this.startPrompt(seq);
-      const taken = new Set(this.active.map((a) => a.slot));
-      seq.slot = [...Array(this.options.slots).keys()].find((i) => !taken.has(i))!;
+      seq.slot = seq.pinned ?? this.freeSlot(taken);
       seq.tAdmit = performance.now();
       this.active.push(seq);
       this.counters.sequences_started++;
     }
     return this.active.length > 0;
+  }
+
+  /** A slot not in `taken` (one exists), preferring one that no queued sequence is pinned to. */
+  private freeSlot(taken: Set<number>): number {
+    const wanted = new Set<number>();
+    for (const s of this.waiting) if (s.pinned !== undefined) wanted.add(s.pinned);
+    const free = [...Array(this.options.slots).keys()].filter((i) => !taken.has(i));
+    return free.find((i) => !wanted.has(i)) ?? free[0]!;
   }
 
   /** Takes the blocks of a sequence's prompt: the longest prefix the prompt cache holds, then fresh ones. */
@@ -641,6 +667,16 @@ export class Scheduler implements Engine {
     // only when it has room, so this only fails on a bug.
     if (!this.blocks.ensure(seq.table, tokens)) throw new Error('KV cache exhausted');
   }
+}
+
+/**
+ * Whether a queued sequence can take a slot now (`taken` are busy): a pinned one when its
+ * slot is free; a further choice once its first choice has a slot (or has left), so that it
+ * never holds a slot while the first waits for its own.
+ */
+function canStart(seq: Sequence, taken: Set<number>): boolean {
+  if (seq.pinned !== undefined) return !taken.has(seq.pinned);
+  return !seq.parent || seq.parent.slot >= 0 || seq.parent.closed;
 }
 
 /** Whether a choice waiting for `parent` can still fork from it: its prompt is not yet all scheduled. */

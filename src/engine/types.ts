@@ -86,6 +86,13 @@ export interface GenerationRequest {
   signal?: AbortSignal;
   /** Prefill queue class (X-Priority); FIFO within a class. Default 'normal'. */
   priority?: Priority;
+  /**
+   * The slot to run in (llama-server's id_slot), 0 .. stats().slots - 1: the request waits
+   * until that slot is free, and what it leaves cached becomes that slot's cache. Absent:
+   * any free slot. Of generateChoices' requests only the first's is read: the further
+   * choices take any free slot.
+   */
+  slot?: number;
   constraint?: TokenConstraint;
   /** false: prefill cold and donate nothing to the prompt cache (llama-server's cache_prompt). */
   cachePrompt?: boolean;
@@ -96,8 +103,9 @@ export interface GenerationRequest {
   progress?: boolean;
   /**
    * The logprobs are of the distribution the token was drawn from (the kept tokens at the
-   * request's temperature; a greedy pick has logprob 0 and is its only top token), as
-   * llama-server's post_sampling_probs, instead of the temperature-1 row.
+   * request's temperature; a greedy pick has logprob 0, and its top tokens are the ones
+   * top-k, top-p and min-p keep, the others at -Infinity), as llama-server's
+   * post_sampling_probs, instead of the temperature-1 row.
    */
   postSamplingProbs?: boolean;
   /**

@@ -12,8 +12,10 @@
 // Logprobs are of the masked, penalised distribution at temperature 1 before truncation
 // (what OpenAI reports): the chosen token's, then the top ones'. With post_sampling they
 // are of the distribution the token was drawn from instead (llama-server's
-// post_sampling_probs): the kept tokens at the request's temperature, renormalised; a
-// greedy pick has probability 1 and is its own only top token.
+// post_sampling_probs): the kept tokens at the request's temperature, renormalised. A
+// greedy pick has probability 1, and its top tokens are what top-k, top-p and min-p keep
+// (at temperature 1), the argmax first and the rest at probability 0, as llama.cpp's chain
+// reports them: its temperature stage comes after them and keeps only the argmax.
 // Bindings: 0 params, 1 step, 2 logits [S, vocab], 3 per-sequence params [S],
 // 4 out ids [S], 5 grammar masks [S, mask_words] (bit i%32 of word i/32 = token i allowed),
 // 6 logprobs out [S, 2 * (1 + MAX_TOP)] as (id, logprob) pairs, ended early by id 0xffffffff
@@ -209,6 +211,13 @@ fn compact_from(lo: f32, n: u32, lid: u32) {
   n_items = n;
 }
 
+// A kept token's logprob in the distribution it was drawn from: for a greedy pick 0 (the
+// argmax) or -inf (every other candidate).
+fn post_logprob(id: u32, greedy: bool, chosen: u32, mx: f32, inv_t: f32, log_kept: f32) -> f32 {
+  if (greedy) { return select(p.neg_inf, 0.0, id == chosen); }
+  return (logit(id) - mx) * inv_t - log_kept;
+}
+
 fn write_logprob(seq: u32, slot: u32, id: u32, lp: f32) {
   let o = seq * 2u * (1u + MAX_TOP) + slot * 2u;
   logprobs[o] = id;
@@ -250,8 +259,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   var kept_hi = mx;
   var kept_inv_t = 0.0;
   var kept_mass = 1.0;
-  if (sp.temperature > 0.0) {
-    let inv_t = 1.0 / sp.temperature;
+  let greedy = sp.temperature <= 0.0;
+  // A greedy pick skips the truncation stages unless its post-sampling candidates are asked for.
+  if (!greedy || (sp.logprobs > 0u && sp.post_sampling != 0u)) {
     // Smallest finite logit: the lower end for the bisections.
     var mn = 3.4e38;
     for (var i = lid; i < p.vocab; i += WG) {
@@ -299,87 +309,83 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       lo = unkey(a);
     }
     if (sp.min_p > 0.0) { lo = max(lo, mx + log(sp.min_p)); }
-    if (sp.p_less != 0u) {
-      // Keep P_i >= sum_j P_j^2 under the temperature-scaled kept distribution:
-      // exp((l - mx) / T) >= S2 * Z  <=>  l >= mx + T * ln(S2 * Z).
-      let z = mass(lo, hi_all, mx, inv_t, lid);
-      var s2 = 0.0;
-      for (var i = lid; i < n_items; i += WG) {
-        let l = item_logit(i);
-        if (l >= lo) { let e = exp((l - mx) * inv_t); s2 += e * e; }
-      }
-      let sum_sq = reduce_sum(s2, lid) / (z * z);
-      lo = max(lo, min(mx, mx + sp.temperature * log(sum_sq * z)));
-    }
-    var hi = hi_all;
-    if (sp.xtc_threshold > 0.0) {
-      // Tokens at or above the threshold probability; if two or more, drop all but the
-      // least likely of them.
-      let z = mass(lo, hi_all, mx, inv_t, lid);
-      let t_xtc = max(lo, mx + sp.temperature * log(sp.xtc_threshold * z));
-      if (count_at_least(t_xtc, lid) >= 2u) {
-        var m = 3.4e38;
+    kept_lo = lo;
+    if (!greedy) {
+      let inv_t = 1.0 / sp.temperature;
+      if (sp.p_less != 0u) {
+        // Keep P_i >= sum_j P_j^2 under the temperature-scaled kept distribution:
+        // exp((l - mx) / T) >= S2 * Z  <=>  l >= mx + T * ln(S2 * Z).
+        let z = mass(lo, hi_all, mx, inv_t, lid);
+        var s2 = 0.0;
         for (var i = lid; i < n_items; i += WG) {
           let l = item_logit(i);
-          if (l >= t_xtc) { m = min(m, l); }
+          if (l >= lo) { let e = exp((l - mx) * inv_t); s2 += e * e; }
         }
-        hi = reduce_min(m, lid);
+        let sum_sq = reduce_sum(s2, lid) / (z * z);
+        lo = max(lo, min(mx, mx + sp.temperature * log(sum_sq * z)));
       }
-    }
+      var hi = hi_all;
+      if (sp.xtc_threshold > 0.0) {
+        // Tokens at or above the threshold probability; if two or more, drop all but the
+        // least likely of them.
+        let z = mass(lo, hi_all, mx, inv_t, lid);
+        let t_xtc = max(lo, mx + sp.temperature * log(sp.xtc_threshold * z));
+        if (count_at_least(t_xtc, lid) >= 2u) {
+          var m = 3.4e38;
+          for (var i = lid; i < n_items; i += WG) {
+            let l = item_logit(i);
+            if (l >= t_xtc) { m = min(m, l); }
+          }
+          hi = reduce_min(m, lid);
+        }
+      }
 
-    // Inverse CDF in token-id order over [lo, hi]: each invocation owns a contiguous chunk.
-    let kept = mass(lo, hi, mx, inv_t, lid);
-    kept_lo = lo;
-    kept_hi = hi;
-    kept_inv_t = inv_t;
-    kept_mass = kept;
-    let chunk = (n_items + WG - 1u) / WG;
-    let start = min(lid * chunk, n_items);
-    let end = min(start + chunk, n_items);
-    var own = 0.0;
-    for (var i = start; i < end; i++) {
-      let l = item_logit(i);
-      if (l >= lo && l <= hi) { own += exp((l - mx) * inv_t); }
-    }
-    workgroupBarrier();
-    red_f[lid] = own;
-    if (lid == 0u) { pick = NONE; }
-    workgroupBarrier();
-    var before = 0.0;
-    for (var j = 0u; j < lid; j++) { before += red_f[j]; }
-    let goal = sp.u * kept;
-    if (own > 0.0 && goal >= before && goal < before + own) {
-      var acc = before;
-      var last = item_id(start);
+      // Inverse CDF in token-id order over [lo, hi]: each invocation owns a contiguous chunk.
+      let kept = mass(lo, hi, mx, inv_t, lid);
+      kept_lo = lo;
+      kept_hi = hi;
+      kept_inv_t = inv_t;
+      kept_mass = kept;
+      let chunk = (n_items + WG - 1u) / WG;
+      let start = min(lid * chunk, n_items);
+      let end = min(start + chunk, n_items);
+      var own = 0.0;
       for (var i = start; i < end; i++) {
         let l = item_logit(i);
-        if (l >= lo && l <= hi) {
-          last = item_id(i);
-          acc += exp((l - mx) * inv_t);
-          if (acc > goal) { break; }
-        }
+        if (l >= lo && l <= hi) { own += exp((l - mx) * inv_t); }
       }
-      pick = last;
+      workgroupBarrier();
+      red_f[lid] = own;
+      if (lid == 0u) { pick = NONE; }
+      workgroupBarrier();
+      var before = 0.0;
+      for (var j = 0u; j < lid; j++) { before += red_f[j]; }
+      let goal = sp.u * kept;
+      if (own > 0.0 && goal >= before && goal < before + own) {
+        var acc = before;
+        var last = item_id(start);
+        for (var i = start; i < end; i++) {
+          let l = item_logit(i);
+          if (l >= lo && l <= hi) {
+            last = item_id(i);
+            acc += exp((l - mx) * inv_t);
+            if (acc > goal) { break; }
+          }
+        }
+        pick = last;
+      }
+      let picked = workgroupUniformLoad(&pick);
+      // Rounding can leave the goal past the last chunk: fall back to the most likely kept token.
+      chosen = select(picked, reduce_best(lo, hi, 3.4e38, 0u, lid), picked == NONE);
     }
-    let picked = workgroupUniformLoad(&pick);
-    // Rounding can leave the goal past the last chunk: fall back to the most likely kept token.
-    chosen = select(picked, reduce_best(lo, hi, 3.4e38, 0u, lid), picked == NONE);
   }
   if (lid == 0u) { out[seq] = chosen; }
 
   if (sp.logprobs > 0u && sp.post_sampling != 0u) {
     compact = false;
     n_items = p.vocab;
-    if (sp.temperature <= 0.0) {
-      if (lid == 0u) {
-        write_logprob(seq, 0u, chosen, 0.0);
-        write_logprob(seq, 1u, chosen, 0.0);
-        write_logprob(seq, 2u, NONE, 0.0);
-      }
-      return;
-    }
     let log_kept = log(kept_mass);
-    if (lid == 0u) { write_logprob(seq, 0u, chosen, (logit(chosen) - mx) * kept_inv_t - log_kept); }
+    if (lid == 0u) { write_logprob(seq, 0u, chosen, post_logprob(chosen, greedy, chosen, mx, kept_inv_t, log_kept)); }
     var prev_l = 3.4e38;
     var prev_id = 0u;
     for (var k = 1u; k < min(sp.logprobs, 1u + MAX_TOP); k++) {
@@ -391,7 +397,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       }
       prev_l = logit(id);
       prev_id = id;
-      if (lid == 0u) { write_logprob(seq, k, id, (prev_l - mx) * kept_inv_t - log_kept); }
+      if (lid == 0u) { write_logprob(seq, k, id, post_logprob(id, greedy, chosen, mx, kept_inv_t, log_kept)); }
     }
   } else if (sp.logprobs > 0u) {
     // Logprobs are over the whole row, not the truncated candidates.

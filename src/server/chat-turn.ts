@@ -12,7 +12,7 @@ import type { ChatMessage } from '../chat/template.js';
 import { generateTexts, type GeneratedToken, type TextGenerationEvent, type TextGenerationResult } from '../chat/text-generation.js';
 import { ThinkingBudget } from '../chat/thinking-budget.js';
 import type { ToolDefinition } from '../chat/tools/types.js';
-import type { TokenConstraint } from '../engine/types.js';
+import type { PromptProgress, TokenConstraint } from '../engine/types.js';
 import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
 import { choiceSampling } from './choices.js';
 import { badRequest } from './errors.js';
@@ -101,6 +101,8 @@ export interface TurnOptions {
   logitBias?: Map<number, number>;
   /** The logprobs are of the distribution each token was drawn from (llama-server's post_sampling_probs). */
   postSamplingProbs?: boolean;
+  /** Called after each prefill chunk of choice `index`, before its first token (llama-server's return_progress). */
+  onProgress?: (index: number, progress: PromptProgress) => void;
 }
 
 /**
@@ -126,7 +128,13 @@ export function startTurns(model: ServedModel, turn: PreparedTurn, options: Turn
     ...(options.postSamplingProbs ? { postSamplingProbs: true } : {}),
   };
   const constraints = Array.from({ length: n }, (_, i) => (i === 0 ? chat.constraint : chat.newConstraint()));
-  const choices = constraints.map((constraint, i) => ({ ...base, sampling: choiceSampling(base.sampling, i), ...(constraint ? { constraint } : {}) }));
+  const { onProgress } = options;
+  const choices = constraints.map((constraint, i) => ({
+    ...base,
+    sampling: choiceSampling(base.sampling, i),
+    ...(constraint ? { constraint } : {}),
+    ...(onProgress ? { onProgress: (progress: PromptProgress) => onProgress(i, progress) } : {}),
+  }));
   const streams = options.metrics.trackChoices(generateTexts(engine, choices), true, n);
   return streams.map((events, i) => chatEvents(model, turn, constraints[i], events, options.warn));
 }

@@ -3,8 +3,8 @@
 import type { TextGenerationParams } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
 import type { SamplingParams } from '../engine/types.js';
-import type { TextTokenizer } from '../models/tokenizer.js';
 import { ApiError, badRequest } from './errors.js';
+import { banEndOfGeneration } from './logit-bias.js';
 import { requestLoopDetection } from './loop-policy.js';
 import type { RequestContext } from './request-context.js';
 import { tokenBudget, type SamplingDefaults } from './sampling-defaults.js';
@@ -15,9 +15,16 @@ import { defaultDryBreakers } from './token-pieces.js';
  * A request's fields over the server's defaults (./sampling-defaults.ts, set by the CLI).
  * The engine applies them in llama.cpp's order (see ../kernels/sample.wgsl): penalties
  * (repetition, frequency, presence) -> DRY -> grammar mask -> top-k -> top-p -> min-p ->
- * p-less -> temperature -> XTC -> draw. Ranges were checked by the schemas.
+ * p-less -> temperature -> XTC -> draw. Ranges were checked by the schemas. `logitBias` is
+ * the request's logit_bias (./logit-bias.ts); ignore_eos bans the end-of-generation tokens
+ * on top of it.
  */
-export function samplingFrom(body: SamplingFields, defaults: SamplingDefaults, tokenizer: TextTokenizer, logitBias?: Map<number, number>): SamplingParams {
+export function samplingFrom(
+  body: SamplingFields,
+  defaults: SamplingDefaults,
+  engine: Pick<Engine, 'tokenizer' | 'info'>,
+  logitBias?: Map<number, number>,
+): SamplingParams {
   const sampling: SamplingParams = {
     temperature: body.temperature ?? defaults.temperature,
     // 0 keeps every token; a negative top_k is refused by the schemas.
@@ -40,14 +47,15 @@ export function samplingFrom(body: SamplingFields, defaults: SamplingDefaults, t
       allowedLength: body.dry_allowed_length ?? defaults.dry_allowed_length,
       // llama-server's -1 and the REST reference's 0 both mean the whole context.
       penaltyLastN: Math.max(0, body.dry_penalty_last_n ?? defaults.dry_penalty_last_n),
-      sequenceBreakers: body.dry_sequence_breakers ?? defaultDryBreakers(tokenizer),
+      sequenceBreakers: body.dry_sequence_breakers ?? defaultDryBreakers(engine.tokenizer),
     };
   }
   // A negative seed is llama.cpp's "random", like an absent one; then the server's
   // --seed applies, if set.
   const seed = body.seed != null && body.seed >= 0 ? body.seed : defaults.seed;
   if (seed >= 0) sampling.seed = seed;
-  if (logitBias) sampling.logitBias = logitBias;
+  const bias = body.ignore_eos === true ? banEndOfGeneration(logitBias, engine.info.eosTokenIds) : logitBias;
+  if (bias) sampling.logitBias = bias;
   return sampling;
 }
 
@@ -119,16 +127,26 @@ export function generationParams(
   }
   const loopDetection = requestLoopDetection(body, defaults.loop_detection, engine.info.architecture);
   const cachePrompt = cachePromptFrom(body);
+  const slot = slotFrom(engine, body.id_slot);
   return {
     promptTokens,
     maxTokens: contextShift ? (budget ?? Infinity) : Math.min(budget ?? room, room),
-    sampling: samplingFrom(body, defaults, engine.tokenizer, logitBias),
+    sampling: samplingFrom(body, defaults, engine, logitBias),
     stop: stopList(body.stop),
     ...(loopDetection ? { loopDetection } : {}),
     ...(cachePrompt === undefined ? {} : { cachePrompt }),
     ...(contextShift ? { contextShift } : {}),
+    ...(slot === undefined ? {} : { slot }),
     ...context,
   };
+}
+
+/** id_slot as the engine's slot: undefined for -1 or absent (any slot); 400 for a slot the server does not have. */
+function slotFrom(engine: Engine, idSlot: number | null | undefined): number | undefined {
+  if (idSlot == null || idSlot === -1) return undefined;
+  const { slots } = engine.stats();
+  if (idSlot >= slots) throw badRequest(`id_slot ${idSlot} does not exist: the slots are 0 to ${slots - 1} (-1 for any)`);
+  return idSlot;
 }
 
 /** n_keep as prompt positions: -1 keeps the whole prompt; otherwise BOS is kept on top, as llama-server counts. */

@@ -2,7 +2,7 @@
 // also keyed by text, or an array of [id or text, bias] pairs; a bias of false bans the
 // token), as the engine's map of token -> additive bias. Text is tokenized without special
 // tokens and the bias applies to each of its tokens; a token named twice gets the sum, as
-// llama-server applies every pair.
+// llama-server applies every pair. ignore_eos adds a ban of every end-of-generation token.
 import type { Engine } from '../engine/engine.js';
 import { MAX_LOGIT_BIAS_TOKENS } from '../engine/types.js';
 import { badRequest } from './errors.js';
@@ -24,6 +24,22 @@ export function logitBiasFrom(engine: Engine, logitBias: LogitBias | null | unde
       out.set(token, (out.get(token) ?? 0) + bias);
     }
   }
-  if (out.size > MAX_LOGIT_BIAS_TOKENS) throw badRequest(`logit_bias names ${out.size} tokens; at most ${MAX_LOGIT_BIAS_TOKENS} are allowed`);
+  checkSize(out);
   return out.size > 0 ? out : undefined;
+}
+
+/**
+ * llama-server's ignore_eos: the logit bias with every end-of-generation token of the
+ * vocabulary (`eogIds`: eos, eot, im_end-like ids that end generation) at -Infinity, so
+ * that generation runs to its token limit.
+ */
+export function banEndOfGeneration(logitBias: Map<number, number> | undefined, eogIds: readonly number[]): Map<number, number> {
+  const out = new Map(logitBias);
+  for (const id of eogIds) out.set(id, -Infinity);
+  checkSize(out);
+  return out;
+}
+
+function checkSize(bias: Map<number, number>): void {
+  if (bias.size > MAX_LOGIT_BIAS_TOKENS) throw badRequest(`logit_bias names ${bias.size} tokens; at most ${MAX_LOGIT_BIAS_TOKENS} are allowed`);
 }

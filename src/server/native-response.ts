@@ -3,7 +3,7 @@
 // __verbose of OpenAI bodies), and response_fields' projection of it.
 import type { TextGenerationResult } from '../chat/text-generation.js';
 import type { Engine } from '../engine/engine.js';
-import { PENALTY_WINDOW, XTC_THRESHOLD, type SamplingParams } from '../engine/types.js';
+import { PENALTY_WINDOW, XTC_THRESHOLD, type PromptProgress, type SamplingParams } from '../engine/types.js';
 import { samplingFrom } from './generation-params.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
@@ -24,6 +24,7 @@ interface SettingsRequest {
   nProbs: number;
   timingsPerToken: boolean;
   postSamplingProbs: boolean;
+  ignoreEos: boolean;
 }
 
 /**
@@ -55,6 +56,7 @@ export function generationSettings(r: SettingsRequest, defaults: SamplingDefault
     stop: r.stop,
     max_tokens: r.nPredict,
     n_predict: r.nPredict,
+    ignore_eos: r.ignoreEos,
     stream: r.stream,
     logit_bias: [...(s.logitBias ?? new Map<number, number>())].map(([token, bias]) => ({ bias, token })),
     n_probs: r.nProbs,
@@ -117,17 +119,23 @@ export function verboseBody(
 ) {
   const settings = generationSettings(
     {
-      sampling: samplingFrom(o.body, o.defaults, engine.tokenizer, o.logitBias),
+      sampling: samplingFrom(o.body, o.defaults, engine, o.logitBias),
       nPredict: o.maxTokens ?? o.defaults.n_predict,
       stop: o.body.stop == null ? [] : [o.body.stop].flat(),
       stream: o.body.stream === true,
       nProbs: o.nProbs,
       timingsPerToken: false,
       postSamplingProbs: false,
+      ignoreEos: o.body.ignore_eos === true,
     },
     o.defaults,
   );
   return finalResponse(engine, result, { content: result.text, tokens: [], prompt: o.prompt, settings });
+}
+
+/** llama-server's prompt_progress (return_progress), on its native and OpenAI stream chunks. */
+export function promptProgress(p: PromptProgress) {
+  return { total: p.total, cache: p.cache, processed: p.processed, time_ms: p.timeMs };
 }
 
 /**

@@ -42,6 +42,10 @@ export interface SamplingFields {
   min_count?: Opt<number>;
   /** false: prefill cold, donate nothing; also read from extra_body.cache_prompt. */
   cache_prompt?: Opt<boolean>;
+  /** llama-server's: every end-of-generation token banned, so generation runs to its limit. */
+  ignore_eos?: Opt<boolean>;
+  /** llama-server's slot to run in; -1 (or absent) = any. */
+  id_slot?: Opt<number>;
   /** Raw-JSON clients imitating the OpenAI SDK's extra_body (cache_prompt, chat_template_kwargs). */
   extra_body?: Opt<Record<string, unknown>>;
   /** Structured output; checked by ./response-format.ts. */
@@ -61,6 +65,8 @@ export interface OpenAIStreamFields {
   n?: Opt<number>;
   /** OpenAI's map of token id (a decimal string) -> bias in [-100, 100]. */
   logit_bias?: Opt<Record<string, number>>;
+  /** llama-server's: a stream sends prompt_progress chunks while the prompt is prefilled. */
+  return_progress?: Opt<boolean>;
 }
 
 export interface ChatCompletionBody extends SamplingFields, GrammarFields, OpenAIStreamFields, ThinkingBudgetFields {
@@ -198,6 +204,8 @@ export const extendedSamplingProperties = {
   // Below 2 disables detection for the request (the REST reference): not an error.
   min_count: nullable('integer'),
   cache_prompt: nullable('boolean'),
+  ignore_eos: nullable('boolean'),
+  id_slot: { ...nullable('integer'), minimum: -1 },
   extra_body: { ...nullable('object'), properties: { cache_prompt: nullable('boolean') } },
 };
 
@@ -226,6 +234,7 @@ const openAIProperties = {
     propertyNames: { pattern: '^[0-9]+$' },
     additionalProperties: { type: 'number', minimum: -100, maximum: 100 },
   },
+  return_progress: nullable('boolean'),
 };
 
 /** llama-server's logit_bias value: a number, or false for "never". */

@@ -566,7 +566,7 @@ describe('logprobs: the masked, penalised row at T = 1 before truncation; chosen
 });
 
 describe('post-sampling logprobs: the distribution the token was drawn from; chosen first, then the kept tokens', () => {
-  it('vocab 513: each chain against the reference; greedy is probability 1, its own only top token', async () => {
+  it('vocab 513: each chain against the reference; greedy is probability 1, the other candidates 0', async () => {
     const V = 513;
     const rand = rng(47);
     const base = Array.from({ length: V }, () => 6 * rand() - 3);
@@ -579,9 +579,10 @@ describe('post-sampling logprobs: the distribution the token was drawn from; cho
       { temperature: 0.8, topK: 30, xtc: 0.05, u: 0.6, logprobsWord: 1 + 3 },
       { temperature: 0, topK: 5, u: 0.5, logprobsWord: 1 + 4 },             // greedy
       { temperature: 1, u: 0.3, logprobsWord: 1 + 2, postSampling: false }, // the T = 1 row, as before
+      { temperature: 0, topP: 0.6, minP: 0.05, pLess: true, xtc: 0.01, u: 0.5, logprobsWord: 1 + 20, allowed }, // greedy
     ].map((s) => ({ postSampling: true, ...s }));
     const { ids, lp } = await runSampler(Float32Array.from(seqs.flatMap(() => base)), V, seqs);
-    for (let s = 0; s < 5; s++) {
+    for (let s = 0; s < 4; s++) {
       const ref = reference(base, seqs[s]!);
       const got = logprobSlots(lp, s);
       const chosen = ids[s]!;
@@ -599,7 +600,22 @@ describe('post-sampling logprobs: the distribution the token was drawn from; cho
       expect(Math.abs(total - 1)).toBeLessThan(1e-9);
     }
     expect(logprobSlots(lp, 0)).toHaveLength(1 + 8);
-    expect(logprobSlots(lp, 4)).toEqual([{ token: ids[4], logprob: 0 }, { token: ids[4], logprob: 0 }]);
+    // Greedy (llama.cpp's chain, whose temperature stage follows top-k, top-p and min-p and
+    // keeps only the argmax): the candidates those stages keep at T = 1, most likely first,
+    // the argmax at probability 1 and the rest at 0; p-less and XTC do not apply.
+    for (const s of [4, 6]) {
+      const { topK, topP, minP, allowed: mask } = seqs[s]!;
+      const kept = reference(base, { temperature: 1, topK, topP, minP, allowed: mask }).kept;
+      const lf = base.map(Math.fround);
+      const ordered = kept.sort((a, b) => lf[b]! - lf[a]! || a - b).slice(0, seqs[s]!.logprobsWord! - 1);
+      expect(ids[s], `seq ${s}: the argmax`).toBe(ordered[0]);
+      expect(logprobSlots(lp, s), `seq ${s}`).toEqual([
+        { token: ids[s], logprob: 0 },
+        ...ordered.map((token) => ({ token, logprob: token === ids[s] ? 0 : -Infinity })),
+      ]);
+    }
+    expect(logprobSlots(lp, 4)).toHaveLength(1 + 4);
+    expect(logprobSlots(lp, 6).length).toBeGreaterThan(2);
     // Without the flag: the whole row at T = 1.
     const ls = logSoftmax(base);
     expect(logprobSlots(lp, 5).map((x) => x.token)).toEqual([ids[5], ...topIds(base, 2)]);

@@ -15,7 +15,7 @@ import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities, postSamplingProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { finalResponse, generationSettings, projectFields } from '../native-response.js';
+import { finalResponse, generationSettings, projectFields, promptProgress } from '../native-response.js';
 import { promptList, tokenizePrompt, type PromptPieces } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
@@ -104,6 +104,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
             nProbs,
             timingsPerToken: body.timings_per_token === true,
             postSamplingProbs: postSampling,
+            ignoreEos: body.ignore_eos === true,
           },
           defaults,
         );
@@ -282,6 +283,6 @@ function progressChunk(index: number, p: PromptProgress, promptLength: number) {
     stop: false,
     tokens_predicted: 0,
     tokens_evaluated: promptLength,
-    prompt_progress: { total: p.total, cache: p.cache, processed: p.processed, time_ms: p.timeMs },
+    prompt_progress: promptProgress(p),
   };
 }

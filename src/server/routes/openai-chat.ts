@@ -9,9 +9,9 @@ import { logitBiasFrom } from '../logit-bias.js';
 import { chatLogprobCount } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { verboseBody } from '../native-response.js';
+import { promptProgress, verboseBody } from '../native-response.js';
 import { requestContext } from '../request-context.js';
-import { responseHead } from '../openai-shared.js';
+import { openAIStream, responseHead } from '../openai-shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateChatCompletion } from '../schemas.js';
 
@@ -36,6 +36,8 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     // llama-server's post_sampling_probs: the logprobs as prob/top_probs of the drawn-from distribution.
     const postSampling = logprobs !== undefined && body.post_sampling_probs === true;
     const scope = choicesScope(requestContext(req, res));
+    // return_progress (streams only): llama-server's progress chunk, the role delta with prompt_progress.
+    const progress = body.stream && body.return_progress === true ? openAIStream(res, head, 'chat.completion.chunk', false) : undefined;
     // Queued before any header, so a full queue or an over-long prompt is a plain error.
     const choices = startTurns(model, turn, {
       maxTokens: body.max_completion_tokens ?? body.max_tokens,
@@ -47,6 +49,9 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
       ...(logprobs === undefined ? {} : { logprobs }),
       ...(logitBias ? { logitBias } : {}),
       ...(postSampling ? { postSamplingProbs: true } : {}),
+      ...(progress
+        ? { onProgress: (index, p) => progress.send({ index, delta: { role: 'assistant', content: null }, finish_reason: null, logprobs: null }, { prompt_progress: promptProgress(p) }) }
+        : {}),
     }, body.n ?? 1);
 
     try {

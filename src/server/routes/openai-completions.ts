@@ -5,7 +5,7 @@
 // finish_reason "error" choice for each unfinished one and [DONE].
 import { Router, type Response } from 'express';
 import { generateTexts, type TextGenerationEvent, type TextGenerationResult } from '../../chat/text-generation.js';
-import type { FinishReason } from '../../engine/types.js';
+import type { FinishReason, PromptProgress } from '../../engine/types.js';
 import { choiceSampling, choicesScope, collectChoices, combinedUsage, MAX_RESULTS, mergeChoices } from '../choices.js';
 import { badRequest } from '../errors.js';
 import { generationParams } from '../generation-params.js';
@@ -13,7 +13,7 @@ import { logitBiasFrom } from '../logit-bias.js';
 import { CompletionLogprobsBuilder } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { verboseBody } from '../native-response.js';
+import { promptProgress, verboseBody } from '../native-response.js';
 import { promptList, tokenizePrompt } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { structuredOutputConstraint } from '../response-format.js';
@@ -44,7 +44,10 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
     const promptTokens: number[][] = [];
     for (const prompt of prompts) promptTokens.push(await tokenizePrompt(engine, prompt));
     const scope = choicesScope(requestContext(req, res));
-    const groups = promptTokens.map((tokens) => {
+    const head = responseHead(engine, 'cmpl');
+    // return_progress (streams only): llama-server's progress chunk, an empty choice with prompt_progress.
+    const progress = body.stream && body.return_progress === true ? openAIStream(res, head, 'text_completion', false) : undefined;
+    const groups = promptTokens.map((tokens, p) => {
       const base = generationParams(engine, tokens, body, maxTokens, scope.context, defaults, logitBias);
       return Array.from({ length: n }, (_, j) => {
         const constraint = structuredOutputConstraint(engine, body);
@@ -53,6 +56,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
           sampling: choiceSampling(base.sampling, j),
           ...(constraint ? { constraint } : {}),
           ...(body.logprobs == null ? {} : { logprobs: body.logprobs }),
+          ...(progress ? { onProgress: (pp: PromptProgress) => progress.send(choice(p * n + j, '', null), { prompt_progress: promptProgress(pp) }) } : {}),
         };
       });
     });
@@ -60,7 +64,6 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
       // The REST reference leaves streaming completions out of /metrics' request counts.
       const streams = metrics.trackChoices(groups.flatMap((choices) => generateTexts(engine, choices)), !body.stream, n);
       const logprobs = body.logprobs == null ? undefined : streams.map(() => new CompletionLogprobsBuilder(engine.tokenizer));
-      const head = responseHead(engine, 'cmpl');
       if (body.stream) {
         await streamCompletion(res, streams, n, head, body.stream_options?.include_usage === true, logprobs);
         return;

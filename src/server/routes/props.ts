@@ -25,7 +25,7 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults, serv
     const loop = serverLoopDetection(defaults.loop_detection, engine.info.architecture);
     const loop_detection = loop ? { min_pattern_size: loop.minPatternSize, max_pattern_size: loop.maxPatternSize, min_count: loop.minCount } : null;
     const params = generationSettings(
-      { sampling: samplingFrom({}, defaults, engine.tokenizer), nPredict: defaults.n_predict, stop: [], stream: false, nProbs: 0, timingsPerToken: false, postSamplingProbs: false },
+      { sampling: samplingFrom({}, defaults, engine), nPredict: defaults.n_predict, stop: [], stream: false, nProbs: 0, timingsPerToken: false, postSamplingProbs: false, ignoreEos: false },
       defaults,
     );
     // The flat seed comes first, so that it is the one spliced below.
