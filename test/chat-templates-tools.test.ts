@@ -320,3 +320,78 @@ describe('a tool round trip through every chat template the tests use', () => {
     expect(failures).toEqual([]);
   });
 });
+
+describe('thinking default (--reasoning) and assistant prefill', () => {
+  const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
+  const user: ChatMessage[] = [{ role: 'user', content: 'Hi' }];
+  const render = (m: ServedModel, body: Partial<ChatCompletionBody>, serverKwargs?: Record<string, unknown>) =>
+    prepareChat(m, { messages: user, ...body } as ChatCompletionBody, { serverKwargs, warn: () => {} }).prompt;
+
+  // llama-server's --reasoning auto renders a template with a thinking switch with thinking
+  // on; off (the request's or the server's enable_thinking false) closes a block the
+  // template opens regardless, as llama-server's handlers append the closing tag.
+  it('renders reasoning templates with thinking on by default; enable_thinking false closes the block', async () => {
+    const qwen = await lenmlTokenizer('qwen3');
+    const qwq = served(qwen, fixture('qwq-32b.jinja'));
+    const r1 = served(qwen, fixture('deepseek-r1-distill-qwen.jinja'));
+    const thinking = served(qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!));
+    expect(render(qwq, {})).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n');
+    expect(render(r1, {}).endsWith('<｜User｜>Hi<｜Assistant｜><think>\n')).toBe(true);
+    expect(render(thinking, {}).endsWith('<|im_start|>assistant\n<think>\n')).toBe(true);
+    const off = { chat_template_kwargs: { enable_thinking: false } };
+    expect(render(qwq, off).endsWith('<|im_start|>assistant\n<think>\n</think>')).toBe(true);
+    expect(render(r1, off).endsWith('<｜Assistant｜><think>\n</think>')).toBe(true);
+    // The template closes its own block: nothing is added.
+    expect(render(thinking, off).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
+    // --reasoning off is the server's enable_thinking false; the request's value wins.
+    expect(render(qwq, {}, { enable_thinking: false }).endsWith('<think>\n</think>')).toBe(true);
+    expect(render(qwq, { chat_template_kwargs: { enable_thinking: true } }, { enable_thinking: false }).endsWith('<think>\n')).toBe(true);
+    // A template without a thinking switch gets no enable_thinking.
+    const gemma = await model('gemma3');
+    expect(render(gemma, {})).toBe(render(gemma, { chat_template_kwargs: { enable_thinking: true } }));
+  });
+
+  it('add_generation_prompt false leaves the assistant turn unopened', async () => {
+    const qwen = await model('qwen3');
+    expect(render(qwen, { add_generation_prompt: false })).toBe('<|im_start|>user\nHi<|im_end|>\n');
+    expect(render(qwen, { add_generation_prompt: true })).toBe(render(qwen, {}));
+  });
+
+  // llama-server renders the conversation before a final assistant message with the
+  // generation prompt and appends that message's text; thinking is off for it.
+  it('continues a final assistant message: the prompt ends with its text', async () => {
+    const qwen = await lenmlTokenizer('qwen3');
+    const thinking = served(qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!));
+    const prefill = [...user, { role: 'assistant', content: 'Whill' }];
+    expect(render(thinking, { messages: prefill })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nWhill');
+    expect(render(served(qwen, fixture('qwq-32b.jinja')), { messages: prefill }).endsWith('<|im_start|>assistant\n<think>\n</think>Whill')).toBe(true);
+    // Text parts one after the other; add_generation_prompt does not apply.
+    const parts = [...user, { role: 'assistant', content: [{ type: 'text', text: 'Whi' }, { type: 'text', text: 'll ' }] }];
+    expect(render(thinking, { messages: parts, add_generation_prompt: false }).endsWith('</think>\n\nWhill ')).toBe(true);
+    const chat = prepareChat(thinking, { messages: prefill } as ChatCompletionBody, { warn: () => {} });
+    expect(chat.output.reasoning?.startsInside).toBe(false);
+  });
+
+  it('refuses a prefill llama-server refuses, and one whose reply cannot be a continuation', async () => {
+    const qwen = await model('qwen3');
+    const refuse = (body: Partial<ChatCompletionBody>, message: string | RegExp) => {
+      let err: unknown;
+      try {
+        render(qwen, body);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ApiError);
+      expect((err as ApiError).status).toBe(400);
+      expect((err as ApiError).message).toMatch(message);
+    };
+    const prefill = [...user, { role: 'assistant', content: 'Whill' }];
+    refuse({ messages: [...user, { role: 'assistant', content: 'A' }, { role: 'assistant', content: 'B' }] }, 'Cannot have 2 or more assistant messages at the end of the list.');
+    refuse({ messages: prefill, chat_template_kwargs: { enable_thinking: true } }, 'Assistant response prefill is incompatible with enable_thinking.');
+    const call = { id: 'c', type: 'function', function: { name: 'get_weather', arguments: '{}' } };
+    refuse({ messages: [...user, { role: 'assistant', content: null, tool_calls: [call] }], tools: [weather] }, /final assistant message has tool_calls/);
+    refuse({ messages: prefill, tools: [weather], tool_choice: 'required' }, /cannot be combined with continuing the final assistant message/);
+    // Tools may be declared: the continuation is parsed for calls as any reply is.
+    expect(render(qwen, { messages: prefill, tools: [weather] }).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\nWhill')).toBe(true);
+  });
+});

@@ -81,6 +81,8 @@ export class ChatTemplate {
    */
   private readonly testsNullContent: boolean;
   private readonly toolSupport: ToolSupport;
+  /** The template's output depends on enable_thinking (llama-server's test for a thinking switch). */
+  readonly readsEnableThinking: boolean;
 
   /** Parses once; `source` undefined selects FALLBACK_CHAT_TEMPLATE. */
   constructor(
@@ -90,6 +92,10 @@ export class ChatTemplate {
     this.template = new Template(source ?? FALLBACK_CHAT_TEMPLATE);
     this.testsNullContent = /(?<!\w)content['"]?\]?\s+is\s+(not\s+)?none/.test(source ?? '');
     this.toolSupport = this.probeToolSupport();
+    const probe = [{ role: 'user', content: 'test' }];
+    const now = new Date();
+    const thinking = (on: boolean) => this.tryRender(probe, { kwargs: { enable_thinking: on }, now });
+    this.readsEnableThinking = thinking(true) !== thinking(false);
   }
 
   /** The prompt text for the next assistant turn. Throws ChatTemplateError on template failure. */
@@ -176,9 +182,9 @@ export class ChatTemplate {
     return support;
   }
 
-  private tryRender(messages: ChatMessage[]): string | undefined {
+  private tryRender(messages: ChatMessage[], options: RenderChatOptions = { addGenerationPrompt: false }): string | undefined {
     try {
-      return this.renderMessages(messages, { addGenerationPrompt: false });
+      return this.renderMessages(messages, options);
     } catch {
       return undefined;
     }
