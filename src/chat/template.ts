@@ -117,8 +117,9 @@ export class ChatTemplate {
       ...options.kwargs,
       messages: messages.map((m) => this.withContent(m)),
       add_generation_prompt: options.addGenerationPrompt ?? true,
-      bos_token: this.specialTokens.bosToken,
-      eos_token: this.specialTokens.eosToken,
+      // "" where the model has none, as llama-server gives them: templates concatenate them.
+      bos_token: this.specialTokens.bosToken ?? '',
+      eos_token: this.specialTokens.eosToken ?? '',
     };
     if (tools) context.tools = tools;
     return this.template.render(context);
