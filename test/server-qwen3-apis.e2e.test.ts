@@ -412,6 +412,10 @@ describe('assistant prefill', () => {
     expect(thinking).toBeInstanceOf(Anthropic.BadRequestError);
     expect((thinking as Error).message).toMatch('Assistant response prefill is incompatible with enable_thinking.');
     expect((await applyTemplate({ messages: two })).status).toBe(400);
+    // Anthropic's own rule for a prefilled response.
+    const trailing = await anthropic.messages.create({ model: 'q', max_tokens: 1, messages: [prefill[0]!, { role: 'assistant', content: 'Whill ' }] }).catch((e: unknown) => e);
+    expect(trailing).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((trailing as Error).message).toMatch('final assistant content cannot end with trailing whitespace');
   });
 });
 
