@@ -346,6 +346,10 @@ describe('thinking default (--reasoning) and assistant prefill', () => {
     // --reasoning off is the server's enable_thinking false; the request's value wins.
     expect(render(qwq, {}, { enable_thinking: false }).endsWith('<think>\n</think>')).toBe(true);
     expect(render(qwq, { chat_template_kwargs: { enable_thinking: true } }, { enable_thinking: false }).endsWith('<think>\n')).toBe(true);
+    // A switch without reasoning tags (the output depends on enable_thinking) counts too.
+    const flag = served(qwen, "{% for m in messages %}{{ m.content }}{% endfor %}{% if enable_thinking %}[thinking]{% endif %}");
+    expect(render(flag, {})).toBe('Hi[thinking]');
+    expect(render(flag, {}, { enable_thinking: false })).toBe('Hi');
     // A template without a thinking switch gets no enable_thinking.
     const gemma = await model('gemma3');
     expect(render(gemma, {})).toBe(render(gemma, { chat_template_kwargs: { enable_thinking: true } }));
