@@ -145,6 +145,7 @@ const FLAGS: Flag[] = [
   { name: 'chat-template', env: ['LLAMA_ARG_CHAT_TEMPLATE'], value: 'JINJA', help: "Jinja chat template used instead of the checkpoint's (default: the checkpoint's)" },
   { name: 'chat-template-file', env: ['LLAMA_ARG_CHAT_TEMPLATE_FILE'], value: 'PATH', help: "file holding a Jinja chat template used instead of the checkpoint's (default: none)" },
   { name: 'chat-template-kwargs', env: ['LLAMA_ARG_CHAT_TEMPLATE_KWARGS'], value: 'JSON', help: 'JSON object of chat template kwargs; request kwargs win per key (default: {})' },
+  { name: 'reasoning', short: 'rea', env: ['LLAMA_ARG_REASONING'], value: 'on|off|auto', help: "thinking in chat: on or off sets the template's enable_thinking for requests that set none; auto renders templates with a thinking switch with thinking on (default: auto)" },
   // llama-server's variable names for these two take a boolean.
   { name: 'slots', negation: 'no-slots', env: ['LLAMA_ARG_ENDPOINT_SLOTS'], help: 'serve GET /slots (default: on)' },
   { name: 'slot-save-path', env: ['LLAMA_ARG_SLOT_SAVE_PATH'], value: 'DIR', help: 'directory of the slot files POST /slots/ID?action=save|restore write and read (default: none, slot actions answer 501)' },
@@ -312,7 +313,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       responsesStoreTtlSecs: optionalInteger('responses-store-ttl-secs', 0),
       conversationStoreMaxEntries: optionalInteger('conversation-store-max-entries', 0),
       conversationStoreTtlSecs: optionalInteger('conversation-store-ttl-secs', 0),
-      chatTemplateKwargs: jsonObject('chat-template-kwargs', get('chat-template-kwargs')),
+      chatTemplateKwargs: reasoningKwargs(get('reasoning'), jsonObject('chat-template-kwargs', get('chat-template-kwargs'))),
       spmInfill: getSwitch('spm-infill'),
       cachePrompt: getSwitch('cache-prompt'),
       warmup: getSwitch('warmup'),
@@ -446,6 +447,24 @@ function jsonObject(name: string, text: string | undefined): Record<string, unkn
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new CliError(`--${name} must be a JSON object, got ${text}`);
   return value as Record<string, unknown>;
+}
+
+/** --reasoning's spellings, llama-server's. */
+const REASONING_WORDS = { on: ['on', 'enabled', 'true', '1'], off: ['off', 'disabled', 'false', '0'], auto: ['auto', '-1'] };
+
+/**
+ * --reasoning on|off is the server-wide enable_thinking, as llama-server keeps it among
+ * the template kwargs; auto leaves it to the chat pipeline. One that contradicts
+ * --chat-template-kwargs' enable_thinking is refused rather than one silently winning.
+ */
+function reasoningKwargs(text: string | undefined, kwargs: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (text === undefined || REASONING_WORDS.auto.includes(text)) return kwargs;
+  const on = REASONING_WORDS.on.includes(text);
+  if (!on && !REASONING_WORDS.off.includes(text)) throw new CliError(`--reasoning must be on, off or auto, got "${text}"`);
+  if (kwargs && 'enable_thinking' in kwargs && kwargs.enable_thinking !== on) {
+    throw new CliError(`--reasoning ${text} contradicts --chat-template-kwargs' "enable_thinking": ${JSON.stringify(kwargs.enable_thinking)}; give one of them`);
+  }
+  return { ...kwargs, enable_thinking: on };
 }
 
 /** The sampling flags that were given, parsed; undefined when none was. */

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ChatTemplate, ChatTemplateError, type ChatMessage } from '../src/chat/template.js';
+import { ChatTemplate, ChatTemplateError, templateDates, type ChatMessage } from '../src/chat/template.js';
 import { TextTokenizer } from '../src/models/tokenizer.js';
 import { STORIES_DIR } from './helpers/fake-engine.js';
 
@@ -84,4 +84,31 @@ describe('ChatTemplate', () => {
     expect(() => template.render([{ role: 'user', content: 'x' }])).toThrow(ChatTemplateError);
     expect(() => template.render([{ role: 'user', content: 'x' }])).toThrow(/roles must alternate/);
   });
+
+  // llama-server gives templates date_string (Llama 3.x, strftime "%d %b %Y") and datetime
+  // (FireFunction v2, "%b %d %Y %H:%M:%S GMT") beside strftime_now.
+  it('gives templates date_string and datetime as llama-server does', () => {
+    const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
+    const now = new Date(2026, 11, 5, 9, 7, 3);
+    expect(templateDates(now).date_string).toBe('05 Dec 2026');
+    expect(templateDates(new Date(Date.UTC(2026, 0, 9, 23, 4, 5)))).toMatchObject({ datetime: 'Jan 09 2026 23:04:05 GMT' });
+    const llama33 = new ChatTemplate(fixture('llama-3.3-instruct.jinja'), { bosToken: '<|begin_of_text|>' });
+    const messages = [{ role: 'user', content: 'Hi' }];
+    expect(llama33.render(messages, { now })).toContain('Cutting Knowledge Date: December 2023\nToday Date: 05 Dec 2026\n\n');
+    // Today, unless a request's kwargs set their own.
+    expect(llama33.render(messages)).toContain(`Today Date: ${templateDates(new Date()).date_string}\n`);
+    expect(llama33.render(messages, { kwargs: { date_string: '01 Jan 2025' } })).toContain('Today Date: 01 Jan 2025\n');
+    const firefunction = new ChatTemplate(fixture('firefunction-v2.jinja'), { bosToken: '<|begin_of_text|>' });
+    const tool = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } };
+    const text = firefunction.render(messages, { now, tools: [tool] });
+    expect(text).toContain(`\nToday is ${templateDates(now).datetime}.<|eot_id|>`);
+    expect(text).toContain('Available functions as JSON spec:\n[\n  {\n    "type": "function"');
+    expect(firefunction.render(messages, { now })).toContain('Available functions as JSON spec:\n\nToday is');
+  });
+
+  it('renders without the generation prompt when asked', () => {
+    const qwen = lenmlTemplate('tokenizer-qwen3');
+    expect(qwen.render([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: false })).toBe('<|im_start|>user\nHi<|im_end|>\n');
+  });
 });
+

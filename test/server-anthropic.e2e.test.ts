@@ -102,6 +102,8 @@ describe('POST /v1/messages on stories260k', () => {
     });
     expect(blocks.input_tokens).toBe(promptTokens('Tell\nstories.', onceUponATime.prompt));
     // tool_use joins the assistant turn (no text here); tool_result becomes a tool message.
+    // stories260k's template shows only contents, so the call is written as llama-server's
+    // polyfill writes it: the turn's content, as JSON.
     const tools = await client.messages.countTokens({
       model: 'm',
       tools: [{ name: 'weather', description: 'Weather now', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
@@ -111,7 +113,8 @@ describe('POST /v1/messages on stories260k', () => {
         { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'Sunny' }] }, { type: 'text', text: 'Thanks' }] },
       ],
     });
-    expect(tools.input_tokens).toBe(promptTokens('Weather?', '', 'Sunny', 'Thanks'));
+    const call = JSON.stringify({ tool_calls: [{ name: 'weather', arguments: { city: 'Paris' }, id: 'toolu_1' }] }, null, 2);
+    expect(tools.input_tokens).toBe(promptTokens('Weather?', call, 'Sunny', 'Thanks'));
   });
 
   it('accepts server tools (dropped), client tools with tool_choice, thinking, and unknown fields', async () => {

@@ -378,6 +378,46 @@ async function startCli(args: string[]): Promise<{ url: string; output: () => st
   return { url: url ?? '', output: () => output, stop };
 }
 
+describe('/apply-template and __verbose with a BOS-adding tokenizer', () => {
+  const messages = [{ role: 'user' as const, content: 'Once upon a time' }];
+
+  // llama-server renders without the leading BOS text its tokenizer adds again, so the
+  // prompt sent on to /completion (as its documentation suggests) gets one BOS.
+  it('/apply-template leaves out the BOS /completion adds, and renders any length', async () => {
+    const applied = await post('/apply-template', { messages });
+    expect(applied.body).toEqual({ prompt: 'Once upon a time' });
+    const completion = await post('/completion', { prompt: applied.body.prompt, n_predict: 1, temperature: 0 });
+    expect(completion.body.prompt).toBe('<s> Once upon a time');
+    const chat = await post('/v1/chat/completions', { messages, max_tokens: 1, temperature: 0 });
+    expect(completion.body.tokens_evaluated).toBe(chat.body.usage.prompt_tokens);
+    // Rendering is not evaluation: a conversation longer than the context renders; chat refuses it.
+    const long = [{ role: 'user', content: 'Once upon a time '.repeat(600) }];
+    const rendered = await post('/apply-template', { messages: long });
+    expect(rendered.status).toBe(200);
+    expect(rendered.body.prompt).toBe(long[0]!.content);
+    const refused = await post('/v1/chat/completions', { messages: long, max_tokens: 1 });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.code).toBe('context_length_exceeded');
+  });
+
+  // llama-server's __verbose.prompt, like its /completion's prompt, is the prompt tokens
+  // detokenized (special tokens shown), not the template's text.
+  it('__verbose.prompt is the prompt tokens decoded, on chat as on text completions and /completion', async () => {
+    const verbose = await startServer(engine, { host: '127.0.0.1', port: 0, verbose: true });
+    try {
+      const client = new OpenAI({ baseURL: `${verbose.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const chat = (await client.chat.completions.create({ model: 's', messages, max_tokens: 2, temperature: 0 })) as unknown as { __verbose: { prompt: string } };
+      const text = (await client.completions.create({ model: 's', prompt: 'Once upon a time', max_tokens: 2, temperature: 0 })) as unknown as { __verbose: { prompt: string } };
+      const native = await post('/completion', { prompt: 'Once upon a time', n_predict: 2, temperature: 0 });
+      expect(chat.__verbose.prompt).toBe('<s> Once upon a time');
+      expect(text.__verbose.prompt).toBe(native.body.prompt);
+      expect(chat.__verbose.prompt).toBe(native.body.prompt);
+    } finally {
+      await verbose.close();
+    }
+  });
+});
+
 describe('the command line', () => {
   let dir: string;
   let cli: Awaited<ReturnType<typeof startCli>>;
@@ -415,7 +455,7 @@ describe('the command line', () => {
     const chat = await client.chat.completions.create({ model: 'gpt-x', messages, max_tokens: 3, temperature: 0 });
     const tokenize = await fetch(`${cli.url}/tokenize`, { method: 'POST', body: JSON.stringify({ content: '[user] Once upon a time\n[assistant]' }) });
     expect(chat.usage?.prompt_tokens).toBe(((await tokenize.json()) as { tokens: number[] }).tokens.length);
-    // --verbose: the native body of the same generation, the rendered prompt included.
+    // --verbose: the native body of the same generation, its prompt tokens decoded.
     const verbose = (chat as unknown as { __verbose: Record<string, unknown> }).__verbose;
     expect(verbose).toMatchObject({ prompt: '[user] Once upon a time\n[assistant]', content: chat.choices[0]!.message.content, tokens_predicted: 3, stop: true });
     expect(verbose.generation_settings).toMatchObject({ n_predict: 3, temperature: 0 });

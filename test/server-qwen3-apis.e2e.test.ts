@@ -5,13 +5,14 @@
 // function calls, each checked against the template rendered here or against
 // /v1/chat/completions, which runs the same pipeline.
 import Anthropic from '@anthropic-ai/sdk';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forcedInstruction } from '../src/chat/chat-request.js';
-import { ChatTemplate, type ChatMessage } from '../src/chat/template.js';
+import { ChatTemplate, templateDates, type ChatMessage } from '../src/chat/template.js';
+import { parseCli } from '../src/cli-options.js';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
@@ -313,5 +314,176 @@ describe('POST /infill', () => {
     const marker = await post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py', text: 'y<|fim_middle|>' }] });
     expect(marker.status).toBe(400);
     expect(marker.body.error.message).toBe('Invalid infill request: input_extra[0].text contains the fill-in-the-middle marker <|fim_middle|>');
+  });
+});
+
+describe('agent loops: a tool round trip sent back as the server returned it', () => {
+  const call = { id: 'call_1', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city": "Paris"}' } };
+  const round = (content: null | undefined | '') => [
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', tool_calls: [call], ...(content === undefined ? {} : { content }) },
+    { role: 'tool', tool_call_id: 'call_1', content: 'Sunny and 21 degrees' },
+  ];
+
+  // The OpenAI form ({"content": null, "tool_calls": [...]}, as the AI SDK and the OpenAI
+  // Agents SDK send it), content left out, or "": the same prompt, with the call and its result.
+  it('renders and generates with the assistant content null, absent or "" (chat completions and /apply-template)', async () => {
+    const prompts: string[] = [];
+    for (const content of [null, undefined, ''] as const) {
+      const body = { messages: round(content), tools: [asChatTool], chat_template_kwargs: { enable_thinking: false } };
+      const applied = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
+      expect(applied.status).toBe(200);
+      const { prompt } = (await applied.json()) as { prompt: string };
+      expect(prompt).toContain('<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n');
+      expect(prompt).toContain('<|im_start|>user\n<tool_response>\nSunny and 21 degrees\n</tool_response><|im_end|>\n');
+      prompts.push(prompt);
+      const chat = await openai.chat.completions.create({ model: 'q', ...body, max_tokens: 2, temperature: 0 } as never);
+      expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(engine.tokenizer.encode(prompt, false).length);
+    }
+    expect(new Set(prompts).size).toBe(1);
+  });
+});
+
+describe('assistant prefill', () => {
+  const prefill = [
+    { role: 'user' as const, content: 'Hi' },
+    { role: 'assistant' as const, content: 'Whill' },
+  ];
+  const applyTemplate = async (body: unknown) => {
+    const res = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+
+  // llama-server (and Anthropic's documented prefill): the prompt is the conversation
+  // before the final assistant message, the generation prompt, then that message's text
+  // unclosed; the reply holds only what follows it.
+  it('continues the final assistant message on chat completions, Responses and Anthropic Messages, streamed or not', async () => {
+    const { body: applied } = await applyTemplate({ messages: prefill });
+    // Thinking is off for a continued message: the template's closed empty block, then the text.
+    expect(applied.prompt).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nWhill');
+    const ids = engine.tokenizer.encode(applied.prompt, false);
+    const completion = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: ids, n_predict: 4, temperature: 0 }) });
+    const continuation = ((await completion.json()) as { content: string }).content;
+    expect(continuation.length).toBeGreaterThan(0);
+
+    const params = { model: 'q', messages: prefill, max_tokens: 4, temperature: 0 };
+    const chat = await openai.chat.completions.create(params);
+    expect(chat.choices[0]!.message.content).toBe(continuation);
+    expect(chat.usage!.prompt_tokens).toBe(ids.length);
+    let streamed = '';
+    for await (const chunk of await openai.chat.completions.create({ ...params, stream: true })) streamed += chunk.choices[0]?.delta.content ?? '';
+    expect(streamed).toBe(continuation);
+
+    const responseInput = [
+      { role: 'user' as const, content: 'Hi' },
+      { role: 'assistant' as const, content: 'Whill' },
+    ];
+    const response = await openai.responses.create({ model: 'q', input: responseInput, max_output_tokens: 4, temperature: 0 });
+    expect(response.output.map((o) => o.type)).toEqual(['message']);
+    expect(response.output_text).toBe(continuation);
+    const responseStream = openai.responses.stream({ model: 'q', input: responseInput, max_output_tokens: 4, temperature: 0 });
+    expect((await responseStream.finalResponse()).output_text).toBe(continuation);
+
+    const message = await anthropic.messages.create(params);
+    expect(message.content).toHaveLength(1);
+    expect(message.content[0]).toMatchObject({ type: 'text', text: continuation });
+    expect(message.usage.input_tokens + (message.usage.cache_read_input_tokens ?? 0)).toBe(ids.length);
+    let text = '';
+    const messageStream = anthropic.messages.stream(params);
+    messageStream.on('text', (delta) => (text += delta));
+    await messageStream.finalMessage();
+    expect(text).toBe(continuation);
+  });
+
+  it('refuses two trailing assistant messages, and a prefill with thinking on, in each API\'s envelope', async () => {
+    const two = [...prefill, { role: 'assistant' as const, content: 'again' }];
+    const chat = await openai.chat.completions.create({ model: 'q', messages: two, max_tokens: 1 }).catch((e: unknown) => e);
+    expect(chat).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((chat as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ type: 'invalid_request_error', message: 'Cannot have 2 or more assistant messages at the end of the list.' });
+    const responses = await openai.responses.create({ model: 'q', input: two, max_output_tokens: 1 }).catch((e: unknown) => e);
+    expect(responses).toBeInstanceOf(OpenAI.BadRequestError);
+    const raw = await fetch(`${server.url}/v1/messages`, { method: 'POST', body: JSON.stringify({ model: 'q', max_tokens: 1, messages: two }) });
+    expect(raw.status).toBe(400);
+    expect(await raw.json()).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: 'Cannot have 2 or more assistant messages at the end of the list.' } });
+    // llama-server refuses a prefill asked to think; so does Anthropic's API.
+    const thinking = await anthropic.messages
+      .create({ model: 'q', max_tokens: 2048, messages: prefill, thinking: { type: 'enabled', budget_tokens: 1024 } })
+      .catch((e: unknown) => e);
+    expect(thinking).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((thinking as Error).message).toMatch('Assistant response prefill is incompatible with enable_thinking.');
+    expect((await applyTemplate({ messages: two })).status).toBe(400);
+    // Anthropic's own rule for a prefilled response.
+    const trailing = await anthropic.messages.create({ model: 'q', max_tokens: 1, messages: [prefill[0]!, { role: 'assistant', content: 'Whill ' }] }).catch((e: unknown) => e);
+    expect(trailing).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((trailing as Error).message).toMatch('final assistant content cannot end with trailing whitespace');
+  });
+});
+
+describe('add_generation_prompt', () => {
+  // llama-server reads add_generation_prompt (default true) on chat and /apply-template.
+  it('false renders the conversation without opening the assistant turn', async () => {
+    const messages = [{ role: 'user', content: 'Hi' }];
+    const res = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify({ messages, add_generation_prompt: false }) });
+    const { prompt } = (await res.json()) as { prompt: string };
+    expect(prompt).toBe('<|im_start|>user\nHi<|im_end|>\n');
+    const chat = await openai.chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1, add_generation_prompt: false } as never);
+    expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(engine.tokenizer.encode(prompt, false).length);
+    const bad = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages, add_generation_prompt: 'no' }) });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as any).error.type).toBe('invalid_request_error');
+  });
+});
+
+describe('--reasoning and the template context', () => {
+  const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
+  const applyOn = async (url: string, body: unknown) => {
+    const res = await fetch(`${url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
+    const answer = (await res.json()) as { prompt: string };
+    expect(res.status, JSON.stringify(answer)).toBe(200);
+    return answer.prompt;
+  };
+  const messages = [{ role: 'user', content: 'Hi' }];
+
+  // llama-server's --reasoning auto (the default) renders QwQ's template with thinking on:
+  // the prompt opens the block; thinking off (--reasoning off, or the request's
+  // enable_thinking false) closes it; the request's value wins over the server's.
+  it('QwQ renders with thinking on by default, closed by --reasoning off, the request winning', async () => {
+    const parsed = parseCli(['--reasoning', 'off'], {}, dir);
+    if (parsed.kind !== 'serve') throw new Error('expected serve');
+    const auto = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('qwq-32b.jinja') });
+    const off = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('qwq-32b.jinja'), chatTemplateKwargs: parsed.options.chatTemplateKwargs });
+    try {
+      expect(await applyOn(auto.url, { messages })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n');
+      expect(await applyOn(off.url, { messages })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n</think>');
+      expect(await applyOn(auto.url, { messages, chat_template_kwargs: { enable_thinking: false } })).toMatch(/<think>\n<\/think>$/);
+      expect(await applyOn(off.url, { messages, chat_template_kwargs: { enable_thinking: true } })).toMatch(/<think>\n$/);
+      // The reply of the default starts inside the block; off's is all content.
+      const client = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const thinking = await client(auto.url).chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 3, temperature: 0 });
+      expect((thinking.choices[0]!.message as { reasoning_content?: string }).reasoning_content?.length).toBeGreaterThan(0);
+      const plain = await client(off.url).chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 3, temperature: 0 });
+      expect((plain.choices[0]!.message as { reasoning_content?: string }).reasoning_content ?? '').toBe('');
+    } finally {
+      await Promise.all([auto.close(), off.close()]);
+    }
+  });
+
+  // llama-server gives templates date_string (Llama 3.x: "%d %b %Y") and datetime
+  // (FireFunction v2) beside strftime_now.
+  it("prints today's date in Llama 3.3's template and renders FireFunction v2's", async () => {
+    const llama = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('llama-3.3-instruct.jinja') });
+    const fire = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('firefunction-v2.jinja') });
+    try {
+      const today = templateDates(new Date()).date_string;
+      expect(today).toMatch(/^\d\d [A-Z][a-z]{2} \d{4}$/);
+      expect(await applyOn(llama.url, { messages })).toContain(`Cutting Knowledge Date: December 2023\nToday Date: ${today}\n\n`);
+      const prompt = await applyOn(fire.url, { messages, tools: [asChatTool] });
+      expect(prompt).toMatch(/\nToday is [A-Z][a-z]{2} \d\d \d{4} \d\d:\d\d:\d\d GMT\.<\|eot_id\|>/);
+      expect(prompt).toContain('"name": "get_weather"');
+      const chat = await new OpenAI({ baseURL: `${fire.url}/v1`, apiKey: 'unused', maxRetries: 0 }).chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1 });
+      expect(chat.choices).toHaveLength(1);
+    } finally {
+      await Promise.all([llama.close(), fire.close()]);
+    }
   });
 });

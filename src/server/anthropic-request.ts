@@ -87,6 +87,12 @@ export function chatTurn(body: MessagesBody): ChatTurnRequest {
   // tool_result blocks carry only the call id; templates that label tool messages want the name.
   const toolNames = new Map<string, string>();
   body.messages.forEach((message, i) => messages.push(...toChatMessages(message, `messages[${i}]`, toolNames)));
+  // A final assistant message is a prefilled response, continued; the API refuses one
+  // ending in whitespace.
+  const final = messages.at(-1);
+  if (final?.role === 'assistant' && typeof final.content === 'string' && /\s$/.test(final.content)) {
+    throw badRequest('messages: final assistant content cannot end with trailing whitespace');
+  }
   const thinking = body.thinking;
   return {
     messages,

@@ -15,7 +15,8 @@ import {
   type ForcedChoice,
   type THINKING_BUDGET_FIELDS,
 } from '../chat/chat-request.js';
-import { ChatTemplateError } from '../chat/template.js';
+import { promptOpensReasoning } from '../chat/reasoning.js';
+import { ChatTemplateError, type ChatMessage } from '../chat/template.js';
 import { forcedCallDocument } from '../chat/tool-constraint.js';
 import { HARMONY_TOKENS } from '../chat/tools/harmony.js';
 import type { ChatFormat } from '../chat/tools/registry.js';
@@ -36,6 +37,7 @@ import { constrainsOutput, structuredOutputConstraint } from './response-format.
 export type ChatTurnRequest = Pick<
   ChatCompletionBody,
   | 'messages'
+  | 'add_generation_prompt'
   | 'tools'
   | 'tool_choice'
   | 'chat_template_kwargs'
@@ -94,14 +96,20 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
     throw new ChatRequestError('a forced tool_choice ("required" or a named function) cannot be combined with a constraining response_format, json_schema or grammar');
   }
   const budget = thinkingBudget(body);
-  const kwargs = resolveTemplateKwargs(body, options.serverKwargs);
+  const template = plan.rendered.length > 0 && model.toolUseTemplate ? model.toolUseTemplate : model.chatTemplate;
+  const prefill = prefillMessage(body.messages, plan.forced !== undefined);
+  const kwargs = thinkingKwargs(resolveTemplateKwargs(body, options.serverKwargs), template.readsEnableThinking || format.reasoning !== undefined, prefill !== undefined);
 
-  let messages = body.messages;
+  let messages = prefill ? body.messages.slice(0, -1) : body.messages;
   if (format.reasoning && kwargs.preserve_thinking !== true) messages = applyRollingCheckpoint(messages, format.reasoning);
   if (format.objectArguments) messages = withObjectArguments(messages);
   if (plan.forced) messages = placeInstruction(messages, forcedInstruction(plan.forced));
-  const template = plan.rendered.length > 0 && model.toolUseTemplate ? model.toolUseTemplate : model.chatTemplate;
-  const prompt = template.render(messages, { tools: plan.rendered, kwargs });
+  // A continued message needs the assistant's turn opened, whatever add_generation_prompt says.
+  let prompt = template.render(messages, { tools: plan.rendered, kwargs, addGenerationPrompt: prefill !== undefined || body.add_generation_prompt !== false });
+  // Thinking off on a template whose generation prompt opens the block anyway (QwQ,
+  // DeepSeek-R1): llama-server closes it, so the reply starts with the answer.
+  if (kwargs.enable_thinking === false && format.reasoning && promptOpensReasoning(prompt, format.reasoning)) prompt += format.reasoning.close;
+  if (prefill) prompt += prefillText(prefill);
 
   const maxCalls = body.parallel_tool_calls === false ? 1 : undefined;
   const output = chatOutputConfig(format, prompt, plan.parsed, maxCalls, options.warn);
@@ -134,6 +142,43 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
     ...(plan.forced ? { forced: plan.forced } : {}),
     tools: plan.parsed,
   };
+}
+
+/**
+ * The final assistant message a chat continues (llama-server's assistant prefill, Anthropic's
+ * prefilled response): the prompt ends with its text and the reply is what follows.
+ */
+function prefillMessage(messages: readonly ChatMessage[], forced: boolean): ChatMessage | undefined {
+  const last = messages.at(-1);
+  if (last?.role !== 'assistant') return undefined;
+  if (messages.at(-2)?.role === 'assistant') throw new ChatRequestError('Cannot have 2 or more assistant messages at the end of the list.');
+  if (Array.isArray(last.tool_calls) && last.tool_calls.length > 0) {
+    throw new ChatRequestError('the final assistant message has tool_calls: send their results (role "tool") after it, or leave tool_calls out to continue its text');
+  }
+  if (forced) throw new ChatRequestError('a forced tool_choice ("required" or a named function) cannot be combined with continuing the final assistant message');
+  return last;
+}
+
+/** A continued message's text: its text parts one after the other, as llama-server appends them. */
+function prefillText(message: ChatMessage): string {
+  const { content } = message;
+  if (typeof content === 'string') return content;
+  return (content ?? []).map((part) => (part.type === 'text' ? String(part.text) : '')).join('');
+}
+
+/**
+ * enable_thinking as llama-server's `--reasoning auto` resolves it: a template with a
+ * thinking switch renders with thinking on unless the request or the server
+ * (--reasoning, --chat-template-kwargs) set it. A continued assistant message is the
+ * answer, so it renders with thinking off, and one asked to think is refused as
+ * llama-server refuses it.
+ */
+function thinkingKwargs(kwargs: Record<string, unknown>, switchable: boolean, prefill: boolean): Record<string, unknown> {
+  if (prefill) {
+    if (kwargs.enable_thinking === true) throw new ChatRequestError('Assistant response prefill is incompatible with enable_thinking.');
+    return switchable ? { ...kwargs, enable_thinking: false } : kwargs;
+  }
+  return switchable && kwargs.enable_thinking === undefined ? { ...kwargs, enable_thinking: true } : kwargs;
 }
 
 /** The markup a reply's parser reads: tool-call tokens only when calls are parsed. */

@@ -72,9 +72,14 @@ export interface TurnPrepareOptions {
   warn: (message: string) => void;
 }
 
-/** Renders and tokenizes a turn; 400 for what the template, the rules or the model refuse. */
-export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): Promise<PreparedTurn> {
+/** Renders a turn's prompt; 400 for what the template, the rules or the model refuse. */
+export function renderTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedChat {
   rejectNonTextContent(req.messages);
+  return prepareChat(model, req, options);
+}
+
+/** Renders and tokenizes a turn that is to be generated: its prompt must fit the context. */
+export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): Promise<PreparedTurn> {
   if (model.maxMessages !== undefined && req.messages.length > model.maxMessages) {
     const { contextSize } = model.engine.info;
     throw badRequest(
@@ -83,7 +88,7 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
       { n_ctx: contextSize },
     );
   }
-  const chat = prepareChat(model, req, options);
+  const chat = renderTurn(model, req, options);
   // The template owns BOS and the turn markers, so no specials are added.
   return { chat, promptTokens: await tokenizeText(model.engine, chat.prompt, false) };
 }

@@ -109,13 +109,13 @@ export function finalResponse(
 
 /**
  * llama-server's `__verbose` (under -v) on an OpenAI completion or chat body: the native
- * final body of the same generation, with the prompt as rendered and the request's
- * settings as /completion would report them.
+ * final body of the same generation, with the prompt tokens decoded (special tokens shown,
+ * as /completion's `prompt`) and the request's settings as /completion would report them.
  */
 export function verboseBody(
   engine: Engine,
   result: TextGenerationResult,
-  o: { prompt: string; body: SamplingFields; maxTokens: number | null | undefined; logitBias: Map<number, number> | undefined; defaults: SamplingDefaults; nProbs: number },
+  o: { promptTokens: number[]; body: SamplingFields; maxTokens: number | null | undefined; logitBias: Map<number, number> | undefined; defaults: SamplingDefaults; nProbs: number },
 ) {
   const settings = generationSettings(
     {
@@ -130,7 +130,7 @@ export function verboseBody(
     },
     o.defaults,
   );
-  return finalResponse(engine, result, { content: result.text, tokens: [], prompt: o.prompt, settings });
+  return finalResponse(engine, result, { content: result.text, tokens: [], prompt: engine.tokenizer.decode(o.promptTokens, false), settings });
 }
 
 /** llama-server's prompt_progress (return_progress), on its native and OpenAI stream chunks. */

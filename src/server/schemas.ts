@@ -71,6 +71,8 @@ export interface OpenAIStreamFields {
 
 export interface ChatCompletionBody extends SamplingFields, GrammarFields, OpenAIStreamFields, ThinkingBudgetFields {
   messages: ChatMessage[];
+  /** llama-server's: false renders the prompt without opening the assistant's turn. */
+  add_generation_prompt?: Opt<boolean>;
   chat_template_kwargs?: Opt<Record<string, unknown>>;
   tools?: Opt<ToolDefinition[]>;
   /** Checked by src/chat/chat-request.ts, which words the 400s the REST reference lists. */
@@ -284,6 +286,7 @@ export const validateChatCompletion = ajv.compile<ChatCompletionBody>({
         },
       },
     },
+    add_generation_prompt: nullable('boolean'),
     chat_template_kwargs: nullable('object'),
     tools: {
       ...nullable('array'),

@@ -328,16 +328,21 @@ function makeConfig(
 }
 
 /**
- * Turns a checkpoint's Qwen3 template into its thinking variant: the generation prompt
- * opens "<think>\n" unless enable_thinking is false (then it closes an empty block, as
- * the original always does). Returns the new template.
+ * Qwen3's template turned into its thinking variant: the generation prompt opens
+ * "<think>\n" unless enable_thinking is false (then it closes an empty block, as the
+ * original always does).
  */
+export function thinkingQwen3Template(source: string): string {
+  const closeEmpty = "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
+  if (!source.includes(closeEmpty)) throw new Error('not the Qwen3 chat template');
+  return source.replace(closeEmpty, "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}");
+}
+
+/** Gives a checkpoint's Qwen3 template the thinking variant (thinkingQwen3Template); returns it. */
 export function useThinkingQwen3Template(dir: string): string {
   const configPath = join(dir, 'tokenizer_config.json');
   const config = JSON.parse(readFileSync(configPath, 'utf8')) as { chat_template: string };
-  const closeEmpty = "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}";
-  if (!config.chat_template.includes(closeEmpty)) throw new Error(`${dir}: not the Qwen3 chat template`);
-  config.chat_template = config.chat_template.replace(closeEmpty, "{{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    {%- endif %}");
+  config.chat_template = thinkingQwen3Template(config.chat_template);
   writeFileSync(configPath, JSON.stringify(config));
   return config.chat_template;
 }

@@ -7,7 +7,7 @@ import { FIM_SPELLINGS, fimTokens, infillPrompt, type InfillParts } from '../../
 import { generateTexts, type GeneratedToken, type TextGenerationParams } from '../../chat/text-generation.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
-import { prepareTurn } from '../chat-turn.js';
+import { renderTurn } from '../chat-turn.js';
 import { choiceSampling, choicesScope, collectChoices, MAX_RESULTS, mergeChoices } from '../choices.js';
 import { ApiError, badRequest } from '../errors.js';
 import { generationParams, tokenizeText } from '../generation-params.js';
@@ -199,13 +199,18 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   });
 
   // The chat prompt a chat completion with this body would generate from, rendered by the
-  // same pipeline (tools, tool_choice, kwargs, reasoning rules), without generating.
-  router.post('/apply-template', async (req, res) => {
+  // same pipeline (tools, tool_choice, kwargs, reasoning rules), without generating: any
+  // length renders. As llama-server's, it leaves out a leading BOS the tokenizer adds
+  // itself, so the text sent to /completion gets one.
+  router.post('/apply-template', (req, res) => {
     const body = validateBody(validateChatCompletion, req.body);
     const model = models.require();
     const warn = (message: string) => console.warn(`mlxcel-server: /apply-template: ${message}`);
-    const { chat } = await prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
-    res.json({ prompt: chat.prompt });
+    const { prompt } = renderTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
+    const { tokenizer } = model.engine;
+    const bos = tokenizer.bosToken;
+    const addsBos = tokenizer.bosId !== undefined && tokenizer.encode('', true)[0] === tokenizer.bosId;
+    res.json({ prompt: bos && addsBos && prompt.startsWith(bos) ? prompt.slice(bos.length) : prompt });
   });
 
   router.post('/tokenize', async (req, res) => {

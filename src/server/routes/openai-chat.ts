@@ -65,7 +65,7 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
       const verbose = options.verbose
         ? {
             __verbose: verboseBody(model.engine, turns[0]!.generation, {
-              prompt: turn.chat.prompt,
+              promptTokens: turn.promptTokens,
               body,
               maxTokens: body.max_completion_tokens ?? body.max_tokens,
               logitBias,

@@ -80,7 +80,7 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
         ...(options.verbose
           ? {
               __verbose: verboseBody(engine, results[0]!, {
-                prompt: engine.tokenizer.decode(promptTokens[0]!, false),
+                promptTokens: promptTokens[0]!,
                 body,
                 maxTokens,
                 logitBias,
