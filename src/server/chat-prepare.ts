@@ -104,7 +104,7 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
   const prompt = template.render(messages, { tools: plan.rendered, kwargs });
 
   const maxCalls = body.parallel_tool_calls === false ? 1 : undefined;
-  const output = chatOutputConfig(format, prompt, plan.parsed, maxCalls, options.warn);
+  const output = chatOutputConfig(format, prompt, plan.parsed, { maxCalls, forced: plan.forced !== undefined, warn: options.warn });
 
   const keepSpecialIds = specialIds(tokenizer, markupTokens(format, output.tools !== undefined));
 
