@@ -3,10 +3,9 @@
 // before its name still shows, and the turn reports the limit (finish_reason "length",
 // status "incomplete", stop_reason "max_tokens"). A scripted engine writes a Qwen3 Hermes
 // call under the real tokenizer.
-import Anthropic from '@anthropic-ai/sdk';
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../src/server/server.js';
+import { everyApi, expectCutOnEveryApi } from './helpers/chat-apis.js';
 import { FakeEngine } from './helpers/fake-engine.js';
 import { tokenizerDir } from './helpers/random-checkpoint.js';
 import { readSse } from './helpers/sse.js';
@@ -86,105 +85,28 @@ describe('a tool call cut off by max_tokens', () => {
   });
 });
 
-/** What each API (streamed or not) says of a turn: its text, its calls and how it ended. */
-interface Seen {
-  content: string;
-  calls: Array<{ name: string; arguments: string }>;
-  finish: string | null;
+/** Scripts the reply as `pieces` (one token or more each); its length in tokens. */
+function scripted(pieces: string[]): number {
+  script = pieces.flatMap((p) => engine.tokenizer.encode(p, false));
+  return script.length;
 }
-
-/**
- * The scripted reply, written as `pieces` (one token or more each), cut by max_tokens at its
- * end, through chat completions, Responses and Anthropic Messages, each streamed and not.
- */
-async function everyApi(pieces: string[], tools: Array<{ name: string; parameters: Record<string, unknown> }>, forced: boolean): Promise<Record<string, Seen>> {
-  const ids = pieces.flatMap((p) => engine.tokenizer.encode(p, false));
-  script = ids;
-  const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  const anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
-  const chatParams = {
-    model: 'q',
-    messages: [{ role: 'user' as const, content: 'Weather in Paris?' }],
-    tools: tools.map((t) => ({ type: 'function' as const, function: t })),
-    tool_choice: forced ? ('required' as const) : ('auto' as const),
-    max_tokens: ids.length,
-  };
-  const fromChat = (message: OpenAI.ChatCompletionMessage, finish: string | null): Seen => ({
-    content: message.content ?? '',
-    calls: (message.tool_calls ?? []).flatMap((c) => (c.type === 'function' ? [{ name: c.function.name, arguments: c.function.arguments }] : [])),
-    finish,
-  });
-  const chat = await openai.chat.completions.create(chatParams);
-  const chatStream = await openai.chat.completions.stream(chatParams).finalChatCompletion();
-  // Each delta's content, which must never carry markup on its way.
-  const deltas: string[] = [];
-  for await (const chunk of await openai.chat.completions.create({ ...chatParams, stream: true })) deltas.push(chunk.choices[0]?.delta.content ?? '');
-  expect(deltas.join('')).toBe(chat.choices[0]!.message.content ?? '');
-
-  const responsesParams = {
-    model: 'q',
-    input: 'Weather in Paris?',
-    tools: tools.map((t) => ({ type: 'function' as const, name: t.name, parameters: t.parameters, strict: false })),
-    tool_choice: forced ? ('required' as const) : ('auto' as const),
-    max_output_tokens: ids.length,
-  };
-  const fromResponse = (r: OpenAI.Responses.Response): Seen => ({
-    content: r.output_text,
-    calls: r.output.flatMap((o) => (o.type === 'function_call' ? [{ name: o.name, arguments: o.arguments, status: o.status }] : [])),
-    finish: `${r.status}:${r.incomplete_details?.reason}`,
-  });
-  const responses = await openai.responses.create(responsesParams);
-  const responsesStream = await openai.responses.stream(responsesParams).finalResponse();
-
-  const messagesParams = {
-    model: 'q',
-    max_tokens: ids.length,
-    messages: [{ role: 'user' as const, content: 'Weather in Paris?' }],
-    tools: tools.map((t) => ({ name: t.name, input_schema: t.parameters as Anthropic.Tool.InputSchema })),
-    tool_choice: forced ? { type: 'any' as const } : { type: 'auto' as const },
-  };
-  const fromMessage = (m: Anthropic.Message): Seen => ({
-    content: m.content.map((b) => (b.type === 'text' ? b.text : '')).join(''),
-    calls: m.content.flatMap((b) => (b.type === 'tool_use' ? [{ name: b.name, arguments: JSON.stringify(b.input) }] : [])),
-    finish: m.stop_reason,
-  });
-  const message = await anthropic.messages.create(messagesParams);
-  const messageStream = await anthropic.messages.stream(messagesParams).finalMessage();
-  return {
-    chat: fromChat(chat.choices[0]!.message, chat.choices[0]!.finish_reason),
-    'chat stream': fromChat(chatStream.choices[0]!.message, chatStream.choices[0]!.finish_reason),
-    responses: fromResponse(responses),
-    'responses stream': fromResponse(responsesStream),
-    messages: fromMessage(message),
-    'messages stream': fromMessage(messageStream),
-  };
-}
-
-const expectEveryApi = (seen: Record<string, Seen>, content: string, calls: Array<{ name: string; arguments: string }>) => {
-  const chatCalls = calls.map((c) => ({ name: c.name, arguments: c.arguments }));
-  for (const api of ['chat', 'chat stream']) expect(seen[api], api).toEqual({ content, calls: chatCalls, finish: 'length' });
-  for (const api of ['responses', 'responses stream']) {
-    expect(seen[api], api).toEqual({ content, calls: calls.map((c) => ({ ...c, status: 'incomplete' })), finish: 'incomplete:max_output_tokens' });
-  }
-  for (const api of ['messages', 'messages stream']) expect(seen[api], api).toEqual({ content, calls: calls.map((c) => ({ name: c.name, arguments: '{}' })), finish: 'max_tokens' });
-};
 
 describe('a forced call cut off before its name, on every API streamed or not', () => {
   const weather = { name: 'get_weather', parameters: chatTool.function.parameters };
   const time = { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' } } } };
 
   it('inside its opening marker: no markup as content, the one declared tool as a started call', async () => {
-    const seen = await everyApi(['<', 'tool', '_c'], [weather], true);
-    expectEveryApi(seen, '', [{ name: 'get_weather', arguments: '' }]);
+    const seen = await everyApi(server.url, scripted(['<', 'tool', '_c']), [weather], true);
+    expectCutOnEveryApi(seen, '', [{ name: 'get_weather', arguments: '' }]);
   });
 
   it('after the marker, before the name: a started call, nameless among several tools', async () => {
-    const seen = await everyApi(['<tool_call>', '\n{"', 'na'], [weather, time], true);
-    expectEveryApi(seen, '', [{ name: '', arguments: '' }]);
+    const seen = await everyApi(server.url, scripted(['<tool_call>', '\n{"', 'na']), [weather, time], true);
+    expectCutOnEveryApi(seen, '', [{ name: '', arguments: '' }]);
   });
 
   it('tool_choice auto: text ending in a partial marker keeps its text and drops the marker', async () => {
-    const seen = await everyApi(['Let me check.', ' <', 'tool', '_c'], [weather], false);
+    const seen = await everyApi(server.url, scripted(['Let me check.', ' <', 'tool', '_c']), [weather], false);
     for (const [api, s] of Object.entries(seen)) expect(s.content, api).toBe('Let me check.');
     for (const [api, s] of Object.entries(seen)) expect(s.calls, api).toEqual([]);
   });
