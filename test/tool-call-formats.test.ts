@@ -395,7 +395,7 @@ describe('a call cut off by max_tokens is never content', () => {
     const tok = await lenmlTokenizer('qwen3');
     for (const reply of ['<tool_call', '<', '\n<tool_c']) {
       const auto = streamChars(`Sure. ${reply}`, config({ format: 'hermes' }), true);
-      expect(auto.reply).toMatchObject({ content: 'Sure.', toolCalls: [], cutOff: true });
+      expect(auto.reply).toMatchObject({ content: 'Sure.', toolCalls: [], cutOff: false });
       expect(coalesce(auto.chunks)).toEqual([{ content: 'Sure.' }]);
       const forced: ChatOutputConfig = { tools: { format: format('hermes'), declared: [weather], forced: true } };
       for (const out of [streamChars(reply, forced, true), await streamReply(tok, reply, forced, new Set(), 'Hi', true)]) {
@@ -408,6 +408,10 @@ describe('a call cut off by max_tokens is never content', () => {
     }
     // Without the limit the same text is content.
     expect(streamChars('Sure. <tool_call', config({ format: 'hermes' })).reply.content).toBe('Sure. <tool_call');
+    // After a complete call it is dropped, and the call stands (the reply is not cut inside it).
+    const after = streamChars('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>\n<tool_c', config({ format: 'hermes' }), true);
+    expect(after.reply).toMatchObject({ content: '', cutOff: false });
+    expect(after.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_time', arguments: '{}' }]);
   });
 
   it('a reasoning tag cut short by the limit is dropped', () => {
@@ -533,7 +537,7 @@ describe('Harmony (GPT-OSS), tokenized with its own tokenizer', () => {
     const header = streamChars('<|channel|>commentary to=functions.get_wea', harmonyConfig(true), true);
     expect(header.reply).toMatchObject({ content: '', cutOff: true });
     expect(header.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_weather', arguments: '' }]);
-    expect(streamChars('<|channel|>fin', harmonyConfig(true), true).reply).toMatchObject({ content: '', toolCalls: [] });
+    expect(streamChars('<|channel|>fin', harmonyConfig(true), true).reply).toMatchObject({ content: '', toolCalls: [], cutOff: false });
   });
 
   it('a call ended without its terminator and without the limit is content', async () => {

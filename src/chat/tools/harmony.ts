@@ -78,8 +78,10 @@ export class HarmonyOutput {
     if (this.body) this.endMessage(out, atLimit);
     else if (atLimit && this.buffer.trim() !== '') {
       const recipient = /\bto=(?:functions\.)?([^\s<]*)/.exec(this.buffer)?.[1];
-      if (recipient !== undefined && this.toolsDeclared) this.addCall(out, cutCallName(this.tools, recipient), '');
-      this.cutOff = true;
+      if (recipient !== undefined && this.toolsDeclared) {
+        this.addCall(out, cutCallName(this.tools, recipient), '');
+        this.cutOff = true;
+      }
     } else if (this.buffer.trim() !== '') {
       // A header that never reached <|message|>: what the model wrote is all there is.
       out.content += this.buffer;

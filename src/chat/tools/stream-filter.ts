@@ -224,9 +224,11 @@ export class ToolCallFilter {
 
   /** The output ends in a marker cut short by the token limit (the pending text from it on). */
   private cutMarker(out: FilterOutput): void {
-    if (this.options.forced && this.atBoundary && this.buffer.trim() !== '') this.startCutCall(out);
+    if (this.options.forced && this.atBoundary && this.buffer.trim() !== '') {
+      this.startCutCall(out);
+      this.cutOff = true;
+    }
     this.buffer = '';
-    this.cutOff = true;
   }
 
   /** A call whose name was not read before the token limit. */
