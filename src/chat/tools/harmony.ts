@@ -77,9 +77,9 @@ export class HarmonyOutput {
     const out = this.drain(true);
     if (this.body) this.endMessage(out, atLimit);
     else if (atLimit && this.buffer.trim() !== '') {
-      const recipient = /\bto=(?:functions\.)?([^\s<]*)/.exec(this.buffer)?.[1];
-      if (recipient !== undefined && this.toolsDeclared) {
-        this.addCall(out, cutCallName(this.tools, recipient), '');
+      const header = readHeader(this.buffer);
+      if (header.kind === 'call' && this.toolsDeclared) {
+        this.addCall(out, cutCallName(this.tools, header.name), '');
         this.cutOff = true;
       }
     } else if (this.buffer.trim() !== '') {
