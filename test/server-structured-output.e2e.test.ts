@@ -221,11 +221,11 @@ describe('Anthropic output_config.format', () => {
   });
 
   it("takes the structured-outputs beta's output_format the same way", async () => {
-    const { output_config, ...rest } = params(pet);
+    const { output_config, ...rest } = params(tag);
     const res = await post('/v1/messages', { ...rest, output_format: output_config.format });
     const msg = (await res.json()) as Anthropic.Message;
     expect(res.status).toBe(200);
-    expect(ajv.validate(pet, JSON.parse((msg.content[0] as Anthropic.TextBlock).text))).toBe(true);
+    expect(ajv.validate(tag, JSON.parse((msg.content[0] as Anthropic.TextBlock).text))).toBe(true);
   });
 
   it('refuses what the grammar cannot honour, in the Anthropic envelope', async () => {
