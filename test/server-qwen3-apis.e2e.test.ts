@@ -1,9 +1,9 @@
 // The Responses and Anthropic routes on a random-weight Qwen3 model with the real Qwen3
 // tokenizer, whose template is the thinking variant (the generation prompt opens
 // "<think>\n" unless enable_thinking is false): reasoning items and thinking blocks,
-// thinking turned off, tools rendered into the template, tool_choice, and replayed
-// function calls, each checked against the template rendered here or against
-// /v1/chat/completions, which runs the same pipeline.
+// thinking turned off, tools rendered into the template, tool_choice, replayed function
+// calls and a forced call cut off by max_tokens, each checked against the template rendered
+// here or against /v1/chat/completions, which runs the same pipeline.
 import Anthropic from '@anthropic-ai/sdk';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
