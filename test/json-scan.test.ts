@@ -1,7 +1,8 @@
 // scanJsonValue over a growing text resumes where the scan of its prefix stopped: it must
-// answer exactly as a scan from scratch would, at every length and every split point.
+// answer exactly as a scan from scratch would, at every length and every split point. And
+// completePartialJson, which reads a value cut off anywhere.
 import { describe, expect, it } from 'vitest';
-import { scanJsonValue, type ScanResult } from '../src/chat/tools/json-scan.js';
+import { completePartialJson, scanJsonValue, type ScanResult } from '../src/chat/tools/json-scan.js';
 
 /** The same scan with nothing to resume from: `text` copied into a string of its own
  *  past a unique prefix, so no earlier scan's state can match it. */
@@ -42,5 +43,28 @@ describe('scanJsonValue on a growing text', () => {
     expect(scanJsonValue('{"a": "y"}', 0)).toEqual({ status: 'complete', end: 10 });
     expect(scanJsonValue('{"a": "x', 0)).toEqual({ status: 'incomplete' });
     expect(scanJsonValue('{"a": "x"]', 0)).toEqual({ status: 'error', at: 9 });
+  });
+});
+
+describe('completePartialJson', () => {
+  it('completes every prefix of a value to what was written of it', () => {
+    const full = '{"city": "Pa\\"ris", "days": [1, 22, {"a": true}], "n": null, "x": -1.5e3}';
+    const at = (n: number) => completePartialJson(full.slice(0, n));
+    expect(at(full.length)).toEqual(JSON.parse(full));
+    expect(at(0)).toBeUndefined();
+    expect(at(1)).toEqual({});
+    expect(at(full.indexOf('Pa') + 2)).toEqual({ city: 'Pa' });
+    // A partial escape, a key without its value, a number or literal that may be cut: left out.
+    expect(at(full.indexOf('\\'))).toEqual({ city: 'Pa' });
+    expect(at(full.indexOf('"days"') + 7)).toEqual({ city: 'Pa"ris' });
+    expect(at(full.indexOf('22') + 1)).toEqual({ city: 'Pa"ris', days: [1] });
+    expect(at(full.indexOf('true') + 3)).toEqual({ city: 'Pa"ris', days: [1, 22, {}] });
+    expect(at(full.indexOf('e3'))).toEqual({ city: 'Pa"ris', days: [1, 22, { a: true }], n: null });
+    for (let n = 1; n <= full.length; n++) expect(typeof at(n), full.slice(0, n)).toBe('object');
+  });
+
+  it('refuses text that is not the start of a JSON value', () => {
+    expect(completePartialJson('{"a": 1]')).toBeUndefined();
+    expect(completePartialJson('hello')).toBeUndefined();
   });
 });

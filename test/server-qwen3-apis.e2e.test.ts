@@ -1,9 +1,9 @@
 // The Responses and Anthropic routes on a random-weight Qwen3 model with the real Qwen3
 // tokenizer, whose template is the thinking variant (the generation prompt opens
 // "<think>\n" unless enable_thinking is false): reasoning items and thinking blocks,
-// thinking turned off, tools rendered into the template, tool_choice, and replayed
-// function calls, each checked against the template rendered here or against
-// /v1/chat/completions, which runs the same pipeline.
+// thinking turned off, tools rendered into the template, tool_choice, replayed function
+// calls and a forced call cut off by max_tokens, each checked against the template rendered
+// here or against /v1/chat/completions, which runs the same pipeline.
 import Anthropic from '@anthropic-ai/sdk';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +16,7 @@ import { parseCli } from '../src/cli-options.js';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
+import { everyApi, expectCutOnEveryApi } from './helpers/chat-apis.js';
 import { makeRandomCheckpoint, useThinkingQwen3Template } from './helpers/random-checkpoint.js';
 
 let dir: string;
@@ -108,7 +109,8 @@ describe('reasoning', () => {
   it('Anthropic returns a thinking block, streamed as thinking_delta, and none when disabled', async () => {
     const params = { model: 'q', max_tokens: 6, temperature: 0, messages: [{ role: 'user' as const, content: 'Hello' }] };
     const msg = await anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
-    expect(msg.content.map((b) => b.type)).toEqual(['thinking', 'text']);
+    // Cut off by max_tokens inside the block: the thinking block alone, no empty text after it.
+    expect(msg.content.map((b) => b.type)).toEqual(['thinking']);
     expect(msg.stop_reason).toBe('max_tokens');
     const stream = anthropic.messages.stream({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
     let thinking = '';
@@ -116,6 +118,11 @@ describe('reasoning', () => {
     const final = await stream.finalMessage();
     expect(final.content).toEqual(msg.content);
     expect(thinking).toBe((msg.content[0] as Anthropic.ThinkingBlock).thinking);
+    const types: string[] = [];
+    for await (const event of await anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 }, stream: true })) {
+      if (event.type === 'content_block_start') types.push(event.content_block.type);
+    }
+    expect(types).toEqual(['thinking']);
 
     const off = await anthropic.messages.create({ ...params, max_tokens: 5, thinking: { type: 'disabled' } });
     expect(off.content.map((b) => b.type)).toEqual(['text']);
@@ -218,6 +225,34 @@ describe('tools', () => {
     expect(res.status).toBe('incomplete');
     expect(res.output.map((o) => o.type)).toEqual(['message']);
     expect(res.usage?.input_tokens).toBe(tokens(user, { tools: [asChatTool], kwargs: { enable_thinking: false } }));
+  });
+});
+
+describe('a forced call cut off by max_tokens', () => {
+  it('inside its opening marker or before its name, shows as a started call on every API, streamed or not', async () => {
+    // The greedy forced call, token by token: the grammar writes "</think>\n\n<tool_call>\n{...",
+    // the marker spelled in ordinary tokens.
+    const forcedCall = (max_tokens: number) => ({
+      model: 'q',
+      messages: [{ role: 'user' as const, content: 'Weather in Paris?' }],
+      tools: [asChatTool as OpenAI.ChatCompletionTool],
+      tool_choice: 'required' as const,
+      temperature: 0,
+      max_tokens,
+    });
+    const probe = await openai.chat.completions.create({ ...forcedCall(16), logprobs: true });
+    const pieces = probe.choices[0]!.logprobs!.content!.map((t) => t.token);
+    const after = (k: number) => pieces.slice(0, k).join('').split('</think>')[1]?.trimStart() ?? '';
+    const insideMarker = pieces.findIndex((_, k) => after(k + 1).length > 1 && '<tool_call>'.startsWith(after(k + 1)) && after(k + 1) !== '<tool_call>') + 1;
+    const beforeName = pieces.findIndex((_, k) => after(k + 1).startsWith('<tool_call>\n{')) + 1;
+    expect(insideMarker).toBeGreaterThan(0);
+    expect(beforeName).toBeGreaterThan(insideMarker);
+    expect(after(beforeName)).not.toContain('get_weather');
+    const tools = [{ name: weatherTool.name, parameters: weatherTool.parameters }];
+    expectCutOnEveryApi(await everyApi(server.url, insideMarker, tools, true), '', [{ name: 'get_weather', arguments: '' }]);
+    // Every API renders the same events; test/server-tool-call-limit.test.ts runs this cut on each.
+    const cut = await openai.chat.completions.create({ ...forcedCall(beforeName), logprobs: false });
+    expect(cut.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: null, tool_calls: [{ function: { name: 'get_weather', arguments: '' } }] } });
   });
 });
 

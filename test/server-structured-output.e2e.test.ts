@@ -1,6 +1,8 @@
 // response_format end to end: the official openai client against a live server on the
 // real engine (a random-weight Qwen3-shaped model with the real Qwen3 tokenizer), streaming
-// and not, chat and text completions, the length cut, and every 400 the reference lists.
+// and not, chat and text completions, the length cut, and every 400 the reference lists;
+// and Anthropic's output_config.format through @anthropic-ai/sdk, held to the same grammar.
+import Anthropic from '@anthropic-ai/sdk';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -192,5 +194,60 @@ describe('response_format 400s', () => {
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('Anthropic output_config.format', () => {
+  const anthropic = () => new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+  // Small documents keep the generation short.
+  const pet = { type: 'object', properties: { name: { type: 'string', maxLength: 6 }, legs: { type: 'integer', minimum: 0, maximum: 8 } }, required: ['name', 'legs'], additionalProperties: false };
+  const tag = { type: 'array', items: { enum: ['a', 'b'] }, minItems: 1, maxItems: 3 };
+  const params = (schema: unknown) => ({
+    model,
+    max_tokens: 100,
+    messages: [{ role: 'user' as const, content: 'Name one animal and its habitat.' }],
+    output_config: { format: { type: 'json_schema' as const, schema: schema as Record<string, unknown> } },
+  });
+
+  it('constrains the text block, streamed and not', async () => {
+    const msg = await anthropic().messages.create(params(pet));
+    expect(msg.stop_reason).toBe('end_turn');
+    expect(msg.content.map((b) => b.type)).toEqual(['text']);
+    const text = (msg.content[0] as Anthropic.TextBlock).text;
+    expect(ajv.validate(pet, JSON.parse(text))).toBe(true);
+    const streamed = await anthropic().messages.stream(params(tag)).finalMessage();
+    expect(streamed.stop_reason).toBe('end_turn');
+    expect(ajv.validate(tag, JSON.parse((streamed.content[0] as Anthropic.TextBlock).text))).toBe(true);
+  });
+
+  it("takes the structured-outputs beta's output_format the same way", async () => {
+    const { output_config, ...rest } = params(tag);
+    const res = await post('/v1/messages', { ...rest, output_format: output_config.format });
+    const msg = (await res.json()) as Anthropic.Message;
+    expect(res.status).toBe(200);
+    expect(ajv.validate(tag, JSON.parse((msg.content[0] as Anthropic.TextBlock).text))).toBe(true);
+  });
+
+  it('refuses what the grammar cannot honour, in the Anthropic envelope', async () => {
+    const refused = async (body: Record<string, unknown>) => {
+      const res = await post('/v1/messages', { model, max_tokens: 4, messages: [{ role: 'user', content: 'x' }], ...body });
+      expect(res.status).toBe(400);
+      const error = (await res.json()) as { type: string; error: { type: string; message: string } };
+      expect(error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+      return error.error.message;
+    };
+    const schema = { type: 'object', properties: { a: { type: 'string', not: { const: 'b' } } } };
+    expect(await refused({ output_config: { format: { type: 'json_schema', schema } } })).toContain('"not"');
+    expect(await refused({ output_format: { type: 'json_schema', schema } })).toContain('"not"');
+    expect(await refused({ output_config: { format: { type: 'text' } } })).toMatch(/output_config\.format/);
+    expect(await refused({ output_config: { format: { type: 'json_schema' } } })).toBe('output_config.format.schema is required');
+    expect(await refused({ output_config: { format: { type: 'json_schema', schema: animal } }, output_format: { type: 'json_schema', schema: animal } })).toMatch(/cannot be combined/);
+    const tools = [{ name: 'f', input_schema: { type: 'object' } }];
+    expect(await refused({ output_config: { format: { type: 'json_schema', schema: animal } }, tools, tool_choice: { type: 'any' } })).toMatch(/forced tool_choice/);
+    // The SDK raises it as a BadRequestError.
+    const err = await anthropic()
+      .messages.create({ ...params(schema), max_tokens: 4 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
   });
 });

@@ -1,9 +1,11 @@
 // A tool call cut off by max_tokens, on the three chat APIs: its markup never reaches
-// content, the call whose name was read stays with the arguments read so far, and the
-// turn reports the limit (finish_reason "length", status "incomplete", stop_reason
-// "max_tokens"). A scripted engine writes a Qwen3 Hermes call under the real tokenizer.
+// content, the call whose name was read stays with the arguments read so far, a call cut
+// before its name still shows, and the turn reports the limit (finish_reason "length",
+// status "incomplete", stop_reason "max_tokens"). A scripted engine writes a Qwen3 Hermes
+// call under the real tokenizer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../src/server/server.js';
+import { everyApi, expectCutOnEveryApi } from './helpers/chat-apis.js';
 import { FakeEngine } from './helpers/fake-engine.js';
 import { tokenizerDir } from './helpers/random-checkpoint.js';
 import { readSse } from './helpers/sse.js';
@@ -11,12 +13,13 @@ import { readSse } from './helpers/sse.js';
 const REPLY = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>';
 
 let server: RunningServer;
+let engine: FakeEngine;
+let script: number[] = [];
 /** A max_tokens that stops generation inside the call's arguments. */
 let cut: number;
 
 beforeAll(async () => {
-  let script: number[] = [];
-  const engine = await FakeEngine.create({ tokenizerDir: tokenizerDir('qwen3'), contextSize: 4096, script: () => script });
+  engine = await FakeEngine.create({ tokenizerDir: tokenizerDir('qwen3'), contextSize: 4096, script: () => script });
   script = engine.tokenizer.encode(REPLY, false);
   cut = script.findIndex((_, n) => engine.tokenizer.decode(script.slice(0, n), false).includes('"city": "'));
   server = await startServer(engine, { host: '127.0.0.1', port: 0 });
@@ -79,5 +82,32 @@ describe('a tool call cut off by max_tokens', () => {
     expect(body.content.map((b) => b.type)).toEqual(['text', 'tool_use']);
     expect(body.content[0]).toMatchObject({ text: 'Let me check.' });
     expect(body.content[1]).toMatchObject({ name: 'get_weather' });
+  });
+});
+
+/** Scripts the reply as `pieces` (one token or more each); its length in tokens. */
+function scripted(pieces: string[]): number {
+  script = pieces.flatMap((p) => engine.tokenizer.encode(p, false));
+  return script.length;
+}
+
+describe('a forced call cut off before its name, on every API streamed or not', () => {
+  const weather = { name: 'get_weather', parameters: chatTool.function.parameters };
+  const time = { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' } } } };
+
+  it('inside its opening marker: no markup as content, the one declared tool as a started call', async () => {
+    const seen = await everyApi(server.url, scripted(['<', 'tool', '_c']), [weather], true);
+    expectCutOnEveryApi(seen, '', [{ name: 'get_weather', arguments: '' }]);
+  });
+
+  it('after the marker, before the name: a started call, nameless among several tools', async () => {
+    const seen = await everyApi(server.url, scripted(['<tool_call>', '\n{"', 'na']), [weather, time], true);
+    expectCutOnEveryApi(seen, '', [{ name: '', arguments: '' }]);
+  });
+
+  it('tool_choice auto: text ending in a partial marker keeps its text and drops the marker', async () => {
+    const seen = await everyApi(server.url, scripted(['Let me check.', ' <', 'tool', '_c']), [weather], false);
+    for (const [api, s] of Object.entries(seen)) expect(s.content, api).toBe('Let me check.');
+    for (const [api, s] of Object.entries(seen)) expect(s.calls, api).toEqual([]);
   });
 });

@@ -368,19 +368,58 @@ describe('a call cut off by max_tokens is never content', () => {
     );
   });
 
-  it('drops a call cut off before its name', async () => {
+  it('keeps a call cut off before its name: nameless among several tools, named when one is declared', async () => {
     const tok = await lenmlTokenizer('qwen3');
     const reply = 'Sure.\n<tool_call>\n{"na';
     const streamed = await streamReply(tok, reply, config({ format: 'hermes' }), new Set(), 'Hi', true);
-    expect(streamed.reply).toMatchObject({ content: 'Sure.', toolCalls: [], cutOff: true });
-    expect(coalesce(streamed.chunks)).toEqual([{ content: 'Sure.' }]);
+    expect(streamed.reply).toMatchObject({ content: 'Sure.', cutOff: true });
+    expect(streamed.reply.toolCalls.map((c) => c.function)).toEqual([{ name: '', arguments: '' }]);
+    expect(coalesce(streamed.chunks)).toEqual([{ content: 'Sure.' }, { call: 0, name: '' }]);
+    expect(streamed.warnings).toEqual([]);
+    const one: ChatOutputConfig = { tools: { format: format('hermes'), declared: [weather] } };
+    for (const out of [await streamReply(tok, reply, one, new Set(), 'Hi', true), streamChars(reply, one, true)]) {
+      expect(out.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_weather', arguments: '' }]);
+      expect(coalesce(out.chunks)).toEqual([{ content: 'Sure.' }, { call: 0, name: 'get_weather' }]);
+    }
   });
 
-  it('drops a cut-off call of a format that sends calls whole', () => {
+  it('keeps a cut-off call of a format that sends calls whole, without its arguments', () => {
     const reply = 'Sure.<|tool_call_start|>[get_weather(city="Pa';
-    const out = streamChars(reply, config({ format: 'pythonic' }), true);
-    expect(out.reply).toMatchObject({ content: 'Sure.', toolCalls: [], cutOff: true });
-    expect(coalesce(out.chunks)).toEqual([{ content: 'Sure.' }]);
+    const out = streamChars(reply, { tools: { format: format('pythonic'), declared: [weather] } }, true);
+    expect(out.reply).toMatchObject({ content: 'Sure.', cutOff: true });
+    expect(out.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_weather', arguments: '' }]);
+    expect(coalesce(out.chunks)).toEqual([{ content: 'Sure.' }, { call: 0, name: 'get_weather' }]);
+  });
+
+  it('drops a marker cut short; a forced reply makes it a started call', async () => {
+    const tok = await lenmlTokenizer('qwen3');
+    for (const reply of ['<tool_call', '<', '\n<tool_c']) {
+      const auto = streamChars(`Sure. ${reply}`, config({ format: 'hermes' }), true);
+      expect(auto.reply).toMatchObject({ content: 'Sure.', toolCalls: [], cutOff: false });
+      expect(coalesce(auto.chunks)).toEqual([{ content: 'Sure.' }]);
+      const forced: ChatOutputConfig = { tools: { format: format('hermes'), declared: [weather], forced: true } };
+      for (const out of [streamChars(reply, forced, true), await streamReply(tok, reply, forced, new Set(), 'Hi', true)]) {
+        expect(out.reply).toMatchObject({ content: '', cutOff: true });
+        expect(out.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_weather', arguments: '' }]);
+        expect(coalesce(out.chunks)).toEqual([{ call: 0, name: 'get_weather' }]);
+      }
+      // Text before the marker: the forced reply did not start with a call.
+      expect(streamChars(`Sure. ${reply}`, forced, true).reply).toMatchObject({ content: 'Sure.', toolCalls: [] });
+    }
+    // Without the limit the same text is content.
+    expect(streamChars('Sure. <tool_call', config({ format: 'hermes' })).reply.content).toBe('Sure. <tool_call');
+    // After a complete call it is dropped, and the call stands (the reply is not cut inside it).
+    const after = streamChars('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>\n<tool_c', config({ format: 'hermes' }), true);
+    expect(after.reply).toMatchObject({ content: '', cutOff: false });
+    expect(after.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_time', arguments: '{}' }]);
+  });
+
+  it('a reasoning tag cut short by the limit is dropped', () => {
+    const inside = streamChars('Thinking.\n</thi', { reasoning: { tags: THINK, startsInside: true } }, true);
+    expect(inside.reply).toMatchObject({ reasoning: 'Thinking.', content: '' });
+    const opening = streamChars('<thi', { reasoning: { tags: THINK, startsInside: false } }, true);
+    expect(opening.reply).toMatchObject({ reasoning: '', content: '' });
+    expect(streamChars('<thi', { reasoning: { tags: THINK, startsInside: false } }).reply.content).toBe('<thi');
   });
 
   it('the same markup without the limit (an end-of-generation token) is content', async () => {
@@ -482,12 +521,23 @@ describe('Harmony (GPT-OSS), tokenized with its own tokenizer', () => {
     ]);
   });
 
-  it('a call cut off mid-arguments by max_tokens is dropped', async () => {
+  it('a call cut off mid-arguments by max_tokens keeps its name and the arguments written', async () => {
     const tok = await lenmlTokenizer('gptoss');
     const text = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Par';
     const streamed = await streamReply(tok, text, harmonyConfig(true), await keep(), 'Hi', true);
-    expect(streamed.reply).toMatchObject({ content: '', toolCalls: [], cutOff: true });
-    expect(coalesce(streamed.chunks)).toEqual([]);
+    expect(streamed.reply).toMatchObject({ content: '', cutOff: true });
+    expect(streamed.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_weather', arguments: '{"city": "Par' }]);
+    expect(coalesce(streamed.chunks)).toEqual([
+      { call: 0, name: 'get_weather' },
+      { args: 0, text: '{"city": "Par' },
+    ]);
+  });
+
+  it('a header cut off by max_tokens is no content; naming a recipient, it is a started call', () => {
+    const header = streamChars('<|channel|>commentary to=functions.get_wea', harmonyConfig(true), true);
+    expect(header.reply).toMatchObject({ content: '', cutOff: true });
+    expect(header.reply.toolCalls.map((c) => c.function)).toEqual([{ name: 'get_weather', arguments: '' }]);
+    expect(streamChars('<|channel|>fin', harmonyConfig(true), true).reply).toMatchObject({ content: '', toolCalls: [], cutOff: false });
   });
 
   it('a call ended without its terminator and without the limit is content', async () => {

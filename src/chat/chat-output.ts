@@ -3,8 +3,8 @@
 // one chunk per token. At the end the whole text is parsed once more; that parse is
 // authoritative, and the stream is reconciled with it (what was not sent yet is sent, and
 // a disagreement is reported through `warn`). A generation stopped by its token limit
-// inside a call ends with `cutOff`: the call's markup is not content, and a call whose
-// name was already streamed stays, with the arguments read so far.
+// inside a call ends with `cutOff`: the call's markup is neither content nor reasoning,
+// and the call stays, with the arguments read so far (./tools/stream-filter.ts).
 import { promptOpensReasoning, ReasoningSplitter } from './reasoning.js';
 import { HarmonyOutput } from './tools/harmony.js';
 import type { ChatFormat, ThinkTags } from './tools/registry.js';
@@ -15,8 +15,11 @@ export interface ChatOutputConfig {
   /** The reasoning block, and whether the prompt already opened it. */
   reasoning?: { tags: ThinkTags; startsInside: boolean };
   harmony?: boolean;
-  /** Present when the reply's tool calls are parsed (the request declared tools). */
-  tools?: { format?: ToolCallFormat; declared: readonly ToolDefinition[]; maxCalls?: number };
+  /**
+   * Present when the reply's tool calls are parsed (the request declared tools); `forced`:
+   * the reply must be calls (tool_choice "required" or a named function).
+   */
+  tools?: { format?: ToolCallFormat; declared: readonly ToolDefinition[]; maxCalls?: number; forced?: boolean };
   warn?: (message: string) => void;
 }
 
@@ -39,13 +42,13 @@ export function chatOutputConfig(
   format: ChatFormat,
   prompt: string,
   tools: readonly ToolDefinition[] | undefined,
-  maxCalls?: number,
-  warn?: (message: string) => void,
+  options: { maxCalls?: number; forced?: boolean; warn?: (message: string) => void } = {},
 ): ChatOutputConfig {
+  const { maxCalls, forced, warn } = options;
   return {
     ...(format.reasoning ? { reasoning: { tags: format.reasoning, startsInside: promptOpensReasoning(prompt, format.reasoning) } } : {}),
     harmony: format.harmony,
-    ...(tools && tools.length > 0 ? { tools: { format: format.toolFormat, declared: tools, maxCalls } } : {}),
+    ...(tools && tools.length > 0 ? { tools: { format: format.toolFormat, declared: tools, maxCalls, forced } } : {}),
     warn,
   };
 }
@@ -59,7 +62,7 @@ class Pipeline {
 
   constructor(config: ChatOutputConfig, streaming: boolean) {
     if (config.harmony) {
-      this.harmony = new HarmonyOutput(config.tools !== undefined, config.tools?.maxCalls);
+      this.harmony = new HarmonyOutput(config.tools?.declared, config.tools?.maxCalls);
       return;
     }
     if (config.reasoning) this.splitter = new ReasoningSplitter(config.reasoning.tags, config.reasoning.startsInside);
@@ -68,6 +71,7 @@ class Pipeline {
         maxCalls: config.tools.maxCalls,
         warn: config.warn,
         incremental: streaming,
+        forced: config.tools.forced,
       });
     }
   }
@@ -78,7 +82,7 @@ class Pipeline {
       const d = final ? this.harmony.finish(atLimit) : this.harmony.push(text);
       return { reasoning: d.reasoning, content: d.content, toolCalls: d.toolCalls };
     }
-    const split = this.splitter ? (final ? this.splitter.finish() : this.splitter.push(text)) : { reasoning: '', content: text };
+    const split = this.splitter ? (final ? this.splitter.finish(atLimit) : this.splitter.push(text)) : { reasoning: '', content: text };
     this.reasoning += split.reasoning;
     if (!this.filter) return { reasoning: split.reasoning, content: split.content, toolCalls: [] };
     const filtered = this.filter.push(split.content);

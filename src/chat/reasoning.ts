@@ -41,11 +41,13 @@ export class ReasoningSplitter {
     return this.drain(false);
   }
 
-  finish(): ReasoningSplit {
-    const out = this.drain(true);
+  /** `atLimit`: the generation stopped at its token limit, so a tag cut short is markup, not text. */
+  finish(atLimit = false): ReasoningSplit {
+    const out = this.drain(true, atLimit);
     if (this.state === 'reasoning') {
       // An unclosed block (max_tokens hit): its trailing layout goes with it.
-      out.reasoning += this.reasoningText(this.buffer.trimEnd());
+      const cut = atLimit ? partialSuffix(this.buffer, [this.tags.close]) : 0;
+      out.reasoning += this.reasoningText(this.buffer.slice(0, this.buffer.length - cut).trimEnd());
     } else {
       out.content += this.buffer;
     }
@@ -61,7 +63,7 @@ export class ReasoningSplitter {
     return text;
   }
 
-  private drain(final: boolean): ReasoningSplit {
+  private drain(final: boolean, atLimit = false): ReasoningSplit {
     const out: ReasoningSplit = { reasoning: '', content: '' };
     for (;;) {
       switch (this.state) {
@@ -72,8 +74,14 @@ export class ReasoningSplitter {
             this.state = 'reasoning';
             continue;
           }
-          // Only whitespace or part of the tag so far: wait and see.
-          if (!final && this.tags.open.startsWith(trimmed)) return out;
+          // Only whitespace or part of the tag so far: wait and see (cut short by the limit, it is dropped).
+          if (this.tags.open.startsWith(trimmed)) {
+            if (!final) return out;
+            if (atLimit) {
+              this.buffer = '';
+              return out;
+            }
+          }
           this.state = 'content';
           continue;
         }

@@ -4,6 +4,7 @@
 // message_delta (stop_reason, stop_sequence, usage) and message_stop. As for the
 // Responses API, sync and streamed requests share the builder, so both agree.
 import { randomBytes } from 'node:crypto';
+import { completePartialJson } from '../chat/tools/json-scan.js';
 import type { ChatEvent, TurnResult } from './chat-turn.js';
 import type { ApiError } from './errors.js';
 
@@ -108,8 +109,8 @@ export class MessageBuilder {
   }
 
   private finish(turn: TurnResult): void {
-    // Clients read the answer from a text block: a turn without text or calls still has one.
-    if (!this.message.content.some((b) => b.type === 'text' || b.type === 'tool_use')) {
+    // Clients read the answer from a text block: a turn without any block still has one.
+    if (this.message.content.length === 0) {
       this.close();
       this.openBlock({ type: 'text', text: '' });
     }
@@ -166,14 +167,13 @@ function stopReason(turn: TurnResult): StopReason {
   return turn.generation.stopString !== undefined ? 'stop_sequence' : 'end_turn';
 }
 
-/** A tool's input is an object; the parser's final arguments are JSON text. */
-function parseInput(json: string): unknown {
-  if (!json) return {};
-  try {
-    return JSON.parse(json);
-  } catch {
-    return {};
-  }
+/**
+ * A tool's input is an object; the parser's final arguments are JSON text, cut short when
+ * the token limit stopped the call (then the input is what was written of it).
+ */
+function parseInput(json: string): Record<string, unknown> {
+  const value = completePartialJson(json);
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
 /** HTTP status -> Anthropic's error types (what its SDKs and clients switch on). */

@@ -1,6 +1,7 @@
 // Anthropic Messages request bodies: their schema, and their translation into the chat
 // pipeline's turn (./chat-turn.ts): system prompt, content blocks, tools and tool_choice,
-// thinking, sampling and stop sequences.
+// thinking, structured output (output_config.format, or the beta's output_format, as
+// chat's response_format json_schema), sampling and stop sequences.
 import { Ajv } from 'ajv';
 import type { ChatMessage, ContentPart } from '../chat/template.js';
 import type { ChatTurnRequest, ToolChoice, ToolDefinition } from './chat-turn.js';
@@ -24,9 +25,24 @@ export interface MessagesBody {
   tools?: Opt<Array<Record<string, unknown>>>;
   tool_choice?: Opt<{ type: 'auto' | 'any' | 'tool' | 'none'; name?: string; disable_parallel_tool_use?: boolean }>;
   thinking?: Opt<{ type: 'enabled' | 'disabled' | 'adaptive'; budget_tokens?: number }>;
+  /** `effort` is accepted and has no effect here. */
+  output_config?: Opt<{ format?: Opt<OutputFormat>; effort?: Opt<string> }>;
+  /** The structured-outputs beta's spelling of output_config.format. */
+  output_format?: Opt<OutputFormat>;
+}
+
+interface OutputFormat {
+  type: 'json_schema';
+  schema: Record<string, unknown>;
 }
 
 const nullable = (...types: string[]) => ({ type: [...types, 'null'] });
+
+const outputFormat = {
+  ...nullable('object'),
+  required: ['type', 'schema'],
+  properties: { type: { enum: ['json_schema'] }, schema: { type: 'object' } },
+};
 
 const block = { type: 'object', required: ['type'], properties: { type: { type: 'string' } } };
 
@@ -56,6 +72,11 @@ const messagesProperties = {
     required: ['type'],
     properties: { type: { enum: ['enabled', 'disabled', 'adaptive'] }, budget_tokens: { type: 'integer', minimum: 0 } },
   },
+  output_config: {
+    ...nullable('object'),
+    properties: { format: outputFormat, effort: { ...nullable('string'), enum: ['low', 'medium', 'high', 'xhigh', 'max', null] } },
+  },
+  output_format: outputFormat,
 };
 
 const ajv = new Ajv({ allowUnionTypes: true });
@@ -103,7 +124,16 @@ export function chatTurn(body: MessagesBody): ChatTurnRequest {
     chat_template_kwargs: thinking ? { enable_thinking: thinking.type !== 'disabled' } : undefined,
     thinking_budget_tokens: thinking?.type === 'disabled' ? 0 : thinking?.type === 'enabled' ? thinking.budget_tokens : undefined,
     parallel_tool_calls: body.tool_choice?.disable_parallel_tool_use === true ? false : undefined,
+    response_format: responseFormat(body),
   };
+}
+
+/** The JSON schema the reply must match, as chat's response_format; 400 when set twice. */
+function responseFormat(body: MessagesBody): ChatTurnRequest['response_format'] {
+  const format = body.output_config?.format;
+  if (format && body.output_format) throw badRequest('output_config.format and output_format cannot be combined; set output_config.format');
+  const schema = (format ?? body.output_format)?.schema;
+  return schema ? { type: 'json_schema', json_schema: { name: 'output', schema } } : undefined;
 }
 
 export function samplingFields(body: MessagesBody): SamplingFields {

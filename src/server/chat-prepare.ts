@@ -112,7 +112,7 @@ function prepare(model: ServedModel, body: ChatTurnRequest, options: ChatPrepare
   if (prefill) prompt += prefillText(prefill);
 
   const maxCalls = body.parallel_tool_calls === false ? 1 : undefined;
-  const output = chatOutputConfig(format, prompt, plan.parsed, maxCalls, options.warn);
+  const output = chatOutputConfig(format, prompt, plan.parsed, { maxCalls, forced: plan.forced !== undefined, warn: options.warn });
 
   const keepSpecialIds = specialIds(tokenizer, markupTokens(format, output.tools !== undefined));
 

@@ -208,7 +208,8 @@ export class ResponseBuilder {
     // Clients look for an assistant message: a turn without text or calls still has one.
     if (!this.message && this.callCount === 0) this.message = this.openPart('message', 'msg', 'output_text');
     this.closeMessage(length ? 'incomplete' : 'completed');
-    this.closeCalls();
+    // A turn that ends at the limit with a call open was cut off inside it.
+    this.closeCalls(length ? 'incomplete' : 'completed');
     const usage = turn.generation.usage;
     this.response.usage = {
       input_tokens: usage.prompt_tokens,
@@ -274,10 +275,10 @@ export class ResponseBuilder {
     this.closePart(open, status);
   }
 
-  private closeCalls(): void {
+  private closeCalls(status: 'completed' | 'incomplete' = 'completed'): void {
     for (const call of this.calls.values()) {
       if (call.item.status !== 'in_progress') continue;
-      call.item.status = 'completed';
+      call.item.status = status;
       this.emit('response.function_call_arguments.done', {
         item_id: call.item.id,
         output_index: call.index,

@@ -8,10 +8,11 @@
 // analysis is reasoning, final and commentary without a recipient are content, and a
 // message to a recipient is a tool call (sent whole, at its end). <|call|> and <|return|>
 // end generation, so the last body usually just stops. A call cut off by the token limit
-// is dropped: it was never sent, and its markup is no content.
+// is sent with the arguments written so far; a header cut off is markup, no content (a
+// call's when it names a recipient, as ./stream-filter.ts names a call cut off early).
 import { objectArguments, partialSuffix } from './markers.js';
-import { newCallId } from './stream-filter.js';
-import type { ToolCall, ToolCallDelta } from './types.js';
+import { cutCallName, newCallId } from './stream-filter.js';
+import type { ToolCall, ToolCallDelta, ToolDefinition } from './types.js';
 
 const START = '<|start|>';
 const MESSAGE = '<|message|>';
@@ -52,11 +53,15 @@ export class HarmonyOutput {
   /** The output ended inside a call, cut off by the token limit. */
   cutOff = false;
 
+  /** Calls are reported only when the request declared tools. */
+  private readonly toolsDeclared: boolean;
+
   constructor(
-    /** Calls are reported only when the request declared tools. */
-    private readonly toolsDeclared: boolean,
+    private readonly tools: readonly ToolDefinition[] = [],
     private readonly maxCalls = Infinity,
-  ) {}
+  ) {
+    this.toolsDeclared = tools.length > 0;
+  }
 
   get toolCalls(): ToolCall[] {
     return this.calls;
@@ -71,7 +76,13 @@ export class HarmonyOutput {
   finish(atLimit = false): HarmonyDelta {
     const out = this.drain(true);
     if (this.body) this.endMessage(out, atLimit);
-    else if (this.buffer.trim() !== '') {
+    else if (atLimit && this.buffer.trim() !== '') {
+      const header = readHeader(this.buffer);
+      if (header.kind === 'call' && this.toolsDeclared) {
+        this.addCall(out, cutCallName(this.tools, header.name), '');
+        this.cutOff = true;
+      }
+    } else if (this.buffer.trim() !== '') {
       // A header that never reached <|message|>: what the model wrote is all there is.
       out.content += this.buffer;
       this.content += this.buffer;
@@ -129,6 +140,7 @@ export class HarmonyOutput {
     this.callText = '';
     const args = objectArguments(text);
     if (!args && atLimit) {
+      this.addCall(out, body.name, text.trim());
       this.cutOff = true;
       return;
     }
@@ -138,11 +150,15 @@ export class HarmonyOutput {
       this.content += text;
       return;
     }
+    this.addCall(out, body.name, args);
+  }
+
+  private addCall(out: HarmonyDelta, name: string, args: string): void {
     if (this.calls.length >= this.maxCalls) return;
     const index = this.calls.length;
-    const call: ToolCall = { id: newCallId(), type: 'function', function: { name: body.name, arguments: args } };
+    const call: ToolCall = { id: newCallId(), type: 'function', function: { name, arguments: args } };
     this.calls.push(call);
-    out.toolCalls.push({ index, id: call.id, type: 'function', function: { name: body.name, arguments: '' } });
-    out.toolCalls.push({ index, function: { arguments: args } });
+    out.toolCalls.push({ index, id: call.id, type: 'function', function: { name, arguments: '' } });
+    if (args) out.toolCalls.push({ index, function: { arguments: args } });
   }
 }

@@ -228,3 +228,50 @@ export function tryParseJson(text: string): unknown {
     return undefined;
   }
 }
+
+/**
+ * A JSON value cut off anywhere, completed as far as it was written: an open string value
+ * closed (a partial escape left out), a member or element cut before its value ends
+ * dropped, open brackets closed. Undefined when the text is not the start of a JSON value.
+ */
+export function completePartialJson(text: string): unknown {
+  /** Closers of the open containers, innermost last. */
+  const stack: string[] = [];
+  const closers = () => stack.slice().reverse().join('');
+  let safe = { end: -1, closers: '' };
+  const mark = (end: number) => (safe = { end, closers: closers() });
+  let expectKey = false;
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i]!;
+    if (/\s/.test(c) || c === ':') {
+      i++;
+    } else if (c === '{' || c === '[') {
+      stack.push(c === '{' ? '}' : ']');
+      expectKey = c === '{';
+      mark(++i);
+    } else if (c === '}' || c === ']') {
+      if (stack.pop() !== c) return undefined;
+      expectKey = false;
+      mark(++i);
+    } else if (c === ',') {
+      expectKey = stack.at(-1) === '}';
+      i++;
+    } else if (c === '"') {
+      const end = scanString(text, i);
+      if (end < 0) {
+        if (expectKey) break;
+        return tryParseJson(text.replace(/\\(u[0-9a-fA-F]{0,3})?$/, '') + '"' + closers());
+      }
+      i = end;
+      if (expectKey) expectKey = false;
+      else mark(i);
+    } else {
+      const literal = /^(?:-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)(?=[\s,\]}])/.exec(text.slice(i))?.[0];
+      // A number or literal that runs to the end (or into a cut exponent) may itself be cut.
+      if (!literal) break;
+      mark((i += literal.length));
+    }
+  }
+  return safe.end < 0 ? undefined : tryParseJson(text.slice(0, safe.end) + safe.closers);
+}

@@ -6,7 +6,10 @@
 //
 // A generation stopped by its token limit inside markup is a call cut off: the markup is
 // dropped, not given back as content, and the calls it already named stay, with the
-// arguments read so far.
+// arguments read so far. A region cut before it named its call still shows a started call:
+// named when only one tool is declared, else with the name "", arguments "". A marker cut
+// before it was complete is dropped too; it is a started call when the reply had to be one
+// (a forced tool_choice) and nothing but layout came before it.
 //
 // The same class is the end-of-generation parser: fed the whole text at once with
 // `final`, it is what the streamed result is reconciled against.
@@ -34,6 +37,15 @@ export function newCallId(): string {
   return id;
 }
 
+/**
+ * The name of a call cut off before its name was read: the one declared tool whose name
+ * starts with what was `written` of it, else "" (unknown).
+ */
+export function cutCallName(tools: readonly ToolDefinition[], written = ''): string {
+  const candidates = tools.filter((t) => t.function.name.startsWith(written));
+  return candidates.length === 1 ? candidates[0]!.function.name : '';
+}
+
 export interface ToolCallFilterOptions {
   /** Calls beyond this many are dropped (parallel_tool_calls: false allows one). */
   maxCalls?: number;
@@ -41,6 +53,8 @@ export interface ToolCallFilterOptions {
   warn?: (message: string) => void;
   /** Stream calls as they are written (formats that can); off for the one-shot parse. */
   incremental?: boolean;
+  /** The reply must be calls (a forced tool_choice). */
+  forced?: boolean;
 }
 
 export class ToolCallFilter {
@@ -126,7 +140,8 @@ export class ToolCallFilter {
         // Between calls, separators (Llama's ";") are layout the next call may follow.
         let lead = 0;
         if (this.atBoundary && this.streamed.length > 0) while (lead < this.buffer.length && this.isLayout(this.buffer[lead]!)) lead++;
-        const found = this.format.findStart(this.buffer.slice(lead), this.context(final));
+        // At the token limit a marker cut short is still reported as partial.
+        const found = this.format.findStart(this.buffer.slice(lead), this.context(final && !atLimit));
         const match = found.kind === 'none' ? found : { ...found, index: found.index + lead };
         if (match.kind === 'none') {
           // Trailing layout stays pending: content after it releases it, a call drops it.
@@ -141,6 +156,7 @@ export class ToolCallFilter {
         out.content += this.emit(before.slice(0, keep));
         if (match.kind === 'partial') {
           this.buffer = this.buffer.slice(keep);
+          if (atLimit) this.cutMarker(out);
           break;
         }
         this.droppedLayout = before.slice(keep);
@@ -189,6 +205,7 @@ export class ToolCallFilter {
     if (parsed === undefined && cutOff) {
       // The one-shot parse reads the calls the stream would have named.
       if (this.options.incremental === false && this.format.createStreamer) this.streamEvents(this.format.createStreamer(this.tools).update(region), out);
+      if (this.streamed.length === this.regionBase) this.startCutCall(out);
       this.cutOff = true;
       return;
     }
@@ -203,6 +220,24 @@ export class ToolCallFilter {
     this.regionBase += parsed.length;
     this.atBoundary = true;
     this.atLineStart = true;
+  }
+
+  /** The output ends in a marker cut short by the token limit (the pending text from it on). */
+  private cutMarker(out: FilterOutput): void {
+    if (this.options.forced && this.atBoundary && this.buffer.trim() !== '') {
+      this.startCutCall(out);
+      this.cutOff = true;
+    }
+    this.buffer = '';
+  }
+
+  /** A call whose name was not read before the token limit. */
+  private startCutCall(out: FilterOutput): void {
+    const index = this.streamed.length;
+    if (index >= this.maxCalls) return;
+    const call = { id: this.newId(), name: cutCallName(this.tools), sent: '' };
+    this.streamed[index] = call;
+    out.calls.push({ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } });
   }
 
   /** The region's parse is authoritative: finish streamed calls, send unstreamed ones. */
