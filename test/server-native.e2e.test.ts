@@ -70,9 +70,46 @@ describe('native API on stories260k', () => {
     const tokens = (await post('/tokenize', { content: 'Once upon a time', add_special: true })).body.tokens;
     expect(tokens).toEqual(onceUponATime.prompt_token_ids);
     expect((await post('/detokenize', { tokens: tokens.slice(1) })).body).toEqual({ content: 'Once upon a time' });
-    const bad = await post('/detokenize', { tokens: [403, 512] });
-    // llama-server answers 500 here; a client's mistake is a 400 in this server.
-    expect(bad.status).toBe(400);
-    expect(bad.body.error).toMatchObject({ type: 'invalid_request_error', message: 'token id 512 is out of vocabulary range (vocab_size 512)' });
+  });
+
+  // The REST reference: ids are read as 64-bit integers; a negative id or one outside the
+  // vocabulary is a 500 server_error naming the first bad id in request order, checked
+  // before decoding (llama-server's status and type).
+  it('POST /detokenize answers an id outside the vocabulary with the reference\'s 500', async () => {
+    const cases: Array<[string, string]> = [
+      ['[403, 512]', '512'],
+      ['[403, -1, 512]', '-1'],
+      ['[403, 512, -1]', '512'],
+      ['[-9223372036854775808]', '-9223372036854775808'],
+      ['[4294967296]', '4294967296'],
+      ['[4294967299, 1]', '4294967299'],
+      ['[9223372036854775807]', '9223372036854775807'],
+      ['[1, 9007199254740993]', '9007199254740993'],
+    ];
+    for (const [tokens, bad] of cases) {
+      const res = await fetch(`${server.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
+      expect(res.status, tokens).toBe(500);
+      expect(await res.json(), tokens).toEqual({
+        error: { type: 'server_error', message: `token id ${bad} is out of vocabulary range (vocab_size 512)`, code: null },
+      });
+    }
+  });
+
+  it('POST /detokenize refuses ids that are not 64-bit integers with 400', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['[1.5]', /tokens\[0\] must be integer/],
+      ['["403"]', /tokens\[0\] must be integer/],
+      ['[null]', /tokens\[0\] must be integer/],
+      ['[403, 9223372036854775808]', /^tokens\[1\] must be a 64-bit integer, got 9223372036854775808$/],
+      ['[-9223372036854775809]', /^tokens\[0\] must be a 64-bit integer, got -9223372036854775809$/],
+      ['[1e300]', /^tokens\[0\] must be a 64-bit integer, got 1e300$/],
+    ];
+    for (const [tokens, message] of cases) {
+      const res = await fetch(`${server.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
+      expect(res.status, tokens).toBe(400);
+      const body = (await res.json()) as { error: { type: string; message: string } };
+      expect(body.error.type, tokens).toBe('invalid_request_error');
+      expect(body.error.message, tokens).toMatch(message);
+    }
   });
 });

@@ -74,6 +74,8 @@ describe('under abuse', () => {
     const stalls = stallSuspects(probe, report.outcomes);
     expect(server.exited()).toBeUndefined();
     expect(report.problems, JSON.stringify(report.problems.slice(0, 5))).toEqual([]);
+    // /detokenize's out-of-vocabulary 500 is the reference's answer, not a crash.
+    expect(report.documented5xx).toBeGreaterThan(0);
     expect(probe.failures).toBe(0);
     // The bound is 500 ms (bench/robustness.ts runs it long); on a CI machine shared with
     // other jobs the single worst answer gets some slack.

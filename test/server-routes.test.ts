@@ -589,7 +589,7 @@ describe('native routes', () => {
     expect((await post(`${url}/detokenize`, { tokens: [] })).body).toEqual({ content: '' });
   });
 
-  it('POST /detokenize names the first out-of-vocabulary id with a 400', async () => {
+  it('POST /detokenize names the first out-of-vocabulary id with the reference\'s 500', async () => {
     const url = await serve(await FakeEngine.create());
     for (const [tokens, bad] of [
       [[403, 512, -1], 512],
@@ -597,10 +597,10 @@ describe('native routes', () => {
       [[2 ** 40], 2 ** 40],
     ] as const) {
       const res = await post(`${url}/detokenize`, { tokens });
-      expect(res.status).toBe(400);
+      expect(res.status).toBe(500);
       expect(res.body.error).toEqual({
         message: `token id ${bad} is out of vocabulary range (vocab_size 512)`,
-        type: 'invalid_request_error',
+        type: 'server_error',
         code: null,
       });
     }
