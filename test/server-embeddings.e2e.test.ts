@@ -16,6 +16,7 @@ import { loadEngine } from '../src/engine/load.js';
 import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
 import { testGpu } from './helpers/model-harness.js';
+import { expectGenerationRefused } from './helpers/generation-routes.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 
@@ -143,12 +144,11 @@ describe('capabilities and generation', () => {
     expect(props.capabilities).toEqual(['embedding']);
   });
 
-  it('generation routes answer 501 naming --embeddings', async () => {
-    for (const [path, body] of [['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }], ['/completion', { prompt: 'hi' }], ['/v1/completions', { prompt: 'hi' }]] as const) {
-      const res = await post(path, body);
-      expect(res.status).toBe(501);
-      expect(res.body.error.message).toContain('--embeddings');
-    }
+  it('every generation route and alias answers 501 naming --embeddings; the tokenizer routes still serve', async () => {
+    await expectGenerationRefused(server.url, '--embeddings');
+    const { body } = await post('/tokenize', { content: 'Hi' });
+    expect(body.tokens).toEqual(reference.tokenizer.encode('Hi', false));
+    expect((await post('/detokenize', { tokens: body.tokens })).body).toEqual({ content: 'Hi' });
   });
 });
 

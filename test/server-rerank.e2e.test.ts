@@ -13,6 +13,7 @@ import { loadEmbedder, type Embedder } from '../src/engine/embedder.js';
 import { EmbeddingOnlyEngine } from '../src/server/embedding-only-engine.js';
 import { qwen3RerankPrompt } from '../src/server/routes/rerank.js';
 import { startServer } from '../src/server/server.js';
+import { expectGenerationRefused } from './helpers/generation-routes.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 import { makeEncoderCheckpoint } from './helpers/encoder-checkpoint.js';
 import { testGpu } from './helpers/model-harness.js';
@@ -99,12 +100,10 @@ describe('--reranking', () => {
     expect(scoresDesc).toEqual([...scoresDesc].sort((a, b) => b - a));
   });
 
-  it('capabilities say rerank; generation and embeddings answer 501 naming how to get them', async () => {
+  it('capabilities say rerank; every generation route and alias, and embeddings, answer 501 naming how to get them', async () => {
     const props = (await (await fetch(`${server.url}/props`)).json()) as { capabilities: string[] };
     expect(props.capabilities).toEqual(['rerank']);
-    const chat = await post(server.url, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
-    expect(chat.status).toBe(501);
-    expect(chat.body.error.message).toContain('--reranking');
+    await expectGenerationRefused(server.url, '--reranking');
     const embed = await post(server.url, '/v1/embeddings', { input: 'hi' });
     expect(embed.status).toBe(501);
     expect(embed.body.error.message).toContain('--embedding-model');
@@ -153,10 +152,12 @@ describe('--embedding-model and --reranker-model beside a chat model', () => {
 });
 
 describe('a generative reranker (Qwen3-Reranker layout) served as --reranking serves it', () => {
-  it('scores P(yes) of its prompt, with the request\'s instruction or the default one', async () => {
+  it('scores P(yes) of its prompt, with the request\'s instruction or the default one, and names itself a generative reranker', async () => {
     const dir = join(tmp, 'qwen3-reranker');
     makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 9, tie: true }, dir);
-    const reranker = await loadEmbedder({ modelDir: dir, gpu: await testGpu(), pooling: 'rank', batchSize: 256 });
+    const logged: string[] = [];
+    const reranker = await loadEmbedder({ modelDir: dir, gpu: await testGpu(), pooling: 'rank', batchSize: 256, log: (line) => logged.push(line) });
+    expect(logged).toEqual([expect.stringMatching(/^reranker qwen3-reranker \(qwen3, \w+, generative: scores P\(yes\) of its yes\/no answer, query and document up to \d+ tokens\) from /)]);
     const app = await startServer(new EmbeddingOnlyEngine(reranker, '--reranking', reranker.adapterDescription), {
       host: '127.0.0.1', port: 0, reranker, generationDisabledBy: '--reranking',
     });

@@ -8,6 +8,7 @@ import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { makeEncoderCheckpoint } from './helpers/encoder-checkpoint.js';
 import { waitFor } from './helpers/server-load.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -64,6 +65,20 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32\) from \S*models\/stories260k$/);
     expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
+  });
+
+  it('names a reranker as a reranker, and an embedding model by its pooling', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-models-'));
+    try {
+      makeEncoderCheckpoint({ arch: 'xlm-roberta', hidden: 64, layers: 2, heads: 4, intermediate: 128, seed: 41, classifier: true }, join(dir, 'xlmr-reranker'));
+      makeEncoderCheckpoint({ arch: 'bert', hidden: 64, layers: 2, heads: 4, intermediate: 128, seed: 31, pooling: 'mean' }, join(dir, 'bert-embed'));
+      const output = await startupOutput(['-m', join(dir, 'xlmr-reranker'), '--reranking', '--embedding-model', join(dir, 'bert-embed'), '--batch-size', '64']);
+      expect(output).toMatch(/^mlxcel-server: reranker xlmr-reranker \(xlm-roberta, f32, sequence classifier, query and document up to 64 tokens\) from \S+xlmr-reranker$/m);
+      expect(output).toMatch(/^mlxcel-server: embedding model bert-embed \(bert, f32, mean pooling, 64 dims, inputs up to 64 tokens\) from \S+bert-embed$/m);
+      expect(output).not.toMatch(/rank pooling/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('brings Dawn\'s own warnings back with --verbose', async () => {
