@@ -66,6 +66,23 @@ describe('native API on stories260k', () => {
     });
   });
 
+  // The reference's image and audio routes: their models do not load yet (the CLI exits
+  // saying so for --image-model or -m a Whisper/Kokoro checkpoint), and the 501 says the same.
+  it('the image and audio routes answer 501 saying their models are not supported yet', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['/v1/images/generations', /^POST \/v1\/images\/generations needs an image generation model, and image generation models \(--image-model, MLXCEL_IMAGE_MODEL\) are not supported yet; this server serves text generation/],
+      ['/images/edits', /^POST \/images\/edits needs an image generation model, and image generation models .* are not supported yet; /],
+      ['/v1/audio/transcriptions', /^POST \/v1\/audio\/transcriptions needs a Whisper speech-to-text model, and audio models \(a Whisper or Kokoro checkpoint served with -m\) are not supported yet; /],
+      ['/audio/speech', /^POST \/audio\/speech needs a Kokoro text-to-speech model, and audio models .* are not supported yet; /],
+    ];
+    for (const [path, message] of cases) {
+      const res = await post(path, { prompt: 'a cat', model: 'x', input: 'hi' });
+      expect(res.status, path).toBe(501);
+      expect(res.body.error.type, path).toBe('not_implemented');
+      expect(res.body.error.message, path).toMatch(message);
+    }
+  });
+
   it('POST /tokenize and /detokenize round-trip', async () => {
     const tokens = (await post('/tokenize', { content: 'Once upon a time', add_special: true })).body.tokens;
     expect(tokens).toEqual(onceUponATime.prompt_token_ids);

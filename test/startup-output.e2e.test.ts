@@ -3,11 +3,14 @@
 // and stderr on one pipe (a FIFO: Node's child pipes are socket pairs, and on a socket the
 // server cannot hold Dawn's lines back; src/runtime/native-stderr.ts).
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadEmbedder } from '../src/engine/embedder.js';
+import { loadEngine } from '../src/engine/load.js';
+import { UnsupportedModelKindError } from '../src/models/model-kinds.js';
 import { makeEncoderCheckpoint } from './helpers/encoder-checkpoint.js';
 import { waitFor } from './helpers/server-load.js';
 
@@ -52,6 +55,22 @@ async function startupOutput(args: string[]): Promise<string> {
   return output;
 }
 
+/** Runs the server with `args` until it exits (bounded): its exit code and all it printed. */
+async function exitOutput(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (output += text));
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (output += text));
+  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  clearTimeout(killer);
+  return { code, output };
+}
+
 describe.skipIf(process.platform !== 'linux')('startup output', () => {
   it('is one line per fact, without Dawn\'s internal warnings', async () => {
     const output = await startupOutput([]);
@@ -76,6 +95,33 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
       expect(output).toMatch(/^mlxcel-server: reranker xlmr-reranker \(xlm-roberta, f32, sequence classifier, query and document up to 64 tokens\) from \S+xlmr-reranker$/m);
       expect(output).toMatch(/^mlxcel-server: embedding model bert-embed \(bert, f32, mean pooling, 64 dims, inputs up to 64 tokens\) from \S+bert-embed$/m);
       expect(output).not.toMatch(/rank pooling/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits with status 1 and one line for the reference\'s image and audio models, which do not load yet', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-kinds-'));
+    try {
+      const served = 'this server serves text generation, embeddings and reranking';
+      const audio = 'audio models (a Whisper or Kokoro checkpoint served with -m) are not supported yet';
+      const whisper = join(dir, 'whisper-base');
+      mkdirSync(whisper);
+      writeFileSync(join(whisper, 'config.json'), JSON.stringify({ model_type: 'whisper', d_model: 512, encoder_layers: 6 }));
+      const kokoro = join(dir, 'kokoro-82m');
+      mkdirSync(kokoro);
+      writeFileSync(join(kokoro, 'config.json'), JSON.stringify({ istftnet: { upsample_rates: [10, 6] }, vocab: {} }));
+      const [image, speech] = await Promise.all([exitOutput(['--image-model', 'black-forest-labs/FLUX.1-schnell']), exitOutput(['-m', whisper])]);
+      expect(image.code, image.output).toBe(1);
+      expect(image.output).toBe(`mlxcel-server: image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${served}\n`);
+      expect(speech.code, speech.output).toBe(1);
+      const lines = speech.output.trimEnd().split('\n');
+      expect(lines, speech.output).toHaveLength(2);
+      expect(lines[0]).toMatch(/^mlxcel-server: listening on http:/);
+      expect(lines[1]).toBe(`mlxcel-server: ${whisper} is a Whisper speech-to-text checkpoint: ${audio}; ${served}`);
+      // Kokoro, and either kind as an embedding model, are refused by the same check at load.
+      await expect(loadEngine({ modelDir: kokoro })).rejects.toThrow(`${kokoro} is a Kokoro text-to-speech checkpoint: ${audio}; ${served}`);
+      await expect(loadEmbedder({ modelDir: whisper })).rejects.toThrow(UnsupportedModelKindError);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
