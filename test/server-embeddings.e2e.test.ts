@@ -203,6 +203,10 @@ describe('capabilities and generation', () => {
 
   it('every generation route and alias answers 501 naming --embeddings; the tokenizer routes still serve', async () => {
     await expectGenerationRefused(server.url, '--embeddings');
+    // The routes of models this server lacks name what it does serve.
+    const image = await post('/v1/images/generations', { prompt: 'a cat' });
+    expect(image.status).toBe(501);
+    expect(image.body.error.message).toMatch(/not supported yet; this server serves embeddings \(\/v1\/embeddings, \/embedding, \/embeddings\)$/);
     const { body } = await post('/tokenize', { content: 'Hi' });
     expect(body.tokens).toEqual(reference.tokenizer.encode('Hi', false));
     expect((await post('/detokenize', { tokens: body.tokens })).body).toEqual({ content: 'Hi' });

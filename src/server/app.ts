@@ -123,7 +123,7 @@ export function createApp(
   // Bodiless too: POST /v1/cache/reset reads nothing.
   app.use(cacheRoutes(models));
   // 501s for the documented routes this server cannot serve; they read no body either.
-  app.use(unavailableRoutes(), embeddingUnavailableRoutes(services.embedders), rerankUnavailableRoutes(services.rerankers));
+  app.use(unavailableRoutes(services), embeddingUnavailableRoutes(services.embedders), rerankUnavailableRoutes(services.rerankers));
   const generation = [
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
     openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),
