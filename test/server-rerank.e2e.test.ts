@@ -100,6 +100,11 @@ describe('--reranking', () => {
     expect(scoresDesc).toEqual([...scoresDesc].sort((a, b) => b - a));
   });
 
+  it('names itself a reranker at startup', () => {
+    expect(server.output()).toMatch(/^mlxcel-server: reranker xlmr-reranker \(xlm-roberta, f32, sequence classifier, query and document up to 64 tokens\) from \S+xlmr-reranker$/m);
+    expect(server.output()).not.toMatch(/rank pooling/);
+  });
+
   it('capabilities say rerank; every generation route and alias, and embeddings, answer 501 naming how to get them', async () => {
     const props = (await (await fetch(`${server.url}/props`)).json()) as { capabilities: string[] };
     expect(props.capabilities).toEqual(['rerank']);
@@ -136,6 +141,8 @@ describe('--embedding-model and --reranker-model beside a chat model', () => {
   afterAll(() => beside?.stop());
 
   it('lists three models with their capabilities and serves each route', async () => {
+    expect(beside.output()).toMatch(/^mlxcel-server: embedding model bert-embed \(bert, f32, mean pooling, 64 dims, inputs up to 64 tokens\) from \S+bert-embed$/m);
+    expect(beside.output()).toMatch(/^mlxcel-server: reranker xlmr-reranker \(xlm-roberta, f32, sequence classifier, query and document up to 64 tokens\) from /m);
     const models = (await (await fetch(`${beside.url}/v1/models`)).json()) as { data: Array<{ id: string; capabilities: string[] }> };
     expect(models.data.map((m) => [m.id, m.capabilities])).toEqual([['stories260k', ['completion']], ['bert-embed', ['embedding']], ['xlmr-reranker', ['rerank']]]);
     const props = (await (await fetch(`${beside.url}/props`)).json()) as { capabilities: string[] };

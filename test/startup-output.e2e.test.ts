@@ -1,17 +1,15 @@
 // What mlxcel-server prints while it starts: one line per fact and none of Dawn's own
 // warnings, unless --verbose. The server runs as a child process on stories260k, its stdout
 // and stderr on one pipe (a FIFO: Node's child pipes are socket pairs, and on a socket the
-// server cannot hold Dawn's lines back; src/runtime/native-stderr.ts).
+// server cannot hold Dawn's lines back; src/runtime/native-stderr.ts). The startup refusals
+// of model kinds that do not load yet run main() in this process.
 import { execFileSync, spawn } from 'node:child_process';
 import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { loadEmbedder } from '../src/engine/embedder.js';
-import { loadEngine } from '../src/engine/load.js';
-import { UnsupportedModelKindError } from '../src/models/model-kinds.js';
-import { makeEncoderCheckpoint } from './helpers/encoder-checkpoint.js';
+import { describe, expect, it, vi } from 'vitest';
+import { main } from '../src/cli.js';
 import { waitFor } from './helpers/server-load.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -55,22 +53,6 @@ async function startupOutput(args: string[]): Promise<string> {
   return output;
 }
 
-/** Runs the server with `args` until it exits (bounded): its exit code and all it printed. */
-async function exitOutput(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', ...args], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.setEncoding('utf8').on('data', (text: string) => (output += text));
-  child.stderr.setEncoding('utf8').on('data', (text: string) => (output += text));
-  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  clearTimeout(killer);
-  return { code, output };
-}
-
 describe.skipIf(process.platform !== 'linux')('startup output', () => {
   it('is one line per fact, without Dawn\'s internal warnings', async () => {
     const output = await startupOutput([]);
@@ -86,24 +68,25 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
   });
 
-  it('names a reranker as a reranker, and an embedding model by its pooling', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-models-'));
-    try {
-      makeEncoderCheckpoint({ arch: 'xlm-roberta', hidden: 64, layers: 2, heads: 4, intermediate: 128, seed: 41, classifier: true }, join(dir, 'xlmr-reranker'));
-      makeEncoderCheckpoint({ arch: 'bert', hidden: 64, layers: 2, heads: 4, intermediate: 128, seed: 31, pooling: 'mean' }, join(dir, 'bert-embed'));
-      const output = await startupOutput(['-m', join(dir, 'xlmr-reranker'), '--reranking', '--embedding-model', join(dir, 'bert-embed'), '--batch-size', '64']);
-      expect(output).toMatch(/^mlxcel-server: reranker xlmr-reranker \(xlm-roberta, f32, sequence classifier, query and document up to 64 tokens\) from \S+xlmr-reranker$/m);
-      expect(output).toMatch(/^mlxcel-server: embedding model bert-embed \(bert, f32, mean pooling, 64 dims, inputs up to 64 tokens\) from \S+bert-embed$/m);
-      expect(output).not.toMatch(/rank pooling/);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
+  // main() in this process, as bin/mlxcel-server.js runs it: its exit status is process.exitCode.
   it('exits with status 1 and one line for the reference\'s image and audio models, which do not load yet', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-kinds-'));
+    const lines: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((line: string) => void lines.push(line));
+    const error = vi.spyOn(console, 'error').mockImplementation((line: string) => void lines.push(line));
+    const run = async (args: string[], env: NodeJS.ProcessEnv = {}) => {
+      lines.length = 0;
+      process.exitCode = undefined;
+      await main(['--host', '127.0.0.1', '--port', '0', ...args], env);
+      const code = process.exitCode;
+      process.exitCode = undefined;
+      return { code, lines: [...lines] };
+    };
     try {
       const served = 'this server serves text generation, embeddings and reranking';
+      const image = `mlxcel-server: image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${served}`;
+      expect(await run(['--image-model', 'black-forest-labs/FLUX.1-schnell'])).toEqual({ code: 1, lines: [image] });
+      expect(await run([], { MLXCEL_IMAGE_MODEL: join(dir, 'flux') })).toEqual({ code: 1, lines: [image] });
       const audio = 'audio models (a Whisper or Kokoro checkpoint served with -m) are not supported yet';
       const whisper = join(dir, 'whisper-base');
       mkdirSync(whisper);
@@ -111,18 +94,16 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
       const kokoro = join(dir, 'kokoro-82m');
       mkdirSync(kokoro);
       writeFileSync(join(kokoro, 'config.json'), JSON.stringify({ istftnet: { upsample_rates: [10, 6] }, vocab: {} }));
-      const [image, speech] = await Promise.all([exitOutput(['--image-model', 'black-forest-labs/FLUX.1-schnell']), exitOutput(['-m', whisper])]);
-      expect(image.code, image.output).toBe(1);
-      expect(image.output).toBe(`mlxcel-server: image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${served}\n`);
-      expect(speech.code, speech.output).toBe(1);
-      const lines = speech.output.trimEnd().split('\n');
-      expect(lines, speech.output).toHaveLength(2);
-      expect(lines[0]).toMatch(/^mlxcel-server: listening on http:/);
-      expect(lines[1]).toBe(`mlxcel-server: ${whisper} is a Whisper speech-to-text checkpoint: ${audio}; ${served}`);
-      // Kokoro, and either kind as an embedding model, are refused by the same check at load.
-      await expect(loadEngine({ modelDir: kokoro })).rejects.toThrow(`${kokoro} is a Kokoro text-to-speech checkpoint: ${audio}; ${served}`);
-      await expect(loadEmbedder({ modelDir: whisper })).rejects.toThrow(UnsupportedModelKindError);
+      for (const [checkpoint, kind, flags] of [[whisper, 'a Whisper speech-to-text checkpoint', []], [kokoro, 'a Kokoro text-to-speech checkpoint', ['--embeddings']]] as const) {
+        const { code, lines: printed } = await run(['-m', checkpoint, ...flags]);
+        expect(code, printed.join('\n')).toBe(1);
+        expect(printed).toHaveLength(2);
+        expect(printed[0]).toMatch(/^mlxcel-server: listening on http:/);
+        expect(printed[1]).toBe(`mlxcel-server: ${checkpoint} is ${kind}: ${audio}; ${served}`);
+      }
     } finally {
+      log.mockRestore();
+      error.mockRestore();
       rmSync(dir, { recursive: true, force: true });
     }
   });

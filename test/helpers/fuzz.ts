@@ -135,7 +135,7 @@ const DOCUMENTED_5XX = new Set([501, 503]);
 const isAnthropic = (path: string) => /^\/(v1\/)?messages/.test(path);
 
 /** Whether an answer is one of the route's documented 5xx answers, in its OpenAI envelope. */
-function isDocumented(route: RouteCase, status: number, text: string): boolean {
+export function isDocumented(route: RouteCase, status: number, text: string): boolean {
   let error: { type?: unknown; message?: unknown } | undefined;
   try {
     error = (JSON.parse(text) as { error?: typeof error }).error;
