@@ -141,7 +141,10 @@ export function createApp(
   }
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
   const json = (verify: typeof verifyBodyDepth) => express.json({ limit: '32mb', type: () => true, verify });
-  app.post('/detokenize', json(keepRawBody));
+  app.post('/detokenize', json((req, res, body) => {
+    verifyBodyDepth(req, res, body);
+    keepRawBody(req, body);
+  }));
   app.use(json(verifyBodyDepth));
   app.use(
     ...(disabledBy ? [] : generation),

@@ -3,14 +3,13 @@
 // (tokenizerRoutes). /completion takes every prompt form of ../prompt-forms.ts; a batch, or
 // n_cmpl > 1, answers an array of results (prompt p's j-th at index p * n_cmpl + j), one
 // result the object itself.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { Router, type Request, type Response } from 'express';
 import { FIM_SPELLINGS, fimTokens, infillPrompt, type InfillParts } from '../../chat/fim.js';
 import { generateTexts, type GeneratedToken, type TextGenerationParams } from '../../chat/text-generation.js';
 import { arrayElements, objectMembers, scanJsonValue } from '../../chat/tools/json-scan.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
-import { verifyBodyDepth } from '../body-depth.js';
 import { prepareTurn } from '../chat-turn.js';
 import { choiceSampling, choicesScope, collectChoices, MAX_RESULTS, mergeChoices } from '../choices.js';
 import { ApiError, badRequest, serverError } from '../errors.js';
@@ -47,10 +46,9 @@ const INT64_MAX = 2n ** 63n - 1n;
 /** The raw JSON of the /detokenize bodies, kept by keepRawBody while their requests live. */
 const rawBodies = new WeakMap<IncomingMessage, Buffer>();
 
-/** The body parser's `verify` for /detokenize: the depth check, and the raw text kept, so
- *  that an id JSON.parse rounds (beyond 2^53) is named as the client wrote it. */
-export function keepRawBody(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
-  verifyBodyDepth(req, res, body);
+/** For /detokenize's body parser: keeps the raw text, so that an id JSON.parse rounds
+ *  (beyond 2^53) is named as the client wrote it. */
+export function keepRawBody(req: IncomingMessage, body: Buffer): void {
   rawBodies.set(req, body);
 }
 
