@@ -203,6 +203,8 @@ describe('capabilities and generation', () => {
 
   it('every generation route and alias answers 501 naming --embeddings; the tokenizer routes still serve', async () => {
     await expectGenerationRefused(server.url, '--embeddings');
+    const chat = await openai.chat.completions.create({ model: 'qwen3-embed', messages: [{ role: 'user', content: 'hi' }] }).then(() => undefined, (e: unknown) => e);
+    expect(chat).toMatchObject({ status: 501, message: expect.stringContaining('`--embeddings`') });
     // The routes of models this server lacks name what it does serve.
     const image = await post('/v1/images/generations', { prompt: 'a cat' });
     expect(image.status).toBe(501);

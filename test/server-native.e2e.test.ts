@@ -1,5 +1,6 @@
 // llama-server's native routes over raw HTTP, against a live server on the real engine
 // and the trained stories260k model (greedy outputs from expected.json).
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
@@ -80,6 +81,18 @@ describe('native API on stories260k', () => {
       expect(res.status, path).toBe(501);
       expect(res.body.error.type, path).toBe('not_implemented');
       expect(res.body.error.message, path).toMatch(message);
+    }
+     // The official client, as an application calls these routes.
+    const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const calls: Array<[() => Promise<unknown>, RegExp]> = [
+      [() => openai.images.generate({ model: 'flux', prompt: 'a cat' }), /image generation models .* are not supported yet/],
+      [() => openai.audio.speech.create({ model: 'kokoro', voice: 'alloy', input: 'hi' }), /Kokoro text-to-speech model, and audio models .* are not supported yet/],
+    ];
+    for (const [call, message] of calls) {
+      const err = await call().then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(501);
+      expect((err as InstanceType<typeof OpenAI.APIError>).message).toMatch(message);
     }
   });
 
