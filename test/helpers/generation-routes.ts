@@ -7,7 +7,7 @@ const chat = { messages: [user], max_tokens: 2 };
 const responses = { input: 'hi', max_output_tokens: 2 };
 const anthropic = { model: 'm', max_tokens: 2, messages: [user] };
 
-export const GENERATION_ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; path: string; body?: unknown }> = [
+const GENERATION_ROUTES: Array<{ method: 'GET' | 'POST' | 'DELETE'; path: string; body?: unknown }> = [
   ...['/v1/chat/completions', '/chat/completions'].map((path) => ({ method: 'POST' as const, path, body: chat })),
   ...['/v1/completions', '/completion', '/completions'].map((path) => ({ method: 'POST' as const, path, body: { prompt: 'hi', max_tokens: 2 } })),
   { method: 'POST', path: '/infill', body: { input_prefix: 'a', input_suffix: 'b' } },
