@@ -3,7 +3,8 @@
 // abuse (garbage, slow headers, slow bodies, short bodies, broken chunking, pipelining,
 // disconnects mid-generation). Every answer is checked for its status (5xx only 501 for a
 // documented route this server cannot serve, 503 for a full queue or a load, and the
-// answers the REST reference documents for a route, such as /detokenize's 500), its envelope (Anthropic's on /v1/messages, OpenAI's elsewhere) and its time; a probe calls
+// answers the REST reference documents for a route, such as /detokenize's 500), its
+// envelope (Anthropic's on /v1/messages, OpenAI's elsewhere) and its time; a probe calls
 // GET /health every 100 ms throughout and records how long each answer took.
 // Deterministic for a seed; bounded: every request has a deadline.
 import { request as httpRequest } from 'node:http';

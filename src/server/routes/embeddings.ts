@@ -1,8 +1,7 @@
 // POST /v1/embeddings (OpenAI's shape) and POST /embedding, /embeddings (llama-server's
 // native shape: a bare array of {index, embedding: [pooled row]}), their inputs in
-// llama-server's forms. Every input is checked
-// and tokenized before any is queued; the embedder batches them (../../engine/embedder.ts)
-// and pools and normalises on the GPU.
+// llama-server's forms. Every input is checked and tokenized before any is queued; the
+// embedder batches them (../../engine/embedder.ts) and pools and normalises on the GPU.
 import { Router, type Request } from 'express';
 import { EmbedTimeoutError, type Embedder, type EmbedInput } from '../../engine/embedder.js';
 import type { EmbedderState } from '../embedder-state.js';
