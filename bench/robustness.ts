@@ -1,7 +1,8 @@
 // The long robustness runs, against the real server as a child process:
 //   fuzz  N requests over every route (test/helpers/fuzz.ts) at concurrency 8, with a
-//         GET /health probe every 100 ms; reports crashes, undocumented 5xx, hangs, bad
-//         envelopes, and the probe's max and p99.
+//         GET /health probe every 100 ms; reports crashes, undocumented 5xx (and the
+//         documented ones, such as /detokenize's 500), hangs, bad envelopes, and the probe's
+//         max and p99.
 //   soak  concurrent streaming clients with random aborts (test/helpers/soak.ts); reports
 //         idle slots, empty queue, unchanged greedy output and RSS growth.
 //
@@ -55,7 +56,8 @@ try {
     for (const stall of stallSuspects(probe, outcomes)) console.log(`/health waited ${stall.waitedMs} ms while in flight: ${stall.inFlight.join(' | ')}`);
     console.log(
       `fuzz: ${report.requests} requests in ${((Date.now() - started) / 1000).toFixed(0)} s; crashed: ${server.exited() ?? 'no'}; ` +
-        `undocumented 5xx ${report.problems.filter((p) => p.problem === 'undocumented-5xx').length}, ` +
+        `undocumented 5xx ${report.problems.filter((p) => p.problem === 'undocumented-5xx').length} ` +
+        `(documented 5xx ${report.documented5xx}), ` +
         `hangs ${report.problems.filter((p) => p.problem === 'hang').length}, ` +
         `bad envelopes ${report.problems.filter((p) => p.problem === 'bad-envelope').length}; ` +
         `/health probe: ${probe.samples.length} calls, max ${Math.max(...probe.samples).toFixed(0)} ms, ` +

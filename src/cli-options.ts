@@ -5,6 +5,7 @@ import { ENGINE_DEFAULTS } from './engine/engine.js';
 import { SPECULATIVE_DEFAULTS, type SpeculativeOptions } from './engine/speculative.js';
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
+import { IMAGE_MODELS_UNSUPPORTED, SERVED_KINDS } from './models/model-kinds.js';
 import type { Backend } from './runtime/gpu.js';
 import { POOLINGS, type Pooling } from './runtime/ops/pooling.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
@@ -97,7 +98,8 @@ export interface ServeOptions {
   embdNormalize?: number;
 }
 
-export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions };
+/** `unsupported`: the options ask for a model kind this server cannot load yet (the message says which). */
+export type CliCommand = { kind: 'help' } | { kind: 'serve'; options: ServeOptions } | { kind: 'unsupported'; message: string };
 
 export class CliError extends Error {}
 
@@ -201,6 +203,8 @@ const FLAGS: Flag[] = [
   { name: 'reranker-model', env: ['LLAMA_ARG_RERANKER_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving reranking beside the chat model, with its own worker and queue (default: none)' },
   { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${EMBEDDING_POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
   { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
+  // The REST reference's image server flag; image generation models do not load yet.
+  { name: 'image-model', env: ['MLXCEL_IMAGE_MODEL'], value: 'DIR|REPO', help: 'image generation model for /v1/images/generations and /v1/images/edits: not supported yet, the server exits saying so (default: none, those routes answer 501)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
   { name: 'log-verbosity', short: 'lv', env: ['LLAMA_ARG_LOG_VERBOSITY', 'LLAMA_LOG_VERBOSITY'], value: 'N', help: `log threshold in llama-server's levels: ${LOG_LEVELS.info} prints the startup facts, ${LOG_LEVELS.trace} also Dawn's own startup warnings, below ${LOG_LEVELS.info} neither; errors and warnings always print (default: ${DEFAULT_LOG_VERBOSITY})` },
 ];
@@ -286,6 +290,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
   if (!(BACKENDS as readonly string[]).includes(backend)) {
     throw new CliError(`--backend must be one of ${BACKENDS.join(', ')}, got "${backend}"`);
   }
+  if (get('image-model') !== undefined) return { kind: 'unsupported', message: `${IMAGE_MODELS_UNSUPPORTED}; ${SERVED_KINDS}` };
   return {
     kind: 'serve',
     options: {

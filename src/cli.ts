@@ -14,6 +14,7 @@ import { resolveModel } from './hub/resolve-model.js';
 import { hubSettings } from './hub/settings.js';
 import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
+import { UnsupportedModelKindError } from './models/model-kinds.js';
 import { EmbeddingOnlyEngine } from './server/embedding-only-engine.js';
 import { startServer } from './server/server.js';
 
@@ -32,6 +33,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
   if (command.kind === 'help') {
     process.stdout.write(HELP_TEXT);
+    return;
+  }
+  if (command.kind === 'unsupported') {
+    console.error(`mlxcel-server: ${command.message}`);
+    process.exitCode = 1;
     return;
   }
 
@@ -169,7 +175,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     if (wantsReranker) sides.push(await reranker.promise);
   } catch (err) {
     clearBars();
-    if (err instanceof HubError) console.error(`mlxcel-server: ${err.message}`);
+    if (err instanceof HubError || err instanceof UnsupportedModelKindError) console.error(`mlxcel-server: ${err.message}`);
     else console.error(`mlxcel-server: could not load the model from ${(await model.catch(() => undefined))?.dir ?? 'its directory'}:`, err);
     await server.close();
     process.exitCode = 1;

@@ -310,6 +310,20 @@ describe('parseCli: --cors-origins', () => {
   });
 });
 
+describe('parseCli: model kinds the server cannot load yet', () => {
+  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings and reranking';
+
+  it('accepts the REST reference\'s --image-model and MLXCEL_IMAGE_MODEL, and answers that image models are not supported yet', () => {
+    expect(parse(['--image-model', '/m/flux'])).toEqual({ kind: 'unsupported', message });
+    expect(parse(['--image-model=org/sdxl', '-m', '/m/chat'])).toEqual({ kind: 'unsupported', message });
+    expect(parse([], { MLXCEL_IMAGE_MODEL: '/m/flux' })).toEqual({ kind: 'unsupported', message });
+    expect(parse([], { MLXCEL_IMAGE_MODEL: '' })).toMatchObject({ kind: 'serve' });
+    expect(() => parse(['--image-model'])).toThrow(CliError);
+    expect(HELP_TEXT).toContain('--image-model DIR|REPO');
+    expect(HELP_TEXT).toContain('(env: MLXCEL_IMAGE_MODEL)');
+  });
+});
+
 describe('parseCli: embedding flags', () => {
   it('reads --embedding/--embeddings, --embedding-model, --pooling and --embd-normalize, and their variables', () => {
     for (const flag of ['--embedding', '--embeddings']) expect(serveOptions([flag]).embeddings).toBe(true);

@@ -188,9 +188,20 @@ describe('prompt forms and batches', () => {
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ content: expected.body.content, tokens_evaluated: 5 });
     }
-    const media = await post(server.url, '/completion', { prompt: { prompt_string: 'x <__media__>', multimodal_data: ['aGk='] }, ...greedy });
-    expect(media.status).toBe(400);
-    expect(media.body.error.message).toBe('the loaded model takes text only; multimodal_data is not supported');
+    // Media in any form is refused (llama-server would read a string as one file) until the
+    // loaded model takes images; batched or streamed alike.
+    for (const multimodal_data of [['aGk='], 'aGk=', '', { image: 'aGk=' }]) {
+      for (const body of [{ prompt: { prompt_string: 'x <__media__>', multimodal_data } }, { prompt: ['a', { prompt_string: 'x <__media__>', multimodal_data }], stream: true }]) {
+        const media = await post(server.url, '/completion', { ...body, ...greedy });
+        expect(media.status, JSON.stringify(body)).toBe(400);
+        expect(media.body.error).toMatchObject({ type: 'invalid_request_error', message: 'the loaded model takes text only; multimodal_data is not supported' });
+      }
+    }
+    // No media: an empty list, or null, leaves the prompt text as it is.
+    for (const multimodal_data of [[], null]) {
+      const res = await post(server.url, '/completion', { prompt: { prompt_string: 'Once upon a time', multimodal_data }, ...greedy });
+      expect(res.body).toMatchObject({ content: expected.body.content, tokens_evaluated: 5 });
+    }
   });
 
   it('/completion answers a batch with an array, each result at its index, streamed or not', async () => {

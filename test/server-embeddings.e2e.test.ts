@@ -16,6 +16,7 @@ import { loadEngine } from '../src/engine/load.js';
 import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
 import { startServer, type RunningServer } from '../src/server/server.js';
 import { testGpu } from './helpers/model-harness.js';
+import { expectGenerationRefused } from './helpers/generation-routes.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 
@@ -107,6 +108,63 @@ describe('--embeddings through the openai client', () => {
   });
 });
 
+// llama-server's tokenize_mixed: an array holding both token ids and strings is one input,
+// its pieces concatenated; a string piece gets the special tokens only when it starts the
+// input. Arrays of strings and arrays of token arrays stay lists of inputs.
+describe('ids mixed with text', () => {
+  const vectorOf = async (ids: number[]) => (await reference.embed([{ tokens: ids, dims: HIDDEN, normalize: 2 }]))[0]!;
+  const mixed = [12, 34, 'a fox', 56, 78];
+  const ids = () => [12, 34, ...reference.tokenizer.encode('a fox', false), 56, 78];
+
+  it('[12, 34, "a fox", 56, 78] embeds as the equivalent token ids, on every route', async () => {
+    const asIds = await post('/v1/embeddings', { input: ids() });
+    const reference = await vectorOf(ids());
+    expect(maxDiff(asIds.body.data[0].embedding, reference)).toBeLessThan(1e-5);
+    const res = await post('/v1/embeddings', { input: mixed });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toHaveLength(1);
+    expect(res.body.data[0].embedding).toEqual(asIds.body.data[0].embedding);
+    expect(res.body.usage.prompt_tokens).toBe(ids().length);
+    // The openai client's types have no mixed form; it sends the array as given.
+    const sdk = await openai.embeddings.create({ model: 'qwen3-embed', input: mixed as unknown as number[], encoding_format: 'float' });
+    expect(sdk.data[0]!.embedding).toEqual(asIds.body.data[0].embedding);
+    for (const path of ['/embedding', '/embeddings']) {
+      for (const body of [{ input: mixed }, { content: mixed }]) {
+        const native = await post(path, body);
+        expect(native.status, path).toBe(200);
+        expect(native.body).toHaveLength(1);
+        expect(native.body[0].embedding[0]).toEqual(asIds.body.data[0].embedding);
+      }
+    }
+  });
+
+  it('a leading string gets the special tokens (and the instruction); a list may hold mixed inputs', async () => {
+    const leading = [...reference.tokenizer.encode('Query:Hi', true), 5, 6];
+    const res = await post('/v1/embeddings', { input: [['Hi', 5, 6], [7, 'Hi'], 'Hi', [7, 8]], instruction: 'Query:' });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toHaveLength(4);
+    const expectedIds = [leading, [7, ...reference.tokenizer.encode('Hi', false)], reference.tokenizer.encode('Query:Hi', true), [7, 8]];
+    for (const [i, tokens] of expectedIds.entries()) expect(maxDiff(res.body.data[i].embedding, await vectorOf(tokens))).toBeLessThan(1e-5);
+  });
+
+  it('refuses a mixed input with a bad id, and a list element of strings only', async () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [[12, 999999, 'x'], /input\[0\] contains token id 999999, which is >= vocab_size \d+/],
+      [[12, -1, 'x'], /^input\[1\] must be >= 0$/],
+      [[12, 1.5, 'x'], /^input\[1\] must be string or integer or array$/],
+      [[['a', 'b']], /^input\[0\] must be a string, token ids, or token ids mixed with strings$/],
+      [[12, [1, 2]], /^input\[0\] must be a string, token ids, or token ids mixed with strings$/],
+      [[12, 'x', null], /^input\[2\] must be string or integer or array$/],
+      [[[12, ['x']]], /^input\[0\]\[1\] must be string or integer$/],
+    ];
+    for (const [input, message] of cases) {
+      const res = await post('/v1/embeddings', { input });
+      expect(res.status, JSON.stringify(input)).toBe(400);
+      expect(res.body.error.message, JSON.stringify(input)).toMatch(message);
+    }
+  });
+});
+
 describe('embd_normalize', () => {
   it('-1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, 3 p-norm', async () => {
     const get = async (embd_normalize: number) => (await post('/v1/embeddings', { input: TEXTS[0], embd_normalize })).body.data[0].embedding as number[];
@@ -143,12 +201,17 @@ describe('capabilities and generation', () => {
     expect(props.capabilities).toEqual(['embedding']);
   });
 
-  it('generation routes answer 501 naming --embeddings', async () => {
-    for (const [path, body] of [['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }], ['/completion', { prompt: 'hi' }], ['/v1/completions', { prompt: 'hi' }]] as const) {
-      const res = await post(path, body);
-      expect(res.status).toBe(501);
-      expect(res.body.error.message).toContain('--embeddings');
-    }
+  it('every generation route and alias answers 501 naming --embeddings; the tokenizer routes still serve', async () => {
+    await expectGenerationRefused(server.url, '--embeddings');
+    const chat = await openai.chat.completions.create({ model: 'qwen3-embed', messages: [{ role: 'user', content: 'hi' }] }).then(() => undefined, (e: unknown) => e);
+    expect(chat).toMatchObject({ status: 501, message: expect.stringContaining('`--embeddings`') });
+    // The routes of models this server lacks name what it does serve.
+    const image = await post('/v1/images/generations', { prompt: 'a cat' });
+    expect(image.status).toBe(501);
+    expect(image.body.error.message).toMatch(/not supported yet; this server serves embeddings \(\/v1\/embeddings, \/embedding, \/embeddings\)$/);
+    const { body } = await post('/tokenize', { content: 'Hi' });
+    expect(body.tokens).toEqual(reference.tokenizer.encode('Hi', false));
+    expect((await post('/detokenize', { tokens: body.tokens })).body).toEqual({ content: 'Hi' });
   });
 });
 

@@ -1,5 +1,6 @@
 // llama-server's native routes over raw HTTP, against a live server on the real engine
 // and the trained stories260k model (greedy outputs from expected.json).
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
 import { loadEngine } from '../src/engine/load.js';
@@ -66,13 +67,79 @@ describe('native API on stories260k', () => {
     });
   });
 
+  // The reference's image and audio routes: their models do not load yet (the CLI exits
+  // saying so for --image-model or -m a Whisper/Kokoro checkpoint), and the 501 says the same.
+  it('the image and audio routes answer 501 saying their models are not supported yet', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['/v1/images/generations', /^POST \/v1\/images\/generations needs an image generation model, and image generation models \(--image-model, MLXCEL_IMAGE_MODEL\) are not supported yet; this server serves text generation/],
+      ['/images/edits', /^POST \/images\/edits needs an image generation model, and image generation models .* are not supported yet; /],
+      ['/v1/audio/transcriptions', /^POST \/v1\/audio\/transcriptions needs a Whisper speech-to-text model, and audio models \(a Whisper or Kokoro checkpoint served with -m\) are not supported yet; /],
+      ['/audio/speech', /^POST \/audio\/speech needs a Kokoro text-to-speech model, and audio models .* are not supported yet; /],
+    ];
+    for (const [path, message] of cases) {
+      const res = await post(path, { prompt: 'a cat', model: 'x', input: 'hi' });
+      expect(res.status, path).toBe(501);
+      expect(res.body.error.type, path).toBe('not_implemented');
+      expect(res.body.error.message, path).toMatch(message);
+    }
+     // The official client, as an application calls these routes.
+    const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const calls: Array<[() => Promise<unknown>, RegExp]> = [
+      [() => openai.images.generate({ model: 'flux', prompt: 'a cat' }), /image generation models .* are not supported yet/],
+      [() => openai.audio.speech.create({ model: 'kokoro', voice: 'alloy', input: 'hi' }), /Kokoro text-to-speech model, and audio models .* are not supported yet/],
+    ];
+    for (const [call, message] of calls) {
+      const err = await call().then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(501);
+      expect((err as InstanceType<typeof OpenAI.APIError>).message).toMatch(message);
+    }
+  });
+
   it('POST /tokenize and /detokenize round-trip', async () => {
     const tokens = (await post('/tokenize', { content: 'Once upon a time', add_special: true })).body.tokens;
     expect(tokens).toEqual(onceUponATime.prompt_token_ids);
     expect((await post('/detokenize', { tokens: tokens.slice(1) })).body).toEqual({ content: 'Once upon a time' });
-    const bad = await post('/detokenize', { tokens: [403, 512] });
-    // llama-server answers 500 here; a client's mistake is a 400 in this server.
-    expect(bad.status).toBe(400);
-    expect(bad.body.error).toMatchObject({ type: 'invalid_request_error', message: 'token id 512 is out of vocabulary range (vocab_size 512)' });
+  });
+
+  // The REST reference: ids are read as 64-bit integers; a negative id or one outside the
+  // vocabulary is a 500 server_error naming the first bad id in request order, checked
+  // before decoding (llama-server's status and type).
+  it('POST /detokenize answers an id outside the vocabulary with the reference\'s 500', async () => {
+    const cases: Array<[string, string]> = [
+      ['[403, 512]', '512'],
+      ['[403, -1, 512]', '-1'],
+      ['[403, 512, -1]', '512'],
+      ['[-9223372036854775808]', '-9223372036854775808'],
+      ['[4294967296]', '4294967296'],
+      ['[4294967299, 1]', '4294967299'],
+      ['[9223372036854775807]', '9223372036854775807'],
+      ['[1, 9007199254740993]', '9007199254740993'],
+    ];
+    for (const [tokens, bad] of cases) {
+      const res = await fetch(`${server.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
+      expect(res.status, tokens).toBe(500);
+      expect(await res.json(), tokens).toEqual({
+        error: { type: 'server_error', message: `token id ${bad} is out of vocabulary range (vocab_size 512)`, code: null },
+      });
+    }
+  });
+
+  it('POST /detokenize refuses ids that are not 64-bit integers with 400', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['[1.5]', /tokens\[0\] must be integer/],
+      ['["403"]', /tokens\[0\] must be integer/],
+      ['[null]', /tokens\[0\] must be integer/],
+      ['[403, 9223372036854775808]', /^tokens\[1\] must be a 64-bit integer, got 9223372036854775808$/],
+      ['[-9223372036854775809]', /^tokens\[0\] must be a 64-bit integer, got -9223372036854775809$/],
+      ['[1e300]', /^tokens\[0\] must be a 64-bit integer, got 1e300$/],
+    ];
+    for (const [tokens, message] of cases) {
+      const res = await fetch(`${server.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
+      expect(res.status, tokens).toBe(400);
+      const body = (await res.json()) as { error: { type: string; message: string } };
+      expect(body.error.type, tokens).toBe('invalid_request_error');
+      expect(body.error.message, tokens).toMatch(message);
+    }
   });
 });

@@ -13,6 +13,7 @@ import { loadEmbedder, type Embedder } from '../src/engine/embedder.js';
 import { EmbeddingOnlyEngine } from '../src/server/embedding-only-engine.js';
 import { qwen3RerankPrompt } from '../src/server/routes/rerank.js';
 import { startServer } from '../src/server/server.js';
+import { expectGenerationRefused } from './helpers/generation-routes.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 import { makeEncoderCheckpoint } from './helpers/encoder-checkpoint.js';
 import { testGpu } from './helpers/model-harness.js';
@@ -99,12 +100,15 @@ describe('--reranking', () => {
     expect(scoresDesc).toEqual([...scoresDesc].sort((a, b) => b - a));
   });
 
-  it('capabilities say rerank; generation and embeddings answer 501 naming how to get them', async () => {
+  it('names itself a reranker at startup', () => {
+    expect(server.output()).toMatch(/^mlxcel-server: reranker xlmr-reranker \(xlm-roberta, f32, sequence classifier, query and document up to 64 tokens\) from \S+xlmr-reranker$/m);
+    expect(server.output()).not.toMatch(/rank pooling/);
+  });
+
+  it('capabilities say rerank; every generation route and alias, and embeddings, answer 501 naming how to get them', async () => {
     const props = (await (await fetch(`${server.url}/props`)).json()) as { capabilities: string[] };
     expect(props.capabilities).toEqual(['rerank']);
-    const chat = await post(server.url, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
-    expect(chat.status).toBe(501);
-    expect(chat.body.error.message).toContain('--reranking');
+    await expectGenerationRefused(server.url, '--reranking');
     const embed = await post(server.url, '/v1/embeddings', { input: 'hi' });
     expect(embed.status).toBe(501);
     expect(embed.body.error.message).toContain('--embedding-model');
@@ -137,6 +141,8 @@ describe('--embedding-model and --reranker-model beside a chat model', () => {
   afterAll(() => beside?.stop());
 
   it('lists three models with their capabilities and serves each route', async () => {
+    expect(beside.output()).toMatch(/^mlxcel-server: embedding model bert-embed \(bert, f32, mean pooling, 64 dims, inputs up to 64 tokens\) from \S+bert-embed$/m);
+    expect(beside.output()).toMatch(/^mlxcel-server: reranker xlmr-reranker \(xlm-roberta, f32, sequence classifier, query and document up to 64 tokens\) from /m);
     const models = (await (await fetch(`${beside.url}/v1/models`)).json()) as { data: Array<{ id: string; capabilities: string[] }> };
     expect(models.data.map((m) => [m.id, m.capabilities])).toEqual([['stories260k', ['completion']], ['bert-embed', ['embedding']], ['xlmr-reranker', ['rerank']]]);
     const props = (await (await fetch(`${beside.url}/props`)).json()) as { capabilities: string[] };
@@ -153,10 +159,12 @@ describe('--embedding-model and --reranker-model beside a chat model', () => {
 });
 
 describe('a generative reranker (Qwen3-Reranker layout) served as --reranking serves it', () => {
-  it('scores P(yes) of its prompt, with the request\'s instruction or the default one', async () => {
+  it('scores P(yes) of its prompt, with the request\'s instruction or the default one, and names itself a generative reranker', async () => {
     const dir = join(tmp, 'qwen3-reranker');
     makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 9, tie: true }, dir);
-    const reranker = await loadEmbedder({ modelDir: dir, gpu: await testGpu(), pooling: 'rank', batchSize: 256 });
+    const logged: string[] = [];
+    const reranker = await loadEmbedder({ modelDir: dir, gpu: await testGpu(), pooling: 'rank', batchSize: 256, log: (line) => logged.push(line) });
+    expect(logged).toEqual([expect.stringMatching(/^reranker qwen3-reranker \(qwen3, \w+, generative: scores P\(yes\) of its yes\/no answer, query and document up to \d+ tokens\) from /)]);
     const app = await startServer(new EmbeddingOnlyEngine(reranker, '--reranking', reranker.adapterDescription), {
       host: '127.0.0.1', port: 0, reranker, generationDisabledBy: '--reranking',
     });

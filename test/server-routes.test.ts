@@ -277,9 +277,10 @@ describe('error paths', () => {
 
 describe('documented routes this server cannot serve', () => {
   const SERVED = 'this server serves text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)';
-  const image = (path: string) => `POST ${path} needs an image model: start the server with --image-model (or MLXCEL_IMAGE_MODEL); ${SERVED}`;
-  const whisper = (path: string) => `POST ${path} needs a Whisper checkpoint, served by an audio-only server process; ${SERVED}`;
-  const kokoro = (path: string) => `POST ${path} needs a Kokoro text-to-speech checkpoint, served by an audio-only server process; ${SERVED}`;
+  const image = (path: string) => `POST ${path} needs an image generation model, and image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${SERVED}`;
+  const audio = 'audio models (a Whisper or Kokoro checkpoint served with -m) are not supported yet';
+  const whisper = (path: string) => `POST ${path} needs a Whisper speech-to-text model, and ${audio}; ${SERVED}`;
+  const kokoro = (path: string) => `POST ${path} needs a Kokoro text-to-speech model, and ${audio}; ${SERVED}`;
   const embeddings = 'This server does not support embeddings. Start it with `--embeddings` (the -m model serves embeddings) or `--embedding-model DIR|repo` (a second model beside the chat model)';
   const reranking = 'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)';
 
@@ -292,7 +293,7 @@ describe('documented routes this server cannot serve', () => {
       'not_implemented',
       whisper(p),
     ]),
-    ['GET', '/v1/realtime', 'not_implemented', `GET /v1/realtime needs a Nemotron VoiceChat checkpoint; ${SERVED}`],
+    ['GET', '/v1/realtime', 'not_implemented', `GET /v1/realtime needs a Nemotron VoiceChat checkpoint, and these are not supported yet; ${SERVED}`],
     ...['/v1/embeddings', '/embedding', '/embeddings'].map((p) => ['POST', p, 'not_supported_error', embeddings]),
     ...['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'].map((p) => ['POST', p, 'not_supported_error', reranking]),
   ])('%s %s -> 501 %s', async (method, path, type, message) => {
@@ -589,7 +590,7 @@ describe('native routes', () => {
     expect((await post(`${url}/detokenize`, { tokens: [] })).body).toEqual({ content: '' });
   });
 
-  it('POST /detokenize names the first out-of-vocabulary id with a 400', async () => {
+  it('POST /detokenize names the first out-of-vocabulary id with the reference\'s 500', async () => {
     const url = await serve(await FakeEngine.create());
     for (const [tokens, bad] of [
       [[403, 512, -1], 512],
@@ -597,10 +598,10 @@ describe('native routes', () => {
       [[2 ** 40], 2 ** 40],
     ] as const) {
       const res = await post(`${url}/detokenize`, { tokens });
-      expect(res.status).toBe(400);
+      expect(res.status).toBe(500);
       expect(res.body.error).toEqual({
         message: `token id ${bad} is out of vocabulary range (vocab_size 512)`,
-        type: 'invalid_request_error',
+        type: 'server_error',
         code: null,
       });
     }

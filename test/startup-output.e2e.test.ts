@@ -1,13 +1,15 @@
 // What mlxcel-server prints while it starts: one line per fact and none of Dawn's own
 // warnings, unless --verbose. The server runs as a child process on stories260k, its stdout
 // and stderr on one pipe (a FIFO: Node's child pipes are socket pairs, and on a socket the
-// server cannot hold Dawn's lines back; src/runtime/native-stderr.ts).
+// server cannot hold Dawn's lines back; src/runtime/native-stderr.ts). The startup refusals
+// of model kinds that do not load yet run main() in this process.
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { main } from '../src/cli.js';
 import { waitFor } from './helpers/server-load.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -64,6 +66,46 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32\) from \S*models\/stories260k$/);
     expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
+  });
+
+  // main() in this process, as bin/mlxcel-server.js runs it: its exit status is process.exitCode.
+  it('exits with status 1 and one line for the reference\'s image and audio models, which do not load yet', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-kinds-'));
+    const lines: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((line: string) => void lines.push(line));
+    const error = vi.spyOn(console, 'error').mockImplementation((line: string) => void lines.push(line));
+    const run = async (args: string[], env: NodeJS.ProcessEnv = {}) => {
+      lines.length = 0;
+      process.exitCode = undefined;
+      await main(['--host', '127.0.0.1', '--port', '0', ...args], env);
+      const code = process.exitCode;
+      process.exitCode = undefined;
+      return { code, lines: [...lines] };
+    };
+    try {
+      const served = 'this server serves text generation, embeddings and reranking';
+      const image = `mlxcel-server: image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${served}`;
+      expect(await run(['--image-model', 'black-forest-labs/FLUX.1-schnell'])).toEqual({ code: 1, lines: [image] });
+      expect(await run([], { MLXCEL_IMAGE_MODEL: join(dir, 'flux') })).toEqual({ code: 1, lines: [image] });
+      const audio = 'audio models (a Whisper or Kokoro checkpoint served with -m) are not supported yet';
+      const whisper = join(dir, 'whisper-base');
+      mkdirSync(whisper);
+      writeFileSync(join(whisper, 'config.json'), JSON.stringify({ model_type: 'whisper', d_model: 512, encoder_layers: 6 }));
+      const kokoro = join(dir, 'kokoro-82m');
+      mkdirSync(kokoro);
+      writeFileSync(join(kokoro, 'config.json'), JSON.stringify({ istftnet: { upsample_rates: [10, 6] }, vocab: {} }));
+      for (const [checkpoint, kind, flags] of [[whisper, 'a Whisper speech-to-text checkpoint', []], [kokoro, 'a Kokoro text-to-speech checkpoint', ['--embeddings']]] as const) {
+        const { code, lines: printed } = await run(['-m', checkpoint, ...flags]);
+        expect(code, printed.join('\n')).toBe(1);
+        expect(printed).toHaveLength(2);
+        expect(printed[0]).toMatch(/^mlxcel-server: listening on http:/);
+        expect(printed[1]).toBe(`mlxcel-server: ${checkpoint} is ${kind}: ${audio}; ${served}`);
+      }
+    } finally {
+      log.mockRestore();
+      error.mockRestore();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('brings Dawn\'s own warnings back with --verbose', async () => {

@@ -104,7 +104,9 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
     id: options.alias ?? basename(dir), path: dir, architecture: cfg.modelType, vocabSize: cfg.vocab, hidden: cfg.hidden, contextSize, pooling,
     ...(pooling === 'rank' ? { reranker: generative ? 'generative' as const : 'classifier' as const } : {}),
   };
-  options.log?.(`embedding model ${info.id} (${info.architecture}, ${model.weightFormat}, ${pooling} pooling, ${info.hidden} dims, inputs up to ${contextSize} tokens) from ${dir}`);
+  options.log?.(info.reranker
+    ? `reranker ${info.id} (${info.architecture}, ${model.weightFormat}, ${info.reranker === 'generative' ? 'generative: scores P(yes) of its yes/no answer' : 'sequence classifier'}, query and document up to ${contextSize} tokens) from ${dir}`
+    : `embedding model ${info.id} (${info.architecture}, ${model.weightFormat}, ${pooling} pooling, ${info.hidden} dims, inputs up to ${contextSize} tokens) from ${dir}`);
   return new Embedder(info, tokenizer, model, {
     maxQueue: options.maxQueue ?? EMBEDDER_DEFAULTS.maxQueue,
     timeoutMs: options.timeoutMs ?? EMBEDDER_DEFAULTS.timeoutMs,

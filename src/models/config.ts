@@ -8,6 +8,7 @@
 // defaults are transformers' own.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { refuseAudioCheckpoint } from './model-kinds.js';
 import { isQuantBits, QUANT_BITS, QUANT_GROUP_SIZES, type QuantBits } from './quantize.js';
 
 /** The RoPE frequency scalings the engine implements (rope.ts); unscaled RoPE has none. */
@@ -348,10 +349,12 @@ function readJson(path: string): Json | undefined {
   return v;
 }
 
-/** A checkpoint folder's config.json and generation_config.json; `file` names the config in errors. */
+/** A checkpoint folder's config.json and generation_config.json; `file` names the config in
+ *  errors. A checkpoint of a kind this server cannot load yet is refused (./model-kinds.ts). */
 export function readConfigFiles(dir: string): { json: Json; generation?: Json; file: string } {
   const file = join(dir, 'config.json');
   const json = readJson(file);
+  refuseAudioCheckpoint(dir, json);
   if (!json) throw new Error(`${dir}: no config.json`);
   return { json, generation: readJson(join(dir, 'generation_config.json')), file };
 }

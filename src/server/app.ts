@@ -3,7 +3,7 @@
 // of auth, as browsers send no key on a preflight; health comes before auth (it must stay
 // open), auth before body parsing (no parse errors for unauthenticated callers), and the
 // 404 and error envelopes last.
-import express, { type Express } from 'express';
+import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Embedder } from '../engine/embedder.js';
 import type { Engine } from '../engine/engine.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/anthropic.js';
@@ -21,7 +21,7 @@ import { healthRoutes, type LoadingProgress } from './routes/health.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
 import { modelRoutes } from './routes/models.js';
-import { nativeRoutes } from './routes/native.js';
+import { keepRawBody, nativeRoutes, tokenizerRoutes } from './routes/native.js';
 import { openAIChatRoutes } from './routes/openai-chat.js';
 import { openAICompletionRoutes } from './routes/openai-completions.js';
 import { propsRoutes } from './routes/props.js';
@@ -73,12 +73,6 @@ export interface AppOptions {
   embdNormalize?: number;
 }
 
-/** Generation routes, answered 501 while generation is off (AppOptions.generationDisabledBy). */
-const GENERATION_PATHS = [
-  '/v1/chat/completions', '/chat/completions', '/v1/completions', '/completions', '/completion', '/infill',
-  '/v1/responses', '/v1/responses/*path', '/v1/messages', '/v1/messages/count_tokens', '/apply-template',
-];
-
 /** What the routes of one server share, a separate metrics listener included. */
 export interface AppState {
   models: ModelState;
@@ -129,24 +123,35 @@ export function createApp(
   // Bodiless too: POST /v1/cache/reset reads nothing.
   app.use(cacheRoutes(models));
   // 501s for the documented routes this server cannot serve; they read no body either.
-  app.use(unavailableRoutes(), embeddingUnavailableRoutes(services.embedders), rerankUnavailableRoutes(services.rerankers));
-  const disabledBy = options.generationDisabledBy;
-  if (disabledBy) {
-    app.post(GENERATION_PATHS, () => {
-      throw generationDisabled(disabledBy);
-    });
-  }
-  // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
-  app.use(express.json({ limit: '32mb', type: () => true, verify: verifyBodyDepth }));
-  app.use(
+  app.use(unavailableRoutes(services), embeddingUnavailableRoutes(services.embedders), rerankUnavailableRoutes(services.rerankers));
+  const generation = [
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
     openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),
     nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, spmInfill: options.spmInfill }),
+    responsesRoutes(models, defaults, metrics, responsesOptions(options)),
+    anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
+  ];
+  // --embeddings / --reranking: every route of the generation routers, each alias included,
+  // answers 501 naming the flag.
+  const disabledBy = options.generationDisabledBy;
+  if (disabledBy) {
+    app.use(sameRoutes(generation, () => {
+      throw generationDisabled(disabledBy);
+    }));
+  }
+  // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
+  const json = (verify: typeof verifyBodyDepth) => express.json({ limit: '32mb', type: () => true, verify });
+  app.post('/detokenize', json((req, res, body) => {
+    verifyBodyDepth(req, res, body);
+    keepRawBody(req, body);
+  }));
+  app.use(json(verifyBodyDepth));
+  app.use(
+    ...(disabledBy ? [] : generation),
+    tokenizerRoutes(models),
     modelRoutes(models, services, { aliases: options.aliases, tags: options.tags }),
     embeddingRoutes(services.embedders, options.embdNormalize),
     rerankRoutes(services.rerankers),
-    responsesRoutes(models, defaults, metrics, responsesOptions(options)),
-    anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
     slotActionRoutes(models, slots),
   );
   return finish(app);
@@ -170,6 +175,18 @@ function responsesOptions(o: AppOptions) {
       ttlSecs: o.conversationStoreTtlSecs ?? d.conversations.ttlSecs,
     },
   };
+}
+
+/** A router answering every route of `routers` (each method and path) with `handler`. */
+function sameRoutes(routers: Router[], handler: RequestHandler): Router {
+  const out = Router();
+  for (const { route } of routers.flatMap((r) => r.stack)) {
+    if (!route) continue;
+    // The router's own fields, beyond what @types/express declares.
+    const { path, methods } = route as unknown as { path: string | string[]; methods: Record<string, true> };
+    for (const method of Object.keys(methods)) out[method as 'get' | 'post' | 'delete'](path, handler);
+  }
+  return out;
 }
 
 function newApp(options: Pick<AppOptions, 'corsOrigins'>): Express {

@@ -37,18 +37,21 @@ export function promptList(prompt: unknown): { prompts: PromptPieces[]; batch: b
 /** A single prompt in any of its forms, or undefined when `value` is not one (a batch, or nothing valid). */
 function onePrompt(value: unknown): PromptPieces | undefined {
   if (typeof value === 'string') return value;
-  if (Array.isArray(value)) {
-    if (value.length > 0 && value.every(isId)) return value;
-    // Ids and text mixed: both kinds present, nothing else.
-    if (value.some(isId) && value.some((v) => typeof v === 'string') && value.every((v) => isId(v) || typeof v === 'string')) return value as Array<string | number>;
-    return undefined;
-  }
+  if (Array.isArray(value)) return tokenPieces(value);
   if (typeof value === 'object' && value !== null) {
     const { prompt_string: text, multimodal_data: media } = value as { prompt_string?: unknown; multimodal_data?: unknown };
-    if (Array.isArray(media) && media.length > 0) throw badRequest('the loaded model takes text only; multimodal_data is not supported');
+    // Any media (an array of base64 strings, or one string) is refused; an empty list is none.
+    if (media != null && !(Array.isArray(media) && media.length === 0)) throw badRequest('the loaded model takes text only; multimodal_data is not supported');
     if (typeof text !== 'string') throw badRequest('a prompt object needs a "prompt_string" string');
     return text;
   }
+  return undefined;
+}
+
+/** Token ids, or ids mixed with text (both kinds present, nothing else): one prompt's pieces; undefined for any other array. */
+export function tokenPieces(value: unknown[]): Array<string | number> | undefined {
+  if (value.length > 0 && value.every(isId)) return value;
+  if (value.some(isId) && value.some((v) => typeof v === 'string') && value.every((v) => isId(v) || typeof v === 'string')) return value as Array<string | number>;
   return undefined;
 }
 

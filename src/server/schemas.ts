@@ -380,8 +380,8 @@ export const validateSlotFile = ajv.compile<SlotFileBody>({
   properties: { filename: { type: 'string' } },
 });
 
-/** An embedding input: text, token ids, or a list of either (checked item by item in ./routes/embeddings.ts). */
-export type EmbeddingInput = string | number[] | Array<string | number[]>;
+/** An embedding input: text, token ids, ids mixed with text, or a list of those (checked item by item in ./routes/embeddings.ts). */
+export type EmbeddingInput = string | Array<string | number> | Array<string | Array<string | number>>;
 
 export interface EmbeddingBody {
   input?: Opt<EmbeddingInput>;
@@ -394,10 +394,9 @@ export interface EmbeddingBody {
   instruction?: Opt<string>;
 }
 
-const tokenIds = { type: 'array', items: { type: 'integer', minimum: 0 } };
-const embeddingInput = {
-  anyOf: [{ type: 'string' }, tokenIds, { type: 'array', items: { anyOf: [{ type: 'string' }, tokenIds] } }, { type: 'null' }],
-};
+/** Text, or an array of token ids, text and arrays of those; which arrays form one input is the route's to tell. */
+const inputPiece = { type: ['string', 'integer'], minimum: 0 };
+const embeddingInput = { type: ['string', 'array', 'null'], items: { type: ['string', 'integer', 'array'], minimum: 0, items: inputPiece } };
 
 export const validateEmbedding = ajv.compile<EmbeddingBody>({
   type: 'object',

@@ -2,7 +2,8 @@
 // nesting, unicode, invalid UTF-8, truncated JSON, wrong content types), and raw-socket
 // abuse (garbage, slow headers, slow bodies, short bodies, broken chunking, pipelining,
 // disconnects mid-generation). Every answer is checked for its status (5xx only 501 for a
-// documented route this server cannot serve and 503 for a full queue or a load), its
+// documented route this server cannot serve, 503 for a full queue or a load, and the
+// answers the REST reference documents for a route, such as /detokenize's 500), its
 // envelope (Anthropic's on /v1/messages, OpenAI's elsewhere) and its time; a probe calls
 // GET /health every 100 ms throughout and records how long each answer took.
 // Deterministic for a seed; bounded: every request has a deadline.
@@ -17,6 +18,14 @@ interface RouteCase {
   path: string;
   /** Valid bodies to mutate (POST routes). */
   bodies?: Json[];
+  /** Answers of 500 and up the REST reference documents for this route, beside 501 and 503. */
+  documented?: DocumentedAnswer[];
+}
+
+interface DocumentedAnswer {
+  status: number;
+  type: string;
+  message: RegExp;
 }
 
 const user = (content: string) => ({ role: 'user', content });
@@ -58,7 +67,12 @@ export const ROUTES: RouteCase[] = [
     ],
   },
   { method: 'POST', path: '/tokenize', bodies: [{ content: 'hello world' }, { content: 'hi', add_special: true }] },
-  { method: 'POST', path: '/detokenize', bodies: [{ tokens: [1, 2, 3] }] },
+  {
+    method: 'POST',
+    path: '/detokenize',
+    bodies: [{ tokens: [1, 2, 3] }, { tokens: [1, 2, 4294967296] }, { tokens: [-1, 2] }],
+    documented: [{ status: 500, type: 'server_error', message: /^token id -?\d+ is out of vocabulary range \(vocab_size \d+\)$/ }],
+  },
   {
     method: 'POST',
     path: '/v1/responses',
@@ -112,12 +126,25 @@ export interface Outcome {
   ms: number;
   /** Why the answer breaks the contract, if it does. */
   problem?: 'hang' | 'undocumented-5xx' | 'bad-envelope';
+  /** A 5xx the reference documents for the route (RouteCase.documented). */
+  documented?: true;
   detail?: string;
 }
 
 const DOCUMENTED_5XX = new Set([501, 503]);
 
 const isAnthropic = (path: string) => /^\/(v1\/)?messages/.test(path);
+
+/** Whether an answer is one of the route's documented 5xx answers, in its OpenAI envelope. */
+export function isDocumented(route: RouteCase, status: number, text: string): boolean {
+  let error: { type?: unknown; message?: unknown } | undefined;
+  try {
+    error = (JSON.parse(text) as { error?: typeof error }).error;
+  } catch {
+    return false;
+  }
+  return (route.documented ?? []).some((d) => d.status === status && error?.type === d.type && typeof error.message === 'string' && d.message.test(error.message));
+}
 
 function checkEnvelope(path: string, status: number, contentType: string, text: string): string | undefined {
   if (status < 400) return undefined;
@@ -403,6 +430,8 @@ export interface FuzzReport {
   requests: number;
   byStatus: Record<string, number>;
   problems: Outcome[];
+  /** Answers that are a route's documented 5xx (RouteCase.documented). */
+  documented5xx: number;
   slowest: Outcome[];
   /** Every attempt, for attributing slow probe answers (stallSuspects). */
   outcomes: Outcome[];
@@ -445,10 +474,12 @@ export async function fuzz(base: string, options: FuzzOptions): Promise<FuzzRepo
     const res = await exchange(url, route.method, route.path, attempt.body, attempt.headers, options.deadlineMs);
     const ms = performance.now() - started;
     if (res === 'hang') return { label, started, status: 0, ms, problem: 'hang' };
-    if (res.status >= 500 && !DOCUMENTED_5XX.has(res.status)) return { label, started, status: res.status, ms, problem: 'undocumented-5xx', detail: res.text.slice(0, 300) };
+    const otherServerError = res.status >= 500 && !DOCUMENTED_5XX.has(res.status);
+    const documented = otherServerError && isDocumented(route, res.status, res.text);
+    if (otherServerError && !documented) return { label, started, status: res.status, ms, problem: 'undocumented-5xx', detail: res.text.slice(0, 300) };
     const envelope = checkEnvelope(route.path, res.status, res.contentType, res.text);
     if (envelope) return { label, started, status: res.status, ms, problem: 'bad-envelope', detail: `${envelope}: ${res.text.slice(0, 200)}` };
-    return { label, started, status: res.status, ms };
+    return { label, started, status: res.status, ms, ...(documented ? { documented: true as const } : {}) };
   };
   const worker = async () => {
     while (next < options.requests) {
@@ -464,6 +495,7 @@ export async function fuzz(base: string, options: FuzzOptions): Promise<FuzzRepo
     requests: outcomes.length,
     byStatus,
     problems: outcomes.filter((o) => o.problem),
+    documented5xx: outcomes.filter((o) => o.documented).length,
     slowest: [...outcomes].sort((a, b) => b.ms - a.ms).slice(0, 5),
     outcomes,
   };

@@ -1,12 +1,13 @@
 // POST /v1/embeddings (OpenAI's shape) and POST /embedding, /embeddings (llama-server's
-// native shape: a bare array of {index, embedding: [pooled row]}). Every input is checked
-// and tokenized before any is queued; the embedder batches them (../../engine/embedder.ts)
-// and pools and normalises on the GPU.
+// native shape: a bare array of {index, embedding: [pooled row]}), their inputs in
+// llama-server's forms. Every input is checked and tokenized before any is queued; the
+// embedder batches them (../../engine/embedder.ts) and pools and normalises on the GPU.
 import { Router, type Request } from 'express';
 import { EmbedTimeoutError, type Embedder, type EmbedInput } from '../../engine/embedder.js';
 import type { EmbedderState } from '../embedder-state.js';
 import { ApiError, badRequest, serverError } from '../errors.js';
 import { tokenizeText } from '../generation-params.js';
+import { tokenPieces } from '../prompt-forms.js';
 import { validateBody, validateEmbedding, type EmbeddingBody, type EmbeddingInput } from '../schemas.js';
 
 const PATHS = ['/v1/embeddings', '/embedding', '/embeddings'];
@@ -86,27 +87,38 @@ export function checkModel(embedder: Embedder, model: string | null | undefined)
 }
 
 /**
- * Each input as token ids: text tokenized with the model's special tokens (BERT's
- * [CLS] .. [SEP], Qwen3-Embedding's closing <|endoftext|>), `instruction` prefixed to it;
- * token ids as given. Refused when empty, or longer than one pass (the model's context).
+ * Each input as token ids, in llama-server's forms: text, token ids, or ids mixed with text
+ * (`[12, 34, "text", 56]`, the pieces concatenated) are one input; any other array is a list
+ * of inputs, each of those forms. Text is tokenized with the model's special tokens (BERT's
+ * [CLS] .. [SEP], Qwen3-Embedding's closing <|endoftext|>) and `instruction` prefixed to it,
+ * only when it starts its input, as llama-server does; ids are taken as given. Refused when
+ * empty, or longer than one pass (the model's context).
  */
 async function inputTokens(embedder: Embedder, input: EmbeddingInput | null | undefined, instruction: string | undefined): Promise<number[][]> {
   if (input == null) throw badRequest('"input" or "content" must be provided');
-  // A flat array of numbers is one token-id input.
-  const items: Array<string | number[]> = typeof input === 'string' ? [input] : input.every((x) => typeof x === 'number') && input.length > 0 ? [input as number[]] : (input as Array<string | number[]>);
+  const one = typeof input === 'string' ? input : tokenPieces(input);
+  const items = one === undefined ? (input as unknown[]) : [one];
   if (items.length === 0) throw badRequest('`input` must not be empty');
   const { vocabSize, contextSize } = embedder.info;
-  items.forEach((item, i) => {
-    if (typeof item === 'string' && item.length === 0) throw badRequest(`input[${i}] is an empty string`);
-    if (typeof item !== 'string') {
-      if (item.length === 0) throw badRequest(`input[${i}] is an empty token list`);
-      const bad = item.find((id) => id >= vocabSize);
-      if (bad !== undefined) throw badRequest(`input[${i}] contains token id ${bad}, which is >= vocab_size ${vocabSize}`);
+  const inputs = items.map((item, i): Array<string | number> => {
+    if (typeof item === 'string') {
+      if (item.length === 0) throw badRequest(`input[${i}] is an empty string`);
+      return [item];
     }
+    if (Array.isArray(item) && item.length === 0) throw badRequest(`input[${i}] is an empty token list`);
+    const pieces = Array.isArray(item) ? tokenPieces(item) : undefined;
+    if (!pieces) throw badRequest(`input[${i}] must be a string, token ids, or token ids mixed with strings`);
+    const bad = pieces.find((id) => typeof id === 'number' && id >= vocabSize);
+    if (bad !== undefined) throw badRequest(`input[${i}] contains token id ${bad}, which is >= vocab_size ${vocabSize}`);
+    return pieces;
   });
   const out: number[][] = [];
-  for (const [i, item] of items.entries()) {
-    const tokens = typeof item === 'string' ? await tokenizeText(embedder, (instruction ?? '') + item, true) : item;
+  for (const [i, pieces] of inputs.entries()) {
+    const tokens: number[] = [];
+    for (const [j, piece] of pieces.entries()) {
+      if (typeof piece === 'number') tokens.push(piece);
+      else tokens.push(...(await tokenizeText(embedder, j === 0 ? (instruction ?? '') + piece : piece, j === 0)));
+    }
     if (tokens.length > contextSize) {
       throw badRequest(`input[${i}] has ${tokens.length} tokens, more than the ${contextSize} the embedding model takes in one pass (it is not truncated); shorten it or raise --batch-size`, 'context_length_exceeded', { n_prompt_tokens: tokens.length, n_ctx: contextSize });
     }

@@ -1,15 +1,18 @@
 // llama-server's native routes: POST /completion (and /completions, as in llama-server),
-// /infill, /apply-template, /tokenize and /detokenize. /completion takes every prompt form of
-// ../prompt-forms.ts; a batch, or n_cmpl > 1, answers an array of results (prompt p's j-th
-// at index p * n_cmpl + j), one result the object itself.
+// /infill and /apply-template (generation: nativeRoutes), /tokenize and /detokenize
+// (tokenizerRoutes). /completion takes every prompt form of ../prompt-forms.ts; a batch, or
+// n_cmpl > 1, answers an array of results (prompt p's j-th at index p * n_cmpl + j), one
+// result the object itself.
+import type { IncomingMessage } from 'node:http';
 import { Router, type Request, type Response } from 'express';
 import { FIM_SPELLINGS, fimTokens, infillPrompt, type InfillParts } from '../../chat/fim.js';
 import { generateTexts, type GeneratedToken, type TextGenerationParams } from '../../chat/text-generation.js';
+import { arrayElements, objectMembers, scanJsonValue } from '../../chat/tools/json-scan.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 import { renderTurn } from '../chat-turn.js';
 import { choiceSampling, choicesScope, collectChoices, MAX_RESULTS, mergeChoices } from '../choices.js';
-import { ApiError, badRequest } from '../errors.js';
+import { ApiError, badRequest, serverError } from '../errors.js';
 import { generationParams, tokenizeText } from '../generation-params.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { completionProbabilities, postSamplingProbabilities } from '../logprobs.js';
@@ -36,6 +39,29 @@ import { tokenBytes } from '../token-pieces.js';
 
 /** /tokenize and /detokenize take up to this many context windows (a document to be split). */
 const TOKENIZE_CONTEXTS = 4;
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** The raw JSON of the /detokenize bodies, kept by keepRawBody while their requests live. */
+const rawBodies = new WeakMap<IncomingMessage, Buffer>();
+
+/** For /detokenize's body parser: keeps the raw text, so that an id JSON.parse rounds
+ *  (beyond 2^53) is named as the client wrote it. */
+export function keepRawBody(req: IncomingMessage, body: Buffer): void {
+  rawBodies.set(req, body);
+}
+
+/** tokens[i] as the client wrote it, when JSON.parse may have rounded it. */
+function writtenId(req: Request, i: number, parsed: number): string {
+  if (Number.isSafeInteger(parsed)) return String(parsed);
+  const raw = rawBodies.get(req)?.toString('utf8');
+  // JSON.parse keeps the last of repeated keys.
+  const member = raw === undefined ? undefined : objectMembers(raw, 0).members.filter((m) => m.key === 'tokens').at(-1);
+  const start = member && arrayElements(raw!, member.valueStart).starts[i];
+  const scan = start === undefined ? undefined : scanJsonValue(raw!, start, true);
+  return scan?.status === 'complete' ? raw!.slice(start, scan.end) : String(parsed);
+}
 
 export interface NativeRouteOptions {
   /** --chat-template-kwargs, for /apply-template's rendering. */
@@ -213,6 +239,13 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     res.json({ prompt: bos && addsBos && prompt.startsWith(bos) ? prompt.slice(bos.length) : prompt });
   });
 
+  return router;
+}
+
+/** /tokenize and /detokenize: the model's tokenizer, on a generation server or an embedding-only one alike. */
+export function tokenizerRoutes(models: ModelState): Router {
+  const router = Router();
+
   router.post('/tokenize', async (req, res) => {
     const body = validateBody(validateTokenize, req.body);
     const { engine } = models.require();
@@ -228,10 +261,19 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const { tokenizer } = engine;
     const limit = TOKENIZE_CONTEXTS * engine.info.contextSize;
     if (body.tokens.length > limit) throw badRequest(`tokens has ${body.tokens.length} ids; at most ${limit} are taken (${TOKENIZE_CONTEXTS} context windows)`);
-    // Checked before decoding so no partial text comes back (llama-server answers 500 here:
-    // a client's mistake is a 400 in this server).
-    const bad = body.tokens.find((id) => id < 0 || id >= tokenizer.vocabSize);
-    if (bad !== undefined) throw badRequest(`token id ${bad} is out of vocabulary range (vocab_size ${tokenizer.vocabSize})`);
+    // Ids are read as 64-bit integers, so one beyond the 32-bit range (or 2^53) reaches the
+    // vocabulary check under its own value.
+    const written = (i: number) => writtenId(req, i, body.tokens[i]!);
+    body.tokens.forEach((id, i) => {
+      if (Number.isSafeInteger(id)) return;
+      const text = written(i);
+      const exact = /^-?\d+$/.test(text) ? BigInt(text) : BigInt(id);
+      if (exact < INT64_MIN || exact > INT64_MAX) throw badRequest(`tokens[${i}] must be a 64-bit integer, got ${text}`);
+    });
+    // The reference's answer (llama-server's status and type): 500 naming the first bad id,
+    // checked before decoding so no partial text comes back.
+    const bad = body.tokens.findIndex((id) => id < 0 || id >= tokenizer.vocabSize);
+    if (bad >= 0) throw serverError(`token id ${written(bad)} is out of vocabulary range (vocab_size ${tokenizer.vocabSize})`);
     // Special tokens are shown, as llama-server's detokenize shows them; tokenizers.js
     // rejects an empty list.
     res.json({ content: body.tokens.length === 0 ? '' : tokenizer.decode(body.tokens, false) });

@@ -1,46 +1,55 @@
 // Routes the REST reference documents that this server cannot serve: each answers 501
-// naming what is missing, in place of a 404. The image routes need --image-model; the
-// audio routes run in audio-only server processes (Kokoro speaks, Whisper transcribes);
-// /v1/realtime needs a Nemotron VoiceChat checkpoint. None reads its body, so they mount
-// ahead of the parser. (The embedding and rerank routes answer their own 501 without a
+// naming what is missing, in place of a 404. The image routes need an image model
+// (--image-model); the audio routes an audio model (Kokoro speaks, Whisper transcribes);
+// /v1/realtime a Nemotron VoiceChat checkpoint. None of these kinds loads yet, and the
+// messages say so (../../models/model-kinds.ts). None reads its body, so they mount ahead
+// of the parser. (The embedding and rerank routes answer their own 501 without a
 // model: ./embeddings.ts, ./rerank.ts.)
 import { Router } from 'express';
+import { AUDIO_MODELS_UNSUPPORTED, IMAGE_MODELS_UNSUPPORTED } from '../../models/model-kinds.js';
 import { ApiError } from '../errors.js';
+import { capabilities, type Services } from '../services.js';
 
-const SERVED =
-  'this server serves text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)';
+/** The routes of each capability (./services.ts), as the 501s name them. */
+const JOB_ROUTES: Record<string, string> = {
+  completion: 'text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)',
+  embedding: 'embeddings (/v1/embeddings, /embedding, /embeddings)',
+  rerank: 'reranking (/v1/rerank, /rerank)',
+};
 
 const notImplemented = (message: string) => new ApiError(501, 'not_implemented', message);
 
 /** Method, paths (with and without /v1), and the error each answers with. */
-const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path: string) => ApiError }> = [
+const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path: string, served: string) => ApiError }> = [
   {
     method: 'post',
     paths: ['/v1/images/generations', '/images/generations', '/v1/images/edits', '/images/edits'],
-    error: (path) => notImplemented(`POST ${path} needs an image model: start the server with --image-model (or MLXCEL_IMAGE_MODEL); ${SERVED}`),
+    error: (path, served) => notImplemented(`POST ${path} needs an image generation model, and ${IMAGE_MODELS_UNSUPPORTED}; ${served}`),
   },
   {
     method: 'post',
     paths: ['/v1/audio/speech', '/audio/speech'],
-    error: (path) => notImplemented(`POST ${path} needs a Kokoro text-to-speech checkpoint, served by an audio-only server process; ${SERVED}`),
+    error: (path, served) => notImplemented(`POST ${path} needs a Kokoro text-to-speech model, and ${AUDIO_MODELS_UNSUPPORTED}; ${served}`),
   },
   {
     method: 'post',
     paths: ['/v1/audio/transcriptions', '/audio/transcriptions', '/v1/audio/translations', '/audio/translations'],
-    error: (path) => notImplemented(`POST ${path} needs a Whisper checkpoint, served by an audio-only server process; ${SERVED}`),
+    error: (path, served) => notImplemented(`POST ${path} needs a Whisper speech-to-text model, and ${AUDIO_MODELS_UNSUPPORTED}; ${served}`),
   },
   {
     method: 'get',
     paths: ['/v1/realtime'],
-    error: (path) => notImplemented(`GET ${path} needs a Nemotron VoiceChat checkpoint; ${SERVED}`),
+    error: (path, served) => notImplemented(`GET ${path} needs a Nemotron VoiceChat checkpoint, and these are not supported yet; ${served}`),
   },
 ];
 
-export function unavailableRoutes(): Router {
+/** The 501s, each naming the routes of what this server does serve. */
+export function unavailableRoutes(services: Services): Router {
+  const served = `this server serves ${capabilities(services).map((job) => JOB_ROUTES[job]).join(', ')}`;
   const router = Router();
   for (const { method, paths, error } of UNAVAILABLE) {
     router[method](paths, (req) => {
-      throw error(req.path);
+      throw error(req.path, served);
     });
   }
   return router;
