@@ -23,6 +23,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
+import { familyTensors } from './family-tensors.js';
 
 export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
 export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
@@ -85,6 +86,8 @@ export interface RandomCheckpoint {
 }
 
 export const HOT_TOKENS = 256;
+/** Families that multiply the embedding by sqrt(hidden) (Gemma): their tables are drawn that much smaller. */
+const EMBEDDING_TIMES_SQRT_HIDDEN = new Set(['gemma2', 'gemma3']);
 const COLD_SCALE = 0.25;
 const SPECIAL_SCALE = 0.02;
 
@@ -139,7 +142,7 @@ interface TokenizerJson {
 }
 
 export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: string): RandomCheckpoint {
-  const { arch, hidden: H, layers, heads, kvHeads, headDim: D, intermediate: I } = opts;
+  const { hidden: H, heads, kvHeads } = opts;
   if (heads % kvHeads !== 0) throw new Error('heads must be a multiple of kvHeads');
   const dtype = opts.dtype ?? 'F32';
   const tie = opts.tie ?? false;
@@ -175,11 +178,11 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     for (let i = 0; i < n; i++) a[i] = rng.normal() * std;
     return a;
   };
-  const matrix = (name: string, rows: number, cols: number, gain = 1) => store(name, [rows, cols], gaussian(rows * cols, gain / Math.sqrt(cols)));
-  const normWeight = (name: string, n: number, gain = 1) => {
+  // Norm weights: the multiplier (w, or with shift 1 Gemma's 1 + w) uniform in gain * [0.75, 1.25].
+  const normWeight = (n: number, gain: number, shift: number) => {
     const a = new Float32Array(n);
-    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform());
-    store(name, [n], a);
+    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform()) - shift;
+    return a;
   };
   // Output rows: hot tokens give logits of std init.logitStd against a unit-RMS hidden state.
   const outputRows = (name: string) => {
@@ -188,75 +191,48 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     store(name, [V, H], a);
   };
 
-  const gemma = arch === 'gemma2' || arch === 'gemma3_text';
-  // Gemma's norms scale by 1 + w: store w so that 1 + w is drawn as for the others.
-  const norm = (name: string, n: number, gain = 1) => {
-    if (!gemma) return normWeight(name, n, gain);
-    const a = new Float32Array(n);
-    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform()) - 1;
-    store(name, [n], a);
-  };
-  // Gemma multiplies the embedding by sqrt(hidden), Granite by embedding_multiplier.
-  const embedScale = gemma ? Math.sqrt(H) : 1;
-  if (tie) {
-    outputRows('model.embed_tokens.weight');
-  } else {
-    store('model.embed_tokens.weight', [V, H], gaussian(V * H, init.embedStd / embedScale));
-  }
-  for (let l = 0; l < layers; l++) {
-    const p = `model.layers.${l}`;
-    if (arch !== 'olmo2') norm(`${p}.input_layernorm.weight`, H);
-    if (arch === 'phi3') {
-      // One fused projection: q rows, then k, then v (each scaled as the separate ones).
-      const q = gaussian(heads * D * H, init.qGain / Math.sqrt(H));
-      const kv = gaussian(2 * kvHeads * D * H, 1 / Math.sqrt(H));
-      const qkv = new Float32Array(q.length + kv.length);
-      qkv.set(q);
-      qkv.set(kv, q.length);
-      store(`${p}.self_attn.qkv_proj.weight`, [(heads + 2 * kvHeads) * D, H], qkv);
-    } else {
-      matrix(`${p}.self_attn.q_proj.weight`, heads * D, H, arch === 'olmo2' ? 1 : init.qGain);
-      matrix(`${p}.self_attn.k_proj.weight`, kvHeads * D, H);
-      matrix(`${p}.self_attn.v_proj.weight`, kvHeads * D, H);
-    }
-    if (arch === 'olmo2') {
-      // Normed across all heads: the gain lives in the norm weight, as for Qwen3.
-      normWeight(`${p}.self_attn.q_norm.weight`, heads * D, init.qGain);
-      normWeight(`${p}.self_attn.k_norm.weight`, kvHeads * D);
-    }
-    if (arch === 'qwen2') {
-      store(`${p}.self_attn.q_proj.bias`, [heads * D], gaussian(heads * D, 0.5));
-      store(`${p}.self_attn.k_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
-      store(`${p}.self_attn.v_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
-    }
-    if (arch === 'qwen3' || arch === 'gemma3_text') {
-      // q is RMS-normalised per head, so its gain lives in the norm weight.
-      norm(`${p}.self_attn.q_norm.weight`, D, init.qGain);
-      norm(`${p}.self_attn.k_norm.weight`, D);
-    }
-    matrix(`${p}.self_attn.o_proj.weight`, H, heads * D, outGain);
-    // Gemma: post_attention_layernorm is the attention block's post-norm, pre_feedforward_layernorm the MLP's input norm.
-    norm(`${p}.post_attention_layernorm.weight`, H, gemma || arch === 'olmo2' ? outGain / 4 : 1);
-    if (gemma) {
-      norm(`${p}.pre_feedforward_layernorm.weight`, H);
-      norm(`${p}.post_feedforward_layernorm.weight`, H, outGain / 4);
-    }
-    if (arch === 'olmo2') normWeight(`${p}.post_feedforward_layernorm.weight`, H, outGain / 4);
-    if (arch === 'phi3') {
-      const gateUp = gaussian(2 * I * H, 1 / Math.sqrt(H));
-      store(`${p}.mlp.gate_up_proj.weight`, [2 * I, H], gateUp);
-    } else {
-      matrix(`${p}.mlp.gate_proj.weight`, I, H);
-      matrix(`${p}.mlp.up_proj.weight`, I, H);
-    }
-    matrix(`${p}.mlp.down_proj.weight`, H, I, outGain);
-  }
-  norm('model.norm.weight', H);
-  if (!tie) outputRows('lm_head.weight');
-  tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-
   const ids = TOKEN_IDS[opts.tokenizer];
   const config = makeConfig(opts, V, tie, dtype, ids.bos, ids.eos);
+  // Drawn in the order the family's builder asks for its tensors.
+  const { family, tensors: wanted } = familyTensors(config, (name) => name !== 'lm_head.weight' || !tie);
+  const shapes = new Map(wanted.map((t) => [t.name, t.shape]));
+  const embedScale = EMBEDDING_TIMES_SQRT_HIDDEN.has(family.name) ? Math.sqrt(H) : 1;
+  for (const t of wanted) {
+    const [rows, cols] = t.shape as [number, number];
+    // A layer's tensors by their role in it: `${layer}${role}`.
+    const [, layer = '', role = ''] = /^(model\.layers\.\d+\.)?(.*)$/.exec(t.name)!;
+    if (t.kind === 'vector' && role.endsWith('.bias')) {
+      store(t.name, t.shape, gaussian(rows, 0.5));
+    } else if (t.kind === 'vector') {
+      store(t.name, t.shape, normWeight(rows, normGain(layer, role), t.shift));
+    } else if (t.name === 'lm_head.weight' || (tie && t.name === 'model.embed_tokens.weight')) {
+      outputRows(t.name);
+    } else if (t.name === 'model.embed_tokens.weight') {
+      store(t.name, t.shape, gaussian(V * H, init.embedStd / embedScale));
+    } else {
+      // A fused projection draws each matrix it stacks in turn (Phi-3's q rows with q's gain).
+      const gains = role === 'self_attn.qkv_proj.weight' ? [init.qGain, 1, 1] : [matrixGain(layer, role, rows)];
+      const parts = (t.segments ?? [rows]).map((n, i) => gaussian(n * cols, (gains[i] ?? 1) / Math.sqrt(cols)));
+      const data = new Float32Array(rows * cols);
+      parts.reduce((at, part) => (data.set(part, at), at + part.length), 0);
+      store(t.name, t.shape, data);
+    }
+  }
+  /** q's gain lives in its norm's weight (Qwen3, Gemma 3, OLMo 2); a block's post-norm carries its output gain. */
+  function normGain(layer: string, role: string): number {
+    if (role === 'self_attn.q_norm.weight') return init.qGain;
+    // post_attention_layernorm is the attention block's post-norm where the layer also
+    // norms the MLP's output (Gemma, OLMo 2), else the MLP's input norm.
+    const postNorm = role === 'post_feedforward_layernorm.weight'
+      || (role === 'post_attention_layernorm.weight' && shapes.has(`${layer}post_feedforward_layernorm.weight`));
+    return postNorm ? outGain / 4 : 1;
+  }
+  /** q_proj's gain sharpens attention unless an RMSNorm over the whole projection removes it (OLMo 2: the norm carries it). */
+  function matrixGain(layer: string, role: string, rows: number): number {
+    if (role === 'self_attn.q_proj.weight') return shapes.get(`${layer}self_attn.q_norm.weight`)?.[0] === rows ? 1 : init.qGain;
+    return role === 'self_attn.o_proj.weight' || role === 'mlp.down_proj.weight' ? outGain : 1;
+  }
+  tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   mkdirSync(outDir, { recursive: true });
   writeSafetensors(join(outDir, 'model.safetensors'), tensors, { format: 'pt' });
   writeFileSync(join(outDir, 'config.json'), JSON.stringify(config, null, 2));
