@@ -129,10 +129,12 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   const kv = new Map<string, KV>();
   kv.set('general.architecture', str(arch));
   kv.set('general.name', str(opts.name ?? basename(hfDir)));
-  addModelParams(kv, gguf, cfg, config);
+  // A multimodal config's decoder fields are in its text_config.
+  const fields = { ...config, ...(config.text_config ?? {}) } as Json;
+  addModelParams(kv, gguf, cfg, fields);
   if (opts.pooling) kv.set(`${arch}.pooling_type`, u32(POOLING_TYPE[opts.pooling]));
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
-  addTokenizer(kv, hfDir, cfg.vocab, config, opts.pre);
+  addTokenizer(kv, hfDir, cfg.vocab, fields, opts.pre);
 
   writeFile(outPath, kv, planTensors(hfDir, source, named, tensors, gguf, cfg, outType));
 }
@@ -154,7 +156,7 @@ function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig,
     kv.set(`${arch}.attention.value_length`, u32(cfg.headDim));
   }
   if (gguf.vocabSize) kv.set(`${arch}.vocab_size`, u32(cfg.vocab));
-  gguf.params?.((key, v) => kv.set(`${arch}.${key}`, v), cfg, { ...c, ...(c.text_config ?? {}) } as Json);
+  gguf.params?.((key, v) => kv.set(`${arch}.${key}`, v), cfg, c);
   const s = cfg.ropeScaling;
   if (s?.type === 'longrope') {
     kv.set(`${arch}.rope.scaling.original_context_length`, u32(s.originalMaxPositions));
@@ -354,7 +356,7 @@ interface GgufFamily {
   ropeDimensions?: 'head' | 'rotary';
   /** Writes vocab_size (the converter does for Llama). */
   vocabSize?: boolean;
-  /** `set(key, value)` for `<arch>.<key>`; `c` is config.json with its text_config merged in. */
+  /** `set(key, value)` for `<arch>.<key>`; `c`: config.json's decoder fields. */
   params?: (set: (key: string, value: KV) => void, cfg: ModelConfig, c: Json) => void;
 }
 

@@ -52,6 +52,13 @@ export interface RandomCheckpointOptions {
   init?: Partial<InitScales>;
   /** Family fields merged into config.json last (sliding_window, multipliers, partial_rotary_factor...). */
   extraConfig?: Record<string, unknown>;
+  /**
+   * gemma3_text only: the same decoder written as the multimodal gemma3 checkpoint
+   * (Gemma3ForConditionalGeneration, as published) holds it: config.json with text_config
+   * and a SigLIP vision_config, the decoder's tensors under language_model.model., and a
+   * small random vision tower and projector beside them.
+   */
+  multimodal?: boolean;
 }
 
 export interface InitScales {
@@ -169,10 +176,7 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   for (const id of ordinary) rowScale[id] = hot.has(id) ? Math.exp(init.hotSpread * rng.normal()) : COLD_SCALE;
 
   const tensors: SafetensorsWriteTensor[] = [];
-  const store = (name: string, shape: number[], f32: Float32Array) => {
-    const data = dtype === 'F16' ? f32ToF16(f32) : dtype === 'BF16' ? f32ToBf16(f32) : f32;
-    tensors.push({ name, dtype, shape, data });
-  };
+  const store = (name: string, shape: number[], f32: Float32Array) => tensors.push(stored(name, shape, f32, dtype));
   const gaussian = (n: number, std: number) => {
     const a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = rng.normal() * std;
@@ -233,15 +237,59 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     return role === 'self_attn.o_proj.weight' || role === 'mlp.down_proj.weight' ? outGain : 1;
   }
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };
   mkdirSync(outDir, { recursive: true });
-  writeSafetensors(join(outDir, 'model.safetensors'), tensors, { format: 'pt' });
-  writeFileSync(join(outDir, 'config.json'), JSON.stringify(config, null, 2));
+  writeSafetensors(join(outDir, 'model.safetensors'), written.tensors, { format: 'pt' });
+  writeFileSync(join(outDir, 'config.json'), JSON.stringify(written.config, null, 2));
   writeFileSync(join(outDir, 'generation_config.json'), JSON.stringify({ bos_token_id: ids.bos, eos_token_id: ids.genEos }, null, 2));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokDir, f), join(outDir, f));
-  return { dir: outDir, config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
+  return { dir: outDir, config: written.config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
+}
+
+/** A tensor generated in f32, rounded to `dtype`. */
+function stored(name: string, shape: number[], f32: Float32Array, dtype: 'F32' | 'F16' | 'BF16'): SafetensorsWriteTensor {
+  return { name, dtype, shape, data: dtype === 'F16' ? f32ToF16(f32) : dtype === 'BF16' ? f32ToBf16(f32) : f32 };
 }
 
 const TORCH_DTYPE = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' } as const;
+
+/** A SigLIP vision tower in small: one layer, 28 x 28 images in 14 x 14 patches. */
+const VISION_CONFIG = {
+  model_type: 'siglip_vision_model', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2,
+  num_channels: 3, image_size: 28, patch_size: 14, layer_norm_eps: 1e-6, vision_use_head: false,
+};
+
+/**
+ * A gemma3_text checkpoint as Gemma3ForConditionalGeneration's: the text config under
+ * text_config, the decoder under language_model.model. (lm_head under language_model.), and
+ * the vision tower and projector tensors (drawn from their own generator, so the decoder's
+ * weights are the text checkpoint's).
+ */
+function multimodalGemma3(text: Record<string, unknown>, decoder: SafetensorsWriteTensor[], dtype: 'F32' | 'F16' | 'BF16', seed: number): { config: Record<string, unknown>; tensors: SafetensorsWriteTensor[] } {
+  if (text.model_type !== 'gemma3_text') throw new Error('multimodal: gemma3_text checkpoints only');
+  const { architectures: _a, torch_dtype, eos_token_id, ...textConfig } = text;
+  const config = {
+    architectures: ['Gemma3ForConditionalGeneration'], model_type: 'gemma3', text_config: { ...textConfig, eos_token_id }, vision_config: VISION_CONFIG,
+    mm_tokens_per_image: 4, boi_token_index: 255999, eoi_token_index: 256000, image_token_index: 262144, eos_token_id, torch_dtype,
+  };
+  const rng = makeRng(seed ^ 0x5eed);
+  const { hidden_size: V, intermediate_size: I, num_channels: C, patch_size: P, image_size: S } = VISION_CONFIG;
+  const l = 'vision_tower.vision_model.encoder.layers.0';
+  const shapes: Array<[string, number[]]> = [
+    ['vision_tower.vision_model.embeddings.patch_embedding.weight', [V, C, P, P]],
+    ['vision_tower.vision_model.embeddings.patch_embedding.bias', [V]],
+    ['vision_tower.vision_model.embeddings.position_embedding.weight', [(S / P) ** 2, V]],
+    ...['q_proj', 'k_proj', 'v_proj', 'out_proj'].flatMap((n): Array<[string, number[]]> => [[`${l}.self_attn.${n}.weight`, [V, V]], [`${l}.self_attn.${n}.bias`, [V]]]),
+    ...['layer_norm1', 'layer_norm2'].flatMap((n): Array<[string, number[]]> => [[`${l}.${n}.weight`, [V]], [`${l}.${n}.bias`, [V]]]),
+    [`${l}.mlp.fc1.weight`, [I, V]], [`${l}.mlp.fc1.bias`, [I]], [`${l}.mlp.fc2.weight`, [V, I]], [`${l}.mlp.fc2.bias`, [V]],
+    ['vision_tower.vision_model.post_layernorm.weight', [V]], ['vision_tower.vision_model.post_layernorm.bias', [V]],
+    ['multi_modal_projector.mm_input_projection_weight', [V, text.hidden_size as number]],
+    ['multi_modal_projector.mm_soft_emb_norm.weight', [V]],
+  ];
+  const vision = shapes.map(([name, shape]) => stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => 0.02 * rng.normal()), dtype));
+  const renamed = decoder.map((t) => ({ ...t, name: t.name.replace(/^model\./, 'language_model.model.').replace(/^lm_head\./, 'language_model.lm_head.') }));
+  return { config, tensors: [...renamed, ...vision].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
+}
 
 function makeConfig(
   o: RandomCheckpointOptions, vocab: number, tie: boolean, dtype: 'F32' | 'F16' | 'BF16', bos: number, eos: number | number[],
