@@ -482,7 +482,8 @@ function planTensors(
 // Encoders (BERT, XLM-R, and XLM-R sequence classifiers) as the converter's BertModel and
 // XLMRobertaModel write them: arch "bert", a WordPiece ("bert") vocabulary with "##"
 // stripped from continuations and "\u2581" before word starts, XLM-R's position rows from
-// pad_token_id + 1 on, the classifier head as cls / cls.output.
+// pad_token_id + 1 on, the classifier head as cls / cls.output. The encoder's tensors are
+// found bare or under bert. / roberta. as the bert family's layouts say.
 
 const ENCODER_LAYER_TENSORS: Array<[string, string]> = [
   ['attention.self.query', 'attn_q'],
@@ -500,7 +501,7 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
   const xlmr = config.model_type === 'xlm-roberta';
   const offset = xlmr ? (config.pad_token_id as number) + 1 : 0;
   const source = listCheckpointTensors(dir);
-  const prefix = ['', 'bert.', 'roberta.'].find((p) => source.has(`${p}embeddings.word_embeddings.weight`)) ?? '';
+  const named = checkpointNames(familyConfig(config).family, source.keys());
   const H = config.hidden_size as number;
   const kv = new Map<string, KV>();
   kv.set('general.architecture', str(arch));
@@ -539,7 +540,8 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
 
   const planned: PlannedTensor[] = [];
   const used = new Set<string>();
-  const from = (hf: string, gguf: string, transform?: (w: Float32Array, shape: number[]) => { data: Float32Array; shape: number[] }) => {
+  const from = (name: string, gguf: string, transform?: (w: Float32Array, shape: number[]) => { data: Float32Array; shape: number[] }) => {
+    const hf = named(name);
     const t = source.get(hf);
     if (!t) throw new Error(`${dir}: no ${hf}`);
     used.add(hf);
@@ -551,13 +553,12 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
     from(`${hf}.weight`, `${gguf}.weight`);
     from(`${hf}.bias`, `${gguf}.bias`);
   };
-  const e = `${prefix}embeddings`;
-  from(`${e}.word_embeddings.weight`, 'token_embd.weight');
-  from(`${e}.token_type_embeddings.weight`, 'token_types.weight');
-  from(`${e}.position_embeddings.weight`, 'position_embd.weight', (w, shape) => ({ data: w.subarray(offset * H), shape: [shape[0]! - offset, shape[1]!] }));
-  both(`${e}.LayerNorm`, 'token_embd_norm');
+  from('embeddings.word_embeddings.weight', 'token_embd.weight');
+  from('embeddings.token_type_embeddings.weight', 'token_types.weight');
+  from('embeddings.position_embeddings.weight', 'position_embd.weight', (w, shape) => ({ data: w.subarray(offset * H), shape: [shape[0]! - offset, shape[1]!] }));
+  both('embeddings.LayerNorm', 'token_embd_norm');
   for (let l = 0; l < (config.num_hidden_layers as number); l++) {
-    for (const [hf, gguf] of ENCODER_LAYER_TENSORS) both(`${prefix}encoder.layer.${l}.${hf}`, `blk.${l}.${gguf}`);
+    for (const [hf, gguf] of ENCODER_LAYER_TENSORS) both(`encoder.layer.${l}.${hf}`, `blk.${l}.${gguf}`);
   }
   if (source.has('classifier.dense.weight')) {
     both('classifier.dense', 'cls');
