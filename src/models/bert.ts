@@ -40,23 +40,22 @@ export const bert: Family = {
       );
       for (let i = 0; i < cfg.layers; i++) {
         const l = `encoder.layer.${i}`;
-        // Biased projections, [rows, cols] each; several stack into one dispatch.
-        const linear = (label: string, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], cols: number, sources: Array<[string, number]>) =>
-          ops.linear(label, ctx.matrix(...sources.map(([prefix, rows]) => ({ prefix, rows, cols }))), x, y, {
-            bias: ctx.vector(sources.map(([name, rows]) => ({ name: `${name}.bias`, length: rows }))),
+        const qkvNames = ['query', 'key', 'value'].map((n) => `${l}.attention.self.${n}`);
+        // A biased projection of [rows, cols]; several (q, k, v) stack into one.
+        const linear = (name: string, x: GPUBuffer, y: GPUBuffer | GPUBuffer[], [rows, cols]: [number, number], names = [name]) =>
+          ops.linear(name, ctx.matrix(...names.map((prefix) => ({ prefix, rows, cols }))), x, y, {
+            bias: ctx.vector(names.map((n) => ({ name: `${n}.bias`, length: rows }))),
           });
-        const qkv = ['query', 'key', 'value'].map((n): [string, number] => [`${l}.attention.self.${n}`, H]);
-        const one = (name: string, rows: number): Array<[string, number]> => [[name, rows]];
         program.add(
-          ...linear(`${l}.attention.self.qkv`, act.h, [act.q, act.k, act.v], H, qkv),
+          ...linear(`${l}.attention.self.qkv`, act.h, [act.q, act.k, act.v], [H, H], qkvNames),
           ...ops.attention(`${l}.attention`, {
             q: act.q, k: act.k, v: act.v, heads, kvHeads: heads, kCache: kv.k[i]!, vCache: kv.v[i]!, blockSize: kv.blockSize,
           }, act.attn, { headDim, rotaryDim: 0, scale: headDim ** -0.5 }, { ...meta, keyEnd: pooled.keyEnd }),
-          ...linear(`${l}.attention.output.dense`, act.attn, act.xn, H, one(`${l}.attention.output.dense`, H)),
+          ...linear(`${l}.attention.output.dense`, act.attn, act.xn, [H, H]),
           layerNorm(`${l}.attention.output.LayerNorm`, act.xn),
-          ...linear(`${l}.intermediate.dense`, act.h, act.gate, H, one(`${l}.intermediate.dense`, I)),
+          ...linear(`${l}.intermediate.dense`, act.h, act.gate, [I, H]),
           ops.glu(act.gate, undefined, I, 'gelu'),
-          ...linear(`${l}.output.dense`, act.gate, act.xn, I, one(`${l}.output.dense`, H)),
+          ...linear(`${l}.output.dense`, act.gate, act.xn, [H, I]),
           layerNorm(`${l}.output.LayerNorm`, act.xn),
         );
       }

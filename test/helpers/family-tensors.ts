@@ -4,7 +4,7 @@
 // its checkpoints from this list and gguf-writer.ts converts by it, so neither repeats a
 // family's tensors.
 import type { Json, ModelConfig } from '../../src/models/config.js';
-import type { Activations, BuildContext, Family, PooledOutput } from '../../src/models/model.js';
+import type { Activations, BuildContext, Family } from '../../src/models/model.js';
 import { familyConfig } from '../../src/models/registry.js';
 import type { Ops } from '../../src/runtime/ops.js';
 import type { GpuWeight } from '../../src/runtime/tensors.js';
@@ -28,10 +28,10 @@ export interface FamilyTensors {
 }
 
 /**
- * The tensors of config.json `json`'s family; `has` answers the builder's questions about
- * optional tensors (lm_head.weight). `pooled`: built as an embedding model.
+ * The tensors of config.json `json`'s decoder family, built to generate text; `has` answers
+ * the builder's questions about optional tensors (lm_head.weight).
  */
-export function familyTensors(json: Json, has: (name: string) => boolean, pooled?: Pick<PooledOutput, 'mode'>): FamilyTensors {
+export function familyTensors(json: Json, has: (name: string) => boolean): FamilyTensors {
   const { cfg, family, build } = familyConfig(json);
   const seen = new Map<string, FamilyTensor>();
   // Each fused matrix's slices: rows by first row.
@@ -65,7 +65,6 @@ export function familyTensors(json: Json, has: (name: string) => boolean, pooled
     act: anyKey<Activations>(buffer),
     kv: { blockSize: 16, blocks: 1, k: Array(cfg.layers).fill({}), v: Array(cfg.layers).fill({}) },
     meta: anyKey<BuildContext['meta']>(buffer),
-    pooled: pooled && { ...pooled, width: cfg.hidden, out: buffer, norms: buffer, keyEnd: buffer },
   };
   build(ctx);
   return { cfg, family, tensors: [...seen.values()] };
