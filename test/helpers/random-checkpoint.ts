@@ -1,7 +1,9 @@
 // Writes a small, randomly initialised but real Hugging Face checkpoint directory (config.json,
-// model.safetensors, tokenizer files, generation_config.json) for each family src/models has
-// (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
-// compared on it.
+// model.safetensors, tokenizer files, generation_config.json) for each decoder family src/models
+// has (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a
+// real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
+// compared on it. The tensors are those the family's builder asks for (family-tensors.ts),
+// drawn in that order; a tensor's role in its layer picks its scale.
 //
 // Weight scales (DEFAULT_INIT) are chosen so greedy decoding is well conditioned and still
 // depends on every part of the network:
@@ -216,9 +218,12 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     } else {
       // A fused projection draws each matrix it stacks in turn (Phi-3's q rows with q's gain).
       const gains = role === 'self_attn.qkv_proj.weight' ? [init.qGain, 1, 1] : [matrixGain(layer, role, rows)];
-      const parts = (t.segments ?? [rows]).map((n, i) => gaussian(n * cols, (gains[i] ?? 1) / Math.sqrt(cols)));
       const data = new Float32Array(rows * cols);
-      parts.reduce((at, part) => (data.set(part, at), at + part.length), 0);
+      let at = 0;
+      for (const [i, n] of (t.segments ?? [rows]).entries()) {
+        data.set(gaussian(n * cols, (gains[i] ?? 1) / Math.sqrt(cols)), at);
+        at += n * cols;
+      }
       store(t.name, t.shape, data);
     }
   }
