@@ -253,11 +253,14 @@ describe('readModelConfig', () => {
 });
 
 describe('checkpointNames: where a family finds its tensors', () => {
-  const names = (family: string, tensors: string[]) => checkpointNames(familyFor(family), tensors);
+  const names = (family: string, tensors: string[]) => checkpointNames(familyFor(family), tensors).of;
 
   it("maps Gemma 3's decoder to a multimodal checkpoint's layout, and leaves a text checkpoint's names", () => {
-    const published = names('gemma3', ['language_model.model.embed_tokens.weight', 'vision_tower.vision_model.post_layernorm.weight']);
+    const tensors = ['language_model.model.embed_tokens.weight', 'vision_tower.vision_model.post_layernorm.weight', 'multi_modal_projector.mm_soft_emb_norm.weight'];
+    const published = names('gemma3', tensors);
     expect(published('model.layers.0.self_attn.q_proj')).toBe('language_model.model.layers.0.self_attn.q_proj');
+    // The vision tower and projector are not the decoder's (load progress and the GGUF writer leave them out).
+    expect(tensors.filter(checkpointNames(familyFor('gemma3'), tensors).isFamily)).toEqual(['language_model.model.embed_tokens.weight']);
     expect(published('lm_head.weight')).toBe('language_model.lm_head.weight');
     const saved = names('gemma3', ['model.language_model.embed_tokens.weight', 'model.vision_tower.vision_model.post_layernorm.weight', 'lm_head.weight']);
     expect(saved('model.norm.weight')).toBe('model.language_model.norm.weight');
@@ -268,7 +271,9 @@ describe('checkpointNames: where a family finds its tensors', () => {
   });
 
   it("finds an encoder bare or under its task model's prefix, with the classifier head at the top", () => {
-    const roberta = names('xlm-roberta', ['roberta.embeddings.word_embeddings.weight', 'classifier.dense.weight']);
+    const tensors = ['roberta.embeddings.word_embeddings.weight', 'classifier.dense.weight', 'roberta.pooler.dense.weight'];
+    const roberta = names('xlm-roberta', tensors);
+    expect(tensors.filter(checkpointNames(familyFor('xlm-roberta'), tensors).isFamily)).toEqual(tensors.slice(0, 2));
     expect(roberta('encoder.layer.0.attention.self.query')).toBe('roberta.encoder.layer.0.attention.self.query');
     expect(roberta('classifier.out_proj.weight')).toBe('classifier.out_proj.weight');
     expect(names('bert', ['bert.embeddings.word_embeddings.weight'])('embeddings.LayerNorm.weight')).toBe('bert.embeddings.LayerNorm.weight');

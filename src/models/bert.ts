@@ -7,8 +7,11 @@
 import { Program, type Dispatch } from '../runtime/program.js';
 import type { BuildContext, Family, TensorLayout } from './model.js';
 
-/** The encoder under its task model's prefix (BertModel, XLMRobertaForSequenceClassification); bare in sentence-transformers' checkpoints. */
-const under = (prefix: string): TensorLayout => [['embeddings.', `${prefix}embeddings.`], ['encoder.', `${prefix}encoder.`]];
+/**
+ * The encoder under its task model's prefix (BertModel, XLMRobertaForSequenceClassification,
+ * whose classifier head stays at the top); bare in sentence-transformers' checkpoints.
+ */
+const under = (prefix: string): TensorLayout => [['embeddings.', `${prefix}embeddings.`], ['encoder.', `${prefix}encoder.`], ['classifier.', 'classifier.']];
 
 export const bert: Family = {
   name: 'bert',

@@ -15,8 +15,8 @@ export class Checkpoint {
   /** Tensors whose bytes have been read (load progress). */
   private readonly read = new Set<string>();
 
-  /** `onRead` hears of each tensor the first time its bytes are read: (read so far, in the checkpoint). */
-  constructor(readonly dir: string, private readonly onRead?: (done: number, total: number) => void) {
+  /** `onRead` hears of each tensor the first time its bytes are read: how many have been read so far. */
+  constructor(readonly dir: string, private readonly onRead?: (done: number) => void) {
     this.tensors = listCheckpointTensors(dir);
   }
 
@@ -61,7 +61,7 @@ export class Checkpoint {
   private noteRead(name: string): void {
     if (this.read.has(name)) return;
     this.read.add(name);
-    this.onRead?.(this.read.size, this.tensors.size);
+    this.onRead?.(this.read.size);
   }
 
   close(): void {

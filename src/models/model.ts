@@ -107,17 +107,29 @@ export interface Family {
 /**
  * Where a checkpoint keeps a family's tensors: rewrites of a name's leading part, [the
  * builder's, the checkpoint's], the first that matches applying. A layout applies to a
- * checkpoint that holds a tensor under its first rewrite's checkpoint prefix.
+ * checkpoint that holds a tensor under its first rewrite's checkpoint prefix; the family's
+ * tensors are then those under its rewrites' checkpoint prefixes (a multimodal checkpoint's
+ * vision tower lies outside).
  */
 export type TensorLayout = ReadonlyArray<readonly [string, string]>;
 
-/** Maps the builder's tensor names to the checkpoint's (`names`): by the first layout that applies, else unchanged. */
-export function checkpointNames(family: Family, names: Iterable<string>): (name: string) => string {
+export interface CheckpointNames {
+  /** The checkpoint's name for a name the builder uses. */
+  of(name: string): string;
+  /** Whether checkpoint tensor `name` is the family's (under the layout that applies; all where none does). */
+  isFamily(name: string): boolean;
+}
+
+/** The names of a family's tensors in a checkpoint holding `names`: by the first layout that applies, else unchanged. */
+export function checkpointNames(family: Family, names: Iterable<string>): CheckpointNames {
   const all = [...names];
-  const layout = family.layouts?.find(([[, to]]) => all.some((n) => n.startsWith(to))) ?? [];
-  return (name) => {
-    const rewrite = layout.find(([from]) => name.startsWith(from));
-    return rewrite ? rewrite[1] + name.slice(rewrite[0].length) : name;
+  const layout = family.layouts?.find(([[, to]]) => all.some((n) => n.startsWith(to)));
+  return {
+    of: (name) => {
+      const rewrite = layout?.find(([from]) => name.startsWith(from));
+      return rewrite ? rewrite[1] + name.slice(rewrite[0].length) : name;
+    },
+    isFamily: (name) => !layout || layout.some(([, to]) => name.startsWith(to)),
   };
 }
 
@@ -168,11 +180,12 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   const { cfg, family, build } = readFamilyConfig(dir);
   const device = gpu.device;
   const progress: LoadProgress = { tensors: 0, tensorsTotal: 0, pipelines: 0 };
-  const ckpt = new Checkpoint(dir, (done, total) => {
+  const ckpt = new Checkpoint(dir, (done) => {
     progress.tensors = done;
-    progress.tensorsTotal = total;
     options.onProgress?.(progress);
   });
+  const names = checkpointNames(family, ckpt.names());
+  progress.tensorsTotal = [...ckpt.names()].filter(names.isFamily).length;
   const ops = new Ops(gpu);
   ops.pipelines.onCompile = (count) => {
     progress.pipelines = count;
@@ -241,8 +254,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     formats.add(isAffine(w.format) ? (w.stored ? `${w.stored} (as ${w.format} g${w.groupSize})` : `${w.format} g${w.groupSize}`) : w.format);
     return w;
   };
-  const named = checkpointNames(family, ckpt.names());
-  const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: named(s.prefix) });
+  const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
   const ctx: BuildContext = {
     ops,
     cfg,
@@ -253,8 +265,8 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       return w;
     },
     gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up].map(inCheckpoint), cfg.quantization, { glu: true })),
-    vector: (sources, shift) => loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: named(s.name) })), shift),
-    has: (name) => ckpt.has(named(name)),
+    vector: (sources, shift) => loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift),
+    has: (name) => ckpt.has(names.of(name)),
     rope: (r) => {
       const key = JSON.stringify(r);
       let tables = ropes.get(key);

@@ -20,7 +20,7 @@ import { basename, join } from 'node:path';
 import { normalizeRope, type ModelConfig } from '../../src/models/config.js';
 import { f32ToF16 } from '../../src/models/half.js';
 import { ropeFreqDivisors } from '../../src/models/rope.js';
-import { checkpointNames } from '../../src/models/model.js';
+import { checkpointNames, type CheckpointNames } from '../../src/models/model.js';
 import { familyConfig } from '../../src/models/registry.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
 import { familyTensors, type FamilyTensor } from './family-tensors.js';
@@ -118,8 +118,8 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   const config = readJson(join(hfDir, 'config.json'));
   if (config.model_type === 'bert' || config.model_type === 'xlm-roberta') return writeEncoderGguf(hfDir, outPath, config, opts);
   const source = listCheckpointTensors(hfDir);
-  const named = checkpointNames(familyConfig(config).family, source.keys());
-  const { cfg, family, tensors } = familyTensors(config, (name) => source.has(named(name)));
+  const names = checkpointNames(familyConfig(config).family, source.keys());
+  const { cfg, family, tensors } = familyTensors(config, (name) => source.has(names.of(name)));
   if (cfg.quantization) throw new Error(`${hfDir}: quantized (MLX) checkpoints cannot be converted`);
   const gguf = GGUF_FAMILIES[family.name];
   if (!gguf) throw new Error(`${hfDir}: family ${family.name} has no llama.cpp names (GGUF_FAMILIES)`);
@@ -136,7 +136,7 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
   addTokenizer(kv, hfDir, cfg.vocab, fields, opts.pre);
 
-  writeFile(outPath, kv, planTensors(hfDir, source, named, tensors, gguf, cfg, outType));
+  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType));
 }
 
 function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig, c: Json): void {
@@ -432,16 +432,15 @@ function ggufName(name: string, gguf: GgufFamily): string {
   return `blk.${m[1]}.${mapped}.${m[3]}`;
 }
 
-/** A multimodal checkpoint's vision tower and projector (mmproj in llama.cpp), which the text GGUF leaves out. */
-const VISION = /^(model\.)?(vision_tower|multi_modal_projector)\./;
-
 /**
- * The GGUF tensors for the family's `tensors` read from checkpoint `source` (`named` maps a
+ * The GGUF tensors for the family's `tensors` read from checkpoint `source` (`names` maps a
  * family name to the checkpoint's), with llama.cpp's extra RoPE tensors: vectors get their
  * load shift (the converter's Gemma norm_shift), q/k rows are un-permuted where the arch wants.
+ * Tensors that are not the family's (a multimodal checkpoint's vision tower and projector,
+ * llama.cpp's mmproj) are left out.
  */
 function planTensors(
-  dir: string, source: Map<string, CheckpointTensor>, named: (name: string) => string, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16',
+  dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16',
 ): PlannedTensor[] {
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
@@ -460,7 +459,7 @@ function planTensors(
     add('rope_factors_short.weight', [s.shortFactor.length], () => Float32Array.from(s.shortFactor));
   }
   for (const t of tensors) {
-    const name = named(t.name);
+    const name = names.of(t.name);
     const entry = source.get(name);
     if (!entry) throw new Error(`${dir}: no ${name}`);
     used.add(name);
@@ -472,8 +471,8 @@ function planTensors(
       return gguf.permuteQk && heads ? unpermuteHfQk(w, heads, rowLen) : w;
     });
   }
-  if (cfg.tieEmbeddings) used.add(named('lm_head.weight'));
-  const left = [...source.keys()].filter((n) => !used.has(n) && !n.includes('rotary_emb.inv_freq') && !VISION.test(n));
+  if (cfg.tieEmbeddings) used.add(names.of('lm_head.weight'));
+  const left = [...source.keys()].filter((n) => names.isFamily(n) && !used.has(n) && !n.includes('rotary_emb.inv_freq'));
   if (left.length) throw new Error(`${dir}: tensors not converted: ${left.join(', ')}`);
   return planned;
 }
@@ -501,7 +500,7 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
   const xlmr = config.model_type === 'xlm-roberta';
   const offset = xlmr ? (config.pad_token_id as number) + 1 : 0;
   const source = listCheckpointTensors(dir);
-  const named = checkpointNames(familyConfig(config).family, source.keys());
+  const names = checkpointNames(familyConfig(config).family, source.keys());
   const H = config.hidden_size as number;
   const kv = new Map<string, KV>();
   kv.set('general.architecture', str(arch));
@@ -541,7 +540,7 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
   const planned: PlannedTensor[] = [];
   const used = new Set<string>();
   const from = (name: string, gguf: string, transform?: (w: Float32Array, shape: number[]) => { data: Float32Array; shape: number[] }) => {
-    const hf = named(name);
+    const hf = names.of(name);
     const t = source.get(hf);
     if (!t) throw new Error(`${dir}: no ${hf}`);
     used.add(hf);
