@@ -1,7 +1,10 @@
 // The layer vocabulary the decoder families compose (src/models/<family>.ts), each layer
 // recording its dispatches; the math is in src/kernels. A layer's spec names what varies
 // between families: norms before and after a block, the activation, the RoPE (or none),
-// a sliding window, soft-capping, scalar multipliers, biases, fused projections.
+// a sliding window, soft-capping, scalar multipliers, biases, fused projections. Layers name
+// their tensors as transformers' decoders do (model.embed_tokens, model.layers.N.self_attn.*,
+// model.layers.N.mlp.*, model.norm, lm_head), each with the shape config.json gives it; a
+// family's layouts (Family.layouts) say where other checkpoints keep them.
 import type { Activation, LinearNorm } from '../runtime/ops.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { GpuWeight } from '../runtime/tensors.js';
