@@ -20,7 +20,7 @@ export interface FamilyTensor {
   segments?: number[];
 }
 
-export interface FamilyTensors {
+interface FamilyTensors {
   cfg: ModelConfig;
   family: Family;
   /** In the order the builder asks for them, each once. */
