@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { moduleQuantization, normalizeConfig, readModelConfig, type ModelConfig } from '../src/models/config.js';
-import { familyConfig } from '../src/models/registry.js';
+import { checkpointNames } from '../src/models/model.js';
+import { familyConfig, familyFor } from '../src/models/registry.js';
 import { ropeAttentionFactor, ropeFreqDivisors, ropeInvFreq } from '../src/models/rope.js';
 
 type Json = Record<string, unknown>;
@@ -248,5 +249,34 @@ describe('readModelConfig', () => {
   it('names the file in a refusal', () => {
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
     expect(() => readModelConfig(dir)).toThrow(`${join(dir, 'config.json')}: rope_scaling.rope_type "yarn" is not supported`);
+  });
+});
+
+describe('checkpointNames: where a family finds its tensors', () => {
+  const names = (family: string, tensors: string[]) => checkpointNames(familyFor(family), tensors).of;
+
+  it("maps Gemma 3's decoder to a multimodal checkpoint's layout, and leaves a text checkpoint's names", () => {
+    const tensors = ['language_model.model.embed_tokens.weight', 'vision_tower.vision_model.post_layernorm.weight', 'multi_modal_projector.mm_soft_emb_norm.weight'];
+    const published = names('gemma3', tensors);
+    expect(published('model.layers.0.self_attn.q_proj')).toBe('language_model.model.layers.0.self_attn.q_proj');
+    // The vision tower and projector are not the decoder's (load progress and the GGUF writer leave them out).
+    expect(tensors.filter(checkpointNames(familyFor('gemma3'), tensors).isFamily)).toEqual(['language_model.model.embed_tokens.weight']);
+    expect(published('lm_head.weight')).toBe('language_model.lm_head.weight');
+    const saved = names('gemma3', ['model.language_model.embed_tokens.weight', 'model.vision_tower.vision_model.post_layernorm.weight', 'lm_head.weight']);
+    expect(saved('model.norm.weight')).toBe('model.language_model.norm.weight');
+    expect(saved('lm_head.weight')).toBe('lm_head.weight');
+    const text = names('gemma3_text', ['model.embed_tokens.weight', 'lm_head.weight']);
+    expect(text('model.embed_tokens')).toBe('model.embed_tokens');
+    expect(text('lm_head.weight')).toBe('lm_head.weight');
+  });
+
+  it("finds an encoder bare or under its task model's prefix, with the classifier head at the top", () => {
+    const tensors = ['roberta.embeddings.word_embeddings.weight', 'classifier.dense.weight', 'roberta.pooler.dense.weight'];
+    const roberta = names('xlm-roberta', tensors);
+    expect(tensors.filter(checkpointNames(familyFor('xlm-roberta'), tensors).isFamily)).toEqual(tensors.slice(0, 2));
+    expect(roberta('encoder.layer.0.attention.self.query')).toBe('roberta.encoder.layer.0.attention.self.query');
+    expect(roberta('classifier.out_proj.weight')).toBe('classifier.out_proj.weight');
+    expect(names('bert', ['bert.embeddings.word_embeddings.weight'])('embeddings.LayerNorm.weight')).toBe('bert.embeddings.LayerNorm.weight');
+    expect(names('bert', ['embeddings.word_embeddings.weight'])('embeddings.LayerNorm.weight')).toBe('embeddings.LayerNorm.weight');
   });
 });

@@ -144,7 +144,7 @@ describe('quantized weights', () => {
     quantizeCheckpoint(base, q, { bits: 3, groupSize: 64 });
     const configPath = join(q, 'config.json');
     const good = readFileSync(configPath, 'utf8');
-    const edit = (f: (c: { quantization: Record<string, unknown> }) => void) => {
+    const edit = (f: (c: { quantization: Record<string, unknown>; num_key_value_heads: number }) => void) => {
       const c = JSON.parse(good);
       f(c);
       c.quantization_config = c.quantization;
@@ -161,6 +161,9 @@ describe('quantized weights', () => {
     await expect(load()).rejects.toThrow(/model\.layers\.1\.mlp\.up_proj\.weight: packed uint32 weight without quantization/);
     edit((c) => { c.quantization.mode = 'mxfp4'; });
     await expect(load()).rejects.toThrow(/quantization\.mode "mxfp4" is not supported/);
+    // A tensor whose shape the config does not give.
+    edit((c) => { c.num_key_value_heads = 1; });
+    await expect(load()).rejects.toThrow(/model\.layers\.0\.self_attn\.k_proj\.weight holds \[64, 128\] values, expected \[32, 128\]/);
     // A float k_proj between quantized q_proj and v_proj: one stacked weight cannot hold both.
     const mixed = join(root, 'refuse-stack');
     quantizeCheckpoint(base, mixed, { bits: 4, groupSize: 64, modules: { 'model.layers.0.self_attn.k_proj': false } });

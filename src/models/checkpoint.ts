@@ -15,13 +15,17 @@ export class Checkpoint {
   /** Tensors whose bytes have been read (load progress). */
   private readonly read = new Set<string>();
 
-  /** `onRead` hears of each tensor the first time its bytes are read: (read so far, in the checkpoint). */
-  constructor(readonly dir: string, private readonly onRead?: (done: number, total: number) => void) {
+  /** `onRead` hears of each tensor the first time its bytes are read: how many have been read so far. */
+  constructor(readonly dir: string, private readonly onRead?: (done: number) => void) {
     this.tensors = listCheckpointTensors(dir);
   }
 
   has(name: string): boolean {
     return this.tensors.has(name);
+  }
+
+  names(): IterableIterator<string> {
+    return this.tensors.keys();
   }
 
   entry(name: string): CheckpointTensor {
@@ -57,7 +61,7 @@ export class Checkpoint {
   private noteRead(name: string): void {
     if (this.read.has(name)) return;
     this.read.add(name);
-    this.onRead?.(this.read.size, this.tensors.size);
+    this.onRead?.(this.read.size);
   }
 
   close(): void {
@@ -74,8 +78,13 @@ const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', 
  * a kernel may also bind as a uniform (the linear layers' fused norm: matvec_input.wgsl).
  * `shift` is added to every value as it loads (Gemma's norms scale by 1 + w).
  */
-export function loadVector(device: GPUDevice, ckpt: Checkpoint, names: string[], shift = 0): GPUBuffer {
-  const parts = names.map((name) => ckpt.readF32(name));
+export function loadVector(device: GPUDevice, ckpt: Checkpoint, sources: VectorSource[], shift = 0): GPUBuffer {
+  const parts = sources.map(({ name, length }) => {
+    const v = ckpt.readF32(name);
+    if (v.length !== length) throw new Error(`${ckpt.dir}: ${name} has ${v.length} values, expected ${length}`);
+    return v;
+  });
+  const names = sources.map((s) => s.name);
   const data = new Float32Array(parts.reduce((n, v) => n + v.length, 0));
   let at = 0;
   for (const v of parts) { data.set(v, at); at += v.length; }
@@ -96,25 +105,37 @@ interface StoredMatrix {
   scaleFormat?: ScaleFormat;
 }
 
-/** Rows [first, first + rows) of `<prefix>.weight`: one matrix of a fused projection (Phi-3's qkv_proj, gate_up_proj). */
-export interface RowSlice {
-  prefix: string;
-  first: number;
-  rows: number;
+/** A vector tensor (a norm's weight, a bias) of `length` values. */
+export interface VectorSource {
+  name: string;
+  length: number;
 }
 
-/** A matrix loadMatrix stacks: a whole `<prefix>.weight`, or a slice of its rows. */
-export type MatrixSource = string | RowSlice;
+/**
+ * A matrix loadMatrix stacks: `<prefix>.weight` of [rows, cols] (cols counts values, however
+ * packed), or with `slice` only rows [first, first + rows) of it: one matrix of a fused
+ * projection (Phi-3's qkv_proj, gate_up_proj).
+ */
+export interface MatrixSource {
+  prefix: string;
+  rows: number;
+  cols: number;
+  slice?: { first: number; rows: number };
+}
 
 function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantization): StoredMatrix & { prefix: string; first: number } {
-  const prefix = typeof source === 'string' ? source : source.prefix;
+  const { prefix, slice } = source;
   const name = `${prefix}.weight`;
   const t = ckpt.entry(name).info;
   const [all, stored] = t.shape;
-  const first = typeof source === 'string' ? 0 : source.first;
-  const rows = typeof source === 'string' ? all! : source.rows;
+  const first = slice?.first ?? 0;
+  const rows = slice?.rows ?? all!;
+  const m = storedFormat(ckpt, prefix, rows, stored!, t.dtype, quant);
+  if (t.shape.length !== 2 || all !== source.rows || m.cols !== source.cols) {
+    throw new Error(`${ckpt.dir}: ${name} holds [${all}, ${m.cols}] values, expected [${source.rows}, ${source.cols}]`);
+  }
   if (first + rows > all!) throw new Error(`${name}: rows ${first}..${first + rows} of ${all}`);
-  return { prefix, first, ...storedFormat(ckpt, prefix, rows, stored!, t.dtype, quant) };
+  return { prefix, first, ...m };
 }
 
 /**

@@ -2,7 +2,10 @@
 // a per-head (1 + w) RMSNorm of q and k, five sliding-window layers to one global
 // (sliding_window_pattern, or layer_types), and per-layer RoPE: rope_local_base_freq
 // unscaled on sliding layers, rope_theta with rope_scaling on global ones (v5 spells both
-// as rope_parameters per layer type).
+// as rope_parameters per layer type). A multimodal checkpoint (Gemma3ForConditionalGeneration)
+// keeps the decoder under language_model.model. (as published, and as mlx-vlm saves it) or
+// model.language_model. (as transformers 4.52+ saves it); its vision_tower and
+// multi_modal_projector tensors are not read.
 import { Program } from '../runtime/program.js';
 import type { ConfigReader, Rope } from './config.js';
 import { attention, embed, head, mlp } from './layers.js';
@@ -11,6 +14,10 @@ import type { Family } from './model.js';
 
 export const gemma3: Family = {
   name: 'gemma3',
+  layouts: [
+    [['model.', 'language_model.model.'], ['lm_head', 'language_model.lm_head']],
+    [['model.', 'model.language_model.']],
+  ],
   configure(c, cfg) {
     const activation = gemmaActivation(c);
     c.oneOf('attention_bias', [false], false);

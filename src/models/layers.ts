@@ -1,11 +1,15 @@
 // The layer vocabulary the decoder families compose (src/models/<family>.ts), each layer
 // recording its dispatches; the math is in src/kernels. A layer's spec names what varies
 // between families: norms before and after a block, the activation, the RoPE (or none),
-// a sliding window, soft-capping, scalar multipliers, biases, fused projections.
+// a sliding window, soft-capping, scalar multipliers, biases, fused projections. Layers name
+// their tensors as transformers' decoders do (model.embed_tokens, model.layers.N.self_attn.*,
+// model.layers.N.mlp.*, model.norm, lm_head), each with the shape config.json gives it; a
+// family's layouts (Family.layouts) say where other checkpoints keep them.
 import type { Activation, LinearNorm } from '../runtime/ops/linear.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { GpuWeight } from '../runtime/tensors.js';
-import type { Rope } from './config.js';
+import type { MatrixSource } from './checkpoint.js';
+import type { ModelConfig, Rope } from './config.js';
 import type { BuildContext } from './model.js';
 
 /** How a family's RMSNorms scale: by w, or by (1 + w) (Gemma; the 1 is added at load). */
@@ -49,9 +53,14 @@ export interface MlpSpec {
   postNorm?: string;
 }
 
+/** The token embedding table, [vocab, hidden] (also the LM head where embeddings are tied). */
+function embedTokens(cfg: ModelConfig): MatrixSource {
+  return { prefix: 'model.embed_tokens', rows: cfg.vocab, cols: cfg.hidden };
+}
+
 /** Token embedding into the residual stream h, times `scale` (Gemma's sqrt(hidden), Granite's embedding_multiplier). */
 export function embed(ctx: BuildContext, scale = 1): Dispatch[] {
-  return ctx.ops.embedding(ctx.matrix('model.embed_tokens'), ctx.meta.tokens, ctx.act.h, scale);
+  return ctx.ops.embedding(ctx.matrix(embedTokens(ctx.cfg)), ctx.meta.tokens, ctx.act.h, scale);
 }
 
 /**
@@ -65,10 +74,13 @@ export function attention(ctx: BuildContext, layer: number, spec: AttentionSpec)
   const p = `model.layers.${layer}.self_attn`;
   const qDim = cfg.heads * cfg.headDim;
   const kvDim = cfg.kvHeads * cfg.headDim;
-  const qkvNames = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
-  const qkv = spec.fusedQkv ? fused(ctx, `${p}.qkv_proj`, [qDim, kvDim, kvDim]) : ctx.matrix(...qkvNames);
-  const bias = spec.qkvBias ? ctx.vector(qkvNames.map((name) => `${name}.bias`)) : undefined;
+  const dims = [qDim, kvDim, kvDim];
   const norm = spec.inputNorm ? linearNorm(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms) : undefined;
+  const qkvNames = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
+  const qkv = spec.fusedQkv
+    ? fused(ctx, `${p}.qkv_proj`, dims)
+    : ctx.matrix(...qkvNames.map((prefix, i) => ({ prefix, rows: dims[i]!, cols: cfg.hidden })));
+  const bias = spec.qkvBias ? ctx.vector(qkvNames.map((name, i) => ({ name: `${name}.bias`, length: dims[i]! }))) : undefined;
   const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, qkv, act.h, [act.q, act.k, act.v], { bias, norm })];
   let { q, k } = act;
   if (spec.qkNorm === 'full') {
@@ -76,63 +88,77 @@ export function attention(ctx: BuildContext, layer: number, spec: AttentionSpec)
     const qn = ctx.scratch('q_normed', qDim);
     const kn = ctx.scratch('k_normed', kvDim);
     d.push(
-      ops.rmsnorm(`${p}.q_norm`, q, normWeight(ctx, `${p}.q_norm`, spec.norms), qn, { width: qDim, eps: spec.norms.eps }),
-      ops.rmsnorm(`${p}.k_norm`, k, normWeight(ctx, `${p}.k_norm`, spec.norms), kn, { width: kvDim, eps: spec.norms.eps }),
+      ops.rmsnorm(`${p}.q_norm`, q, normWeight(ctx, `${p}.q_norm`, spec.norms, qDim), qn, { width: qDim, eps: spec.norms.eps }),
+      ops.rmsnorm(`${p}.k_norm`, k, normWeight(ctx, `${p}.k_norm`, spec.norms, kvDim), kn, { width: kvDim, eps: spec.norms.eps }),
     );
     [q, k] = [qn, kn];
   }
-  const headNorm = spec.qkNorm === 'head' ? ctx.vector([`${p}.q_norm.weight`, `${p}.k_norm.weight`], spec.norms.plusOne ? 1 : 0) : undefined;
+  const headNorm = spec.qkNorm === 'head'
+    ? ctx.vector(['q_norm', 'k_norm'].map((n) => ({ name: `${p}.${n}.weight`, length: cfg.headDim })), spec.norms.plusOne ? 1 : 0)
+    : undefined;
   const rope = spec.rope ? ctx.rope(spec.rope) : { rotaryDim: 0 };
   d.push(...ops.attention(p, {
     q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer]!, vCache: kv.v[layer]!, blockSize: kv.blockSize,
   }, act.attn, {
     headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
   }, meta));
-  d.push(...residual(ctx, `${p}.o_proj`, ctx.matrix(`${p}.o_proj`), act.attn, spec, layer));
+  const oProj = ctx.matrix({ prefix: `${p}.o_proj`, rows: cfg.hidden, cols: qDim });
+  d.push(...residual(ctx, `${p}.o_proj`, oProj, act.attn, spec, postNorm(ctx, layer, spec)));
   return d;
 }
 
 /**
  * h += post(down(act(gate(xn)) * up(xn))), xn = input_norm(h); gate and up from one
  * projection that applies the norm to its input itself (and the GLU to its output, where
- * the format allows: Ops.gatedLinear).
+ * the format allows: Ops.gatedLinear). The block's norms load before its projections.
  */
 export function mlp(ctx: BuildContext, layer: number, spec: MlpSpec): Dispatch[] {
   const { ops, cfg, act } = ctx;
   const p = `model.layers.${layer}.mlp`;
   const I = cfg.intermediate;
-  const gateUp = spec.fusedGateUp
-    ? ctx.gluMatrix({ prefix: `${p}.gate_up_proj`, first: 0, rows: I }, { prefix: `${p}.gate_up_proj`, first: I, rows: I })
-    : ctx.gluMatrix(`${p}.gate_proj`, `${p}.up_proj`);
   const norm = spec.inputNorm ? linearNorm(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms) : undefined;
+  const post = postNorm(ctx, layer, spec);
+  const fusedHalf = (first: number): MatrixSource => ({ prefix: `${p}.gate_up_proj`, rows: 2 * I, cols: cfg.hidden, slice: { first, rows: I } });
+  const gateUp = spec.fusedGateUp
+    ? ctx.gluMatrix(fusedHalf(0), fusedHalf(I))
+    : ctx.gluMatrix({ prefix: `${p}.gate_proj`, rows: I, cols: cfg.hidden }, { prefix: `${p}.up_proj`, rows: I, cols: cfg.hidden });
+  const down = ctx.matrix({ prefix: `${p}.down_proj`, rows: cfg.hidden, cols: I });
   return [
     ...ops.gatedLinear(`${p}.gate_up_proj`, gateUp, act.h, act.gate, act.up, { norm, activation: spec.activation }),
-    ...residual(ctx, `${p}.down_proj`, ctx.matrix(`${p}.down_proj`), act.gate, spec, layer),
+    ...residual(ctx, `${p}.down_proj`, down, act.gate, spec, post),
   ];
+}
+
+/** A block's norm of its output before the residual add, if it has one. */
+function postNorm(ctx: BuildContext, layer: number, spec: AttentionSpec | MlpSpec): { name: string; weight: GPUBuffer } | undefined {
+  if (!spec.postNorm) return undefined;
+  const name = `model.layers.${layer}.${spec.postNorm}`;
+  return { name, weight: normWeight(ctx, name, spec.norms) };
 }
 
 /**
  * h += post(x W^T) * scale: with a post-norm, the projection into xn and the norm's
  * accumulate into h; without, the projection's own accumulate.
  */
-function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, layer: number): Dispatch[] {
+function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, post?: { name: string; weight: GPUBuffer }): Dispatch[] {
   const { ops, cfg, act } = ctx;
-  if (!spec.postNorm) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale });
-  const name = `model.layers.${layer}.${spec.postNorm}`;
+  if (!post) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale });
   return [
     ...ops.linear(label, w, x, act.xn, { scale: spec.residualScale }),
-    ops.rmsnorm(name, act.xn, normWeight(ctx, name, spec.norms), act.h, { width: cfg.hidden, eps: spec.norms.eps, accumulate: true }),
+    ops.rmsnorm(post.name, act.xn, post.weight, act.h, { width: cfg.hidden, eps: spec.norms.eps, accumulate: true }),
   ];
 }
 
 /** One fused projection's rows as the matrices it stacks (segments: their row counts). */
 function fused(ctx: BuildContext, prefix: string, segments: number[]): GpuWeight {
+  const rows = segments.reduce((a, b) => a + b, 0);
   let first = 0;
-  return ctx.matrix(...segments.map((rows) => ({ prefix, first: (first += rows) - rows, rows })));
+  return ctx.matrix(...segments.map((n) => ({ prefix, rows, cols: ctx.cfg.hidden, slice: { first: (first += n) - n, rows: n } })));
 }
 
-function normWeight(ctx: BuildContext, name: string, norms: Norms): GPUBuffer {
-  return ctx.vector(`${name}.weight`, norms.plusOne ? 1 : 0);
+/** The weight of RMSNorm `name` over `width` values (default: hidden). */
+function normWeight(ctx: BuildContext, name: string, norms: Norms, width = ctx.cfg.hidden): GPUBuffer {
+  return ctx.vector({ name: `${name}.weight`, length: width }, norms.plusOne ? 1 : 0);
 }
 
 /** The RMSNorm `name` before a block, for the block's first projection to apply. */
@@ -156,15 +182,16 @@ export interface HeadSpec {
  */
 export function head(ctx: BuildContext, spec: HeadSpec): Dispatch[] {
   const { ops, cfg, act, meta } = ctx;
-  const lmHeadName = !cfg.tieEmbeddings && ctx.has('lm_head.weight') ? 'lm_head' : 'model.embed_tokens';
+  const norm = normWeight(ctx, 'model.norm', spec.norms);
+  const lmHead = !cfg.tieEmbeddings && ctx.has('lm_head.weight') ? { prefix: 'lm_head', rows: cfg.vocab, cols: cfg.hidden } : embedTokens(cfg);
   if (ctx.pooled?.mode === 'rank') {
     // A generative reranker (Qwen3-Reranker): logit(yes) - logit(no) at each sequence's last
     // token, whose sigmoid is P(yes) over the pair; two one-row slices of the LM head.
     const { out, rankTokens } = ctx.pooled;
     if (!rankTokens) throw new Error(`${cfg.modelType}: a generative reranker needs its yes/no token ids`);
-    const row = (id: number) => ctx.matrix({ prefix: lmHeadName, first: id, rows: 1 });
+    const row = (id: number) => ctx.matrix({ ...lmHead, slice: { first: id, rows: 1 } });
     return [
-      ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),
+      ops.rmsnorm('model.norm', act.h, norm, act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),
       ...ops.linear('rank.yes', row(rankTokens.yes), act.headIn, out, { perSeq: true, scale: spec.scale, softcap: spec.softcap }),
       ...ops.linear('rank.no', row(rankTokens.no), act.headIn, out, { perSeq: true, scale: -(spec.scale ?? 1), softcap: spec.softcap, accumulate: true }),
     ];
@@ -172,15 +199,14 @@ export function head(ctx: BuildContext, spec: HeadSpec): Dispatch[] {
   if (ctx.pooled) {
     const { mode, out, norms } = ctx.pooled;
     return [
-      ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
+      ops.rmsnorm('model.norm', act.h, norm, act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
       ops.pool(act.xn, meta.seqLast, out, cfg.hidden, mode),
       ops.embdNormalize(out, norms, cfg.hidden),
     ];
   }
-  const lmHead = ctx.matrix(lmHeadName);
   return [
-    ops.rmsnorm('model.norm', act.h, normWeight(ctx, 'model.norm', spec.norms), act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),
-    ...ops.linear('lm_head', lmHead, act.headIn, act.logits, { perSeq: true, scale: spec.scale, softcap: spec.softcap }),
+    ops.rmsnorm('model.norm', act.h, norm, act.headIn, { width: cfg.hidden, eps: spec.norms.eps, seqLast: meta.seqLast }),
+    ...ops.linear('lm_head', ctx.matrix(lmHead), act.headIn, act.logits, { perSeq: true, scale: spec.scale, softcap: spec.softcap }),
     ops.logitBias(act.logits, cfg.vocab, meta.biasEntries),
     ops.sample(act.logits, cfg.vocab, meta),
   ];

@@ -7,7 +7,7 @@ import { Ops, type BatchMeta } from '../runtime/ops.js';
 import { SEQ_NORM_BYTES, type Pooling } from '../runtime/ops/pooling.js';
 import type { Program } from '../runtime/program.js';
 import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
-import { Checkpoint, loadMatrix, loadVector, type MatrixSource } from './checkpoint.js';
+import { Checkpoint, loadMatrix, loadVector, type MatrixSource, type VectorSource } from './checkpoint.js';
 import type { ConfigReader, ModelConfig, Rope } from './config.js';
 import { readFamilyConfig } from './registry.js';
 import { ropeAttentionFactor, ropeInvFreq } from './rope.js';
@@ -49,12 +49,16 @@ export interface RopeTables {
 export interface BuildContext {
   ops: Ops;
   cfg: ModelConfig;
-  /** Loads `<prefix>.weight` (or a slice of its rows) in its stored format; several stack their rows into one weight. */
+  /**
+   * Loads `<prefix>.weight` (or a slice of its rows) in its stored format, checking its
+   * shape; several stack their rows into one weight. Names are the family's (Family.layouts
+   * maps them to the checkpoint's) here and in vector and has.
+   */
   matrix(...sources: MatrixSource[]): GpuWeight;
   /** A GLU's gate and up matrices as one weight for Ops.gatedLinear (loadMatrix `glu`). */
   gluMatrix(gate: MatrixSource, up: MatrixSource): GpuWeight;
-  /** Loads an f32 vector tensor; several names concatenate into one buffer; `shift` is added to each value. */
-  vector(names: string | string[], shift?: number): GPUBuffer;
+  /** Loads an f32 vector tensor, checking its length; several concatenate into one buffer; `shift` is added to each value. */
+  vector(sources: VectorSource | VectorSource[], shift?: number): GPUBuffer;
   has(name: string): boolean;
   /** The tables of a RoPE (cached: layers that share one share its buffer). */
   rope(rope: Rope): RopeTables;
@@ -93,11 +97,42 @@ export interface RankTokens {
 /**
  * An architecture family (src/models/<family>.ts): configure reads and checks the
  * config.json fields the family uses beyond ModelConfig's (refusing values it cannot
- * honour) and returns the builder of its forward pass.
+ * honour) and returns the builder of its forward pass, which names its tensors as the
+ * family's plain checkpoints do; `layouts` lists where other checkpoints keep them.
  */
 export interface Family {
   name: string;
   configure(c: ConfigReader, cfg: ModelConfig): (ctx: BuildContext) => Program;
+  layouts?: TensorLayout[];
+}
+
+/**
+ * Where a checkpoint keeps a family's tensors: rewrites of a name's leading part, [the
+ * builder's, the checkpoint's], the first that matches applying. A layout applies to a
+ * checkpoint that holds a tensor under its first rewrite's checkpoint prefix; the family's
+ * tensors are then those under its rewrites' checkpoint prefixes (a multimodal checkpoint's
+ * vision tower lies outside).
+ */
+export type TensorLayout = ReadonlyArray<readonly [string, string]>;
+
+export interface CheckpointNames {
+  /** The checkpoint's name for a name the builder uses. */
+  of(name: string): string;
+  /** Whether checkpoint tensor `name` is the family's (under the layout that applies; all where none does). */
+  isFamily(name: string): boolean;
+}
+
+/** The names of a family's tensors in a checkpoint holding `names`: by the first layout that applies, else unchanged. */
+export function checkpointNames(family: Family, names: Iterable<string>): CheckpointNames {
+  const all = [...names];
+  const layout = family.layouts?.find(([[, to]]) => all.some((n) => n.startsWith(to)));
+  return {
+    of: (name) => {
+      const rewrite = layout?.find(([from]) => name.startsWith(from));
+      return rewrite ? rewrite[1] + name.slice(rewrite[0].length) : name;
+    },
+    isFamily: (name) => !layout || layout.some(([, to]) => name.startsWith(to)),
+  };
 }
 
 export interface LoadedModel {
@@ -147,11 +182,12 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   const { cfg, family, build } = readFamilyConfig(dir);
   const device = gpu.device;
   const progress: LoadProgress = { tensors: 0, tensorsTotal: 0, pipelines: 0 };
-  const ckpt = new Checkpoint(dir, (done, total) => {
+  const ckpt = new Checkpoint(dir, (done) => {
     progress.tensors = done;
-    progress.tensorsTotal = total;
     options.onProgress?.(progress);
   });
+  const names = checkpointNames(family, ckpt.names());
+  progress.tensorsTotal = [...ckpt.names()].filter(names.isFamily).length;
   const ops = new Ops(gpu);
   ops.pipelines.onCompile = (count) => {
     progress.pipelines = count;
@@ -220,18 +256,19 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     formats.add(isAffine(w.format) ? (w.stored ? `${w.stored} (as ${w.format} g${w.groupSize})` : `${w.format} g${w.groupSize}`) : w.format);
     return w;
   };
+  const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
   const ctx: BuildContext = {
     ops,
     cfg,
     matrix: (...sources) => {
       const key = JSON.stringify(sources);
       let w = matrices.get(key);
-      if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, sources, cfg.quantization))));
+      if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, sources.map(inCheckpoint), cfg.quantization))));
       return w;
     },
-    gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up], cfg.quantization, { glu: true })),
-    vector: (names, shift) => loadVector(device, ckpt, typeof names === 'string' ? [names] : names, shift),
-    has: (name) => ckpt.has(name),
+    gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up].map(inCheckpoint), cfg.quantization, { glu: true })),
+    vector: (sources, shift) => loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift),
+    has: (name) => ckpt.has(names.of(name)),
     rope: (r) => {
       const key = JSON.stringify(r);
       let tables = ropes.get(key);

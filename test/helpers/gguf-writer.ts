@@ -1,12 +1,15 @@
-// Converts a Hugging Face Llama / Qwen2 / Qwen3 checkpoint folder into a GGUF v3 file the way
-// llama.cpp's convert_hf_to_gguf.py does (same metadata keys and value types, tensor names,
-// tokenizer fields and Q/K row order), so llama.cpp can serve as an oracle for our engine.
+// Converts a Hugging Face checkpoint folder (a decoder family in GGUF_FAMILIES, or a BERT-style
+// encoder) into a GGUF v3 file the way llama.cpp's convert_hf_to_gguf.py does (same metadata
+// keys and value types, tensor names, tokenizer fields and Q/K row order), so llama.cpp can
+// serve as an oracle for our engine. A decoder's tensors are those its family's builder asks
+// for (family-tensors.ts), named for llama.cpp by the family's GGUF_FAMILIES entry; a
+// multimodal checkpoint's vision tensors are left out, as the converter leaves them to mmproj.
 // Tensors are written as f32, or with `outType: 'F16'` as f16 for 2-D weights (1-D stay f32,
 // like the converter's default). Descriptive keys the converter also adds (general.type,
 // size_label, quantization_version, ...) are left out: llama.cpp does not need them for float
 // models, and without them stories260K converts byte-identical to the reference GGUF.
-// The model's sizes and RoPE come from config.ts's normaliser (readModelConfig); config.json
-// is read here only for what that leaves out (head_dim's presence, special token ids).
+// The model's sizes and RoPE come from config.ts's normaliser; config.json is read here only
+// for what that leaves out (head_dim's presence, the families' own fields, special token ids).
 // A small reader is included for the tests.
 //
 // Layout: magic "GGUF", u32 version, u64 tensor count, u64 kv count, the KVs, the tensor
@@ -14,10 +17,13 @@
 // alignment, then the tensor data, each tensor starting on an alignment boundary.
 import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { normalizeRope, readModelConfig, type ModelConfig } from '../../src/models/config.js';
+import { normalizeRope, type ModelConfig } from '../../src/models/config.js';
 import { f32ToF16 } from '../../src/models/half.js';
 import { ropeFreqDivisors } from '../../src/models/rope.js';
+import { checkpointNames, type CheckpointNames } from '../../src/models/model.js';
+import { familyConfig } from '../../src/models/registry.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+import { familyTensors, type FamilyTensor } from './family-tensors.js';
 
 const ALIGNMENT = 32;
 
@@ -108,33 +114,33 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 
 const readJson = (path: string): Json => JSON.parse(readFileSync(path, 'utf8')) as Json;
 
-/** HF config.json model_type -> llama.cpp architecture name. */
-const ARCHES: Record<string, string> = {
-  llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3', gemma2: 'gemma2', gemma3_text: 'gemma3', phi3: 'phi3', smollm3: 'smollm3', granite: 'granite', olmo2: 'olmo2',
-};
-
 export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteOptions = {}): void {
   const config = readJson(join(hfDir, 'config.json'));
   if (config.model_type === 'bert' || config.model_type === 'xlm-roberta') return writeEncoderGguf(hfDir, outPath, config, opts);
-  const cfg = readModelConfig(hfDir);
+  const source = listCheckpointTensors(hfDir);
+  const names = checkpointNames(familyConfig(config).family, source.keys());
+  const { cfg, family, tensors } = familyTensors(config, (name) => source.has(names.of(name)));
   if (cfg.quantization) throw new Error(`${hfDir}: quantized (MLX) checkpoints cannot be converted`);
-  const arch = ARCHES[cfg.modelType];
-  if (!arch) throw new Error(`${hfDir}: model_type ${cfg.modelType} is not supported`);
+  const gguf = GGUF_FAMILIES[family.name];
+  if (!gguf) throw new Error(`${hfDir}: family ${family.name} has no llama.cpp names (GGUF_FAMILIES)`);
+  const { arch } = gguf;
   const outType = opts.outType ?? 'F32';
 
   const kv = new Map<string, KV>();
   kv.set('general.architecture', str(arch));
   kv.set('general.name', str(opts.name ?? basename(hfDir)));
-  addModelParams(kv, arch, cfg, config);
+  // A multimodal config's decoder fields are in its text_config.
+  const fields = { ...config, ...(config.text_config ?? {}) } as Json;
+  addModelParams(kv, gguf, cfg, fields);
   if (opts.pooling) kv.set(`${arch}.pooling_type`, u32(POOLING_TYPE[opts.pooling]));
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
-  addTokenizer(kv, hfDir, cfg.vocab, config, opts.pre);
+  addTokenizer(kv, hfDir, cfg.vocab, fields, opts.pre);
 
-  const tensors = planTensors(hfDir, arch, cfg, outType);
-  writeFile(outPath, kv, tensors);
+  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType));
 }
 
-function addModelParams(kv: Map<string, KV>, arch: string, cfg: ModelConfig, c: Json): void {
+function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig, c: Json): void {
+  const { arch } = gguf;
   kv.set(`${arch}.context_length`, u32(cfg.maxPositions));
   kv.set(`${arch}.embedding_length`, u32(cfg.hidden));
   kv.set(`${arch}.block_count`, u32(cfg.layers));
@@ -143,34 +149,14 @@ function addModelParams(kv: Map<string, KV>, arch: string, cfg: ModelConfig, c: 
   kv.set(`${arch}.attention.head_count_kv`, u32(cfg.kvHeads));
   kv.set(`${arch}.rope.freq_base`, f32(cfg.ropeTheta));
   kv.set(`${arch}.attention.layer_norm_rms_epsilon`, f32(cfg.rmsEps));
-  // The converter writes these two for Llama only; other archs derive n_rot from head size.
-  if (arch === 'llama') kv.set(`${arch}.rope.dimension_count`, u32(cfg.headDim));
+  if (gguf.ropeDimensions) kv.set(`${arch}.rope.dimension_count`, u32(gguf.ropeDimensions === 'head' ? cfg.headDim : cfg.rotaryDim));
   // Key/value lengths only where config.json names head_dim, as the converter does.
   if (c.head_dim != null) {
     kv.set(`${arch}.attention.key_length`, u32(cfg.headDim));
     kv.set(`${arch}.attention.value_length`, u32(cfg.headDim));
   }
-  if (arch === 'llama') kv.set(`${arch}.vocab_size`, u32(cfg.vocab));
-  const text = { ...c, ...(c.text_config ?? {}) } as Json;
-  if (arch === 'gemma2' || arch === 'gemma3') {
-    kv.set(`${arch}.attention.key_length`, u32(cfg.headDim));
-    kv.set(`${arch}.attention.value_length`, u32(cfg.headDim));
-    kv.set(`${arch}.attention.sliding_window`, u32(text.sliding_window as number));
-  }
-  if (arch === 'gemma2') {
-    if (text.attn_logit_softcapping != null) kv.set(`${arch}.attn_logit_softcapping`, f32(text.attn_logit_softcapping as number));
-    if (text.final_logit_softcapping != null) kv.set(`${arch}.final_logit_softcapping`, f32(text.final_logit_softcapping as number));
-  }
-  if (arch === 'phi3') {
-    kv.set(`${arch}.rope.dimension_count`, u32(cfg.rotaryDim));
-    if (text.sliding_window != null) kv.set(`${arch}.attention.sliding_window`, u32(text.sliding_window as number));
-  }
-  if (arch === 'granite') {
-    kv.set(`${arch}.embedding_scale`, f32(text.embedding_multiplier as number));
-    kv.set(`${arch}.attention.scale`, f32(text.attention_multiplier as number));
-    kv.set(`${arch}.residual_scale`, f32(text.residual_multiplier as number));
-    kv.set(`${arch}.logit_scale`, f32(text.logits_scaling as number));
-  }
+  if (gguf.vocabSize) kv.set(`${arch}.vocab_size`, u32(cfg.vocab));
+  gguf.params?.((key, v) => kv.set(`${arch}.${key}`, v), cfg, c);
   const s = cfg.ropeScaling;
   if (s?.type === 'longrope') {
     kv.set(`${arch}.rope.scaling.original_context_length`, u32(s.originalMaxPositions));
@@ -356,66 +342,114 @@ export function unpermuteHfQk(w: Float32Array, nHead: number, rowLen: number): F
   return out;
 }
 
-/** Gemma's norms: HF stores w of (1 + w), GGUF the whole multiplier (the converter's norm_shift). */
-const GEMMA_TENSORS: Array<[string, string]> = [
-  ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
-  ['pre_feedforward_layernorm.weight', 'ffn_norm.weight'],
-  ['post_feedforward_layernorm.weight', 'post_ffw_norm.weight'],
-];
+/**
+ * A family's llama.cpp architecture: its tensors' names (the converter's tensor map), the
+ * metadata it reads beyond the shared keys, and how its q/k rows are laid out.
+ */
+interface GgufFamily {
+  arch: string;
+  /** Each layer tensor's name (blk.N.<name>) by its role in the layer (model.layers.N.<role>), less .weight / .bias. */
+  layer: Record<string, string>;
+  /** llama.cpp runs the arch with adjacent-pair RoPE: q/k rows are un-permuted (the converter's LlamaModel.permute); else NEOX RoPE. */
+  permuteQk?: boolean;
+  /** rope.dimension_count: the head size, or its rotary part; absent, llama.cpp takes the head size. */
+  ropeDimensions?: 'head' | 'rotary';
+  /** Writes vocab_size (the converter does for Llama). */
+  vocabSize?: boolean;
+  /** `set(key, value)` for `<arch>.<key>`; `c`: config.json's decoder fields. */
+  params?: (set: (key: string, value: KV) => void, cfg: ModelConfig, c: Json) => void;
+}
 
-/** Archs llama.cpp runs with adjacent-pair RoPE (the converter's LlamaModel.permute). */
-const PERMUTED = new Set(['llama', 'granite', 'smollm3']);
+/** The decoder's tensors outside its layers. */
+const MODEL_TENSORS: Record<string, string> = {
+  'model.embed_tokens.weight': 'token_embd.weight',
+  'model.norm.weight': 'output_norm.weight',
+  'lm_head.weight': 'output.weight',
+};
 
-const LAYER_TENSORS: Array<[string, string]> = [
-  ['self_attn.qkv_proj.weight', 'attn_qkv.weight'],
-  ['mlp.gate_up_proj.weight', 'ffn_up.weight'],
-  ['input_layernorm.weight', 'attn_norm.weight'],
-  ['self_attn.q_proj.weight', 'attn_q.weight'],
-  ['self_attn.q_proj.bias', 'attn_q.bias'],
-  ['self_attn.k_proj.weight', 'attn_k.weight'],
-  ['self_attn.k_proj.bias', 'attn_k.bias'],
-  ['self_attn.v_proj.weight', 'attn_v.weight'],
-  ['self_attn.v_proj.bias', 'attn_v.bias'],
-  ['self_attn.o_proj.weight', 'attn_output.weight'],
-  ['self_attn.q_norm.weight', 'attn_q_norm.weight'],
-  ['self_attn.k_norm.weight', 'attn_k_norm.weight'],
-  ['post_attention_layernorm.weight', 'ffn_norm.weight'],
-  ['mlp.gate_proj.weight', 'ffn_gate.weight'],
-  ['mlp.up_proj.weight', 'ffn_up.weight'],
-  ['mlp.down_proj.weight', 'ffn_down.weight'],
-];
+const LLAMA_LAYER: Record<string, string> = {
+  input_layernorm: 'attn_norm',
+  'self_attn.q_proj': 'attn_q',
+  'self_attn.k_proj': 'attn_k',
+  'self_attn.v_proj': 'attn_v',
+  'self_attn.o_proj': 'attn_output',
+  post_attention_layernorm: 'ffn_norm',
+  'mlp.gate_proj': 'ffn_gate',
+  'mlp.up_proj': 'ffn_up',
+  'mlp.down_proj': 'ffn_down',
+};
+const QK_NORM: Record<string, string> = { 'self_attn.q_norm': 'attn_q_norm', 'self_attn.k_norm': 'attn_k_norm' };
+/** Norms on each block's output before the residual add (Gemma, OLMo 2). */
+const POST_NORMS: Record<string, string> = { post_attention_layernorm: 'post_attention_norm', post_feedforward_layernorm: 'post_ffw_norm' };
+const GEMMA_LAYER = { ...LLAMA_LAYER, ...QK_NORM, ...POST_NORMS, pre_feedforward_layernorm: 'ffn_norm' };
 
-/** LAYER_TENSORS less post_attention_layernorm, which Gemma and OLMo 2 apply after attention rather than before the MLP. */
-const PRE_NORM_LAYER_TENSORS = LAYER_TENSORS.filter(([hf]) => hf !== 'post_attention_layernorm.weight');
+function gemmaParams(set: (key: string, value: KV) => void, cfg: ModelConfig, c: Json): void {
+  set('attention.key_length', u32(cfg.headDim));
+  set('attention.value_length', u32(cfg.headDim));
+  set('attention.sliding_window', u32(c.sliding_window as number));
+}
 
-/** OLMo 2's norms on each block's output, before the residual add (no input norms). */
-const OLMO2_TENSORS: Array<[string, string]> = [
-  ['post_attention_layernorm.weight', 'post_attention_norm.weight'],
-  ['post_feedforward_layernorm.weight', 'post_ffw_norm.weight'],
-];
+/** By family (src/models/registry.ts). */
+const GGUF_FAMILIES: Record<string, GgufFamily> = {
+  llama: { arch: 'llama', layer: LLAMA_LAYER, permuteQk: true, ropeDimensions: 'head', vocabSize: true },
+  qwen2: { arch: 'qwen2', layer: LLAMA_LAYER },
+  qwen3: { arch: 'qwen3', layer: { ...LLAMA_LAYER, ...QK_NORM } },
+  gemma2: {
+    arch: 'gemma2', layer: GEMMA_LAYER,
+    params: (set, cfg, c) => {
+      gemmaParams(set, cfg, c);
+      if (c.attn_logit_softcapping != null) set('attn_logit_softcapping', f32(c.attn_logit_softcapping as number));
+      if (c.final_logit_softcapping != null) set('final_logit_softcapping', f32(c.final_logit_softcapping as number));
+    },
+  },
+  gemma3: { arch: 'gemma3', layer: GEMMA_LAYER, params: gemmaParams },
+  phi3: {
+    arch: 'phi3', layer: { ...LLAMA_LAYER, 'self_attn.qkv_proj': 'attn_qkv', 'mlp.gate_up_proj': 'ffn_up' }, ropeDimensions: 'rotary',
+    params: (set, _cfg, c) => {
+      if (c.sliding_window != null) set('attention.sliding_window', u32(c.sliding_window as number));
+    },
+  },
+  smollm3: { arch: 'smollm3', layer: LLAMA_LAYER, permuteQk: true },
+  granite: {
+    arch: 'granite', layer: LLAMA_LAYER, permuteQk: true,
+    params: (set, _cfg, c) => {
+      set('embedding_scale', f32(c.embedding_multiplier as number));
+      set('attention.scale', f32(c.attention_multiplier as number));
+      set('residual_scale', f32(c.residual_multiplier as number));
+      set('logit_scale', f32(c.logits_scaling as number));
+    },
+  },
+  olmo2: { arch: 'olmo2', layer: { ...LLAMA_LAYER, ...QK_NORM, ...POST_NORMS } },
+};
 
-function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32' | 'F16'): PlannedTensor[] {
-  const source = listCheckpointTensors(dir);
+/** GGUF name of the family's tensor `name`. */
+function ggufName(name: string, gguf: GgufFamily): string {
+  const global = MODEL_TENSORS[name];
+  if (global) return global;
+  const m = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(name);
+  const mapped = m && gguf.layer[m[2]!];
+  if (!mapped) throw new Error(`${name}: no llama.cpp name for ${gguf.arch}`);
+  return `blk.${m[1]}.${mapped}.${m[3]}`;
+}
+
+/**
+ * The GGUF tensors for the family's `tensors` read from checkpoint `source` (`names` maps a
+ * family name to the checkpoint's), with llama.cpp's extra RoPE tensors: vectors get their
+ * load shift (the converter's Gemma norm_shift), q/k rows are un-permuted where the arch wants.
+ * Tensors that are not the family's (a multimodal checkpoint's vision tower and projector,
+ * llama.cpp's mmproj) are left out.
+ */
+function planTensors(
+  dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16',
+): PlannedTensor[] {
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
-  const { heads, kvHeads } = cfg;
-
   const add = (name: string, shape: number[], data: () => Float32Array) => {
     const type = outType === 'F16' && shape.length === 2 ? GGML_F16 : GGML_F32;
     const count = shape.reduce((a, b) => a * b, 1);
     planned.push({ name, dims: [...shape].reverse(), type, nbytes: count * (type === GGML_F16 ? 2 : 4), data });
   };
-  const from = (hfName: string, ggufName: string, transform?: (w: Float32Array, t: CheckpointTensor) => Float32Array) => {
-    const t = source.get(hfName);
-    if (!t) return false;
-    used.add(hfName);
-    add(ggufName, t.info.shape, () => (transform ? transform(readTensorF32(t), t) : readTensorF32(t)));
-    return true;
-  };
-  const rowLen = (t: CheckpointTensor) => (t.info.shape.length === 2 ? t.info.shape[1]! : 1);
-
-  if (!from('model.embed_tokens.weight', 'token_embd.weight')) throw new Error(`${dir}: no model.embed_tokens.weight`);
-  if (arch === 'llama' && cfg.ropeScaling?.type === 'llama3') {
+  if (gguf.arch === 'llama' && cfg.ropeScaling?.type === 'llama3') {
     const factors = Float32Array.from(ropeFreqDivisors(cfg));
     add('rope_freqs.weight', [factors.length], () => factors);
   }
@@ -424,26 +458,21 @@ function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32'
     add('rope_factors_long.weight', [s.longFactor.length], () => Float32Array.from(s.longFactor));
     add('rope_factors_short.weight', [s.shortFactor.length], () => Float32Array.from(s.shortFactor));
   }
-  const gemma = arch === 'gemma2' || arch === 'gemma3';
-  const plusOne = (w: Float32Array) => w.map((v) => v + 1);
-  for (let l = 0; l < cfg.layers; l++) {
-    const table = gemma ? [...GEMMA_TENSORS, ...PRE_NORM_LAYER_TENSORS]
-      : arch === 'olmo2' ? [...OLMO2_TENSORS, ...PRE_NORM_LAYER_TENSORS]
-      : LAYER_TENSORS;
-    for (const [hf, gguf] of table) {
-      let transform: ((w: Float32Array, t: CheckpointTensor) => Float32Array) | undefined;
-      if (gemma && hf.endsWith('norm.weight')) transform = plusOne;
-      // llama.cpp runs Llama-converted archs with adjacent-pair RoPE, so their q/k rows are un-permuted; the others use NEOX RoPE.
-      if (PERMUTED.has(arch) && hf.startsWith('self_attn.q_proj.')) transform = (w, t) => unpermuteHfQk(w, heads, rowLen(t));
-      if (PERMUTED.has(arch) && hf.startsWith('self_attn.k_proj.')) transform = (w, t) => unpermuteHfQk(w, kvHeads, rowLen(t));
-      from(`model.layers.${l}.${hf}`, `blk.${l}.${gguf}`, transform);
-    }
+  for (const t of tensors) {
+    const name = names.of(t.name);
+    const entry = source.get(name);
+    if (!entry) throw new Error(`${dir}: no ${name}`);
+    used.add(name);
+    const heads = /\.self_attn\.q_proj\./.test(t.name) ? cfg.heads : /\.self_attn\.k_proj\./.test(t.name) ? cfg.kvHeads : 0;
+    const rowLen = entry.info.shape.length === 2 ? entry.info.shape[1]! : 1;
+    add(ggufName(t.name, gguf), entry.info.shape, () => {
+      const w = readTensorF32(entry);
+      if (t.shift !== 0) for (let i = 0; i < w.length; i++) w[i]! += t.shift;
+      return gguf.permuteQk && heads ? unpermuteHfQk(w, heads, rowLen) : w;
+    });
   }
-  if (!from('model.norm.weight', 'output_norm.weight', gemma ? plusOne : undefined)) throw new Error(`${dir}: no model.norm.weight`);
-  if (!cfg.tieEmbeddings) from('lm_head.weight', 'output.weight');
-  else used.add('lm_head.weight');
-
-  const left = [...source.keys()].filter((n) => !used.has(n) && !n.includes('rotary_emb.inv_freq'));
+  if (cfg.tieEmbeddings) used.add(names.of('lm_head.weight'));
+  const left = [...source.keys()].filter((n) => names.isFamily(n) && !used.has(n) && !n.includes('rotary_emb.inv_freq'));
   if (left.length) throw new Error(`${dir}: tensors not converted: ${left.join(', ')}`);
   return planned;
 }
@@ -452,7 +481,8 @@ function planTensors(dir: string, arch: string, cfg: ModelConfig, outType: 'F32'
 // Encoders (BERT, XLM-R, and XLM-R sequence classifiers) as the converter's BertModel and
 // XLMRobertaModel write them: arch "bert", a WordPiece ("bert") vocabulary with "##"
 // stripped from continuations and "\u2581" before word starts, XLM-R's position rows from
-// pad_token_id + 1 on, the classifier head as cls / cls.output.
+// pad_token_id + 1 on, the classifier head as cls / cls.output. The encoder's tensors are
+// found bare or under bert. / roberta. as the bert family's layouts say.
 
 const ENCODER_LAYER_TENSORS: Array<[string, string]> = [
   ['attention.self.query', 'attn_q'],
@@ -470,7 +500,7 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
   const xlmr = config.model_type === 'xlm-roberta';
   const offset = xlmr ? (config.pad_token_id as number) + 1 : 0;
   const source = listCheckpointTensors(dir);
-  const prefix = ['', 'bert.', 'roberta.'].find((p) => source.has(`${p}embeddings.word_embeddings.weight`)) ?? '';
+  const names = checkpointNames(familyConfig(config).family, source.keys());
   const H = config.hidden_size as number;
   const kv = new Map<string, KV>();
   kv.set('general.architecture', str(arch));
@@ -509,7 +539,8 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
 
   const planned: PlannedTensor[] = [];
   const used = new Set<string>();
-  const from = (hf: string, gguf: string, transform?: (w: Float32Array, shape: number[]) => { data: Float32Array; shape: number[] }) => {
+  const from = (name: string, gguf: string, transform?: (w: Float32Array, shape: number[]) => { data: Float32Array; shape: number[] }) => {
+    const hf = names.of(name);
     const t = source.get(hf);
     if (!t) throw new Error(`${dir}: no ${hf}`);
     used.add(hf);
@@ -521,13 +552,12 @@ function writeEncoderGguf(dir: string, outPath: string, config: Json, opts: Gguf
     from(`${hf}.weight`, `${gguf}.weight`);
     from(`${hf}.bias`, `${gguf}.bias`);
   };
-  const e = `${prefix}embeddings`;
-  from(`${e}.word_embeddings.weight`, 'token_embd.weight');
-  from(`${e}.token_type_embeddings.weight`, 'token_types.weight');
-  from(`${e}.position_embeddings.weight`, 'position_embd.weight', (w, shape) => ({ data: w.subarray(offset * H), shape: [shape[0]! - offset, shape[1]!] }));
-  both(`${e}.LayerNorm`, 'token_embd_norm');
+  from('embeddings.word_embeddings.weight', 'token_embd.weight');
+  from('embeddings.token_type_embeddings.weight', 'token_types.weight');
+  from('embeddings.position_embeddings.weight', 'position_embd.weight', (w, shape) => ({ data: w.subarray(offset * H), shape: [shape[0]! - offset, shape[1]!] }));
+  both('embeddings.LayerNorm', 'token_embd_norm');
   for (let l = 0; l < (config.num_hidden_layers as number); l++) {
-    for (const [hf, gguf] of ENCODER_LAYER_TENSORS) both(`${prefix}encoder.layer.${l}.${hf}`, `blk.${l}.${gguf}`);
+    for (const [hf, gguf] of ENCODER_LAYER_TENSORS) both(`encoder.layer.${l}.${hf}`, `blk.${l}.${gguf}`);
   }
   if (source.has('classifier.dense.weight')) {
     both('classifier.dense', 'cls');

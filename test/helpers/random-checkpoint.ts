@@ -1,7 +1,9 @@
 // Writes a small, randomly initialised but real Hugging Face checkpoint directory (config.json,
-// model.safetensors, tokenizer files, generation_config.json) for each family src/models has
-// (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
-// compared on it.
+// model.safetensors, tokenizer files, generation_config.json) for each decoder family src/models
+// has (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a
+// real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
+// compared on it. The tensors are those the family's builder asks for (family-tensors.ts),
+// drawn in that order; a tensor's role in its layer picks its scale.
 //
 // Weight scales (DEFAULT_INIT) are chosen so greedy decoding is well conditioned and still
 // depends on every part of the network:
@@ -23,6 +25,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
+import { familyTensors } from './family-tensors.js';
 
 export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
 export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
@@ -51,6 +54,13 @@ export interface RandomCheckpointOptions {
   init?: Partial<InitScales>;
   /** Family fields merged into config.json last (sliding_window, multipliers, partial_rotary_factor...). */
   extraConfig?: Record<string, unknown>;
+  /**
+   * gemma3_text only: the same decoder written as the multimodal gemma3 checkpoint
+   * (Gemma3ForConditionalGeneration, as published) holds it: config.json with text_config
+   * and a SigLIP vision_config, the decoder's tensors under language_model.model., and a
+   * small random vision tower and projector beside them.
+   */
+  multimodal?: boolean;
 }
 
 export interface InitScales {
@@ -85,6 +95,8 @@ export interface RandomCheckpoint {
 }
 
 export const HOT_TOKENS = 256;
+/** Families that multiply the embedding by sqrt(hidden) (Gemma): their tables are drawn that much smaller. */
+const EMBEDDING_TIMES_SQRT_HIDDEN = new Set(['gemma2', 'gemma3']);
 const COLD_SCALE = 0.25;
 const SPECIAL_SCALE = 0.02;
 
@@ -139,7 +151,7 @@ interface TokenizerJson {
 }
 
 export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: string): RandomCheckpoint {
-  const { arch, hidden: H, layers, heads, kvHeads, headDim: D, intermediate: I } = opts;
+  const { hidden: H, heads, kvHeads } = opts;
   if (heads % kvHeads !== 0) throw new Error('heads must be a multiple of kvHeads');
   const dtype = opts.dtype ?? 'F32';
   const tie = opts.tie ?? false;
@@ -166,20 +178,17 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   for (const id of ordinary) rowScale[id] = hot.has(id) ? Math.exp(init.hotSpread * rng.normal()) : COLD_SCALE;
 
   const tensors: SafetensorsWriteTensor[] = [];
-  const store = (name: string, shape: number[], f32: Float32Array) => {
-    const data = dtype === 'F16' ? f32ToF16(f32) : dtype === 'BF16' ? f32ToBf16(f32) : f32;
-    tensors.push({ name, dtype, shape, data });
-  };
+  const store = (name: string, shape: number[], f32: Float32Array) => tensors.push(stored(name, shape, f32, dtype));
   const gaussian = (n: number, std: number) => {
     const a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = rng.normal() * std;
     return a;
   };
-  const matrix = (name: string, rows: number, cols: number, gain = 1) => store(name, [rows, cols], gaussian(rows * cols, gain / Math.sqrt(cols)));
-  const normWeight = (name: string, n: number, gain = 1) => {
+  // Norm weights: the multiplier (w, or with shift 1 Gemma's 1 + w) uniform in gain * [0.75, 1.25].
+  const normWeight = (n: number, gain: number, shift: number) => {
     const a = new Float32Array(n);
-    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform());
-    store(name, [n], a);
+    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform()) - shift;
+    return a;
   };
   // Output rows: hot tokens give logits of std init.logitStd against a unit-RMS hidden state.
   const outputRows = (name: string) => {
@@ -188,84 +197,104 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     store(name, [V, H], a);
   };
 
-  const gemma = arch === 'gemma2' || arch === 'gemma3_text';
-  // Gemma's norms scale by 1 + w: store w so that 1 + w is drawn as for the others.
-  const norm = (name: string, n: number, gain = 1) => {
-    if (!gemma) return normWeight(name, n, gain);
-    const a = new Float32Array(n);
-    for (let i = 0; i < n; i++) a[i] = gain * (0.75 + 0.5 * rng.uniform()) - 1;
-    store(name, [n], a);
-  };
-  // Gemma multiplies the embedding by sqrt(hidden), Granite by embedding_multiplier.
-  const embedScale = gemma ? Math.sqrt(H) : 1;
-  if (tie) {
-    outputRows('model.embed_tokens.weight');
-  } else {
-    store('model.embed_tokens.weight', [V, H], gaussian(V * H, init.embedStd / embedScale));
-  }
-  for (let l = 0; l < layers; l++) {
-    const p = `model.layers.${l}`;
-    if (arch !== 'olmo2') norm(`${p}.input_layernorm.weight`, H);
-    if (arch === 'phi3') {
-      // One fused projection: q rows, then k, then v (each scaled as the separate ones).
-      const q = gaussian(heads * D * H, init.qGain / Math.sqrt(H));
-      const kv = gaussian(2 * kvHeads * D * H, 1 / Math.sqrt(H));
-      const qkv = new Float32Array(q.length + kv.length);
-      qkv.set(q);
-      qkv.set(kv, q.length);
-      store(`${p}.self_attn.qkv_proj.weight`, [(heads + 2 * kvHeads) * D, H], qkv);
-    } else {
-      matrix(`${p}.self_attn.q_proj.weight`, heads * D, H, arch === 'olmo2' ? 1 : init.qGain);
-      matrix(`${p}.self_attn.k_proj.weight`, kvHeads * D, H);
-      matrix(`${p}.self_attn.v_proj.weight`, kvHeads * D, H);
-    }
-    if (arch === 'olmo2') {
-      // Normed across all heads: the gain lives in the norm weight, as for Qwen3.
-      normWeight(`${p}.self_attn.q_norm.weight`, heads * D, init.qGain);
-      normWeight(`${p}.self_attn.k_norm.weight`, kvHeads * D);
-    }
-    if (arch === 'qwen2') {
-      store(`${p}.self_attn.q_proj.bias`, [heads * D], gaussian(heads * D, 0.5));
-      store(`${p}.self_attn.k_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
-      store(`${p}.self_attn.v_proj.bias`, [kvHeads * D], gaussian(kvHeads * D, 0.5));
-    }
-    if (arch === 'qwen3' || arch === 'gemma3_text') {
-      // q is RMS-normalised per head, so its gain lives in the norm weight.
-      norm(`${p}.self_attn.q_norm.weight`, D, init.qGain);
-      norm(`${p}.self_attn.k_norm.weight`, D);
-    }
-    matrix(`${p}.self_attn.o_proj.weight`, H, heads * D, outGain);
-    // Gemma: post_attention_layernorm is the attention block's post-norm, pre_feedforward_layernorm the MLP's input norm.
-    norm(`${p}.post_attention_layernorm.weight`, H, gemma || arch === 'olmo2' ? outGain / 4 : 1);
-    if (gemma) {
-      norm(`${p}.pre_feedforward_layernorm.weight`, H);
-      norm(`${p}.post_feedforward_layernorm.weight`, H, outGain / 4);
-    }
-    if (arch === 'olmo2') normWeight(`${p}.post_feedforward_layernorm.weight`, H, outGain / 4);
-    if (arch === 'phi3') {
-      const gateUp = gaussian(2 * I * H, 1 / Math.sqrt(H));
-      store(`${p}.mlp.gate_up_proj.weight`, [2 * I, H], gateUp);
-    } else {
-      matrix(`${p}.mlp.gate_proj.weight`, I, H);
-      matrix(`${p}.mlp.up_proj.weight`, I, H);
-    }
-    matrix(`${p}.mlp.down_proj.weight`, H, I, outGain);
-  }
-  norm('model.norm.weight', H);
-  if (!tie) outputRows('lm_head.weight');
-  tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-
   const ids = TOKEN_IDS[opts.tokenizer];
   const config = makeConfig(opts, V, tie, dtype, ids.bos, ids.eos);
+  // Drawn in the order the family's builder asks for its tensors.
+  const { family, tensors: wanted } = familyTensors(config, (name) => name !== 'lm_head.weight' || !tie);
+  const shapes = new Map(wanted.map((t) => [t.name, t.shape]));
+  const embedScale = EMBEDDING_TIMES_SQRT_HIDDEN.has(family.name) ? Math.sqrt(H) : 1;
+  for (const t of wanted) {
+    const [rows, cols] = t.shape as [number, number];
+    // A layer's tensors by their role in it: `${layer}${role}`.
+    const [, layer = '', role = ''] = /^(model\.layers\.\d+\.)?(.*)$/.exec(t.name)!;
+    if (t.kind === 'vector' && role.endsWith('.bias')) {
+      store(t.name, t.shape, gaussian(rows, 0.5));
+    } else if (t.kind === 'vector') {
+      store(t.name, t.shape, normWeight(rows, normGain(layer, role), t.shift));
+    } else if (t.name === 'lm_head.weight' || (tie && t.name === 'model.embed_tokens.weight')) {
+      outputRows(t.name);
+    } else if (t.name === 'model.embed_tokens.weight') {
+      store(t.name, t.shape, gaussian(V * H, init.embedStd / embedScale));
+    } else {
+      // A fused projection draws each matrix it stacks in turn (Phi-3's q rows with q's gain).
+      const gains = role === 'self_attn.qkv_proj.weight' ? [init.qGain, 1, 1] : [matrixGain(layer, role, rows)];
+      const data = new Float32Array(rows * cols);
+      let at = 0;
+      for (const [i, n] of (t.segments ?? [rows]).entries()) {
+        data.set(gaussian(n * cols, (gains[i] ?? 1) / Math.sqrt(cols)), at);
+        at += n * cols;
+      }
+      store(t.name, t.shape, data);
+    }
+  }
+  /** q's gain lives in its norm's weight (Qwen3, Gemma 3, OLMo 2); a block's post-norm carries its output gain. */
+  function normGain(layer: string, role: string): number {
+    if (role === 'self_attn.q_norm.weight') return init.qGain;
+    // post_attention_layernorm is the attention block's post-norm where the layer also
+    // norms the MLP's output (Gemma, OLMo 2), else the MLP's input norm.
+    const postNorm = role === 'post_feedforward_layernorm.weight'
+      || (role === 'post_attention_layernorm.weight' && shapes.has(`${layer}post_feedforward_layernorm.weight`));
+    return postNorm ? outGain / 4 : 1;
+  }
+  /** q_proj's gain sharpens attention unless an RMSNorm over the whole projection removes it (OLMo 2: the norm carries it). */
+  function matrixGain(layer: string, role: string, rows: number): number {
+    if (role === 'self_attn.q_proj.weight') return shapes.get(`${layer}self_attn.q_norm.weight`)?.[0] === rows ? 1 : init.qGain;
+    return role === 'self_attn.o_proj.weight' || role === 'mlp.down_proj.weight' ? outGain : 1;
+  }
+  tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };
   mkdirSync(outDir, { recursive: true });
-  writeSafetensors(join(outDir, 'model.safetensors'), tensors, { format: 'pt' });
-  writeFileSync(join(outDir, 'config.json'), JSON.stringify(config, null, 2));
+  writeSafetensors(join(outDir, 'model.safetensors'), written.tensors, { format: 'pt' });
+  writeFileSync(join(outDir, 'config.json'), JSON.stringify(written.config, null, 2));
   writeFileSync(join(outDir, 'generation_config.json'), JSON.stringify({ bos_token_id: ids.bos, eos_token_id: ids.genEos }, null, 2));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokDir, f), join(outDir, f));
-  return { dir: outDir, config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
+  return { dir: outDir, config: written.config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
+}
+
+/** A tensor generated in f32, rounded to `dtype`. */
+function stored(name: string, shape: number[], f32: Float32Array, dtype: 'F32' | 'F16' | 'BF16'): SafetensorsWriteTensor {
+  return { name, dtype, shape, data: dtype === 'F16' ? f32ToF16(f32) : dtype === 'BF16' ? f32ToBf16(f32) : f32 };
 }
 
 const TORCH_DTYPE = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' } as const;
+
+/** A SigLIP vision tower in small: one layer, 28 x 28 images in 14 x 14 patches. */
+const VISION_CONFIG = {
+  model_type: 'siglip_vision_model', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2,
+  num_channels: 3, image_size: 28, patch_size: 14, layer_norm_eps: 1e-6, vision_use_head: false,
+};
+
+/**
+ * A gemma3_text checkpoint as Gemma3ForConditionalGeneration's: the text config under
+ * text_config, the decoder under language_model.model. (lm_head under language_model.), and
+ * the vision tower and projector tensors (drawn from their own generator, so the decoder's
+ * weights are the text checkpoint's).
+ */
+function multimodalGemma3(text: Record<string, unknown>, decoder: SafetensorsWriteTensor[], dtype: 'F32' | 'F16' | 'BF16', seed: number): { config: Record<string, unknown>; tensors: SafetensorsWriteTensor[] } {
+  if (text.model_type !== 'gemma3_text') throw new Error('multimodal: gemma3_text checkpoints only');
+  const { architectures: _a, torch_dtype, eos_token_id, ...textConfig } = text;
+  const config = {
+    architectures: ['Gemma3ForConditionalGeneration'], model_type: 'gemma3', text_config: { ...textConfig, eos_token_id }, vision_config: VISION_CONFIG,
+    mm_tokens_per_image: 4, boi_token_index: 255999, eoi_token_index: 256000, image_token_index: 262144, eos_token_id, torch_dtype,
+  };
+  const rng = makeRng(seed ^ 0x5eed);
+  const { hidden_size: V, intermediate_size: I, num_channels: C, patch_size: P, image_size: S } = VISION_CONFIG;
+  const l = 'vision_tower.vision_model.encoder.layers.0';
+  const shapes: Array<[string, number[]]> = [
+    ['vision_tower.vision_model.embeddings.patch_embedding.weight', [V, C, P, P]],
+    ['vision_tower.vision_model.embeddings.patch_embedding.bias', [V]],
+    ['vision_tower.vision_model.embeddings.position_embedding.weight', [(S / P) ** 2, V]],
+    ...['q_proj', 'k_proj', 'v_proj', 'out_proj'].flatMap((n): Array<[string, number[]]> => [[`${l}.self_attn.${n}.weight`, [V, V]], [`${l}.self_attn.${n}.bias`, [V]]]),
+    ...['layer_norm1', 'layer_norm2'].flatMap((n): Array<[string, number[]]> => [[`${l}.${n}.weight`, [V]], [`${l}.${n}.bias`, [V]]]),
+    [`${l}.mlp.fc1.weight`, [I, V]], [`${l}.mlp.fc1.bias`, [I]], [`${l}.mlp.fc2.weight`, [V, I]], [`${l}.mlp.fc2.bias`, [V]],
+    ['vision_tower.vision_model.post_layernorm.weight', [V]], ['vision_tower.vision_model.post_layernorm.bias', [V]],
+    ['multi_modal_projector.mm_input_projection_weight', [V, text.hidden_size as number]],
+    ['multi_modal_projector.mm_soft_emb_norm.weight', [V]],
+  ];
+  const vision = shapes.map(([name, shape]) => stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => 0.02 * rng.normal()), dtype));
+  const renamed = decoder.map((t) => ({ ...t, name: t.name.replace(/^model\./, 'language_model.model.').replace(/^lm_head\./, 'language_model.lm_head.') }));
+  return { config, tensors: [...renamed, ...vision].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
+}
 
 function makeConfig(
   o: RandomCheckpointOptions, vocab: number, tie: boolean, dtype: 'F32' | 'F16' | 'BF16', bos: number, eos: number | number[],
