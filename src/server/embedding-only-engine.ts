@@ -6,7 +6,7 @@ import type { Engine, SlotFileResult } from '../engine/engine.js';
 import type { Embedder } from '../engine/embedder.js';
 import { zeroCounters, type EngineStats, type GenerationEvent } from '../engine/types.js';
 import { ApiError } from './errors.js';
-import { disabledCacheStats } from './routes/cache.js';
+import { disabledCacheStats } from './native/cache.js';
 
 /** What a route answers when generation is off: 501 naming the flag that turned it off. */
 export function generationDisabled(flag: string): ApiError {

@@ -4,7 +4,7 @@ import type { Engine, SlotFileResult } from '../../src/engine/engine.js';
 import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
 import type { TextTokenizer } from '../../src/models/tokenizer.js';
-import { disabledCacheStats } from '../../src/server/routes/cache.js';
+import { disabledCacheStats } from '../../src/server/native/cache.js';
 
 export abstract class EngineStub implements Engine {
   abstract readonly info: ModelInfo;

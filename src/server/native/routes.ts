@@ -18,7 +18,7 @@ import { tokenizeText } from '../generation-params.js';
 import { completionProbabilities, postSamplingProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { finalResponse, generationSettings, projectFields, promptProgress } from '../native-response.js';
+import { finalResponse, generationSettings, projectFields, promptProgress } from './response.js';
 import { promptList, type PromptPieces } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';

@@ -1,5 +1,5 @@
 // POST /v1/completions: OpenAI legacy text completions, JSON or SSE (/completions without
-// /v1 is llama-server's native route, ./native.ts), rendered from the completion pipeline
+// /v1 is llama-server's native route, ../native/routes.ts), rendered from the completion pipeline
 // (../completion.ts). `prompt` may be a batch (several prompts) and `n` asks for several
 // choices of each; choice p * n + j is prompt p's j-th. A stream whose generation fails
 // ends with the error event, a finish_reason "error" choice for each unfinished one and
@@ -12,11 +12,11 @@ import { collectCompletions, prepareCompletion, startCompletions } from '../comp
 import { CompletionLogprobsBuilder } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { promptProgress, verboseBody } from '../native-response.js';
+import { promptProgress, verboseBody } from '../native/response.js';
 import { promptList } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { structuredOutputConstraint } from '../response-format.js';
-import { draftTimings, openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
+import { draftTimings, openAIStream, responseHead, type ResponseHead } from './shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateCompletion } from '../schemas.js';
 import { runSse } from '../sse.js';
@@ -25,7 +25,7 @@ import { runSse } from '../sse.js';
 const choice = (index: number, text: string, finishReason: FinishReason | null, logprobs: unknown = null) => ({ index, text, finish_reason: finishReason, logprobs });
 
 export interface CompletionRouteOptions {
-  /** -v: a non-streaming body carries llama-server's __verbose (../native-response.ts). */
+  /** -v: a non-streaming body carries llama-server's __verbose (../native/response.ts). */
   verbose?: boolean;
 }
 
