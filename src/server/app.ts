@@ -12,7 +12,7 @@ import { cacheRoutes } from './native/cache.js';
 import { cors } from './cors.js';
 import { EmbedderState } from './embedder-state.js';
 import type { Services } from './services.js';
-import { generationDisabled } from './embedding-only-engine.js';
+import { GenerationDisabledError } from './embedding-only-engine.js';
 import { embeddingRoutes, embeddingUnavailableRoutes } from './openai/embeddings.js';
 import { rerankRoutes, rerankUnavailableRoutes } from './native/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';
@@ -136,7 +136,7 @@ export function createApp(
   const disabledBy = options.generationDisabledBy;
   if (disabledBy) {
     app.use(sameRoutes(generation, () => {
-      throw generationDisabled(disabledBy);
+      throw new GenerationDisabledError(disabledBy);
     }));
   }
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
