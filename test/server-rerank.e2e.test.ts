@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEmbedder, type Embedder } from '../src/engine/embedder.js';
-import { EmbeddingOnlyEngine } from '../src/server/embedding-only-engine.js';
+import { EmbeddingOnlyEngine } from '../src/engine/embedding-only-engine.js';
 import { qwen3RerankPrompt } from '../src/server/native/rerank.js';
 import { startServer } from '../src/server/server.js';
 import { expectGenerationRefused } from './helpers/generation-routes.js';

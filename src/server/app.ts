@@ -12,7 +12,7 @@ import { cacheRoutes } from './native/cache.js';
 import { cors } from './cors.js';
 import { EmbedderState } from './embedder-state.js';
 import type { Services } from './services.js';
-import { GenerationDisabledError } from './embedding-only-engine.js';
+import { GenerationDisabledError } from '../engine/embedding-only-engine.js';
 import { embeddingRoutes, embeddingUnavailableRoutes } from './openai/embeddings.js';
 import { rerankRoutes, rerankUnavailableRoutes } from './native/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';

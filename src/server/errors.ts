@@ -2,7 +2,7 @@
 // and the one log line of a failure no route chose to report, under the request's id.
 import { randomBytes } from 'node:crypto';
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
-import { GenerationDisabledError } from './embedding-only-engine.js';
+import { GenerationDisabledError } from '../engine/embedding-only-engine.js';
 import { QueueFullError } from '../engine/types.js';
 
 export class ApiError extends Error {

@@ -3,10 +3,10 @@
 // context, stats for /health, /props and /v1/models) comes from the embedder; generation
 // throws GenerationDisabledError, which the server answers with 501 naming the flag, as
 // llama-server's generation routes do in embedding mode.
-import type { Engine, SlotFileResult } from '../engine/engine.js';
-import type { Embedder } from '../engine/embedder.js';
-import { zeroCounters, type EngineStats, type GenerationEvent } from '../engine/types.js';
-import { disabledCacheStats } from '../engine/prompt-cache.js';
+import type { Engine, SlotFileResult } from './engine.js';
+import type { Embedder } from './embedder.js';
+import { zeroCounters, type EngineStats, type GenerationEvent } from './types.js';
+import { disabledCacheStats } from './prompt-cache.js';
 
 /** Generation is off: the server answers 501, naming the flag that turned it off. */
 export class GenerationDisabledError extends Error {
