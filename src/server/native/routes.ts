@@ -6,8 +6,9 @@
 // result the object itself.
 import type { IncomingMessage } from 'node:http';
 import { Router, type Request, type Response } from 'express';
-import type { GeneratedToken } from '../../chat/text-generation.js';
+import type { GeneratedToken, TextGenerationEvent } from '../../chat/text-generation.js';
 import { arrayElements, objectMembers, scanJsonValue } from '../../chat/tools/json-scan.js';
+import type { Engine } from '../../engine/engine.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 import { renderTurn } from '../chat-turn.js';
@@ -118,7 +119,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
         ...(stream && body.return_progress === true ? { onProgress: (index: number, pp: PromptProgress) => sendSse(res, progressChunk(index, pp, promptLength(index))) } : {}),
       });
       // Result p * n + j: prompt p's j-th completion, with what its body reports.
-      const results = params.map((p, index) => ({
+      const results = params.map((p, index): NativeResult => ({
         prompt: processed[Math.floor(index / prepared.n)]!,
         promptLength: promptLength(index),
         settings: generationSettings(
@@ -136,39 +137,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
         ),
       }));
       if (stream) {
-        // Each chunk carries its result's index; the stream ends after the last result's final chunk.
-        await runSse(res, async () => {
-          // Per result: tokens whose text is still held back (an unfinished character, a
-          // possible stop string) go out with the chunk that releases it.
-          const pending: GeneratedToken[][] = results.map(() => []);
-          const predicted = results.map(() => 0);
-          let finished = 0;
-          for await (const { index, event } of mergeChoices(streams)) {
-            const r = results[index]!;
-            if (event.type === 'text') {
-              if (event.token) {
-                pending[index]!.push(event.token);
-                predicted[index]!++;
-              }
-              if (event.text === '' && nProbs === 0) continue;
-              const probs = nProbs > 0 && event.token ? { completion_probabilities: probabilities([event.token]) } : {};
-              sendSse(res, {
-                index,
-                content: event.text,
-                tokens: pending[index]!.map((t) => t.id),
-                stop: false,
-                tokens_predicted: predicted[index],
-                tokens_evaluated: r.promptLength,
-                ...(event.timings ? { timings: event.timings } : {}),
-                ...probs,
-              });
-              pending[index] = [];
-              continue;
-            }
-            sendSse(res, { ...finalResponse(engine, event.result, { content: '', tokens: [], prompt: r.prompt, settings: r.settings }), index });
-            if (++finished === streams.length) endSse(res, false);
-          }
-        });
+        await streamNativeCompletion(res, engine, streams, results, nProbs > 0 ? probabilities : undefined);
         return;
       }
       const done = await collectCompletions(streams);
@@ -291,4 +260,58 @@ function progressChunk(index: number, p: PromptProgress, promptLength: number) {
     tokens_evaluated: promptLength,
     prompt_progress: promptProgress(p),
   };
+}
+
+/** What result i's chunks and final event carry besides its text. */
+interface NativeResult {
+  /** The processed prompt (llama-server's "prompt" field). */
+  prompt: string;
+  promptLength: number;
+  settings: ReturnType<typeof generationSettings>;
+}
+
+/**
+ * One chunk per generated piece, tagged with its result's index, and each result's final
+ * event; the stream ends after the last one. `probabilities` (n_probs > 0) gives every
+ * token's chunk its completion_probabilities.
+ */
+async function streamNativeCompletion(
+  res: Response,
+  engine: Engine,
+  streams: AsyncIterable<TextGenerationEvent>[],
+  results: NativeResult[],
+  probabilities: ((tokens: GeneratedToken[]) => unknown) | undefined,
+): Promise<void> {
+  await runSse(res, async () => {
+    // Per result: tokens whose text is still held back (an unfinished character, a
+    // possible stop string) go out with the chunk that releases it.
+    const pending: GeneratedToken[][] = results.map(() => []);
+    const predicted = results.map(() => 0);
+    let finished = 0;
+    for await (const { index, event } of mergeChoices(streams)) {
+      const r = results[index]!;
+      if (event.type === 'text') {
+        if (event.token) {
+          pending[index]!.push(event.token);
+          predicted[index]!++;
+        }
+        if (event.text === '' && !probabilities) continue;
+        const probs = probabilities && event.token ? { completion_probabilities: probabilities([event.token]) } : {};
+        sendSse(res, {
+          index,
+          content: event.text,
+          tokens: pending[index]!.map((t) => t.id),
+          stop: false,
+          tokens_predicted: predicted[index],
+          tokens_evaluated: r.promptLength,
+          ...(event.timings ? { timings: event.timings } : {}),
+          ...probs,
+        });
+        pending[index] = [];
+        continue;
+      }
+      sendSse(res, { ...finalResponse(engine, event.result, { content: '', tokens: [], prompt: r.prompt, settings: r.settings }), index });
+      if (++finished === streams.length) endSse(res, false);
+    }
+  });
 }
