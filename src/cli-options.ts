@@ -8,7 +8,7 @@ import type { ModelArg } from './hub/resolve-model.js';
 import { IMAGE_MODELS_UNSUPPORTED, SERVED_KINDS } from './models/model-kinds.js';
 import type { Backend } from './runtime/gpu.js';
 import { POOLINGS, type Pooling } from './runtime/ops/pooling.js';
-import { DEFAULT_RESPONSES_OPTIONS } from './server/routes/responses.js';
+import { DEFAULT_RESPONSES_OPTIONS } from './server/responses/routes.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
 

@@ -15,7 +15,7 @@ import { hubSettings } from './hub/settings.js';
 import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
 import { UnsupportedModelKindError } from './models/model-kinds.js';
-import { EmbeddingOnlyEngine } from './server/embedding-only-engine.js';
+import { EmbeddingOnlyEngine } from './engine/embedding-only-engine.js';
 import { startServer } from './server/server.js';
 
 /** The model shipped in the package, found from dist/ or src/ alike. */

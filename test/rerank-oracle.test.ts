@@ -19,7 +19,7 @@ import { writeGgufFromHf } from './helpers/gguf-writer.js';
 import { disposeOracle, oracleGreedy, oracleRank } from './helpers/llama-oracle.js';
 import { testGpu } from './helpers/model-harness.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
-import { qwen3RerankPrompt } from '../src/server/routes/rerank.js';
+import { qwen3RerankPrompt } from '../src/server/native/rerank.js';
 
 const SCORE_TOLERANCE = 1e-3;
 /** As oracle-engine.test.ts's log-prob tolerance: f32 on both sides. */

@@ -11,9 +11,9 @@ import {
   resolveItems,
   splitPoints,
   type CompactionDeps,
-} from '../src/server/compaction.js';
+} from '../src/server/responses/compaction.js';
 import { ApiError } from '../src/server/errors.js';
-import { itemsToMessages, normalizeInput, SUMMARY_MARK, type Item } from '../src/server/responses-items.js';
+import { itemsToMessages, normalizeInput, SUMMARY_MARK, type Item } from '../src/server/responses/items.js';
 
 const user = (text: string): Item => ({ type: 'message', role: 'user', content: text });
 const assistant = (text: string): Item => ({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] });

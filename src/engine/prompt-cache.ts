@@ -56,6 +56,30 @@ export interface PromptCacheStats {
   apc_active_entries: number;
 }
 
+/** The disabled snapshot: the engine's block size and hash, every bound and counter 0. */
+export function disabledCacheStats(blockSize: number): PromptCacheStats {
+  return {
+    enabled: false,
+    apc_enabled: false,
+    block_size: blockSize,
+    hash: 'sha256',
+    entries: 0,
+    bytes: 0,
+    capacity_bytes: 0,
+    max_entries: 0,
+    hits: 0,
+    lookups: 0,
+    hit_rate: 0,
+    inserts: 0,
+    evictions_lru: 0,
+    evictions_ttl: 0,
+    rejections_oversized: 0,
+    total_blocks_stored: 0,
+    unique_block_hashes: 0,
+    apc_active_entries: 0,
+  };
+}
+
 export interface Borrowed {
   /** Cached whole blocks covering the prompt's first blocks.length * blockSize tokens. */
   blocks: number[];

@@ -6,29 +6,29 @@
 import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Embedder } from '../engine/embedder.js';
 import type { Engine } from '../engine/engine.js';
-import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './routes/anthropic.js';
+import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './anthropic/routes.js';
 import { apiKeyAuth } from './auth.js';
-import { cacheRoutes } from './routes/cache.js';
+import { cacheRoutes } from './native/cache.js';
 import { cors } from './cors.js';
 import { EmbedderState } from './embedder-state.js';
 import type { Services } from './services.js';
-import { generationDisabled } from './embedding-only-engine.js';
-import { embeddingRoutes, embeddingUnavailableRoutes } from './routes/embeddings.js';
-import { rerankRoutes, rerankUnavailableRoutes } from './routes/rerank.js';
+import { GenerationDisabledError } from '../engine/embedding-only-engine.js';
+import { embeddingRoutes, embeddingUnavailableRoutes } from './openai/embeddings.js';
+import { rerankRoutes, rerankUnavailableRoutes } from './native/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
-import { healthRoutes, type LoadingProgress } from './routes/health.js';
+import { healthRoutes, type LoadingProgress } from './native/health.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
-import { modelRoutes } from './routes/models.js';
-import { keepRawBody, nativeRoutes, tokenizerRoutes } from './routes/native.js';
-import { openAIChatRoutes } from './routes/openai-chat.js';
-import { openAICompletionRoutes } from './routes/openai-completions.js';
-import { propsRoutes } from './routes/props.js';
-import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './routes/responses.js';
+import { modelRoutes } from './openai/models.js';
+import { keepRawBody, nativeRoutes, tokenizerRoutes } from './native/routes.js';
+import { openAIChatRoutes } from './openai/chat.js';
+import { openAICompletionRoutes } from './openai/completions.js';
+import { propsRoutes } from './native/props.js';
+import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './responses/routes.js';
 import { samplingDefaults, type SamplingDefaults } from './sampling-defaults.js';
-import { slotActionRoutes, slotRoutes } from './routes/slots.js';
-import { unavailableRoutes } from './routes/unavailable.js';
+import { slotActionRoutes, slotRoutes } from './native/slots.js';
+import { unavailableRoutes } from './unavailable.js';
 
 export interface AppOptions {
   /** When set, every route but GET /health and GET / needs this key. */
@@ -136,7 +136,7 @@ export function createApp(
   const disabledBy = options.generationDisabledBy;
   if (disabledBy) {
     app.use(sameRoutes(generation, () => {
-      throw generationDisabled(disabledBy);
+      throw new GenerationDisabledError(disabledBy);
     }));
   }
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.

@@ -5,7 +5,7 @@
 // calls split from the streamed text, reconciled with the final parse). Chat completions
 // pass their body as the ChatTurnRequest; the Responses and Anthropic routes translate
 // theirs into one. Each route renders the typed events below in its wire format
-// (./chat-response.ts, ./responses-output.ts, ./anthropic-output.ts).
+// (./openai/chat-response.ts, ./responses/output.ts, ./anthropic/output.ts).
 import { ChatOutput, type OutputDelta } from '../chat/chat-output.js';
 import type { ToolChoice } from '../chat/chat-request.js';
 import type { ChatMessage } from '../chat/template.js';

@@ -2,6 +2,7 @@
 // and the one log line of a failure no route chose to report, under the request's id.
 import { randomBytes } from 'node:crypto';
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
+import { GenerationDisabledError } from '../engine/embedding-only-engine.js';
 import { QueueFullError } from '../engine/types.js';
 
 export class ApiError extends Error {
@@ -36,6 +37,7 @@ export function sendError(res: Response, err: ApiError): void {
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof QueueFullError) return new ApiError(503, 'server_busy', err.message);
+  if (err instanceof GenerationDisabledError) return new ApiError(501, 'not_supported_error', err.message);
   // The router's, for a path parameter that is not valid percent-encoding.
   if (err instanceof URIError) return badRequest(`malformed percent-encoding in the request path: ${err.message}`);
   const e = err as { type?: string; status?: number; expose?: boolean; message?: string };

@@ -116,7 +116,7 @@ export interface NativeCompletionBody extends SamplingFields, GrammarFields, Thi
   logit_bias?: Opt<LogitBias>;
   /** The generated token ids in the body's `tokens` (a stream's chunks always carry theirs). */
   return_tokens?: Opt<boolean>;
-  /** Only these fields of the body; "a/b" reaches into an object (./native-response.ts). */
+  /** Only these fields of the body; "a/b" reaches into an object (./native/response.ts). */
   response_fields?: Opt<string[]>;
   /** Each streamed chunk carries the timings so far. */
   timings_per_token?: Opt<boolean>;
@@ -380,7 +380,7 @@ export const validateSlotFile = ajv.compile<SlotFileBody>({
   properties: { filename: { type: 'string' } },
 });
 
-/** An embedding input: text, token ids, ids mixed with text, or a list of those (checked item by item in ./routes/embeddings.ts). */
+/** An embedding input: text, token ids, ids mixed with text, or a list of those (checked item by item in ./openai/embeddings.ts). */
 export type EmbeddingInput = string | Array<string | number> | Array<string | Array<string | number>>;
 
 export interface EmbeddingBody {

@@ -1,10 +1,9 @@
 // What the engines the tests script (./fake-engine.ts, ./tool-golden.ts) have in
 // common: no prompt cache, no slot files, never asleep, each of n choices a request of its own.
 import type { Engine, SlotFileResult } from '../../src/engine/engine.js';
-import type { PromptCacheStats } from '../../src/engine/prompt-cache.js';
+import { disabledCacheStats, type PromptCacheStats } from '../../src/engine/prompt-cache.js';
 import type { EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from '../../src/engine/types.js';
 import type { TextTokenizer } from '../../src/models/tokenizer.js';
-import { disabledCacheStats } from '../../src/server/routes/cache.js';
 
 export abstract class EngineStub implements Engine {
   abstract readonly info: ModelInfo;

@@ -8,7 +8,7 @@ import { generateTexts } from '../../src/chat/text-generation.js';
 import { zeroCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import { EngineStub } from './engine-stub.js';
-import { chunkDelta } from '../../src/server/chat-response.js';
+import { chunkDelta } from '../../src/server/openai/chat-response.js';
 import { deltaEvents } from '../../src/server/chat-turn.js';
 
 export type LenmlName = 'qwen3' | 'llama3_1' | 'gemma3' | 'deepseek_v3' | 'gptoss';

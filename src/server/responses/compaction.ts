@@ -19,8 +19,8 @@
 //    that wrote no text (nothing would stand for the turns it replaces), a result not
 //    shorter than the input.
 import { randomBytes } from 'node:crypto';
-import { ApiError, badRequest } from './errors.js';
-import { isInstruction, isObject, isUserMessage, normalizeInput, SUMMARY_MARK, type Item } from './responses-items.js';
+import { ApiError, badRequest } from '../errors.js';
+import { isInstruction, isObject, isUserMessage, normalizeInput, SUMMARY_MARK, type Item } from './items.js';
 
 const CAPSULE_FORMAT = 'mlxcel.compaction';
 const CAPSULE_VERSION = 1;

@@ -1,12 +1,12 @@
 // llama-server's /completion bodies: generation_settings (also /props'
 // default_generation_settings.params), the final body (and a stream's last event, and the
 // __verbose of OpenAI bodies), and response_fields' projection of it.
-import type { TextGenerationResult } from '../chat/text-generation.js';
-import type { Engine } from '../engine/engine.js';
-import { PENALTY_WINDOW, XTC_THRESHOLD, type PromptProgress, type SamplingParams } from '../engine/types.js';
-import { samplingFrom } from './generation-params.js';
-import type { SamplingDefaults } from './sampling-defaults.js';
-import type { SamplingFields } from './schemas.js';
+import type { TextGenerationResult } from '../../chat/text-generation.js';
+import type { Engine } from '../../engine/engine.js';
+import { PENALTY_WINDOW, XTC_THRESHOLD, type PromptProgress, type SamplingParams } from '../../engine/types.js';
+import { samplingFrom } from '../generation-params.js';
+import type { SamplingDefaults } from '../sampling-defaults.js';
+import type { SamplingFields } from '../schemas.js';
 
 /** llama.cpp's LLAMA_DEFAULT_SEED: what its settings show for "a random seed per request". */
 const RANDOM_SEED = 4294967295;

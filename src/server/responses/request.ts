@@ -1,12 +1,12 @@
 // Request bodies of the Responses routes: their JSON schemas, the refusals the REST reference
 // lists (built-in tools, truncation, background), and the translation of tools,
-// tool_choice and text.format into the chat pipeline's terms (./chat-turn.ts).
+// tool_choice and text.format into the chat pipeline's terms (../chat-turn.ts).
 import { Ajv } from 'ajv';
-import type { ChatTurnRequest, ToolChoice, ToolDefinition } from './chat-turn.js';
-import { badRequest } from './errors.js';
-import { isObject } from './responses-items.js';
-import { MAX_TOP_LOGPROBS } from '../engine/types.js';
-import { extendedSamplingProperties, stopStrings, validateBody, type SamplingFields } from './schemas.js';
+import type { ChatTurnRequest, ToolChoice, ToolDefinition } from '../chat-turn.js';
+import { badRequest } from '../errors.js';
+import { isObject } from './items.js';
+import { MAX_TOP_LOGPROBS } from '../../engine/types.js';
+import { extendedSamplingProperties, stopStrings, validateBody, type SamplingFields } from '../schemas.js';
 import { MAX_SUMMARY_TOKENS } from './compaction.js';
 
 type Opt<T> = T | null | undefined;

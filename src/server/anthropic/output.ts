@@ -4,9 +4,9 @@
 // message_delta (stop_reason, stop_sequence, usage) and message_stop. As for the
 // Responses API, sync and streamed requests share the builder, so both agree.
 import { randomBytes } from 'node:crypto';
-import { completePartialJson } from '../chat/tools/json-scan.js';
-import type { ChatEvent, TurnResult } from './chat-turn.js';
-import type { ApiError } from './errors.js';
+import { completePartialJson } from '../../chat/tools/json-scan.js';
+import type { ChatEvent, TurnResult } from '../chat-turn.js';
+import type { ApiError } from '../errors.js';
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use';
 

@@ -1,25 +1,26 @@
 // llama-server's native routes: POST /completion (and /completions, as in llama-server),
 // /infill and /apply-template (generation: nativeRoutes), /tokenize and /detokenize
-// (tokenizerRoutes). /completion takes every prompt form of ../prompt-forms.ts; a batch, or
+// (tokenizerRoutes). /completion and /infill render the completion pipeline
+// (../completion.ts). /completion takes every prompt form of ../prompt-forms.ts; a batch, or
 // n_cmpl > 1, answers an array of results (prompt p's j-th at index p * n_cmpl + j), one
 // result the object itself.
 import type { IncomingMessage } from 'node:http';
 import { Router, type Request, type Response } from 'express';
-import { FIM_SPELLINGS, fimTokens, infillPrompt, type InfillParts } from '../../chat/fim.js';
-import { generateTexts, type GeneratedToken, type TextGenerationParams } from '../../chat/text-generation.js';
+import type { GeneratedToken, TextGenerationEvent } from '../../chat/text-generation.js';
 import { arrayElements, objectMembers, scanJsonValue } from '../../chat/tools/json-scan.js';
+import type { Engine } from '../../engine/engine.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 import { renderTurn } from '../chat-turn.js';
-import { choiceSampling, choicesScope, collectChoices, MAX_RESULTS, mergeChoices } from '../choices.js';
+import { choicesScope, mergeChoices } from '../choices.js';
+import { collectCompletions, infillPieces, prepareCompletion, startCompletions, TOKENIZE_CONTEXTS } from '../completion.js';
 import { ApiError, badRequest, serverError } from '../errors.js';
-import { generationParams, tokenizeText } from '../generation-params.js';
-import { logitBiasFrom } from '../logit-bias.js';
+import { tokenizeText } from '../generation-params.js';
 import { completionProbabilities, postSamplingProbabilities } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { finalResponse, generationSettings, projectFields, promptProgress } from '../native-response.js';
-import { promptList, tokenizePrompt, type PromptPieces } from '../prompt-forms.js';
+import { finalResponse, generationSettings, projectFields, promptProgress } from './response.js';
+import { promptList, type PromptPieces } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { reasoningBudgetConstraint, requestedBudget } from '../reasoning-budget.js';
 import { rejectResponseFormat, structuredOutputConstraint } from '../response-format.js';
@@ -36,9 +37,6 @@ import {
 } from '../schemas.js';
 import { endSse, runSse, sendSse } from '../sse.js';
 import { tokenBytes } from '../token-pieces.js';
-
-/** /tokenize and /detokenize take up to this many context windows (a document to be split). */
-const TOKENIZE_CONTEXTS = 4;
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
@@ -80,8 +78,7 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
     const model = models.require();
     const { engine } = model;
     // llama-server's n_cmpl (n as its alias): completions of each prompt.
-    const n = body.n_cmpl ?? body.n ?? 1;
-    if (prompts.length * n > MAX_RESULTS) throw badRequest(`${prompts.length} prompts times n_cmpl = ${n} asks for more than ${MAX_RESULTS} completions`);
+    const prepared = await prepareCompletion(engine, { prompts, n: body.n_cmpl ?? body.n ?? 1, nField: 'n_cmpl', logitBias: body.logit_bias });
     // n_predict -1 (the default) means the server's -n, by default until the context is full.
     const nPredict = body.n_predict == null || body.n_predict < 0 ? undefined : body.n_predict;
     // n_probs > 0: llama-server's completion_probabilities (per chunk when streaming).
@@ -92,40 +89,44 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
       postSampling ? postSamplingProbabilities(engine.tokenizer, tokens) : completionProbabilities(engine.tokenizer, tokens);
     const stream = body.stream === true;
     const timingsPerToken = stream && body.timings_per_token === true;
-    const logitBias = logitBiasFrom(engine, body.logit_bias);
-    // Every prompt is checked before anything is queued.
-    const promptTokens: number[][] = [];
-    for (const p of prompts) promptTokens.push(await tokenizePrompt(engine, p));
+    // The processed prompts, special tokens shown (llama-server's "prompt" field).
+    const processed = prepared.prompts.map((p) => engine.tokenizer.decode(p.tokens, false));
+    const promptLength = (index: number) => prepared.prompts[Math.floor(index / prepared.n)]!.tokens.length;
     const scope = choicesScope(requestContext(req, res));
-    // Result p * n + j: prompt p's j-th completion, with what its body reports.
-    const results = promptTokens.flatMap((tokens, p) => {
-      const base = generationParams(engine, tokens, body, nPredict, scope.context, defaults, logitBias);
-      // The processed prompt, special tokens shown (llama-server's "prompt" field).
-      const prompt = engine.tokenizer.decode(tokens, false);
-      // json_schema or grammar constrains the whole continuation; else the thinking budget
-      // caps a reasoning block the prompt opens or the model writes.
-      const promptText = typeof prompts[p] === 'string' ? prompts[p] : prompt;
-      return Array.from({ length: n }, (_, j) => {
-        const index = p * n + j;
-        const constraint =
-          structuredOutputConstraint(engine, body) ??
-          (budget === undefined ? undefined : reasoningBudgetConstraint(model, promptText, budget, body.reasoning_budget_message ?? ''));
-        // return_progress (streams only): a prompt_progress chunk after each prefill chunk.
-        const onProgress = stream && body.return_progress === true ? (pp: PromptProgress) => sendSse(res, progressChunk(index, pp, tokens.length)) : undefined;
-        const params: TextGenerationParams = {
-          ...base,
-          sampling: choiceSampling(base.sampling, j),
+    try {
+      const { params, streams } = startCompletions(engine, prepared, {
+        sampling: body,
+        maxTokens: nPredict,
+        context: scope.context,
+        defaults,
+        metrics,
+        countRequests: !stream,
+        // json_schema or grammar constrains the whole continuation; else the thinking budget
+        // caps a reasoning block the prompt opens or the model writes.
+        constraint: (p) => {
+          const { pieces } = prepared.prompts[p]!;
+          return (
+            structuredOutputConstraint(engine, body) ??
+            (budget === undefined ? undefined : reasoningBudgetConstraint(model, typeof pieces === 'string' ? pieces : processed[p]!, budget, body.reasoning_budget_message ?? ''))
+          );
+        },
+        reporting: {
           ...(nProbs > 0 ? { logprobs: nProbs, postSamplingProbs: postSampling } : {}),
-          ...(constraint ? { constraint } : {}),
           // A stream's chunks carry their token ids; a body carries them all with return_tokens.
           ...(stream ? { everyToken: true, timingsPerToken } : { collectTokens: body.return_tokens === true }),
-          ...(onProgress ? { onProgress } : {}),
-        };
-        const settings = generationSettings(
+        },
+        // return_progress (streams only): a prompt_progress chunk after each prefill chunk.
+        ...(stream && body.return_progress === true ? { onProgress: (index: number, pp: PromptProgress) => sendSse(res, progressChunk(index, pp, promptLength(index))) } : {}),
+      });
+      // Result p * n + j: prompt p's j-th completion, with what its body reports.
+      const results = params.map((p, index): NativeResult => ({
+        prompt: processed[Math.floor(index / prepared.n)]!,
+        promptLength: promptLength(index),
+        settings: generationSettings(
           {
-            sampling: params.sampling,
+            sampling: p.sampling,
             nPredict: nPredict ?? defaults.n_predict,
-            stop: params.stop,
+            stop: p.stop,
             stream,
             nProbs,
             timingsPerToken: body.timings_per_token === true,
@@ -133,51 +134,13 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
             ignoreEos: body.ignore_eos === true,
           },
           defaults,
-        );
-        return { params, prompt, promptLength: tokens.length, settings };
-      });
-    });
-    try {
-      // The REST reference leaves streaming /completion out of /metrics' request counts.
-      const groups = Array.from({ length: prompts.length }, (_, p) => results.slice(p * n, (p + 1) * n).map((r) => r.params));
-      const streams = metrics.trackChoices(groups.flatMap((choices) => generateTexts(engine, choices)), !stream, n);
+        ),
+      }));
       if (stream) {
-        // Each chunk carries its result's index; the stream ends after the last result's final chunk.
-        await runSse(res, async () => {
-          // Per result: tokens whose text is still held back (an unfinished character, a
-          // possible stop string) go out with the chunk that releases it.
-          const pending: GeneratedToken[][] = results.map(() => []);
-          const predicted = results.map(() => 0);
-          let finished = 0;
-          for await (const { index, event } of mergeChoices(streams)) {
-            const r = results[index]!;
-            if (event.type === 'text') {
-              if (event.token) {
-                pending[index]!.push(event.token);
-                predicted[index]!++;
-              }
-              if (event.text === '' && nProbs === 0) continue;
-              const probs = nProbs > 0 && event.token ? { completion_probabilities: probabilities([event.token]) } : {};
-              sendSse(res, {
-                index,
-                content: event.text,
-                tokens: pending[index]!.map((t) => t.id),
-                stop: false,
-                tokens_predicted: predicted[index],
-                tokens_evaluated: r.promptLength,
-                ...(event.timings ? { timings: event.timings } : {}),
-                ...probs,
-              });
-              pending[index] = [];
-              continue;
-            }
-            sendSse(res, { ...finalResponse(engine, event.result, { content: '', tokens: [], prompt: r.prompt, settings: r.settings }), index });
-            if (++finished === streams.length) endSse(res, false);
-          }
-        });
+        await streamNativeCompletion(res, engine, streams, results, nProbs > 0 ? probabilities : undefined);
         return;
       }
-      const done = await collectChoices(streams, (event) => (event.type === 'done' ? event.result : undefined));
+      const done = await collectCompletions(streams);
       if (!done) return;
       const bodies = done.map((result, index) => {
         const { prompt, settings } = results[index]!;
@@ -199,29 +162,11 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   });
 
   // Code completion: the prompt is laid out for the model's fill-in-the-middle tokens
-  // (../../chat/fim.ts) from the text before and after the cursor, other files for
-  // context, and what is typed at the cursor; the rest is /completion.
+  // (../completion.ts, infillPieces); the rest is /completion.
   router.post('/infill', async (req, res) => {
     const body = infillBody(req.body);
     const { engine } = models.require();
-    const fim = fimTokens(engine.tokenizer);
-    if (!fim) {
-      const sets = FIM_SPELLINGS.map((s) => s.join(' ')).join(', ');
-      throw new ApiError(501, 'not_supported_error', `Infill is not supported by this model: its vocabulary has none of the fill-in-the-middle token sets (${sets})`);
-    }
-    rejectMarkers(body, fim.markers);
-    const contextSize = engine.info.contextSize;
-    const text = (t: string | null | undefined) => tokenizeText(engine, t ?? '', false, contextSize * TOKENIZE_CONTEXTS);
-    const parts: InfillParts = {
-      prefix: await text(body.input_prefix),
-      suffix: await text(body.input_suffix),
-      prompt: await text(body.prompt),
-      extra: [],
-      repoName: await text('repo\n'),
-    };
-    for (const file of body.input_extra ?? []) parts.extra.push({ name: await text(`${file.filename}\n`), text: await text(file.text) });
-    // The input takes at most three quarters of the context, leaving the rest to the completion.
-    await complete(req, res, body, [infillPrompt(fim, parts, Math.floor((3 * contextSize) / 4), options.spmInfill === true)]);
+    await complete(req, res, body, [await infillPieces(engine, body, options.spmInfill === true)]);
   });
 
   // The chat prompt a chat completion with this body would generate from, rendered by the
@@ -292,23 +237,6 @@ function infillBody(raw: unknown): InfillBody {
   }
 }
 
-/** 400 for a FIM marker typed into the request's text: it would change the prompt's layout. */
-function rejectMarkers(body: InfillBody, markers: readonly string[]): void {
-  const fields: Array<[string, string | null | undefined]> = [
-    ['input_prefix', body.input_prefix],
-    ['input_suffix', body.input_suffix],
-    ['prompt', body.prompt],
-    ...(body.input_extra ?? []).flatMap((file, i): Array<[string, string]> => [
-      [`input_extra[${i}].filename`, file.filename],
-      [`input_extra[${i}].text`, file.text],
-    ]),
-  ];
-  for (const [name, text] of fields) {
-    const marker = text ? markers.find((m) => text.includes(m)) : undefined;
-    if (marker) throw badRequest(`Invalid infill request: ${name} contains the fill-in-the-middle marker ${marker}`);
-  }
-}
-
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** A token's piece as llama-server's with_pieces shows it: its text when its bytes are valid UTF-8 on their own, else the bytes. */
@@ -332,4 +260,58 @@ function progressChunk(index: number, p: PromptProgress, promptLength: number) {
     tokens_evaluated: promptLength,
     prompt_progress: promptProgress(p),
   };
+}
+
+/** What result i's chunks and final event carry besides its text. */
+interface NativeResult {
+  /** The processed prompt (llama-server's "prompt" field). */
+  prompt: string;
+  promptLength: number;
+  settings: ReturnType<typeof generationSettings>;
+}
+
+/**
+ * One chunk per generated piece, tagged with its result's index, and each result's final
+ * event; the stream ends after the last one. `probabilities` (n_probs > 0) gives every
+ * token's chunk its completion_probabilities.
+ */
+async function streamNativeCompletion(
+  res: Response,
+  engine: Engine,
+  streams: AsyncIterable<TextGenerationEvent>[],
+  results: NativeResult[],
+  probabilities: ((tokens: GeneratedToken[]) => unknown) | undefined,
+): Promise<void> {
+  await runSse(res, async () => {
+    // Per result: tokens whose text is still held back (an unfinished character, a
+    // possible stop string) go out with the chunk that releases it.
+    const pending: GeneratedToken[][] = results.map(() => []);
+    const predicted = results.map(() => 0);
+    let finished = 0;
+    for await (const { index, event } of mergeChoices(streams)) {
+      const r = results[index]!;
+      if (event.type === 'text') {
+        if (event.token) {
+          pending[index]!.push(event.token);
+          predicted[index]!++;
+        }
+        if (event.text === '' && !probabilities) continue;
+        const probs = probabilities && event.token ? { completion_probabilities: probabilities([event.token]) } : {};
+        sendSse(res, {
+          index,
+          content: event.text,
+          tokens: pending[index]!.map((t) => t.id),
+          stop: false,
+          tokens_predicted: predicted[index],
+          tokens_evaluated: r.promptLength,
+          ...(event.timings ? { timings: event.timings } : {}),
+          ...probs,
+        });
+        pending[index] = [];
+        continue;
+      }
+      sendSse(res, { ...finalResponse(engine, event.result, { content: '', tokens: [], prompt: r.prompt, settings: r.settings }), index });
+      if (++finished === streams.length) endSse(res, false);
+    }
+  });
 }

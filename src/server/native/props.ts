@@ -8,7 +8,7 @@ import { samplingFrom } from '../generation-params.js';
 import { serverLoopDetection } from '../loop-policy.js';
 import { capabilities, type Services } from '../services.js';
 import type { ModelState } from '../model-state.js';
-import { generationSettings } from '../native-response.js';
+import { generationSettings } from './response.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 
 /** u64::MAX: how the REST reference (and llama-server's u32 cousin) says "no seed configured". */

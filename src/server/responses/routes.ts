@@ -4,7 +4,7 @@
 //
 // A request's conversation is the stored history it continues (previous_response_id, or
 // a string-form conversation) followed by its input items, compaction items expanded
-// (../compaction.ts), rendered through the chat pipeline (../chat-turn.ts) after the
+// (./compaction.ts), rendered through the chat pipeline (../chat-turn.ts) after the
 // `instructions`, which OpenAI does not carry over from a previous response.
 import { Router, type Request, type Response } from 'express';
 import type { ChatMessage } from '../../chat/template.js';
@@ -17,14 +17,14 @@ import {
   defaultKeepTokens,
   resolveItems,
   type CompactionDeps,
-} from '../compaction.js';
+} from './compaction.js';
 import { ApiError, badRequest, logFault, toApiError } from '../errors.js';
 import { chatLogprobEntry } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState, ServedModel } from '../model-state.js';
 import { requestContext, type RequestContext } from '../request-context.js';
-import { itemsToMessages, normalizeInput, type Item } from '../responses-items.js';
-import { newId, ResponseBuilder, type ResponseObject } from '../responses-output.js';
+import { itemsToMessages, normalizeInput, type Item } from './items.js';
+import { newId, ResponseBuilder, type ResponseObject } from './output.js';
 import {
   chatToolChoice,
   chatTools,
@@ -35,7 +35,7 @@ import {
   templateKwargs,
   thinkingBudget,
   type ResponsesBody,
-} from '../responses-request.js';
+} from './request.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { sendSseEvent, startSse } from '../sse.js';
 

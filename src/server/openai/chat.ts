@@ -1,24 +1,24 @@
 // POST /v1/chat/completions (and /chat/completions): OpenAI chat, JSON or SSE. The body
-// is the chat turn's request as it is (../chat-turn.ts); ../chat-response.ts renders the
+// is the chat turn's request as it is (../chat-turn.ts); ./chat-response.ts renders the
 // turn, or its n choices.
 import { Router } from 'express';
-import { chatCompletionBody, streamChatCompletion } from '../chat-response.js';
+import { chatCompletionBody, streamChatCompletion } from './chat-response.js';
 import { prepareTurn, startTurns } from '../chat-turn.js';
 import { choicesScope, collectChoices } from '../choices.js';
 import { logitBiasFrom } from '../logit-bias.js';
 import { chatLogprobCount } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { promptProgress, verboseBody } from '../native-response.js';
+import { promptProgress, verboseBody } from '../native/response.js';
 import { requestContext } from '../request-context.js';
-import { openAIStream, responseHead } from '../openai-shared.js';
+import { openAIStream, responseHead } from './shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateChatCompletion } from '../schemas.js';
 
 export interface ChatRouteOptions {
   /** --chat-template-kwargs: the template kwargs every request starts from. */
   chatTemplateKwargs?: Record<string, unknown>;
-  /** -v: a non-streaming body carries llama-server's __verbose (../native-response.ts). */
+  /** -v: a non-streaming body carries llama-server's __verbose (../native/response.ts). */
   verbose?: boolean;
 }
 

@@ -1,13 +1,13 @@
 // Anthropic Messages request bodies: their schema, and their translation into the chat
-// pipeline's turn (./chat-turn.ts): system prompt, content blocks, tools and tool_choice,
+// pipeline's turn (../chat-turn.ts): system prompt, content blocks, tools and tool_choice,
 // thinking, structured output (output_config.format, or the beta's output_format, as
 // chat's response_format json_schema), sampling and stop sequences.
 import { Ajv } from 'ajv';
-import type { ChatMessage, ContentPart } from '../chat/template.js';
-import type { ChatTurnRequest, ToolChoice, ToolDefinition } from './chat-turn.js';
-import { badRequest } from './errors.js';
-import { isObject } from './responses-items.js';
-import { stopStrings, validateBody, type SamplingFields } from './schemas.js';
+import type { ChatMessage, ContentPart } from '../../chat/template.js';
+import type { ChatTurnRequest, ToolChoice, ToolDefinition } from '../chat-turn.js';
+import { badRequest } from '../errors.js';
+import { isObject } from '../responses/items.js';
+import { stopStrings, validateBody, type SamplingFields } from '../schemas.js';
 
 type Opt<T> = T | null | undefined;
 type Block = Record<string, unknown> & { type: string };

@@ -4,8 +4,8 @@
 // Anthropic's envelope, including those raised before the route (auth, malformed JSON),
 // which is why anthropicErrorScope is mounted ahead of the authentication middleware.
 import { Router, type RequestHandler } from 'express';
-import { anthropicError, MessageBuilder, newMessageId } from '../anthropic-output.js';
-import { chatTurn, parseCountTokensBody, parseMessagesBody, samplingFields } from '../anthropic-request.js';
+import { anthropicError, MessageBuilder, newMessageId } from './output.js';
+import { chatTurn, parseCountTokensBody, parseMessagesBody, samplingFields } from './request.js';
 import { prepareTurn, startTurn } from '../chat-turn.js';
 import { logFault, toApiError, type ApiError } from '../errors.js';
 import type { ServerMetrics } from '../metrics.js';

@@ -2,13 +2,13 @@
 // naming what is missing, in place of a 404. The image routes need an image model
 // (--image-model); the audio routes an audio model (Kokoro speaks, Whisper transcribes);
 // /v1/realtime a Nemotron VoiceChat checkpoint. None of these kinds loads yet, and the
-// messages say so (../../models/model-kinds.ts). None reads its body, so they mount ahead
+// messages say so (../models/model-kinds.ts). None reads its body, so they mount ahead
 // of the parser. (The embedding and rerank routes answer their own 501 without a
-// model: ./embeddings.ts, ./rerank.ts.)
+// model: ./openai/embeddings.ts, ./native/rerank.ts.)
 import { Router } from 'express';
-import { AUDIO_MODELS_UNSUPPORTED, IMAGE_MODELS_UNSUPPORTED } from '../../models/model-kinds.js';
-import { ApiError } from '../errors.js';
-import { capabilities, type Services } from '../services.js';
+import { AUDIO_MODELS_UNSUPPORTED, IMAGE_MODELS_UNSUPPORTED } from '../models/model-kinds.js';
+import { ApiError } from './errors.js';
+import { capabilities, type Services } from './services.js';
 
 /** The routes of each capability (./services.ts), as the 501s name them. */
 const JOB_ROUTES: Record<string, string> = {

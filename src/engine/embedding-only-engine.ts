@@ -1,16 +1,18 @@
 // The engine of a server started with --embeddings (or --reranking): the -m model serves
 // that job alone, through its Embedder. What the routes ask of an Engine (its id, tokenizer,
 // context, stats for /health, /props and /v1/models) comes from the embedder; generation
-// answers 501 naming the flag, as llama-server's generation routes do in embedding mode.
-import type { Engine, SlotFileResult } from '../engine/engine.js';
-import type { Embedder } from '../engine/embedder.js';
-import { zeroCounters, type EngineStats, type GenerationEvent } from '../engine/types.js';
-import { ApiError } from './errors.js';
-import { disabledCacheStats } from './routes/cache.js';
+// throws GenerationDisabledError, which the server answers with 501 naming the flag, as
+// llama-server's generation routes do in embedding mode.
+import type { Engine, SlotFileResult } from './engine.js';
+import type { Embedder } from './embedder.js';
+import { zeroCounters, type EngineStats, type GenerationEvent } from './types.js';
+import { disabledCacheStats } from './prompt-cache.js';
 
-/** What a route answers when generation is off: 501 naming the flag that turned it off. */
-export function generationDisabled(flag: string): ApiError {
-  return new ApiError(501, 'not_supported_error', `This server was started with \`${flag}\`: it serves ${flag === '--reranking' ? 'reranking' : 'embeddings'} only. Start it without \`${flag}\` for text generation (--embedding-model / --reranker-model serve a second model beside a chat model).`);
+/** Generation is off: the server answers 501, naming the flag that turned it off. */
+export class GenerationDisabledError extends Error {
+  constructor(flag: string) {
+    super(`This server was started with \`${flag}\`: it serves ${flag === '--reranking' ? 'reranking' : 'embeddings'} only. Start it without \`${flag}\` for text generation (--embedding-model / --reranker-model serve a second model beside a chat model).`);
+  }
 }
 
 export class EmbeddingOnlyEngine implements Engine {
@@ -26,11 +28,11 @@ export class EmbeddingOnlyEngine implements Engine {
   }
 
   generate(): AsyncIterable<GenerationEvent> {
-    throw generationDisabled(this.flag);
+    throw new GenerationDisabledError(this.flag);
   }
 
   generateChoices(): AsyncIterable<GenerationEvent>[] {
-    throw generationDisabled(this.flag);
+    throw new GenerationDisabledError(this.flag);
   }
 
   /** One slot: the embedder's worker; its queue is the requests waiting or running. */
@@ -54,11 +56,11 @@ export class EmbeddingOnlyEngine implements Engine {
   }
 
   saveSlot(): Promise<SlotFileResult> {
-    return Promise.reject(generationDisabled(this.flag));
+    return Promise.reject(new GenerationDisabledError(this.flag));
   }
 
   restoreSlot(): Promise<SlotFileResult> {
-    return Promise.reject(generationDisabled(this.flag));
+    return Promise.reject(new GenerationDisabledError(this.flag));
   }
 
   async eraseSlot(): Promise<number> {

@@ -11,7 +11,7 @@ import { EmbedTimeoutError } from '../../engine/embedder.js';
 import type { EmbedderState } from '../embedder-state.js';
 import { ApiError, badRequest, serverError } from '../errors.js';
 import { validateBody, validateRerank } from '../schemas.js';
-import { checkModel } from './embeddings.js';
+import { checkModel } from '../openai/embeddings.js';
 
 const PATHS = ['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'];
 

@@ -19,11 +19,11 @@
 // own tokens; a token that wrote nothing (held-back markup) while a message is open gets
 // a delta of "" carrying its entry, as chat completions streams do.
 import { randomBytes } from 'node:crypto';
-import type { GeneratedToken } from '../chat/text-generation.js';
-import type { ChatEvent, TurnResult } from './chat-turn.js';
-import type { ApiError } from './errors.js';
-import type { ChatTokenLogprob } from './logprobs.js';
-import type { Item } from './responses-items.js';
+import type { GeneratedToken } from '../../chat/text-generation.js';
+import type { ChatEvent, TurnResult } from '../chat-turn.js';
+import type { ApiError } from '../errors.js';
+import type { ChatTokenLogprob } from '../logprobs.js';
+import type { Item } from './items.js';
 
 export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
 

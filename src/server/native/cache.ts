@@ -5,32 +5,8 @@
 // conditional routing.
 import { Router } from 'express';
 import type { Engine } from '../../engine/engine.js';
-import type { PromptCacheStats } from '../../engine/prompt-cache.js';
+import { disabledCacheStats, type PromptCacheStats } from '../../engine/prompt-cache.js';
 import type { ModelState } from '../model-state.js';
-
-/** The disabled snapshot: the engine's block size and hash, every bound and counter 0. */
-export function disabledCacheStats(blockSize: number): PromptCacheStats {
-  return {
-    enabled: false,
-    apc_enabled: false,
-    block_size: blockSize,
-    hash: 'sha256',
-    entries: 0,
-    bytes: 0,
-    capacity_bytes: 0,
-    max_entries: 0,
-    hits: 0,
-    lookups: 0,
-    hit_rate: 0,
-    inserts: 0,
-    evictions_lru: 0,
-    evictions_ttl: 0,
-    rejections_oversized: 0,
-    total_blocks_stored: 0,
-    unique_block_hashes: 0,
-    apc_active_entries: 0,
-  };
-}
 
 function snapshot(engine: Engine, reset: boolean): PromptCacheStats {
   const stats = reset ? engine.cacheReset() : engine.cacheStats();

@@ -1,23 +1,22 @@
 // POST /v1/completions: OpenAI legacy text completions, JSON or SSE (/completions without
-// /v1 is llama-server's native route, ./native.ts). `prompt` may be a batch (several
-// prompts) and `n` asks for several choices of each; choice p * n + j is prompt p's j-th
-// (../choices.ts). A stream whose generation fails ends with the error event, a
-// finish_reason "error" choice for each unfinished one and [DONE].
+// /v1 is llama-server's native route, ../native/routes.ts), rendered from the completion pipeline
+// (../completion.ts). `prompt` may be a batch (several prompts) and `n` asks for several
+// choices of each; choice p * n + j is prompt p's j-th. A stream whose generation fails
+// ends with the error event, a finish_reason "error" choice for each unfinished one and
+// [DONE].
 import { Router, type Response } from 'express';
-import { generateTexts, type TextGenerationEvent, type TextGenerationResult } from '../../chat/text-generation.js';
+import type { TextGenerationEvent, TextGenerationResult } from '../../chat/text-generation.js';
 import type { FinishReason, PromptProgress } from '../../engine/types.js';
-import { choiceSampling, choicesScope, collectChoices, combinedUsage, MAX_RESULTS, mergeChoices } from '../choices.js';
-import { badRequest } from '../errors.js';
-import { generationParams } from '../generation-params.js';
-import { logitBiasFrom } from '../logit-bias.js';
+import { choicesScope, combinedUsage, mergeChoices } from '../choices.js';
+import { collectCompletions, prepareCompletion, startCompletions } from '../completion.js';
 import { CompletionLogprobsBuilder } from '../logprobs.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ModelState } from '../model-state.js';
-import { promptProgress, verboseBody } from '../native-response.js';
-import { promptList, tokenizePrompt } from '../prompt-forms.js';
+import { promptProgress, verboseBody } from '../native/response.js';
+import { promptList } from '../prompt-forms.js';
 import { requestContext } from '../request-context.js';
 import { structuredOutputConstraint } from '../response-format.js';
-import { draftTimings, openAIStream, responseHead, type ResponseHead } from '../openai-shared.js';
+import { draftTimings, openAIStream, responseHead, type ResponseHead } from './shared.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { validateBody, validateCompletion } from '../schemas.js';
 import { runSse } from '../sse.js';
@@ -26,7 +25,7 @@ import { runSse } from '../sse.js';
 const choice = (index: number, text: string, finishReason: FinishReason | null, logprobs: unknown = null) => ({ index, text, finish_reason: finishReason, logprobs });
 
 export interface CompletionRouteOptions {
-  /** -v: a non-streaming body carries llama-server's __verbose (../native-response.ts). */
+  /** -v: a non-streaming body carries llama-server's __verbose (../native/response.ts). */
   verbose?: boolean;
 }
 
@@ -36,39 +35,31 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
     const body = validateBody(validateCompletion, req.body);
     const { engine } = models.require();
     const { prompts } = promptList(body.prompt);
-    const n = body.n ?? 1;
-    if (prompts.length * n > MAX_RESULTS) throw badRequest(`${prompts.length} prompts times n = ${n} asks for more than ${MAX_RESULTS} completions`);
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const logitBias = logitBiasFrom(engine, body.logit_bias);
-    // Every prompt and constraint is checked before anything is queued.
-    const promptTokens: number[][] = [];
-    for (const prompt of prompts) promptTokens.push(await tokenizePrompt(engine, prompt));
+    const prepared = await prepareCompletion(engine, { prompts, n: body.n ?? 1, nField: 'n', logitBias: body.logit_bias });
+    const { n } = prepared;
     const scope = choicesScope(requestContext(req, res));
     const head = responseHead(engine, 'cmpl');
     // return_progress (streams only): llama-server's progress chunk, an empty choice with prompt_progress.
     const progress = body.stream && body.return_progress === true ? openAIStream(res, head, 'text_completion', false) : undefined;
-    const groups = promptTokens.map((tokens, p) => {
-      const base = generationParams(engine, tokens, body, maxTokens, scope.context, defaults, logitBias);
-      return Array.from({ length: n }, (_, j) => {
-        const constraint = structuredOutputConstraint(engine, body);
-        return {
-          ...base,
-          sampling: choiceSampling(base.sampling, j),
-          ...(constraint ? { constraint } : {}),
-          ...(body.logprobs == null ? {} : { logprobs: body.logprobs }),
-          ...(progress ? { onProgress: (pp: PromptProgress) => progress.send(choice(p * n + j, '', null), { prompt_progress: promptProgress(pp) }) } : {}),
-        };
-      });
-    });
     try {
-      // The REST reference leaves streaming completions out of /metrics' request counts.
-      const streams = metrics.trackChoices(groups.flatMap((choices) => generateTexts(engine, choices)), !body.stream, n);
+      const { streams } = startCompletions(engine, prepared, {
+        sampling: body,
+        maxTokens,
+        context: scope.context,
+        defaults,
+        metrics,
+        countRequests: !body.stream,
+        constraint: () => structuredOutputConstraint(engine, body),
+        reporting: body.logprobs == null ? {} : { logprobs: body.logprobs },
+        ...(progress ? { onProgress: (index: number, pp: PromptProgress) => progress.send(choice(index, '', null), { prompt_progress: promptProgress(pp) }) } : {}),
+      });
       const logprobs = body.logprobs == null ? undefined : streams.map(() => new CompletionLogprobsBuilder(engine.tokenizer));
       if (body.stream) {
         await streamCompletion(res, streams, n, head, body.stream_options?.include_usage === true, logprobs);
         return;
       }
-      const results = await collectChoices(streams, (event) => (event.type === 'done' ? event.result : undefined));
+      const results = await collectCompletions(streams);
       if (!results) return;
       res.json({
         ...head,
@@ -80,10 +71,10 @@ export function openAICompletionRoutes(models: ModelState, defaults: SamplingDef
         ...(options.verbose
           ? {
               __verbose: verboseBody(engine, results[0]!, {
-                promptTokens: promptTokens[0]!,
+                promptTokens: prepared.prompts[0]!.tokens,
                 body,
                 maxTokens,
-                logitBias,
+                logitBias: prepared.logitBias,
                 defaults,
                 nProbs: body.logprobs ?? 0,
               }),

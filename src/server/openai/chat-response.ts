@@ -1,16 +1,16 @@
-// A chat turn (./chat-turn.ts) as a chat completion on the wire: the message (content,
+// A chat turn (../chat-turn.ts) as a chat completion on the wire: the message (content,
 // reasoning_content, tool_calls) as JSON, or the chunk sequence (SSE) with one chunk per
 // turn event and each token's logprobs on the first chunk it produced. finish_reason is
 // the turn's; reasoning_only marks a reply whose tokens all stayed in the reasoning channel.
 // A generation that fails mid-stream ends with the error event, a finish_reason "error"
 // chunk and [DONE].
 import type { Response } from 'express';
-import type { TextTokenizer } from '../models/tokenizer.js';
-import type { ChatEvent, FinishKind, OutputEvent, ToolCall, TurnResult } from './chat-turn.js';
-import { combinedUsage, mergeChoices } from './choices.js';
-import { chatLogprobs } from './logprobs.js';
-import { draftTimings, openAIStream, type ResponseHead } from './openai-shared.js';
-import { runSse } from './sse.js';
+import type { TextTokenizer } from '../../models/tokenizer.js';
+import type { ChatEvent, FinishKind, OutputEvent, ToolCall, TurnResult } from '../chat-turn.js';
+import { combinedUsage, mergeChoices } from '../choices.js';
+import { chatLogprobs } from '../logprobs.js';
+import { draftTimings, openAIStream, type ResponseHead } from './shared.js';
+import { runSse } from '../sse.js';
 
 /** Tokens were generated, but all of them stayed reasoning. */
 function reasoningOnly(turn: TurnResult): boolean {

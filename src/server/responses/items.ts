@@ -3,8 +3,8 @@
 // template renders. Items are kept as the client spelled them (plus an explicit `type`
 // on role-only messages), so that stored histories and compaction capsules replay them
 // unchanged.
-import type { ChatMessage, ContentPart } from '../chat/template.js';
-import { badRequest } from './errors.js';
+import type { ChatMessage, ContentPart } from '../../chat/template.js';
+import { badRequest } from '../errors.js';
 
 export type Item = { type: string; [key: string]: unknown };
 

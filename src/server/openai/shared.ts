@@ -2,10 +2,10 @@
 // stream's framing (chunks of one choice, the optional usage chunk, [DONE]).
 import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
-import type { Usage } from '../chat/text-generation.js';
-import type { Engine } from '../engine/engine.js';
-import type { Timings } from '../engine/types.js';
-import { endSse, sendSse } from './sse.js';
+import type { Usage } from '../../chat/text-generation.js';
+import type { Engine } from '../../engine/engine.js';
+import type { Timings } from '../../engine/types.js';
+import { endSse, sendSse } from '../sse.js';
 
 export interface ResponseHead {
   id: string;
