@@ -1,2 +1,2 @@
 #!/usr/bin/env node
-import '../dist/tools/quantize-cli.js';
+import '../dist/quantize-cli.js';

@@ -17,8 +17,8 @@ import type { ChatMessage } from '../src/chat/template.js';
 import { CliError, parseCli } from '../src/cli-options.js';
 import { ThinkingBudget } from '../src/chat/thinking-budget.js';
 import { forcedCallDocument } from '../src/chat/tool-constraint.js';
-import { detectChatFormat, supportsTools, TOOL_CALL_FORMATS } from '../src/chat/tools/registry.js';
-import type { ToolDefinition } from '../src/chat/tools/types.js';
+import { detectChatFormat, supportsTools, TOOL_CALL_FORMATS } from '../src/chat/tool-calls/registry.js';
+import type { ToolDefinition } from '../src/chat/tool-calls/types.js';
 
 const THINK = { open: '<think>', close: '</think>' };
 const tool = (name: string, parameters?: Record<string, unknown>): ToolDefinition => ({ type: 'function', function: { name, ...(parameters ? { parameters } : {}) } });

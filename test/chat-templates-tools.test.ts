@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ChatTemplate, type ChatMessage } from '../src/chat/template.js';
-import { detectChatFormat, supportsTools } from '../src/chat/tools/registry.js';
+import { detectChatFormat, supportsTools } from '../src/chat/tool-calls/registry.js';
 import { TextTokenizer } from '../src/models/tokenizer.js';
 import { prepareChat } from '../src/server/chat-prepare.js';
 import { ApiError } from '../src/server/errors.js';

@@ -2,7 +2,7 @@
 // answer exactly as a scan from scratch would, at every length and every split point. And
 // completePartialJson, which reads a value cut off anywhere.
 import { describe, expect, it } from 'vitest';
-import { completePartialJson, scanJsonValue, type ScanResult } from '../src/chat/tools/json-scan.js';
+import { completePartialJson, scanJsonValue, type ScanResult } from '../src/chat/tool-calls/json-scan.js';
 
 /** The same scan with nothing to resume from: `text` copied into a string of its own
  *  past a unique prefix, so no earlier scan's state can match it. */

@@ -118,7 +118,7 @@ describe('quantized weights', () => {
   // The CLI writes the same checkpoints: a recipe, module overrides (bits/group, float), and
   // a usage error for a bit width mlx does not pack.
   it('mlxcel-quantize writes mixed-bit checkpoints and refuses bad flags', () => {
-    const cli = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/tools/quantize-cli.ts', ...args], { encoding: 'utf8' });
+    const cli = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/quantize-cli.ts', ...args], { encoding: 'utf8' });
     const out = join(root, 'cli-mixed');
     const r = cli(['--model', base, '--out', out, '--recipe', 'mixed_2_6', '--group-size', '32', '--module', 'model.embed_tokens=8/64', '--module', 'model.layers.0.mlp.gate_proj=float']);
     expect(r.stderr).toBe('');

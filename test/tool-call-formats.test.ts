@@ -7,9 +7,9 @@
 // send their arguments in several pieces.
 import { describe, expect, it } from 'vitest';
 import type { ChatOutputConfig } from '../src/chat/chat-output.js';
-import type { ThinkTags } from '../src/chat/tools/registry.js';
-import { TOOL_CALL_FORMATS } from '../src/chat/tools/registry.js';
-import type { ToolCallFormat, ToolDefinition } from '../src/chat/tools/types.js';
+import type { ThinkTags } from '../src/chat/tool-calls/registry.js';
+import { TOOL_CALL_FORMATS } from '../src/chat/tool-calls/registry.js';
+import type { ToolCallFormat, ToolDefinition } from '../src/chat/tool-calls/types.js';
 import { markupTokens, specialIds } from '../src/server/chat-prepare.js';
 import { argumentPieces, coalesce, lenmlTokenizer, streamChars, streamReply, type GoldenChunk, type LenmlName } from './helpers/tool-golden.js';
 

@@ -4,12 +4,12 @@
 // authoritative, and the stream is reconciled with it (what was not sent yet is sent, and
 // a disagreement is reported through `warn`). A generation stopped by its token limit
 // inside a call ends with `cutOff`: the call's markup is neither content nor reasoning,
-// and the call stays, with the arguments read so far (./tools/stream-filter.ts).
+// and the call stays, with the arguments read so far (./tool-calls/stream-filter.ts).
 import { promptOpensReasoning, ReasoningSplitter } from './reasoning.js';
-import { HarmonyOutput } from './tools/harmony.js';
-import type { ChatFormat, ThinkTags } from './tools/registry.js';
-import { ToolCallFilter } from './tools/stream-filter.js';
-import type { ToolCall, ToolCallDelta, ToolCallFormat, ToolDefinition } from './tools/types.js';
+import { HarmonyOutput } from './tool-calls/harmony.js';
+import type { ChatFormat, ThinkTags } from './tool-calls/registry.js';
+import { ToolCallFilter } from './tool-calls/stream-filter.js';
+import type { ToolCall, ToolCallDelta, ToolCallFormat, ToolDefinition } from './tool-calls/types.js';
 
 export interface ChatOutputConfig {
   /** The reasoning block, and whether the prompt already opened it. */

@@ -3,8 +3,8 @@
 // (which tools are rendered, the instruction a forced choice adds). Pure functions over
 // the request; the request object itself is never modified.
 import type { ChatMessage, ContentPart } from './template.js';
-import type { ThinkTags } from './tools/registry.js';
-import type { ToolDefinition } from './tools/types.js';
+import type { ThinkTags } from './tool-calls/registry.js';
+import type { ToolDefinition } from './tool-calls/types.js';
 
 /** A request the rules refuse; the server answers 400 with its message. */
 export class ChatRequestError extends Error {}

@@ -2,8 +2,8 @@
 // the text streams. The block is reasoning only where a template puts it: opened by the
 // generation prompt itself, or as the very first thing the model writes. Tags split across
 // tokens are held back; the newlines around the tags are layout and are dropped.
-import { partialSuffix } from './tools/markers.js';
-import type { ThinkTags } from './tools/registry.js';
+import { partialSuffix } from './tool-calls/markers.js';
+import type { ThinkTags } from './tool-calls/registry.js';
 
 export interface ReasoningSplit {
   reasoning: string;

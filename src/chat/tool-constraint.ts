@@ -4,7 +4,7 @@
 // object naming a declared function with arguments matching its parameters, and the
 // wrapper's closing text. This module states that document; src/grammar compiles it.
 import type { ForcedChoice } from './chat-request.js';
-import type { ToolCallFormat, ToolDefinition } from './tools/types.js';
+import type { ToolCallFormat, ToolDefinition } from './tool-calls/types.js';
 
 /** Literal `prefix`, then one JSON value matching `schema`, then literal `suffix`, then the end. */
 export interface WrappedJsonDocument {

@@ -53,7 +53,7 @@ export class PipelineCache {
     return n;
   }
 
-  /** Every pipeline created so far, in creation order (src/tools/print-kernels.ts prints them). */
+  /** Every pipeline created so far, in creation order (src/print-kernels.ts prints them). */
   list(): readonly PipelineSource[] {
     return this.sources;
   }

@@ -18,9 +18,9 @@ import {
 import { promptOpensReasoning } from '../chat/reasoning.js';
 import { ChatTemplateError, type ChatMessage } from '../chat/template.js';
 import { forcedCallDocument } from '../chat/tool-constraint.js';
-import { HARMONY_TOKENS } from '../chat/tools/harmony.js';
-import type { ChatFormat } from '../chat/tools/registry.js';
-import type { ToolDefinition } from '../chat/tools/types.js';
+import { HARMONY_TOKENS } from '../chat/tool-calls/harmony.js';
+import type { ChatFormat } from '../chat/tool-calls/registry.js';
+import type { ToolDefinition } from '../chat/tool-calls/types.js';
 import type { TokenConstraint } from '../engine/types.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import { badRequest } from './errors.js';

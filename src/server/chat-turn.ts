@@ -11,7 +11,7 @@ import type { ToolChoice } from '../chat/chat-request.js';
 import type { ChatMessage } from '../chat/template.js';
 import { generateTexts, type GeneratedToken, type TextGenerationEvent, type TextGenerationResult } from '../chat/text-generation.js';
 import { ThinkingBudget } from '../chat/thinking-budget.js';
-import type { ToolDefinition } from '../chat/tools/types.js';
+import type { ToolDefinition } from '../chat/tool-calls/types.js';
 import type { PromptProgress, TokenConstraint } from '../engine/types.js';
 import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
 import { choiceSampling } from './choices.js';

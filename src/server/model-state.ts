@@ -1,7 +1,7 @@
 // The server listens before the model has loaded, so routes ask this holder for the
 // model on every request and answer 503 until it is there.
 import { ChatTemplate } from '../chat/template.js';
-import { detectChatFormat, type ChatFormat } from '../chat/tools/registry.js';
+import { detectChatFormat, type ChatFormat } from '../chat/tool-calls/registry.js';
 import type { Engine } from '../engine/engine.js';
 import { prepareConstrainedDecoding } from '../grammar/index.js';
 import { ApiError } from './errors.js';

@@ -3,7 +3,7 @@
 // send many options this server does not act on.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { ChatMessage } from '../chat/template.js';
-import type { ToolDefinition } from '../chat/tools/types.js';
+import type { ToolDefinition } from '../chat/tool-calls/types.js';
 import { MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS } from '../engine/types.js';
 import { MAX_CHOICES } from './choices.js';
 import { badRequest } from './errors.js';

@@ -4,7 +4,7 @@
 // message_delta (stop_reason, stop_sequence, usage) and message_stop. As for the
 // Responses API, sync and streamed requests share the builder, so both agree.
 import { randomBytes } from 'node:crypto';
-import { completePartialJson } from '../../chat/tools/json-scan.js';
+import { completePartialJson } from '../../chat/tool-calls/json-scan.js';
 import type { ChatEvent, TurnResult } from '../chat-turn.js';
 import type { ApiError } from '../errors.js';
 

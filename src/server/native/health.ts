@@ -3,7 +3,7 @@
 // while loading, llama-server's error envelope comes along, and what the download or load
 // has done so far when the caller knows.
 import { Router } from 'express';
-import { supportsTools } from '../../chat/tools/registry.js';
+import { supportsTools } from '../../chat/tool-calls/registry.js';
 import type { ModelState } from '../model-state.js';
 
 /** How far loading has come: its stage ("download", "load") and that stage's counters. */

@@ -7,7 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import { Router, type Request, type Response } from 'express';
 import type { GeneratedToken, TextGenerationEvent } from '../../chat/text-generation.js';
-import { arrayElements, objectMembers, scanJsonValue } from '../../chat/tools/json-scan.js';
+import { arrayElements, objectMembers, scanJsonValue } from '../../chat/tool-calls/json-scan.js';
 import type { Engine } from '../../engine/engine.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';

@@ -9,12 +9,12 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { loadModel } from '../models/model.js';
-import { openGpu, type Backend } from '../runtime/gpu.js';
+import { loadModel } from './models/model.js';
+import { openGpu, type Backend } from './runtime/gpu.js';
 
 const { values } = parseArgs({
   options: {
-    model: { type: 'string', default: fileURLToPath(new URL('../../models/stories260k', import.meta.url)) },
+    model: { type: 'string', default: fileURLToPath(new URL('../models/stories260k', import.meta.url)) },
     match: { type: 'string' },
     out: { type: 'string' },
     backend: { type: 'string', default: 'auto' },

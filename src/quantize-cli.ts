@@ -2,7 +2,7 @@
 //   mlxcel-quantize --model IN --out OUT [--bits 2|3|4|5|6|8] [--group-size 32|64|128]
 //                   [--recipe mixed_2_6|mixed_3_4|mixed_3_6|mixed_4_6] [--module PATH=BITS[/GROUP]|PATH=float ...]
 import { parseArgs } from 'node:util';
-import { isQuantBits, MIXED_RECIPES, QUANT_BITS, QUANT_GROUP_SIZES, quantizeCheckpoint, type MixedRecipe, type ModuleQuant } from '../models/quantize.js';
+import { isQuantBits, MIXED_RECIPES, QUANT_BITS, QUANT_GROUP_SIZES, quantizeCheckpoint, type MixedRecipe, type ModuleQuant } from './models/quantize.js';
 
 const USAGE = [
   `usage: mlxcel-quantize --model IN --out OUT [--bits ${QUANT_BITS.join('|')}] [--group-size ${QUANT_GROUP_SIZES.join('|')}]`,
