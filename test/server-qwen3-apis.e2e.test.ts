@@ -496,7 +496,7 @@ describe('--reasoning and the template context', () => {
       const prompt = await applyOn(fire.url, { messages, tools: [asChatTool] });
       expect(prompt).toMatch(/\nToday is [A-Z][a-z]{2} \d\d \d{4} \d\d:\d\d:\d\d GMT\.<\|eot_id\|>/);
       expect(prompt).toContain('"name": "get_weather"');
-      const chat = await new OpenAI({ baseURL: `${fire.url}/v1`, apiKey: 'unused', maxRetries: 0 }).chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1 });
+      const chat = await fire.openai.chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1 });
       expect(chat.choices).toHaveLength(1);
     } finally {
       await Promise.all([llama.close(), fire.close()]);
