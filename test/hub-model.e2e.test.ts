@@ -7,9 +7,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { lstatSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HubStandIn, storiesRepo } from './helpers/hub-stand-in.js';
+import { Endpoint } from './helpers/live-server.js';
 import { waitFor } from './helpers/server-load.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
@@ -54,8 +54,7 @@ async function loaded(run: Running): Promise<string> {
 }
 
 async function complete(url: string): Promise<string> {
-  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none' });
-  const res = await client.completions.create({ model: REPO.id, prompt: onceUponATime.prompt, max_tokens: onceUponATime.max_tokens, temperature: 0 });
+  const res = await new Endpoint(url).openai.completions.create({ model: REPO.id, prompt: onceUponATime.prompt, max_tokens: onceUponATime.max_tokens, temperature: 0 });
   return res.choices[0]!.text;
 }
 

@@ -2,14 +2,13 @@
 // MLXCEL_LOOP_DETECTION > per-family default), the sampler and prompt-cache flags with
 // their LLAMA_ARG_* variables, the cache_prompt shapes, and logprob chunks staying one per
 // token when the tool-call filter suppresses markup (a scripted engine, real Qwen3 tokenizer).
-import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CliError, HELP_TEXT, parseCli } from '../src/cli-options.js';
 import { cachePromptFrom } from '../src/server/generation-params.js';
 import { parseLoopPolicy, requestLoopDetection, serverLoopDetection, STANDARD_LOOP_THRESHOLDS } from '../src/server/loop-policy.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
 import { validUtf8Length } from '../src/server/token-pieces.js';
 import { FakeEngine } from './helpers/fake-engine.js';
+import { useServer } from './helpers/live-server.js';
 import { tokenizerDir } from './helpers/random-checkpoint.js';
 import { readSse } from './helpers/sse.js';
 
@@ -160,31 +159,23 @@ describe('request shapes', () => {
 describe('logprob chunks around suppressed tool-call markup', () => {
   const REPLY = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
   let engine: FakeEngine;
-  let server: RunningServer;
   let ids: number[];
 
   beforeAll(async () => {
     let script: number[] = [];
     engine = await FakeEngine.create({ tokenizerDir: tokenizerDir('qwen3'), contextSize: 4096, script: () => script });
     ids = script = engine.tokenizer.encode(REPLY, false);
-    server = await startServer(engine, { host: '127.0.0.1', port: 0 });
   });
 
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = useServer({ get engine() { return engine; } });
 
   it('give every token its own chunk; suppressed ones carry empty content', async () => {
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({
-        messages: [{ role: 'user', content: 'Weather in Paris?' }],
-        tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
-        stream: true,
-        logprobs: true,
-        top_logprobs: 2,
-      }),
+    const res = await server.request('/v1/chat/completions', {
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+      stream: true,
+      logprobs: true,
+      top_logprobs: 2,
     });
     const chunks = ((await readSse(res)) as Array<{ choices: Array<{ delta: Record<string, unknown>; logprobs: { content: Array<{ token: string; top_logprobs: unknown[] }> } | null; finish_reason: string | null }> }>).slice(0, -1);
     const withLogprobs = chunks.filter((c) => c.choices[0]?.logprobs);
@@ -203,7 +194,7 @@ describe('logprob chunks around suppressed tool-call markup', () => {
   });
 
   it('come back whole without streaming, through the openai client', async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = server.openai;
     const res = await client.chat.completions.create({
       model: 'q',
       messages: [{ role: 'user', content: 'Weather in Paris?' }],

@@ -3,45 +3,20 @@
 // contents with "\n" after <s>, so token counts can be rebuilt by hand).
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { describe, expect, it } from 'vitest';
+import { useLive, useServer } from './helpers/live-server.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
 const onceUponATime = storiesCase('Once upon a time');
 
-let engine: Engine;
-let server: RunningServer;
-let keyed: RunningServer;
-let client: Anthropic;
+const HEADERS = { 'anthropic-version': '2023-06-01' };
+const live = useLive({ model: 'models/stories260k', headers: HEADERS });
+const keyed = useServer(live, { server: { apiKey: 'secret' }, headers: HEADERS });
 
-beforeAll(async () => {
-  engine = await loadEngine({ modelDir: 'models/stories260k' });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  keyed = await startServer(engine, { host: '127.0.0.1', port: 0, apiKey: 'secret' });
-  client = new Anthropic({ baseURL: server.url, apiKey: 'sk-no-auth', maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await keyed?.close();
-  await engine?.close();
-});
-
-const promptTokens = (...texts: string[]) => engine.tokenizer.encode(`<s>${texts.join('\n')}`, false).length;
+const promptTokens = (...texts: string[]) => live.engine.tokenizer.encode(`<s>${texts.join('\n')}`, false).length;
 const ask = (content: Anthropic.MessageParam['content']): Anthropic.MessageParam[] => [{ role: 'user', content }];
 /** Messages params plus `temperature`, which this server takes and the SDK no longer declares (the SDK sends every field). */
 type SamplingMessageParams = Anthropic.MessageCreateParamsNonStreaming & { temperature?: number };
-
-async function post(path: string, body: unknown, headers: Record<string, string> = {}, url = server.url) {
-  const res = await fetch(url + path, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as any };
-}
 
 /** Anthropic's error envelope, with the type its SDKs switch on. */
 const envelope = (type: string, message: RegExp | string = /./) => ({
@@ -52,7 +27,7 @@ const envelope = (type: string, message: RegExp | string = /./) => ({
 describe('POST /v1/messages on stories260k', () => {
   it('answers with the greedy continuation and usage', async () => {
     const params: SamplingMessageParams = { model: 'stories260k', max_tokens: 64, temperature: 0, messages: ask(onceUponATime.prompt) };
-    const msg = await client.messages.create(params);
+    const msg = await live.anthropic.messages.create(params);
     expect(msg).toMatchObject({
       type: 'message',
       role: 'assistant',
@@ -66,7 +41,7 @@ describe('POST /v1/messages on stories260k', () => {
   });
 
   it('streams the event sequence the SDK rebuilds into the same message', async () => {
-    const stream = client.messages.stream({ model: 'stories260k', max_tokens: 64, temperature: 0, messages: ask(onceUponATime.prompt) });
+    const stream = live.anthropic.messages.stream({ model: 'stories260k', max_tokens: 64, temperature: 0, messages: ask(onceUponATime.prompt) });
     let text = '';
     stream.on('text', (delta) => (text += delta));
     const types: string[] = [];
@@ -83,16 +58,16 @@ describe('POST /v1/messages on stories260k', () => {
 
   it('stops at stop_sequences and says which', async () => {
     const params = { model: 'stories260k', max_tokens: 64, temperature: 0, stop_sequences: ['park', 'Lily'], messages: ask(onceUponATime.prompt) };
-    const msg = await client.messages.create(params);
+    const msg = await live.anthropic.messages.create(params);
     expect(msg).toMatchObject({ content: [{ type: 'text', text: ', there was a little girl named ' }], stop_reason: 'stop_sequence', stop_sequence: 'Lily' });
-    const streamed = await client.messages.stream(params).finalMessage();
+    const streamed = await live.anthropic.messages.stream(params).finalMessage();
     expect(streamed).toMatchObject({ content: msg.content, stop_reason: 'stop_sequence', stop_sequence: 'Lily', usage: msg.usage });
   });
 
   it('counts tokens of the system prompt (string or blocks), messages and tool traffic', async () => {
-    const system = await client.messages.countTokens({ model: 'm', system: 'Tell stories.', messages: ask(onceUponATime.prompt) });
+    const system = await live.anthropic.messages.countTokens({ model: 'm', system: 'Tell stories.', messages: ask(onceUponATime.prompt) });
     expect(system).toEqual({ input_tokens: promptTokens('Tell stories.', onceUponATime.prompt) });
-    const blocks = await client.messages.countTokens({
+    const blocks = await live.anthropic.messages.countTokens({
       model: 'm',
       system: [
         { type: 'text', text: 'Tell' },
@@ -104,7 +79,7 @@ describe('POST /v1/messages on stories260k', () => {
     // tool_use joins the assistant turn (no text here); tool_result becomes a tool message.
     // stories260k's template shows only contents, so the call is written as llama-server's
     // polyfill writes it: the turn's content, as JSON.
-    const tools = await client.messages.countTokens({
+    const tools = await live.anthropic.messages.countTokens({
       model: 'm',
       tools: [{ name: 'weather', description: 'Weather now', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
       messages: [
@@ -118,7 +93,7 @@ describe('POST /v1/messages on stories260k', () => {
   });
 
   it('accepts server tools (dropped), client tools with tool_choice, thinking, and unknown fields', async () => {
-    const msg = await client.messages.create({
+    const msg = await live.anthropic.messages.create({
       model: 'stories260k',
       max_tokens: 4,
       temperature: 0,
@@ -140,7 +115,7 @@ describe('POST /v1/messages on stories260k', () => {
     expect(block?.type === 'text' && block.text.length > 0 && onceUponATime.expected_text.startsWith(block.text)).toBe(true);
     expect(msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0)).toBe(5);
     // The dropped server tool cannot be forced.
-    const forced = await client.messages
+    const forced = await live.anthropic.messages
       .create({ model: 'm', max_tokens: 1, messages: ask('x'), tools: [{ type: 'web_search_20250305', name: 'web_search' }], tool_choice: { type: 'tool', name: 'web_search' } })
       .catch((e: unknown) => e);
     expect(forced).toBeInstanceOf(Anthropic.BadRequestError);
@@ -148,9 +123,9 @@ describe('POST /v1/messages on stories260k', () => {
   });
 
   it('serves the paths without /v1', async () => {
-    const res = await post('/messages', { model: 'm', max_tokens: 2, temperature: 0, messages: ask(onceUponATime.prompt) });
+    const res = await live.post('/messages', { model: 'm', max_tokens: 2, temperature: 0, messages: ask(onceUponATime.prompt) });
     expect(res).toMatchObject({ status: 200, body: { type: 'message', stop_reason: 'max_tokens' } });
-    expect(await post('/messages/count_tokens', { model: 'm', messages: ask(onceUponATime.prompt) })).toEqual({ status: 200, body: { input_tokens: 5 } });
+    expect(await live.post('/messages/count_tokens', { model: 'm', messages: ask(onceUponATime.prompt) })).toEqual({ status: 200, body: { input_tokens: 5 } });
   });
 });
 
@@ -167,7 +142,7 @@ describe('errors on the Messages routes', () => {
       ['{"model": ', /malformed JSON/],
     ];
     for (const [body, message] of cases) {
-      const res = await post('/v1/messages', body);
+      const res = await live.post('/v1/messages', body);
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body).toEqual(envelope('invalid_request_error', message));
     }
@@ -180,7 +155,7 @@ describe('errors on the Messages routes', () => {
       [image({ type: 'url', url: 'https://example.com/cat.png' })],
       [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [image({ type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' })] }],
     ]) {
-      const err = await client.messages.create({ model: 'm', max_tokens: 1, messages: ask(content as never) }).catch((e: unknown) => e);
+      const err = await live.anthropic.messages.create({ model: 'm', max_tokens: 1, messages: ask(content as never) }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(Anthropic.BadRequestError);
       expect((err as InstanceType<typeof Anthropic.BadRequestError>).error).toEqual(envelope('invalid_request_error', /text only; image input is not supported/));
     }
@@ -193,10 +168,10 @@ describe('errors on the Messages routes', () => {
     const err = await bad.messages.create({ model: 'm', max_tokens: 1, messages: ask('x') }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
     expect((err as InstanceType<typeof Anthropic.AuthenticationError>).error).toEqual(envelope('authentication_error', 'Invalid API key'));
-    const missing = await post('/v1/messages/count_tokens', { messages: ask('x') }, {}, keyed.url);
+    const missing = await keyed.post('/v1/messages/count_tokens', { messages: ask('x') });
     expect(missing).toEqual({ status: 401, body: envelope('authentication_error', /Missing API key/) });
     // The OpenAI routes keep their envelope, and take either header.
-    const openai = await post('/v1/responses/input_tokens', { input: 'x' }, { 'x-api-key': 'wrong' }, keyed.url);
+    const openai = await keyed.post('/v1/responses/input_tokens', { input: 'x' }, { 'x-api-key': 'wrong' });
     expect(openai).toMatchObject({ status: 401, body: { error: { type: 'invalid_api_key' } } });
     const bearer = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'secret', maxRetries: 0 });
     expect((await bearer.responses.inputTokens.count({ input: onceUponATime.prompt })).input_tokens).toBe(5);

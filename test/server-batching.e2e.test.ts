@@ -2,41 +2,16 @@
 // clients get batch-independent outputs, the prefill queue honours X-Priority, a full
 // queue answers 503 before any SSE header, and a client that leaves frees its slot.
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { useLive } from './helpers/live-server.js';
 import { countState, getSlots, holdSlot, waitFor } from './helpers/server-load.js';
 import { storiesCases } from './helpers/stories-expected.js';
 
 const MODEL = 'models/stories260k';
 
-interface Served {
-  engine: Engine;
-  server: RunningServer;
-  client: OpenAI;
-}
-
-async function serve(parallel: number, maxQueue: number): Promise<Served> {
-  const engine = await loadEngine({ modelDir: MODEL, parallel, maxQueue });
-  const server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  return { engine, server, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 }) };
-}
-
-let wide: Served; // 8 slots: batching
-let narrow: Served; // 1 slot, 3 queue places: saturation
-
-beforeAll(async () => {
-  wide = await serve(8, 16);
-  narrow = await serve(1, 3);
-});
-
-afterAll(async () => {
-  for (const s of [wide, narrow]) {
-    await s?.server.close();
-    await s?.engine.close();
-  }
-});
+const wide = useLive({ model: MODEL, engine: { parallel: 8, maxQueue: 16 } }); // 8 slots: batching
+const narrow = useLive({ model: MODEL, engine: { parallel: 1, maxQueue: 3 } }); // 1 slot, 3 queue places: saturation
 
 /** Resolves once the engine has nothing running or queued. */
 const idle = (engine: Engine) =>
@@ -56,7 +31,7 @@ async function streamChat(client: OpenAI, request: OpenAI.ChatCompletionCreatePa
 
 describe('batch independence', () => {
   it('six concurrent streaming clients get what each gets alone', async () => {
-    const { client, engine } = wide;
+    const { openai: client, engine } = wide;
     // Each expected.json prompt twice: once through completions (greedy, its own
     // max_tokens), once through chat (whose template renders "<s>" + prompt) with a
     // seeded sampled request, so batching must not disturb the RNG streams either.
@@ -90,7 +65,8 @@ describe('batch independence', () => {
 
 describe('saturated server (1 slot, queue of 3)', () => {
   it('runs queued requests high, then normal, then low, whatever their arrival order', async () => {
-    const { client, server, engine } = narrow;
+    const { openai: client, engine } = narrow;
+    const server = narrow;
     const holder = holdSlot(server.url, { priority: 'low' });
     await waitFor(async () => countState(await getSlots(server.url), 'decoding') === 1, 10_000, 'holder decoding');
 
@@ -114,7 +90,8 @@ describe('saturated server (1 slot, queue of 3)', () => {
   });
 
   it('answers 503 server_busy when the queue is full, before any SSE header, and leaks no slot', async () => {
-    const { client, server, engine } = narrow;
+    const { openai: client, engine } = narrow;
+    const server = narrow;
     const holder = holdSlot(server.url);
     await waitFor(() => engine.stats().activeSequences === 1, 10_000, 'holder running');
     const waiting = [0, 1, 2].map(() => holdSlot(server.url, { maxTokens: 2, stream: false }));
@@ -156,7 +133,8 @@ describe('saturated server (1 slot, queue of 3)', () => {
   });
 
   it('rejects an unknown X-Priority with 400 before queueing anything', async () => {
-    const { client, server, engine } = narrow;
+    const { openai: client, engine } = narrow;
+    const server = narrow;
     const started = engine.stats().counters.sequences_started;
     const err = await client.chat.completions
       .create({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], stream: true }, { headers: { 'X-Priority': 'urgent' } })
@@ -170,7 +148,8 @@ describe('saturated server (1 slot, queue of 3)', () => {
   });
 
   it('reports "no slot available" on /health while the slot is busy, then ok', async () => {
-    const { server, engine } = narrow;
+    const { engine } = narrow;
+    const server = narrow;
     const holder = holdSlot(server.url);
     await waitFor(() => engine.stats().activeSequences === 1, 10_000, 'holder running');
     const busy = await fetch(`${server.url}/health`);
@@ -189,7 +168,8 @@ describe('saturated server (1 slot, queue of 3)', () => {
     ['streaming', true],
     ['non-streaming', false],
   ])('a %s client that disconnects frees its slot (seen on /slots and /health)', async (_kind, stream) => {
-    const { server, engine } = narrow;
+    const { engine } = narrow;
+    const server = narrow;
     const completed = engine.stats().counters.sequences_completed;
     const holder = holdSlot(server.url, { stream });
     await waitFor(async () => countState(await getSlots(server.url), 'decoding') === 1, 10_000, 'decoding');

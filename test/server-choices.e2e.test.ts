@@ -4,54 +4,17 @@
 // and the official openai SDK, streamed with each chunk's index; more choices than slots
 // queue; llama-server's /completion prompt forms, batches and n_cmpl.
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
-import { readSse } from './helpers/sse.js';
+import { useLive } from './helpers/live-server.js';
 import { waitFor } from './helpers/server-load.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
 const MODEL = 'models/stories260k';
 const onceUponATime = storiesCase('Once upon a time');
 
-interface Served {
-  engine: Engine;
-  server: RunningServer;
-  client: OpenAI;
-}
-
-async function serve(parallel: number): Promise<Served> {
-  const engine = await loadEngine({ modelDir: MODEL, parallel });
-  const server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  return { engine, server, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 }) };
-}
-
-let wide: Served; // 4 slots: every choice forks from the one prefill
-let narrow: Served; // 2 slots: a third choice queues
-
-beforeAll(async () => {
-  wide = await serve(4);
-  narrow = await serve(2);
-});
-
-afterAll(async () => {
-  for (const s of [wide, narrow]) {
-    await s?.server.close();
-    await s?.engine.close();
-  }
-});
-
-async function post(url: string, path: string, body: unknown) {
-  const res = await fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as any };
-}
-
-async function postSse(url: string, path: string, body: unknown): Promise<any[]> {
-  const res = await fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  expect(res.status).toBe(200);
-  return (await readSse(res)) as any[];
-}
+const wide = useLive({ model: MODEL, engine: { parallel: 4 } }); // 4 slots: every choice forks from the one prefill
+const narrow = useLive({ model: MODEL, engine: { parallel: 2 } }); // 2 slots: a third choice queues
 
 const idle = (engine: Engine) => waitFor(() => engine.stats().activeSequences === 0 && engine.stats().queueDepth === 0, 10_000, 'engine idle');
 const prefilled = (engine: Engine) => engine.stats().counters.total_prefill_tokens;
@@ -63,9 +26,10 @@ const chatRequest = { model: 'm', messages: [{ role: 'user', content: 'Tell me a
 
 describe('n choices share one prefill', () => {
   it('chat: n = 3 with a seed gives choice i of seed + i, prefilling the prompt once', async () => {
-    const { server, engine } = wide;
+    const { engine } = wide;
+    const server = wide;
     const before = prefilled(engine);
-    const res = await post(server.url, '/v1/chat/completions', { ...chatRequest, n: 3, seed: 77 });
+    const res = await server.post('/v1/chat/completions', { ...chatRequest, n: 3, seed: 77 });
     expect(res.status).toBe(200);
     const { choices, usage } = res.body;
     expect(choices.map((c: any) => c.index)).toEqual([0, 1, 2]);
@@ -79,21 +43,21 @@ describe('n choices share one prefill', () => {
     // Each choice is what the same request gets alone with seed + i, and again with n = 3.
     let completionTokens = 0;
     for (const [i, text] of texts.entries()) {
-      const alone = await post(server.url, '/v1/chat/completions', { ...chatRequest, seed: 77 + i });
+      const alone = await server.post('/v1/chat/completions', { ...chatRequest, seed: 77 + i });
       expect(alone.body.choices[0].message.content).toBe(text);
       expect(alone.body.choices[0].finish_reason).toBe(choices[i].finish_reason);
       completionTokens += alone.body.usage.completion_tokens;
     }
     expect(usage).toMatchObject({ completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens });
-    const again = await post(server.url, '/v1/chat/completions', { ...chatRequest, n: 3, seed: 77 });
+    const again = await server.post('/v1/chat/completions', { ...chatRequest, n: 3, seed: 77 });
     expect(again.body.choices.map((c: any) => c.message.content)).toEqual(texts);
     await idle(engine);
   });
 
   it('chat: a stream tags each chunk with its choice and adds up to the same texts', async () => {
-    const { server } = wide;
-    const whole = await post(server.url, '/v1/chat/completions', { ...chatRequest, n: 3, seed: 5 });
-    const events = await postSse(server.url, '/v1/chat/completions', { ...chatRequest, n: 3, seed: 5, stream: true, stream_options: { include_usage: true } });
+    const server = wide;
+    const whole = await server.post('/v1/chat/completions', { ...chatRequest, n: 3, seed: 5 });
+    const events = await server.postSse('/v1/chat/completions', { ...chatRequest, n: 3, seed: 5, stream: true, stream_options: { include_usage: true } });
     expect(events.at(-1)).toBe('[DONE]');
     const chunks = events.slice(0, -1);
     const usage = chunks.at(-1);
@@ -114,9 +78,10 @@ describe('n choices share one prefill', () => {
   });
 
   it('the openai SDK reads n choices of chat and of text completions', async () => {
-    const { client, engine, server } = wide;
+    const { openai: client, engine } = wide;
+    const server = wide;
     const chat = await client.chat.completions.create({ ...chatRequest, n: 3, seed: 77 } as OpenAI.ChatCompletionCreateParamsNonStreaming);
-    const raw = await post(server.url, '/v1/chat/completions', { ...chatRequest, n: 3, seed: 77 });
+    const raw = await server.post('/v1/chat/completions', { ...chatRequest, n: 3, seed: 77 });
     expect(chat.choices.map((c) => c.message.content)).toEqual(raw.body.choices.map((c: any) => c.message.content));
 
     // A prompt of exactly two blocks: the forks share every block of it.
@@ -142,21 +107,22 @@ describe('n choices share one prefill', () => {
   });
 
   it('more choices than slots: the third queues, runs on its own, and is still choice seed + 2', async () => {
-    const { server, engine } = narrow;
-    const res = await post(server.url, '/v1/chat/completions', { ...chatRequest, n: 3, seed: 31 });
+    const { engine } = narrow;
+    const server = narrow;
+    const res = await server.post('/v1/chat/completions', { ...chatRequest, n: 3, seed: 31 });
     expect(res.status).toBe(200);
     expect(res.body.choices).toHaveLength(3);
     for (const [i, c] of res.body.choices.entries()) {
-      const alone = await post(server.url, '/v1/chat/completions', { ...chatRequest, seed: 31 + i });
+      const alone = await server.post('/v1/chat/completions', { ...chatRequest, seed: 31 + i });
       expect(alone.body.choices[0].message.content).toBe(c.message.content);
     }
     await idle(engine);
   });
 
   it('structured output holds for every choice', async () => {
-    const { server } = wide;
+    const server = wide;
     const schema = { type: 'object', properties: { pet: { enum: ['cat', 'dog', 'bird'] } }, required: ['pet'], additionalProperties: false };
-    const res = await post(server.url, '/v1/chat/completions', {
+    const res = await server.post('/v1/chat/completions', {
       ...chatRequest,
       max_tokens: 40,
       n: 3,
@@ -169,7 +135,7 @@ describe('n choices share one prefill', () => {
 
   it('refuses n outside 1..16', async () => {
     for (const n of [0, 17]) {
-      const res = await post(wide.server.url, '/v1/chat/completions', { ...chatRequest, n });
+      const res = await wide.post('/v1/chat/completions', { ...chatRequest, n });
       expect(res.status).toBe(400);
       expect(res.body.error.message).toMatch(/^n must be/);
     }
@@ -180,11 +146,11 @@ describe('prompt forms and batches', () => {
   const greedy = { n_predict: 12, temperature: 0 };
 
   it('/completion reads a string, token ids, ids mixed with text and a prompt object alike', async () => {
-    const { server } = wide;
-    const expected = await post(server.url, '/completion', { prompt: 'Once upon a time', ...greedy });
+    const server = wide;
+    const expected = await server.post('/completion', { prompt: 'Once upon a time', ...greedy });
     expect(expected.body).toMatchObject({ index: 0, tokens_evaluated: 5 });
     for (const prompt of [onceUponATime.prompt_token_ids, [1, 'Once upon a time'], [1, 403, 'upon a time'], { prompt_string: 'Once upon a time' }]) {
-      const res = await post(server.url, '/completion', { prompt, ...greedy });
+      const res = await server.post('/completion', { prompt, ...greedy });
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ content: expected.body.content, tokens_evaluated: 5 });
     }
@@ -192,46 +158,46 @@ describe('prompt forms and batches', () => {
     // loaded model takes images; batched or streamed alike.
     for (const multimodal_data of [['aGk='], 'aGk=', '', { image: 'aGk=' }]) {
       for (const body of [{ prompt: { prompt_string: 'x <__media__>', multimodal_data } }, { prompt: ['a', { prompt_string: 'x <__media__>', multimodal_data }], stream: true }]) {
-        const media = await post(server.url, '/completion', { ...body, ...greedy });
+        const media = await server.post('/completion', { ...body, ...greedy });
         expect(media.status, JSON.stringify(body)).toBe(400);
         expect(media.body.error).toMatchObject({ type: 'invalid_request_error', message: 'the loaded model takes text only; multimodal_data is not supported' });
       }
     }
     // No media: an empty list, or null, leaves the prompt text as it is.
     for (const multimodal_data of [[], null]) {
-      const res = await post(server.url, '/completion', { prompt: { prompt_string: 'Once upon a time', multimodal_data }, ...greedy });
+      const res = await server.post('/completion', { prompt: { prompt_string: 'Once upon a time', multimodal_data }, ...greedy });
       expect(res.body).toMatchObject({ content: expected.body.content, tokens_evaluated: 5 });
     }
   });
 
   it('/completion answers a batch with an array, each result at its index, streamed or not', async () => {
-    const { server } = wide;
+    const server = wide;
     const prompts = ['Once upon a time', [1, 403, 407], { prompt_string: 'The cat' }];
-    const alone = await Promise.all(prompts.map((prompt) => post(server.url, '/completion', { prompt, ...greedy })));
-    const res = await post(server.url, '/completion', { prompt: prompts, ...greedy });
+    const alone = await Promise.all(prompts.map((prompt) => server.post('/completion', { prompt, ...greedy })));
+    const res = await server.post('/completion', { prompt: prompts, ...greedy });
     expect(res.status).toBe(200);
     expect(res.body.map((r: any) => r.index)).toEqual([0, 1, 2]);
     expect(res.body.map((r: any) => r.content)).toEqual(alone.map((a) => a.body.content));
     expect(res.body.map((r: any) => r.tokens_evaluated)).toEqual(alone.map((a) => a.body.tokens_evaluated));
 
-    const events = await postSse(server.url, '/completion', { prompt: prompts, ...greedy, stream: true });
+    const events = await server.postSse('/completion', { prompt: prompts, ...greedy, stream: true });
     const texts = ['', '', ''];
     for (const e of events.filter((e) => !e.stop)) texts[e.index] += e.content;
     expect(texts).toEqual(res.body.map((r: any) => r.content));
     expect(events.filter((e) => e.stop).map((e) => e.index).sort()).toEqual([0, 1, 2]);
 
     // n_cmpl: each prompt's completions in a row.
-    const twice = await post(server.url, '/completion', { prompt: prompts.slice(0, 2), ...greedy, n_cmpl: 2 });
+    const twice = await server.post('/completion', { prompt: prompts.slice(0, 2), ...greedy, n_cmpl: 2 });
     expect(twice.body.map((r: any) => r.content)).toEqual([0, 0, 1, 1].map((p) => alone[p]!.body.content));
   });
 
   it('/completion with n_cmpl: each result streams its prompt_progress, its tokens and its own settings', async () => {
-    const { server } = wide;
+    const server = wide;
     const prompt = Array.from({ length: 40 }, (_, i) => 300 + i);
     const body = { prompt, n_cmpl: 2, n_predict: 6, seed: 11, ...sampled, return_progress: true };
-    const whole = await post(server.url, '/completion', { ...body, return_tokens: true, response_fields: ['content', 'tokens', 'generation_settings/seed', 'index'] });
+    const whole = await server.post('/completion', { ...body, return_tokens: true, response_fields: ['content', 'tokens', 'generation_settings/seed', 'index'] });
     expect(whole.body).toEqual([0, 1].map((index) => ({ index, content: expect.any(String), tokens: expect.any(Array), 'generation_settings/seed': 11 + index })));
-    const events = await postSse(server.url, '/completion', { ...body, stream: true });
+    const events = await server.postSse('/completion', { ...body, stream: true });
     for (const index of [0, 1]) {
       const mine = events.filter((e) => e.index === index);
       const progress = mine.filter((e) => e.prompt_progress);
@@ -246,25 +212,26 @@ describe('prompt forms and batches', () => {
   });
 
   it('choices fork from a prompt the prompt cache serves to the token, before and after a cache reset', async () => {
-    const { server, engine } = wide;
+    const { engine } = wide;
+    const server = wide;
     // Cached (to the token, its last block partly) by a first request; then n = 3 borrows
     // it, prefills the rest once and forks. Each choice is still what seed + i gets cold.
     const prompt = Array.from({ length: 37 }, (_, i) => 300 + ((i * 7) % 100));
     const request = { prompt, n_predict: 10, temperature: 1, top_k: 0, top_p: 1, min_p: 0 };
-    await post(server.url, '/completion', { ...request, prompt: [...prompt, 5, 6], seed: 1 });
-    const cold = await Promise.all([0, 1, 2].map((i) => post(server.url, '/completion', { ...request, seed: 40 + i, cache_prompt: false })));
+    await server.post('/completion', { ...request, prompt: [...prompt, 5, 6], seed: 1 });
+    const cold = await Promise.all([0, 1, 2].map((i) => server.post('/completion', { ...request, seed: 40 + i, cache_prompt: false })));
     for (const round of [0, 1]) {
-      const res = await post(server.url, '/completion', { ...request, seed: 40, n_cmpl: 3 });
+      const res = await server.post('/completion', { ...request, seed: 40, n_cmpl: 3 });
       expect(res.status).toBe(200);
       expect(res.body.map((r: any) => r.content)).toEqual(cold.map((c) => c.body.content));
       expect(res.body[0].tokens_cached).toBe(round === 0 ? 36 : 0);
       await idle(engine);
-      if (round === 0) expect((await post(server.url, '/v1/cache/reset', {})).status).toBe(200);
+      if (round === 0) expect((await server.post('/v1/cache/reset', {})).status).toBe(200);
     }
   });
 
   it('/v1/completions: an array of prompts gives a choice per prompt, times n', async () => {
-    const { client } = wide;
+    const { openai: client } = wide;
     const prompts = ['Once upon a time', 'The cat'];
     const res = await client.completions.create({ model: 'm', prompt: prompts, max_tokens: 8, temperature: 0, n: 2 });
     expect(res.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);

@@ -15,20 +15,19 @@ import { tool as langchainTool } from '@langchain/core/tools';
 import { ChatOpenAI } from '@langchain/openai';
 import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool as agentTool } from '@openai/agents';
 import { generateObject, generateText, stepCountIs, tool, type LanguageModel } from 'ai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
-import { makeRandomCheckpoint, useThinkingQwen3Template } from './helpers/random-checkpoint.js';
+import { tinyQwen3, useLive } from './helpers/live-server.js';
+import { useThinkingQwen3Template } from './helpers/random-checkpoint.js';
 
-let dir: string;
-let engine: Engine;
-let server: RunningServer;
+const live = useLive({
+  model: tinyQwen3({ layers: 2, seed: 1 }),
+  engine: { parallel: 2 },
+  prepare: useThinkingQwen3Template,
+  // Thinking off, as a deployment serving agents would run it: every token is the answer.
+  server: { chatTemplateKwargs: { enable_thinking: false } },
+});
 
 /** One HTTP exchange a client made: the JSON it sent and the JSON it got back. */
 interface Exchange {
@@ -51,20 +50,8 @@ const recordingFetch = async (input: string | URL | Request, init?: RequestInit)
   return res;
 };
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'clients-'));
-  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 1 }, dir);
-  useThinkingQwen3Template(dir);
-  engine = await loadEngine({ modelDir: dir, parallel: 2 });
-  // Thinking off, as a deployment serving agents would run it: every token is the answer.
-  server = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplateKwargs: { enable_thinking: false } });
+beforeAll(() => {
   setTracingDisabled(true);
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 beforeEach(() => {
@@ -102,11 +89,11 @@ async function expectToolRoundTrip(): Promise<void> {
   expect(JSON.stringify(result.content)).toContain(RESULT);
 
   // The prompt the server generated the answer from holds the call and its result.
-  const rendered = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify(second.body) });
+  const rendered = await fetch(`${live.url}/apply-template`, { method: 'POST', body: JSON.stringify(second.body) });
   const { prompt } = (await rendered.json()) as { prompt: string };
   expect(prompt).toMatch(/<tool_call>\n\{"name": "lookup", "arguments": \{"q": ?"/);
   expect(prompt).toMatch(new RegExp(`<tool_response>\\n.*${RESULT}.*\\n</tool_response>`));
-  expect(second.response.usage.prompt_tokens).toBe(engine.tokenizer.encode(prompt, false).length);
+  expect(second.response.usage.prompt_tokens).toBe(live.engine.tokenizer.encode(prompt, false).length);
   expect(second.response.choices[0].finish_reason).toBe('length');
 }
 
@@ -130,17 +117,17 @@ describe('an agent loop over chat completions', () => {
   };
 
   it('AI SDK generateText through @ai-sdk/openai-compatible', async () => {
-    const provider = createOpenAICompatible({ name: 'local', baseURL: `${server.url}/v1`, fetch: recordingFetch });
+    const provider = createOpenAICompatible({ name: 'local', baseURL: `${live.url}/v1`, fetch: recordingFetch });
     await aiSdkLoop(provider.chatModel('q'));
   });
 
   it('AI SDK generateText through @ai-sdk/openai (chat model)', async () => {
-    const provider = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', fetch: recordingFetch });
+    const provider = createOpenAI({ baseURL: `${live.url}/v1`, apiKey: 'unused', fetch: recordingFetch });
     await aiSdkLoop(provider.chat('q'));
   });
 
   it('OpenAI Agents SDK with a chat-completions model', async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, fetch: recordingFetch });
+    const client = new OpenAI({ baseURL: `${live.url}/v1`, apiKey: 'unused', maxRetries: 0, fetch: recordingFetch });
     const agent = new Agent({
       name: 'weather',
       instructions: 'Answer with the lookup tool.',
@@ -156,7 +143,7 @@ describe('an agent loop over chat completions', () => {
   });
 
   it('LangChain ChatOpenAI with bound tools and a ToolMessage back', async () => {
-    const llm = (maxTokens: number) => new ChatOpenAI({ model: 'q', apiKey: 'unused', temperature: 0, maxTokens, maxRetries: 0, configuration: { baseURL: `${server.url}/v1`, fetch: recordingFetch } });
+    const llm = (maxTokens: number) => new ChatOpenAI({ model: 'q', apiKey: 'unused', temperature: 0, maxTokens, maxRetries: 0, configuration: { baseURL: `${live.url}/v1`, fetch: recordingFetch } });
     const lookup = langchainTool(async () => RESULT, { name: 'lookup', description: DESCRIPTION, schema: lookupSchema });
     const question = new HumanMessage('Weather in Paris?');
     const reply = await llm(CALL_TOKENS).bindTools([lookup], { tool_choice: 'lookup' }).invoke([question]);
@@ -183,7 +170,7 @@ describe('structured output on /v1/messages', () => {
   };
 
   it('AI SDK generateObject through @ai-sdk/anthropic', async () => {
-    const anthropic = createAnthropic({ baseURL: `${server.url}/v1`, apiKey: 'unused', fetch: recordingFetch });
+    const anthropic = createAnthropic({ baseURL: `${live.url}/v1`, apiKey: 'unused', fetch: recordingFetch });
     // A Claude model id: the provider then asks for output_config.format on its own.
     const { object } = await generateObject({ model: anthropic('claude-sonnet-4-5'), schema: pet, prompt: 'A pet, please.', temperature: 0, maxOutputTokens: 32 });
     expect(pet.parse(object)).toEqual(object);
@@ -191,7 +178,7 @@ describe('structured output on /v1/messages', () => {
   });
 
   it('LangChain ChatAnthropic.withStructuredOutput(schema, {method: "jsonSchema"})', async () => {
-    const llm = new ChatAnthropic({ model: 'claude-sonnet-4-5', apiKey: 'unused', anthropicApiUrl: server.url, maxTokens: 32, temperature: 0, maxRetries: 0, clientOptions: { fetch: recordingFetch } });
+    const llm = new ChatAnthropic({ model: 'claude-sonnet-4-5', apiKey: 'unused', anthropicApiUrl: live.url, maxTokens: 32, temperature: 0, maxRetries: 0, clientOptions: { fetch: recordingFetch } });
     const object = await llm.withStructuredOutput(pet, { method: 'jsonSchema' }).invoke('A pet, please.');
     expect(pet.parse(object)).toEqual(object);
     expectOutputConfig();

@@ -8,13 +8,10 @@
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEmbedder, type Embedder } from '../src/engine/embedder.js';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
 import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { Endpoint, serve, useModel, type LiveServer } from './helpers/live-server.js';
 import { testGpu } from './helpers/model-harness.js';
 import { expectGenerationRefused } from './helpers/generation-routes.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
@@ -26,7 +23,7 @@ const TEXTS = ['Once upon a time, in a small village, there lived a curious cat 
 
 let dir: string;
 let server: ServerProcess;
-let openai: OpenAI;
+let api: Endpoint;
 /** The same checkpoint, embedded directly (the reference for what the server returns). */
 let reference: Embedder;
 
@@ -37,7 +34,7 @@ beforeAll(async () => {
     startServerProcess(['-m', dir, '--embeddings', '--batch-size', String(CONTEXT), '--alias', 'qwen3-embed']),
     testGpu().then((gpu) => loadEmbedder({ modelDir: dir, gpu, batchSize: CONTEXT })),
   ]);
-  openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  api = new Endpoint(server.url);
 });
 
 afterAll(async () => {
@@ -45,11 +42,6 @@ afterAll(async () => {
   await reference?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
-
-const post = async (path: string, body: unknown) => {
-  const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
-};
 
 const norm = (v: ArrayLike<number>, p = 2) => Array.from(v).reduce((s, x) => s + Math.abs(x) ** p, 0) ** (1 / p);
 const maxDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => Array.from(a).reduce((m, x, i) => Math.max(m, Math.abs(x - b[i]!)), 0);
@@ -61,7 +53,7 @@ async function expected(text: string, dims = HIDDEN, normalize = 2): Promise<Flo
 
 describe('--embeddings through the openai client', () => {
   it('embeds a batch in order, as the embedder does, unit-normed (the SDK asks for base64 and decodes it)', async () => {
-    const res = await openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS });
+    const res = await api.openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS });
     expect(res.object).toBe('list');
     expect(res.model).toBe('qwen3-embed');
     expect(res.data.map((d) => d.index)).toEqual([0, 1, 2]);
@@ -76,8 +68,8 @@ describe('--embeddings through the openai client', () => {
   });
 
   it('float and explicit base64 (little-endian f32) carry the same vector', async () => {
-    const asFloat = await openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS[0]!, encoding_format: 'float' });
-    const asBase64 = await openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS[0]!, encoding_format: 'base64' });
+    const asFloat = await api.openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS[0]!, encoding_format: 'float' });
+    const asBase64 = await api.openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS[0]!, encoding_format: 'base64' });
     const b64 = asBase64.data[0]!.embedding as unknown as string;
     expect(typeof b64).toBe('string');
     const bytes = Buffer.from(b64, 'base64');
@@ -86,7 +78,7 @@ describe('--embeddings through the openai client', () => {
   });
 
   it('dimensions truncates, then re-normalises', async () => {
-    const res = await openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS[0]!, dimensions: 16, encoding_format: 'float' });
+    const res = await api.openai.embeddings.create({ model: 'qwen3-embed', input: TEXTS[0]!, dimensions: 16, encoding_format: 'float' });
     const v = res.data[0]!.embedding;
     expect(v).toHaveLength(16);
     expect(norm(v)).toBeCloseTo(1, 5);
@@ -96,13 +88,13 @@ describe('--embeddings through the openai client', () => {
   });
 
   it('instruction is prefixed to each text', async () => {
-    const res = await post('/v1/embeddings', { input: ['fox'], instruction: 'Instruct: find animals\nQuery:' });
+    const res = await api.post('/v1/embeddings', { input: ['fox'], instruction: 'Instruct: find animals\nQuery:' });
     expect(maxDiff(res.body.data[0].embedding, await expected('Instruct: find animals\nQuery:fox'))).toBeLessThan(1e-5);
   });
 
   it('token-id inputs embed as their text does', async () => {
     const ids = reference.tokenizer.encode(TEXTS[1]!, true);
-    const res = await openai.embeddings.create({ model: 'qwen3-embed', input: [ids, ids.slice(0, 1)], encoding_format: 'float' });
+    const res = await api.openai.embeddings.create({ model: 'qwen3-embed', input: [ids, ids.slice(0, 1)], encoding_format: 'float' });
     expect(maxDiff(res.data[0]!.embedding, await expected(TEXTS[1]!))).toBeLessThan(1e-5);
     expect(res.data).toHaveLength(2);
   });
@@ -117,20 +109,20 @@ describe('ids mixed with text', () => {
   const ids = () => [12, 34, ...reference.tokenizer.encode('a fox', false), 56, 78];
 
   it('[12, 34, "a fox", 56, 78] embeds as the equivalent token ids, on every route', async () => {
-    const asIds = await post('/v1/embeddings', { input: ids() });
+    const asIds = await api.post('/v1/embeddings', { input: ids() });
     const reference = await vectorOf(ids());
     expect(maxDiff(asIds.body.data[0].embedding, reference)).toBeLessThan(1e-5);
-    const res = await post('/v1/embeddings', { input: mixed });
+    const res = await api.post('/v1/embeddings', { input: mixed });
     expect(res.status).toBe(200);
     expect(res.body.data).toHaveLength(1);
     expect(res.body.data[0].embedding).toEqual(asIds.body.data[0].embedding);
     expect(res.body.usage.prompt_tokens).toBe(ids().length);
     // The openai client's types have no mixed form; it sends the array as given.
-    const sdk = await openai.embeddings.create({ model: 'qwen3-embed', input: mixed as unknown as number[], encoding_format: 'float' });
+    const sdk = await api.openai.embeddings.create({ model: 'qwen3-embed', input: mixed as unknown as number[], encoding_format: 'float' });
     expect(sdk.data[0]!.embedding).toEqual(asIds.body.data[0].embedding);
     for (const path of ['/embedding', '/embeddings']) {
       for (const body of [{ input: mixed }, { content: mixed }]) {
-        const native = await post(path, body);
+        const native = await api.post(path, body);
         expect(native.status, path).toBe(200);
         expect(native.body).toHaveLength(1);
         expect(native.body[0].embedding[0]).toEqual(asIds.body.data[0].embedding);
@@ -140,7 +132,7 @@ describe('ids mixed with text', () => {
 
   it('a leading string gets the special tokens (and the instruction); a list may hold mixed inputs', async () => {
     const leading = [...reference.tokenizer.encode('Query:Hi', true), 5, 6];
-    const res = await post('/v1/embeddings', { input: [['Hi', 5, 6], [7, 'Hi'], 'Hi', [7, 8]], instruction: 'Query:' });
+    const res = await api.post('/v1/embeddings', { input: [['Hi', 5, 6], [7, 'Hi'], 'Hi', [7, 8]], instruction: 'Query:' });
     expect(res.status).toBe(200);
     expect(res.body.data).toHaveLength(4);
     const expectedIds = [leading, [7, ...reference.tokenizer.encode('Hi', false)], reference.tokenizer.encode('Query:Hi', true), [7, 8]];
@@ -158,7 +150,7 @@ describe('ids mixed with text', () => {
       [[[12, ['x']]], /^input\[0\]\[1\] must be string or integer$/],
     ];
     for (const [input, message] of cases) {
-      const res = await post('/v1/embeddings', { input });
+      const res = await api.post('/v1/embeddings', { input });
       expect(res.status, JSON.stringify(input)).toBe(400);
       expect(res.body.error.message, JSON.stringify(input)).toMatch(message);
     }
@@ -167,7 +159,7 @@ describe('ids mixed with text', () => {
 
 describe('embd_normalize', () => {
   it('-1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, 3 p-norm', async () => {
-    const get = async (embd_normalize: number) => (await post('/v1/embeddings', { input: TEXTS[0], embd_normalize })).body.data[0].embedding as number[];
+    const get = async (embd_normalize: number) => (await api.post('/v1/embeddings', { input: TEXTS[0], embd_normalize })).body.data[0].embedding as number[];
     const raw = await get(-1);
     expect(maxDiff(raw, await expected(TEXTS[0]!, HIDDEN, -1))).toBeLessThan(1e-5);
     const maxAbs = Math.max(...raw.map(Math.abs));
@@ -181,7 +173,7 @@ describe('embd_normalize', () => {
 describe('native routes', () => {
   it('/embedding and /embeddings answer a bare array of {index, embedding: [row]}, from content', async () => {
     for (const path of ['/embedding', '/embeddings']) {
-      const { status, body } = await post(path, { content: [TEXTS[1], TEXTS[2]] });
+      const { status, body } = await api.post(path, { content: [TEXTS[1], TEXTS[2]] });
       expect(status).toBe(200);
       expect(Array.isArray(body)).toBe(true);
       expect(body.map((e: { index: number }) => e.index)).toEqual([0, 1]);
@@ -203,15 +195,15 @@ describe('capabilities and generation', () => {
 
   it('every generation route and alias answers 501 naming --embeddings; the tokenizer routes still serve', async () => {
     await expectGenerationRefused(server.url, '--embeddings');
-    const chat = await openai.chat.completions.create({ model: 'qwen3-embed', messages: [{ role: 'user', content: 'hi' }] }).then(() => undefined, (e: unknown) => e);
+    const chat = await api.openai.chat.completions.create({ model: 'qwen3-embed', messages: [{ role: 'user', content: 'hi' }] }).then(() => undefined, (e: unknown) => e);
     expect(chat).toMatchObject({ status: 501, message: expect.stringContaining('`--embeddings`') });
     // The routes of models this server lacks name what it does serve.
-    const image = await post('/v1/images/generations', { prompt: 'a cat' });
+    const image = await api.post('/v1/images/generations', { prompt: 'a cat' });
     expect(image.status).toBe(501);
     expect(image.body.error.message).toMatch(/not supported yet; this server serves embeddings \(\/v1\/embeddings, \/embedding, \/embeddings\)$/);
-    const { body } = await post('/tokenize', { content: 'Hi' });
+    const { body } = await api.post('/tokenize', { content: 'Hi' });
     expect(body.tokens).toEqual(reference.tokenizer.encode('Hi', false));
-    expect((await post('/detokenize', { tokens: body.tokens })).body).toEqual({ content: 'Hi' });
+    expect((await api.post('/detokenize', { tokens: body.tokens })).body).toEqual({ content: 'Hi' });
   });
 });
 
@@ -232,7 +224,7 @@ describe('errors', () => {
   for (const [label, body, message] of cases) {
     it(`400 for ${label}`, async () => {
       for (const path of ['/v1/embeddings', '/embedding']) {
-        const res = await post(path, body);
+        const res = await api.post(path, body);
         expect(res.status).toBe(400);
         expect(res.body.error.type).toBe('invalid_request_error');
         expect(res.body.error.message).toMatch(message);
@@ -242,18 +234,14 @@ describe('errors', () => {
 });
 
 describe('an in-process server with a chat model (stories260k)', () => {
-  let app: RunningServer | undefined;
-  let chat: Engine;
-  beforeAll(async () => {
-    chat = await loadEngine({ modelDir: 'models/stories260k', parallel: 1, contextSize: 64, warmup: false });
-  });
+  let app: LiveServer | undefined;
+  const chat = useModel({ model: 'models/stories260k', engine: { parallel: 1, contextSize: 64, warmup: false } });
   afterAll(async () => {
     await app?.close();
-    await chat?.close();
   });
 
   it('without an embedding model answers 501 naming --embeddings and --embedding-model', async () => {
-    app = await startServer(chat, { host: '127.0.0.1', port: 0 });
+    app = await serve(chat.engine);
     for (const path of ['/v1/embeddings', '/embedding', '/embeddings']) {
       const res = await fetch(`${app.url}${path}`, { method: 'POST', body: JSON.stringify({ input: 'a' }) });
       expect(res.status).toBe(501);
@@ -269,7 +257,7 @@ describe('an in-process server with a chat model (stories260k)', () => {
   it('beside the chat model: both listed; a full queue answers 503, a timeout 504', async () => {
     const gpu = await testGpu();
     const queued = await loadEmbedder({ modelDir: dir, gpu, batchSize: CONTEXT, maxQueue: 1, alias: 'beside' });
-    app = await startServer(chat, { host: '127.0.0.1', port: 0, embedder: queued });
+    app = await serve(chat.engine, { server: { embedder: queued } });
     try {
       const models = (await (await fetch(`${app.url}/v1/models`)).json()) as { data: Array<{ id: string; capabilities: string[] }> };
       expect(models.data.map((m) => m.capabilities)).toEqual([['completion'], ['embedding']]);
@@ -284,7 +272,7 @@ describe('an in-process server with a chat model (stories260k)', () => {
       await queued.close();
     }
     const slow = await loadEmbedder({ modelDir: dir, gpu, batchSize: CONTEXT, timeoutMs: 1 });
-    app = await startServer(chat, { host: '127.0.0.1', port: 0, embedder: slow });
+    app = await serve(chat.engine, { server: { embedder: slow } });
     try {
       const res = await fetch(`${app.url}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: TEXTS }) });
       expect(res.status).toBe(504);
@@ -305,7 +293,7 @@ describe('an in-process server with a chat model (stories260k)', () => {
     });
     writeSafetensors(join(broken, 'model.safetensors'), tensors, { format: 'pt' });
     const embedder = await loadEmbedder({ modelDir: broken, gpu: await testGpu(), batchSize: CONTEXT });
-    app = await startServer(chat, { host: '127.0.0.1', port: 0, embedder });
+    app = await serve(chat.engine, { server: { embedder } });
     try {
       const res = await fetch(`${app.url}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: TEXTS[0], embd_normalize: -1 }) });
       expect(res.status).toBe(500);

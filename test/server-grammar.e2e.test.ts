@@ -2,16 +2,10 @@
 // on the real engine (a random-weight Qwen3-shaped model with the real Qwen3 tokenizer),
 // raw HTTP on /completion, /v1/completions and chat completions, the official openai client
 // on chat (the fields as extra body keys), streaming and not, and the 400s.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { describe, expect, it } from 'vitest';
 import { makeAjv, REAL_WORLD_SCHEMAS } from './helpers/json-schemas.js';
-import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
+import { tinyQwen3, useLive } from './helpers/live-server.js';
 
 const ajv = makeAjv();
 const animal = REAL_WORLD_SCHEMAS.find((s) => s.name === 'animal')!.schema;
@@ -26,30 +20,8 @@ const MATCH = /^(yes|no|maybe) [1-9][0-9]{0,2}$/;
 /** The same with a syntax error on line 3: a literal that never closes. */
 const BROKEN = 'root   ::= answer " " number\nanswer ::= "yes" | "no"\nnumber ::= [1-9] "0\n';
 
-let dir: string;
-let engine: Engine;
-let server: RunningServer;
-let client: OpenAI;
-let model: string;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'grammar-e2e-'));
-  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 1, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 9 }, dir);
-  engine = await loadEngine({ modelDir: dir, parallel: 4, contextSize: 4 * 1024 });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  model = engine.info.id;
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const post = (path: string, body: unknown) =>
-  fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
+const model = 'qwen3-tiny';
+const live = useLive({ model: tinyQwen3({ layers: 1, seed: 9 }), engine: { alias: model, parallel: 4, contextSize: 4 * 1024 } });
 async function json<T>(res: Response): Promise<T> {
   return (await res.json()) as T;
 }
@@ -68,21 +40,21 @@ type ErrorBody = { error: { message: string; type: string; code: string | null; 
 describe('/completion', () => {
   it('a GBNF grammar yields only matching text, streamed and not', async () => {
     const texts = await Promise.all([1, 2, 3].map(async (seed) => {
-      const res = await post('/completion', { prompt: 'Answer:', grammar: GRAMMAR, temperature: 1, seed, n_predict: 64 });
+      const res = await live.request('/completion', { prompt: 'Answer:', grammar: GRAMMAR, temperature: 1, seed, n_predict: 64 });
       expect(res.status).toBe(200);
       const body = await json<{ content: string; stop_type: string }>(res);
       expect(body.stop_type).toBe('eos');
       expect(body.content).toMatch(MATCH);
       return body.content;
     }));
-    const res = await post('/completion', { prompt: 'Answer:', grammar: GRAMMAR, temperature: 1, seed: 1, n_predict: 64, stream: true });
+    const res = await live.request('/completion', { prompt: 'Answer:', grammar: GRAMMAR, temperature: 1, seed: 1, n_predict: 64, stream: true });
     const events = await sseEvents(res);
     expect(events.map((e) => e.content).join('')).toBe(texts[0]);
     expect(events.at(-1)!.stop_type).toBe('eos');
   });
 
   it('a top-level json_schema yields a document the schema accepts', async () => {
-    const res = await post('/completion', { prompt: 'JSON:', json_schema: animal, temperature: 1, seed: 4, n_predict: 300 });
+    const res = await live.request('/completion', { prompt: 'JSON:', json_schema: animal, temperature: 1, seed: 4, n_predict: 300 });
     expect(res.status).toBe(200);
     const body = await json<{ content: string; stop_type: string }>(res);
     expect(body.stop_type).toBe('eos');
@@ -90,7 +62,7 @@ describe('/completion', () => {
   });
 
   it('an empty grammar is no grammar, as in llama-server', async () => {
-    const res = await post('/completion', { prompt: 'x', grammar: '', temperature: 0, n_predict: 6 });
+    const res = await live.request('/completion', { prompt: 'x', grammar: '', temperature: 0, n_predict: 6 });
     expect(res.status).toBe(200);
     expect((await json<{ stop_type: string }>(res)).stop_type).toBe('limit');
   });
@@ -98,17 +70,17 @@ describe('/completion', () => {
 
 describe('/v1/completions and chat completions', () => {
   it('/v1/completions takes grammar and json_schema', async () => {
-    const res = await post('/v1/completions', { model, prompt: 'Answer:', grammar: GRAMMAR, temperature: 1, seed: 5, max_tokens: 64 });
+    const res = await live.request('/v1/completions', { model, prompt: 'Answer:', grammar: GRAMMAR, temperature: 1, seed: 5, max_tokens: 64 });
     const body = await json<{ choices: Array<{ text: string; finish_reason: string }> }>(res);
     expect(body.choices[0]!.finish_reason).toBe('stop');
     expect(body.choices[0]!.text).toMatch(MATCH);
-    const res2 = await post('/v1/completions', { model, prompt: 'JSON:', json_schema: animal, temperature: 1, seed: 6, max_tokens: 300 });
+    const res2 = await live.request('/v1/completions', { model, prompt: 'JSON:', json_schema: animal, temperature: 1, seed: 6, max_tokens: 300 });
     const text = (await json<{ choices: Array<{ text: string }> }>(res2)).choices[0]!.text;
     expect(ajv.validate(animal, JSON.parse(text))).toBe(true);
   });
 
   it('chat completions over raw HTTP', async () => {
-    const res = await post('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'Yes or no?' }], grammar: GRAMMAR, temperature: 1, seed: 2, max_tokens: 64 });
+    const res = await live.request('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'Yes or no?' }], grammar: GRAMMAR, temperature: 1, seed: 2, max_tokens: 64 });
     expect(res.status).toBe(200);
     const body = await json<{ choices: Array<{ message: { content: string }; finish_reason: string }> }>(res);
     expect(body.choices[0]!.finish_reason).toBe('stop');
@@ -117,15 +89,15 @@ describe('/v1/completions and chat completions', () => {
 
   it('chat completions through the openai client, the fields as extra body keys, streamed and not', async () => {
     const base = { model, messages: [{ role: 'user' as const, content: 'Yes or no?' }], temperature: 1, seed: 3, max_tokens: 300 };
-    const res = await client.chat.completions.create({ ...base, grammar: GRAMMAR } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const res = await live.openai.chat.completions.create({ ...base, grammar: GRAMMAR } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     expect(res.choices[0]!.finish_reason).toBe('stop');
     expect(res.choices[0]!.message.content).toMatch(MATCH);
 
-    const doc = await client.chat.completions.create({ ...base, json_schema: animal } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const doc = await live.openai.chat.completions.create({ ...base, json_schema: animal } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     expect(doc.choices[0]!.finish_reason).toBe('stop');
     expect(ajv.validate(animal, JSON.parse(doc.choices[0]!.message.content!))).toBe(true);
 
-    const stream = await client.chat.completions.create({ ...base, grammar: GRAMMAR, stream: true } as OpenAI.ChatCompletionCreateParamsStreaming);
+    const stream = await live.openai.chat.completions.create({ ...base, grammar: GRAMMAR, stream: true } as OpenAI.ChatCompletionCreateParamsStreaming);
     let content = '';
     let last: string | null = null;
     for await (const chunk of stream) {
@@ -145,14 +117,14 @@ describe('400s', () => {
       ['/v1/chat/completions', { model, messages: [{ role: 'user', content: 'x' }], grammar: BROKEN }],
     ];
     for (const [path, body] of requests) {
-      const res = await post(path, body);
+      const res = await live.request(path, body);
       expect(res.status, path).toBe(400);
       const { error } = await json<ErrorBody>(res);
       expect(error.type).toBe('invalid_request_error');
       expect(error.code).toBe('invalid_grammar');
       expect(error.message).toMatch(/^grammar: grammar parse error: unterminated literal at line 3, column 18$/);
     }
-    const err = await client.chat.completions
+    const err = await live.openai.chat.completions
       .create({ model, messages: [{ role: 'user', content: 'x' }], grammar: 'root ::= item\nitem ::= "a" other' } as OpenAI.ChatCompletionCreateParamsNonStreaming)
       .then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
@@ -167,7 +139,7 @@ describe('400s', () => {
       ['root ::= <think> "a"', /token references/],
     ];
     for (const [grammar, message] of cases) {
-      const res = await post('/completion', { prompt: 'x', grammar });
+      const res = await live.request('/completion', { prompt: 'x', grammar });
       expect(res.status).toBe(400);
       expect((await json<ErrorBody>(res)).error.message).toMatch(message);
     }
@@ -181,18 +153,18 @@ describe('400s', () => {
       ['/v1/chat/completions', { model, messages: [{ role: 'user', content: 'x' }], json_schema: animal, response_format: format }, /response_format and json_schema cannot be combined/],
     ];
     for (const [path, body, message] of requests) {
-      const res = await post(path, body);
+      const res = await live.request(path, body);
       expect(res.status, path).toBe(400);
       expect((await json<ErrorBody>(res)).error.message).toMatch(message);
     }
     // {"type": "text"} constrains nothing, so it combines with a grammar.
-    const ok = await post('/v1/completions', { model, prompt: 'x', grammar: GRAMMAR, response_format: { type: 'text' }, max_tokens: 64 });
+    const ok = await live.request('/v1/completions', { model, prompt: 'x', grammar: GRAMMAR, response_format: { type: 'text' }, max_tokens: 64 });
     expect(ok.status).toBe(200);
   });
 
   it('refuses a forced tool_choice with a grammar, bad json_schema values and a non-string grammar', async () => {
     const tool = { type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } };
-    const forced = await post('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'x' }], tools: [tool], tool_choice: 'required', grammar: GRAMMAR });
+    const forced = await live.request('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'x' }], tools: [tool], tool_choice: 'required', grammar: GRAMMAR });
     expect(forced.status).toBe(400);
     expect((await json<ErrorBody>(forced)).error.message).toMatch(/forced tool_choice.*grammar/);
     const cases: Array<[Record<string, unknown>, RegExp]> = [
@@ -201,7 +173,7 @@ describe('400s', () => {
       [{ grammar: 7 }, /grammar must be string/],
     ];
     for (const [fields, message] of cases) {
-      const res = await post('/completion', { prompt: 'x', ...fields });
+      const res = await live.request('/completion', { prompt: 'x', ...fields });
       expect(res.status).toBe(400);
       expect((await json<ErrorBody>(res)).error.message).toMatch(message);
     }

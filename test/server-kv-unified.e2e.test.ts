@@ -3,30 +3,19 @@
 // without the flag), /slots and /health report the whole context; when concurrent
 // requests fill the pool, a queued prompt waits for room and a decoding request that
 // finds none ends with finish reason length, never an error.
-import { afterAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { describe, expect, it } from 'vitest';
+import { useStartLive } from './helpers/live-server.js';
 import { storiesCases } from './helpers/stories-expected.js';
 
 const STORY = storiesCases[0]!.expected_token_ids;
 const prompt = (from: number, n: number) => [1, ...STORY.slice(from, from + n)];
 
-const running: Array<{ engine: Engine; server: RunningServer }> = [];
+const start = useStartLive();
 
 async function serve(kvUnified: boolean, extra: { cachePrompt?: boolean; parallel?: number } = {}): Promise<string> {
-  const engine = await loadEngine({ modelDir: 'models/stories260k', contextSize: 256, parallel: extra.parallel ?? 4, kvUnified, cachePrompt: extra.cachePrompt });
-  const server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  running.push({ engine, server });
-  return server.url;
+  const live = await start({ model: 'models/stories260k', engine: { contextSize: 256, parallel: extra.parallel ?? 4, kvUnified, cachePrompt: extra.cachePrompt } });
+  return live.url;
 }
-
-afterAll(async () => {
-  for (const { engine, server } of running) {
-    await server.close();
-    await engine.close();
-  }
-});
 
 interface Native {
   content: string;

@@ -7,9 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { Endpoint, serve, useLive } from './helpers/live-server.js';
 import { waitFor } from './helpers/server-load.js';
 import { readSse } from './helpers/sse.js';
 import { STORIES_DIR, storiesCase } from './helpers/stories-expected.js';
@@ -18,33 +16,11 @@ const onceUponATime = storiesCase('Once upon a time');
 /** stories260k's end-of-sequence token (banned below to run into the context's end). */
 const EOS = 2;
 
-let engine: Engine;
-let server: RunningServer;
-
-beforeAll(async () => {
-  engine = await loadEngine({ modelDir: 'models/stories260k' });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-});
-
-async function post(path: string, body: unknown) {
-  const res = await fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as any };
-}
-
-async function stream(path: string, body: Record<string, unknown>) {
-  const res = await fetch(server.url + path, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
-  expect(res.status).toBe(200);
-  return (await readSse(res)) as any[];
-}
+const live = useLive({ model: 'models/stories260k' });
 
 describe('/completion response fields', () => {
   it('carries tokens, generation_settings, prompt, has_new_line and truncated', async () => {
-    const res = await post('/completion', {
+    const res = await live.post('/completion', {
       prompt: 'Once upon a time',
       n_predict: 64,
       temperature: 0,
@@ -61,7 +37,7 @@ describe('/completion response fields', () => {
       truncated: false,
       stop_type: 'limit',
     });
-    const lily = engine.tokenizer.encode('Lily', false);
+    const lily = live.engine.tokenizer.encode('Lily', false);
     expect(res.body.generation_settings).toMatchObject({
       temperature: 0,
       top_k: 40,
@@ -76,19 +52,19 @@ describe('/completion response fields', () => {
   });
 
   it('leaves tokens empty without return_tokens', async () => {
-    const res = await post('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0 });
+    const res = await live.post('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0 });
     expect(res.body.tokens).toEqual([]);
   });
 
   it('is truncated when the completion runs into the end of the context', async () => {
-    const prompt = engine.tokenizer.encode('Once upon a time '.repeat(120), true);
+    const prompt = live.engine.tokenizer.encode('Once upon a time '.repeat(120), true);
     expect(prompt.length).toBeLessThan(512);
-    const res = await post('/completion', { prompt, temperature: 0, logit_bias: [[EOS, false]] });
+    const res = await live.post('/completion', { prompt, temperature: 0, logit_bias: [[EOS, false]] });
     expect(res.body).toMatchObject({ truncated: true, stop_type: 'limit', tokens_evaluated: prompt.length, tokens_predicted: 512 - prompt.length });
   });
 
   it('streams token ids with each chunk and ends with the summary', async () => {
-    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
+    const events = await live.postSse('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0, stream: true });
     const chunks = events.slice(0, -1);
     expect(chunks.map((c) => c.content).join('')).toBe(onceUponATime.expected_text);
     expect(chunks.flatMap((c) => c.tokens)).toEqual(onceUponATime.expected_token_ids);
@@ -97,7 +73,7 @@ describe('/completion response fields', () => {
   });
 
   it('timings_per_token puts the timings so far on every streamed chunk', async () => {
-    const events = await stream('/completion', { prompt: 'Once upon a time', n_predict: 16, temperature: 0, timings_per_token: true, cache_prompt: false });
+    const events = await live.postSse('/completion', { prompt: 'Once upon a time', n_predict: 16, temperature: 0, timings_per_token: true, cache_prompt: false, stream: true });
     const chunks = events.slice(0, -1);
     let predicted = 0;
     for (const chunk of chunks) {
@@ -109,17 +85,17 @@ describe('/completion response fields', () => {
     expect(predicted).toBe(16);
     expect(events.at(-1)).toMatchObject({ timings: { predicted_n: 16 }, generation_settings: { timings_per_token: true } });
     // Off by default.
-    const plain = await stream('/completion', { prompt: 'Once upon a time', n_predict: 2, temperature: 0 });
+    const plain = await live.postSse('/completion', { prompt: 'Once upon a time', n_predict: 2, temperature: 0, stream: true });
     expect(plain.slice(0, -1).every((c) => c.timings === undefined)).toBe(true);
   });
 
   it('is also served on /completions, as llama-server serves it', async () => {
-    const res = await post('/completions', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
+    const res = await live.post('/completions', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
     expect(res.body).toMatchObject({ content: onceUponATime.expected_text, stop: true, tokens_predicted: 64 });
   });
 
   it('projects response_fields, nested paths keeping their full name', async () => {
-    const res = await post('/completion', {
+    const res = await live.post('/completion', {
       prompt: 'Once upon a time',
       n_predict: 8,
       temperature: 0,
@@ -134,8 +110,8 @@ describe('/completion response fields', () => {
   });
 
   it('names both sizes when the prompt does not fit, on /completion too', async () => {
-    const prompt = engine.tokenizer.encode('Once upon a time '.repeat(200), true);
-    const res = await post('/completion', { prompt, n_predict: 1 });
+    const prompt = live.engine.tokenizer.encode('Once upon a time '.repeat(200), true);
+    const res = await live.post('/completion', { prompt, n_predict: 1 });
     expect(res.status).toBe(400);
     expect(res.body.error).toEqual({
       message: `request (${prompt.length} tokens) exceeds the available context size (512 tokens), try increasing it`,
@@ -150,8 +126,8 @@ describe('/completion response fields', () => {
 describe('/completion post_sampling_probs', () => {
   it('reports prob/top_probs of the distribution each token was drawn from', async () => {
     const request = { prompt: 'Once upon a time', n_predict: 12, temperature: 1, top_k: 3, top_p: 1, min_p: 0, seed: 7, n_probs: 3 };
-    const plain = (await post('/completion', request)).body;
-    const post_ = (await post('/completion', { ...request, post_sampling_probs: true })).body;
+    const plain = (await live.post('/completion', request)).body;
+    const post_ = (await live.post('/completion', { ...request, post_sampling_probs: true })).body;
     // The same draws: the flag changes what is reported, not what is sampled.
     expect(post_.content).toBe(plain.content);
     expect(post_.generation_settings.post_sampling_probs).toBe(true);
@@ -176,8 +152,8 @@ describe('/completion post_sampling_probs', () => {
     // then its temperature stage keeps only the argmax: its test_n_probs_post_sampling gets
     // n_probs entries at temperature 0, one of probability 1. top_k 10 keeps exactly ten here.
     const request = { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 10, top_k: 10, top_p: 1, min_p: 0 };
-    const plain = (await post('/completion', request)).body.completion_probabilities as any[];
-    const events = await stream('/completion', { ...request, post_sampling_probs: true });
+    const plain = (await live.post('/completion', request)).body.completion_probabilities as any[];
+    const events = await live.postSse('/completion', { ...request, post_sampling_probs: true, stream: true });
     const entries = events.slice(0, -1).flatMap((e) => e.completion_probabilities ?? []);
     expect(entries.map((e) => e.id)).toEqual(onceUponATime.expected_token_ids.slice(0, 4));
     entries.forEach((e, i) => {
@@ -189,7 +165,7 @@ describe('/completion post_sampling_probs', () => {
     });
     // The server's defaults (min_p 0.05, top_p 0.95) keep fewer: those of the row's top ten
     // with p >= 0.05 p_max, as many as top-p leaves.
-    const defaults = (await post('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 10, post_sampling_probs: true })).body;
+    const defaults = (await live.post('/completion', { prompt: 'Once upon a time', n_predict: 4, temperature: 0, n_probs: 10, post_sampling_probs: true })).body;
     defaults.completion_probabilities.forEach((e: any, i: number) => {
       const row = plain[i].top_logprobs as Array<{ id: number; logprob: number }>;
       const minP = row.filter((t) => t.logprob >= row[0]!.logprob + Math.log(0.05)).map((t) => t.id);
@@ -203,7 +179,7 @@ describe('/completion post_sampling_probs', () => {
 
 describe('chat post_sampling_probs', () => {
   it('chat logprobs become prob/top_probs of the drawn-from distribution, through the openai SDK', async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = live.openai;
     const request = {
       model: 'stories260k',
       messages: [{ role: 'user' as const, content: 'Once upon a time' }],
@@ -233,7 +209,7 @@ describe('chat post_sampling_probs', () => {
 
 describe('chat post_sampling_probs, greedy', () => {
   it('top_logprobs 10 at temperature 0: the kept candidates, the chosen at probability 1, through the openai SDK', async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = live.openai;
     const request = { model: 'stories260k', messages: [{ role: 'user' as const, content: 'Once upon a time' }], max_tokens: 3, temperature: 0, logprobs: true, top_logprobs: 10, top_k: 10, top_p: 1, min_p: 0 };
     const plain = await client.chat.completions.create(request as OpenAI.ChatCompletionCreateParamsNonStreaming);
     const post_ = await client.chat.completions.create({ ...request, post_sampling_probs: true } as OpenAI.ChatCompletionCreateParamsNonStreaming);
@@ -259,21 +235,21 @@ describe('ignore_eos', () => {
   const EOG_BANS = [{ bias: null, token: 2 }, { bias: null, token: 1 }];
 
   it('/completion generates past the end of sequence to n_predict, every EOG token banned in generation_settings.logit_bias (llama-server)', async () => {
-    const plain = (await post('/completion', { prompt: STORY_END, n_predict: 24, temperature: 0 })).body;
+    const plain = (await live.post('/completion', { prompt: STORY_END, n_predict: 24, temperature: 0 })).body;
     expect(plain).toMatchObject({ content: ENDING, tokens_predicted: 12, stop_type: 'eos', generation_settings: { ignore_eos: false, logit_bias: [] } });
-    const ignored = (await post('/completion', { prompt: STORY_END, n_predict: 24, temperature: 0, ignore_eos: true, return_tokens: true })).body;
+    const ignored = (await live.post('/completion', { prompt: STORY_END, n_predict: 24, temperature: 0, ignore_eos: true, return_tokens: true })).body;
     expect(ignored).toMatchObject({ tokens_predicted: 24, stop_type: 'limit', generation_settings: { ignore_eos: true, logit_bias: EOG_BANS } });
     expect(ignored.content.startsWith(ENDING)).toBe(true);
     expect(ignored.tokens.filter((t: number) => t === 1 || t === 2)).toEqual([]);
     // The request's own logit_bias comes first; a +100 on EOS does not lift the ban.
-    const lily = engine.tokenizer.encode('Lily', false);
-    const both = (await post('/completion', { prompt: STORY_END, n_predict: 2, temperature: 0, ignore_eos: true, logit_bias: [['Lily', -2], [2, 100]] })).body;
+    const lily = live.engine.tokenizer.encode('Lily', false);
+    const both = (await live.post('/completion', { prompt: STORY_END, n_predict: 2, temperature: 0, ignore_eos: true, logit_bias: [['Lily', -2], [2, 100]] })).body;
     expect(both).toMatchObject({ tokens_predicted: 2, stop_type: 'limit' });
     expect(both.generation_settings.logit_bias).toEqual([...lily.map((token) => ({ bias: -2, token })), { bias: null, token: 2 }, { bias: null, token: 1 }]);
   });
 
   it('does the same on /v1/completions and chat through the openai SDK, and on Responses', async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = live.openai;
     const text = await client.completions.create({ model: 'stories260k', prompt: STORY_END, max_tokens: 16, temperature: 0, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming);
     expect(text.choices[0]).toMatchObject({ finish_reason: 'length' });
     expect(text.choices[0]!.text.startsWith(ENDING)).toBe(true);
@@ -298,7 +274,7 @@ describe('ignore_eos', () => {
       ['/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }] }],
       ['/v1/responses', { input: 'Hi' }],
     ] as const) {
-      const res = await post(path, { ...body, ignore_eos: 'yes' });
+      const res = await live.post(path, { ...body, ignore_eos: 'yes' });
       expect(res.status, path).toBe(400);
       expect(res.body.error, path).toMatchObject({ message: 'ignore_eos must be boolean', type: 'invalid_request_error' });
     }
@@ -308,8 +284,8 @@ describe('ignore_eos', () => {
 describe('/tokenize with_pieces', () => {
   it('gives each token its piece: text, or the bytes where they are not UTF-8 on their own', async () => {
     const content = 'Once upon a time, á';
-    const ids = (await post('/tokenize', { content })).body.tokens as number[];
-    const res = await post('/tokenize', { content, with_pieces: true });
+    const ids = (await live.post('/tokenize', { content })).body.tokens as number[];
+    const res = await live.post('/tokenize', { content, with_pieces: true });
     expect(res.status).toBe(200);
     const pieces = res.body.tokens as Array<{ id: number; piece: string | number[] }>;
     expect(pieces.map((p) => p.id)).toEqual(ids);
@@ -323,7 +299,7 @@ describe('/tokenize with_pieces', () => {
 
 describe('/props and /slots', () => {
   it('/props carries model_path, n_ctx and the default params', async () => {
-    const res = await fetch(`${server.url}/props`);
+    const res = await fetch(`${live.url}/props`);
     const body = (await res.json()) as any;
     expect(body.model_path).toBe(STORIES_DIR);
     expect(body.default_generation_settings).toMatchObject({
@@ -335,7 +311,7 @@ describe('/props and /slots', () => {
   });
 
   it('/slots entries carry n_ctx', async () => {
-    const res = await fetch(`${server.url}/slots`);
+    const res = await fetch(`${live.url}/slots`);
     const slots = (await res.json()) as any[];
     expect(slots.length).toBeGreaterThan(0);
     for (const slot of slots) expect(slot).toMatchObject({ n_ctx: 512, context_size: 512 });
@@ -344,7 +320,7 @@ describe('/props and /slots', () => {
 
 describe('chat completions keep the REST reference wire shape', () => {
   it('system_fingerprint stays null and the stream opens with the role', async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = live.openai;
     const chunks = [];
     const s = await client.chat.completions.create({ model: 'stories260k', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 4, stream: true });
     for await (const chunk of s) chunks.push(chunk);
@@ -384,18 +360,18 @@ describe('/apply-template and __verbose with a BOS-adding tokenizer', () => {
   // llama-server renders without the leading BOS text its tokenizer adds again, so the
   // prompt sent on to /completion (as its documentation suggests) gets one BOS.
   it('/apply-template leaves out the BOS /completion adds, and renders any length', async () => {
-    const applied = await post('/apply-template', { messages });
+    const applied = await live.post('/apply-template', { messages });
     expect(applied.body).toEqual({ prompt: 'Once upon a time' });
-    const completion = await post('/completion', { prompt: applied.body.prompt, n_predict: 1, temperature: 0 });
+    const completion = await live.post('/completion', { prompt: applied.body.prompt, n_predict: 1, temperature: 0 });
     expect(completion.body.prompt).toBe('<s> Once upon a time');
-    const chat = await post('/v1/chat/completions', { messages, max_tokens: 1, temperature: 0 });
+    const chat = await live.post('/v1/chat/completions', { messages, max_tokens: 1, temperature: 0 });
     expect(completion.body.tokens_evaluated).toBe(chat.body.usage.prompt_tokens);
     // Rendering is not evaluation: a conversation longer than the context renders; chat refuses it.
     const long = [{ role: 'user', content: 'Once upon a time '.repeat(600) }];
-    const rendered = await post('/apply-template', { messages: long });
+    const rendered = await live.post('/apply-template', { messages: long });
     expect(rendered.status).toBe(200);
     expect(rendered.body.prompt).toBe(long[0]!.content);
-    const refused = await post('/v1/chat/completions', { messages: long, max_tokens: 1 });
+    const refused = await live.post('/v1/chat/completions', { messages: long, max_tokens: 1 });
     expect(refused.status).toBe(400);
     expect(refused.body.error.code).toBe('context_length_exceeded');
   });
@@ -403,12 +379,12 @@ describe('/apply-template and __verbose with a BOS-adding tokenizer', () => {
   // llama-server's __verbose.prompt, like its /completion's prompt, is the prompt tokens
   // detokenized (special tokens shown), not the template's text.
   it('__verbose.prompt is the prompt tokens decoded, on chat as on text completions and /completion', async () => {
-    const verbose = await startServer(engine, { host: '127.0.0.1', port: 0, verbose: true });
+    const verbose = await serve(live.engine, { server: { verbose: true } });
     try {
-      const client = new OpenAI({ baseURL: `${verbose.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const client = verbose.openai;
       const chat = (await client.chat.completions.create({ model: 's', messages, max_tokens: 2, temperature: 0 })) as unknown as { __verbose: { prompt: string } };
       const text = (await client.completions.create({ model: 's', prompt: 'Once upon a time', max_tokens: 2, temperature: 0 })) as unknown as { __verbose: { prompt: string } };
-      const native = await post('/completion', { prompt: 'Once upon a time', n_predict: 2, temperature: 0 });
+      const native = await live.post('/completion', { prompt: 'Once upon a time', n_predict: 2, temperature: 0 });
       expect(chat.__verbose.prompt).toBe('<s> Once upon a time');
       expect(text.__verbose.prompt).toBe(native.body.prompt);
       expect(chat.__verbose.prompt).toBe(native.body.prompt);
@@ -421,6 +397,7 @@ describe('/apply-template and __verbose with a BOS-adding tokenizer', () => {
 describe('the command line', () => {
   let dir: string;
   let cli: Awaited<ReturnType<typeof startCli>>;
+  let api: Endpoint;
   const template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
 
   beforeAll(async () => {
@@ -428,6 +405,7 @@ describe('the command line', () => {
     writeFileSync(join(dir, 'template.jinja'), template);
     cli = await startCli(['--alias', 'gpt-x,tiny', '--tags', 'small,test', '--chat-template-file', join(dir, 'template.jinja'), '-n', '6', '--verbose', '-b', '16']);
     expect(cli.url, cli.output()).not.toBe('');
+    api = new Endpoint(cli.url);
   });
 
   afterAll(async () => {
@@ -436,7 +414,7 @@ describe('the command line', () => {
   });
 
   it('--alias names the model in responses and lists every alias, with the --tags', async () => {
-    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = api.openai;
     const models = await client.models.list();
     expect(models.data).toHaveLength(1);
     expect(models.data[0]).toMatchObject({ id: 'gpt-x', aliases: ['gpt-x', 'tiny'], tags: ['small', 'test'] });
@@ -451,7 +429,7 @@ describe('the command line', () => {
     const messages = [{ role: 'user' as const, content: 'Once upon a time' }];
     const applied = await fetch(`${cli.url}/apply-template`, { method: 'POST', body: JSON.stringify({ messages }) });
     expect(await applied.json()).toEqual({ prompt: '[user] Once upon a time\n[assistant]' });
-    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = api.openai;
     const chat = await client.chat.completions.create({ model: 'gpt-x', messages, max_tokens: 3, temperature: 0 });
     const tokenize = await fetch(`${cli.url}/tokenize`, { method: 'POST', body: JSON.stringify({ content: '[user] Once upon a time\n[assistant]' }) });
     expect(chat.usage?.prompt_tokens).toBe(((await tokenize.json()) as { tokens: number[] }).tokens.length);
@@ -486,7 +464,7 @@ describe('the command line', () => {
   });
 
   it('return_progress on chat completions and /v1/completions streams llama-server\'s progress chunks before the tokens', async () => {
-    const client = new OpenAI({ baseURL: `${cli.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = api.openai;
     /** The prefill chunks' ends for a prompt of n tokens at -b 16. */
     const ends = (n: number) => Array.from({ length: Math.ceil(n / 16) }, (_, i) => Math.min(16 * (i + 1), n));
     // Chat (the openai SDK): each progress chunk is the role delta with prompt_progress, as llama-server's.

@@ -1,42 +1,24 @@
 // llama-server's native routes over raw HTTP, against a live server on the real engine
 // and the trained stories260k model (greedy outputs from expected.json).
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { describe, expect, it } from 'vitest';
+import { useLive } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
 const onceUponATime = storiesCase('Once upon a time');
 
-let engine: Engine;
-let server: RunningServer;
-
-beforeAll(async () => {
-  engine = await loadEngine({ modelDir: 'models/stories260k' });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-});
-
-async function post(path: string, body: unknown) {
-  const res = await fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as any };
-}
+const live = useLive({ model: 'models/stories260k' });
 
 describe('native API on stories260k', () => {
   it('GET /health reports the model and its context', async () => {
-    const res = await fetch(`${server.url}/health`);
+    const res = await fetch(`${live.url}/health`);
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ status: 'ok', model: 'stories260k', context_size: 512 });
   });
 
   it('POST /completion reproduces the greedy expected text', async () => {
-    const res = await post('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
+    const res = await live.post('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0 });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
       content: onceUponATime.expected_text,
@@ -49,7 +31,7 @@ describe('native API on stories260k', () => {
   });
 
   it('POST /completion streams the same text and ends with the summary', async () => {
-    const res = await fetch(`${server.url}/completion`, {
+    const res = await fetch(`${live.url}/completion`, {
       method: 'POST',
       body: JSON.stringify({ prompt: onceUponATime.prompt_token_ids, n_predict: 64, temperature: 0, stream: true }),
     });
@@ -59,7 +41,7 @@ describe('native API on stories260k', () => {
   });
 
   it('POST /completion stops at a stop word', async () => {
-    const res = await post('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0, stop: ['park'] });
+    const res = await live.post('/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0, stop: ['park'] });
     expect(res.body).toMatchObject({
       content: ', there was a little girl named Lily. She loved to play outside in the ',
       stop_type: 'word',
@@ -77,13 +59,13 @@ describe('native API on stories260k', () => {
       ['/audio/speech', /^POST \/audio\/speech needs a Kokoro text-to-speech model, and audio models .* are not supported yet; /],
     ];
     for (const [path, message] of cases) {
-      const res = await post(path, { prompt: 'a cat', model: 'x', input: 'hi' });
+      const res = await live.post(path, { prompt: 'a cat', model: 'x', input: 'hi' });
       expect(res.status, path).toBe(501);
       expect(res.body.error.type, path).toBe('not_implemented');
       expect(res.body.error.message, path).toMatch(message);
     }
      // The official client, as an application calls these routes.
-    const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const openai = live.openai;
     const calls: Array<[() => Promise<unknown>, RegExp]> = [
       [() => openai.images.generate({ model: 'flux', prompt: 'a cat' }), /image generation models .* are not supported yet/],
       [() => openai.audio.speech.create({ model: 'kokoro', voice: 'alloy', input: 'hi' }), /Kokoro text-to-speech model, and audio models .* are not supported yet/],
@@ -97,9 +79,9 @@ describe('native API on stories260k', () => {
   });
 
   it('POST /tokenize and /detokenize round-trip', async () => {
-    const tokens = (await post('/tokenize', { content: 'Once upon a time', add_special: true })).body.tokens;
+    const tokens = (await live.post('/tokenize', { content: 'Once upon a time', add_special: true })).body.tokens;
     expect(tokens).toEqual(onceUponATime.prompt_token_ids);
-    expect((await post('/detokenize', { tokens: tokens.slice(1) })).body).toEqual({ content: 'Once upon a time' });
+    expect((await live.post('/detokenize', { tokens: tokens.slice(1) })).body).toEqual({ content: 'Once upon a time' });
   });
 
   // The REST reference: ids are read as 64-bit integers; a negative id or one outside the
@@ -117,7 +99,7 @@ describe('native API on stories260k', () => {
       ['[1, 9007199254740993]', '9007199254740993'],
     ];
     for (const [tokens, bad] of cases) {
-      const res = await fetch(`${server.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
+      const res = await fetch(`${live.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
       expect(res.status, tokens).toBe(500);
       expect(await res.json(), tokens).toEqual({
         error: { type: 'server_error', message: `token id ${bad} is out of vocabulary range (vocab_size 512)`, code: null },
@@ -135,7 +117,7 @@ describe('native API on stories260k', () => {
       ['[1e300]', /^tokens\[0\] must be a 64-bit integer, got 1e300$/],
     ];
     for (const [tokens, message] of cases) {
-      const res = await fetch(`${server.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
+      const res = await fetch(`${live.url}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"tokens": ${tokens}}` });
       expect(res.status, tokens).toBe(400);
       const body = (await res.json()) as { error: { type: string; message: string } };
       expect(body.error.type, tokens).toBe('invalid_request_error');

@@ -3,9 +3,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseCli, type ServeOptions } from '../src/cli-options.js';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { serve as serveOn, useModel, type LiveServer } from './helpers/live-server.js';
 import { countState, getSlots, holdSlot, parseMetrics, waitFor, type HeldRequest } from './helpers/server-load.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
@@ -15,40 +13,38 @@ const onceUponATime = storiesCase('Once upon a time');
 /** Completion params plus llama-server's `top_k`, which this server takes and the SDK does not declare. */
 type TopKCompletionParams = OpenAI.CompletionCreateParamsNonStreaming & { top_k?: number };
 
-let engine: Engine;
-const servers: RunningServer[] = [];
+const live = useModel({ model: MODEL, engine: { parallel: 2 } });
+const servers: LiveServer[] = [];
 
 /** A server on the shared engine, configured by mlxcel-server command-line flags. */
-async function serve(argv: string[]): Promise<{ server: RunningServer; client: OpenAI; options: ServeOptions }> {
+async function serve(argv: string[]): Promise<LiveServer & { options: ServeOptions }> {
   const command = parseCli(['--port', '0', ...argv], {}, MODEL);
   if (command.kind !== 'serve') throw new Error('expected a serve command');
-  const server = await startServer(engine, command.options);
+  const server = await serveOn(live.engine, { server: command.options });
   servers.push(server);
-  return { server, options: command.options, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'k', maxRetries: 0 }) };
+  return Object.assign(server, { options: command.options });
 }
 
 let plain: Awaited<ReturnType<typeof serve>>; // --metrics, default sampling
 let tuned: Awaited<ReturnType<typeof serve>>; // --metrics-port, --no-slots, sampling flags
 
 beforeAll(async () => {
-  engine = await loadEngine({ modelDir: MODEL, parallel: 2 });
   plain = await serve(['--metrics']);
   tuned = await serve(['--metrics-port', '0', '--no-slots', '--temp', '0', '-n', '12', '--seed', '5', '--top-k', '7', '--top-p', '0.5']);
 });
 
 afterAll(async () => {
   for (const s of servers) await s.close();
-  await engine?.close();
 });
 
-const idle = () => waitFor(() => engine.stats().activeSequences === 0 && engine.stats().queueDepth === 0, 10_000, 'engine idle');
+const idle = () => waitFor(() => live.engine.stats().activeSequences === 0 && live.engine.stats().queueDepth === 0, 10_000, 'engine idle');
 
 /** Two requests in the two slots and a third queued behind them. */
 async function saturate(url: string): Promise<HeldRequest[]> {
   const held = [holdSlot(url), holdSlot(url)];
-  await waitFor(() => engine.stats().activeSequences === 2, 10_000, 'both slots busy');
+  await waitFor(() => live.engine.stats().activeSequences === 2, 10_000, 'both slots busy');
   held.push(holdSlot(url));
-  await waitFor(() => engine.stats().queueDepth === 1, 10_000, 'one queued');
+  await waitFor(() => live.engine.stats().queueDepth === 1, 10_000, 'one queued');
   return held;
 }
 
@@ -127,7 +123,7 @@ describe('GET /props', () => {
   });
 
   it('reports the defaults requests actually get', async () => {
-    const { client, server } = tuned;
+    const { openai: client, server } = tuned;
     // --temp 0 makes an unspecified temperature greedy; -n 12 is the budget of a request
     // that sets none (the REST reference's default), not a cap on one that sets more.
     const res = await client.completions.create({ model: 'm', prompt: onceUponATime.prompt });
@@ -189,7 +185,7 @@ describe('GET /metrics', () => {
   });
 
   it('counts finished chat completions once, streamed or not, and leaves out cancelled chat streams and streaming completions', async () => {
-    const { client, server } = plain;
+    const { openai: client, server } = plain;
     const { url } = server;
     const before = (await scrape(url)).values;
     const chat = { model: 'm', messages: [{ role: 'user' as const, content: 'Once upon a time' }], temperature: 0 };
@@ -242,7 +238,7 @@ describe('GET /metrics', () => {
     // Every sequence counts in the engine's own counters, cancelled and streamed ones too.
     expect(delta('mlxcel_batch_sequences_started')).toBe(7);
     expect(delta('mlxcel_batch_sequences_completed')).toBe(6);
-    const { counters } = engine.stats();
+    const { counters } = live.engine.stats();
     expect(after.get('mlxcel_batch_sequences_started')).toBe(counters.sequences_started);
     expect(after.get('mlxcel_batch_sequences_completed')).toBe(counters.sequences_completed);
     expect(after.get('mlxcel_batch_prefill_tokens_total')).toBe(counters.total_prefill_tokens);
@@ -261,7 +257,7 @@ describe('GET /metrics', () => {
   });
 
   it('is absent without --metrics, and --metrics-port serves it on its own listener', async () => {
-    const { server, client } = tuned;
+    const { server, openai: client } = tuned;
     const missing = await fetch(`${server.url}/metrics`);
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { error: { type: string } }).error.type).toBe('not_found_error');

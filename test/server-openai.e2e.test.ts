@@ -1,40 +1,25 @@
 // The OpenAI routes through the official client, against a live server on the real
 // engine and the trained stories260k model (greedy outputs from expected.json).
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { describe, expect, it } from 'vitest';
+import { useLive } from './helpers/live-server.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
 const onceUponATime = storiesCase('Once upon a time');
 const lilyWantedTo = storiesCase('Lily wanted to');
 
-let engine: Engine;
-let server: RunningServer;
-let client: OpenAI;
-
-beforeAll(async () => {
-  engine = await loadEngine({ modelDir: 'models/stories260k' });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-});
+const live = useLive({ model: 'models/stories260k' });
 
 describe('OpenAI API on stories260k', () => {
   it('lists the model', async () => {
-    const models = await client.models.list();
+    const models = await live.openai.models.list();
     expect(models.data.map((m) => m.id)).toEqual(['stories260k']);
   });
 
   it('completions reproduce the greedy expected text, leading space included', async () => {
     // The second prompt shares the first one's BOS, which the prompt cache serves.
     for (const [c, cached] of [[onceUponATime, 0], [lilyWantedTo, 1]] as const) {
-      const res = await client.completions.create({ model: 'stories260k', prompt: c.prompt, max_tokens: 64, temperature: 0 });
+      const res = await live.openai.completions.create({ model: 'stories260k', prompt: c.prompt, max_tokens: 64, temperature: 0 });
       expect(res.choices[0]!.text).toBe(c.expected_text);
       expect(res.choices[0]!.finish_reason).toBe('length');
       expect(res.usage).toEqual({ prompt_tokens: 5, completion_tokens: 64, total_tokens: 69, prompt_tokens_details: { cached_tokens: cached } });
@@ -42,7 +27,7 @@ describe('OpenAI API on stories260k', () => {
   });
 
   it('chat renders "<s>Once upon a time" and continues it greedily', async () => {
-    const res = await client.chat.completions.create({
+    const res = await live.openai.chat.completions.create({
       model: 'stories260k',
       messages: [{ role: 'user', content: 'Once upon a time' }],
       max_tokens: 64,
@@ -55,7 +40,7 @@ describe('OpenAI API on stories260k', () => {
   });
 
   it('streams chat with include_usage', async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await live.openai.chat.completions.create({
       model: 'stories260k',
       messages: [{ role: 'user', content: 'Once upon a time' }],
       max_tokens: 64,
@@ -84,7 +69,7 @@ describe('OpenAI API on stories260k', () => {
   });
 
   it('streams completions', async () => {
-    const stream = await client.completions.create({
+    const stream = await live.openai.completions.create({
       model: 'stories260k',
       prompt: lilyWantedTo.prompt,
       max_tokens: 64,
@@ -102,7 +87,7 @@ describe('OpenAI API on stories260k', () => {
   });
 
   it('ends at stop strings, streaming or not', async () => {
-    const res = await client.completions.create({
+    const res = await live.openai.completions.create({
       model: 'stories260k',
       prompt: 'Once upon a time',
       max_tokens: 64,
@@ -112,7 +97,7 @@ describe('OpenAI API on stories260k', () => {
     expect(res.choices[0]!.text).toBe(', there was a little girl named ');
     expect(res.choices[0]!.finish_reason).toBe('stop');
 
-    const stream = await client.chat.completions.create({
+    const stream = await live.openai.chat.completions.create({
       model: 'stories260k',
       messages: [{ role: 'user', content: 'Once upon a time' }],
       max_tokens: 64,
@@ -133,7 +118,7 @@ describe('OpenAI API on stories260k', () => {
 
   it('rejects a prompt longer than the context with 400 and the token counts', async () => {
     const prompt = 'Once upon a time '.repeat(200);
-    const err = await client.completions.create({ model: 'stories260k', prompt, max_tokens: 1 }).catch((e: unknown) => e);
+    const err = await live.openai.completions.create({ model: 'stories260k', prompt, max_tokens: 1 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded');
     expect((err as Error).message).toMatch(/request \(\d+ tokens\) exceeds the available context size \(512 tokens\), try increasing it/);
@@ -143,7 +128,7 @@ describe('OpenAI API on stories260k', () => {
 
   it('a client that disconnects mid-stream does not disturb the next request', async () => {
     const controller = new AbortController();
-    const stream = await client.chat.completions.create(
+    const stream = await live.openai.chat.completions.create(
       { model: 'stories260k', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 400, stream: true },
       { signal: controller.signal },
     );
@@ -154,12 +139,12 @@ describe('OpenAI API on stories260k', () => {
     }
     expect(chunks).toBe(3);
     // The server notices the closed connection and frees the sequence.
-    for (let i = 0; i < 100 && engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(engine.stats()).toMatchObject({ activeSequences: 0, queueDepth: 0 });
+    for (let i = 0; i < 100 && live.engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(live.engine.stats()).toMatchObject({ activeSequences: 0, queueDepth: 0 });
 
-    const res = await client.completions.create({ model: 'stories260k', prompt: 'Once upon a time', max_tokens: 64, temperature: 0 });
+    const res = await live.openai.completions.create({ model: 'stories260k', prompt: 'Once upon a time', max_tokens: 64, temperature: 0 });
     expect(res.choices[0]!.text).toBe(onceUponATime.expected_text);
-    for (let i = 0; i < 100 && engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(engine.stats()).toMatchObject({ activeSequences: 0, queueDepth: 0 });
+    for (let i = 0; i < 100 && live.engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(live.engine.stats()).toMatchObject({ activeSequences: 0, queueDepth: 0 });
   });
 });

@@ -6,11 +6,10 @@
 // cancelled request donates only the blocks it completed, and --no-cache-prompt gives the
 // fixed disabled payload that cache_prompt: true cannot change.
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine, EngineOptions } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
+import { describe, expect, it } from 'vitest';
+import type { EngineOptions } from '../src/engine/engine.js';
 import type { PromptCacheStats } from '../src/engine/prompt-cache.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { useLive, useStartLive } from './helpers/live-server.js';
 import { waitFor } from './helpers/server-load.js';
 import { storiesCases } from './helpers/stories-expected.js';
 
@@ -21,30 +20,9 @@ const BLOCK = 16;
 const BLOCK_BYTES = 5 * 2 * 16 * 4 * 8 * 4;
 const prompt = (from: number, n: number) => [1, ...STORY.slice(from, from + n)];
 
-interface Served {
-  engine: Engine;
-  server: RunningServer;
-}
-const running: Served[] = [];
-
-async function serve(options: Partial<EngineOptions> = {}): Promise<Served> {
-  const engine = await loadEngine({ modelDir: 'models/stories260k', parallel: 2, ...options });
-  const server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  running.push({ engine, server });
-  return { engine, server };
-}
-
-let main: Served;
-beforeAll(async () => {
-  main = await serve();
-});
-
-afterAll(async () => {
-  for (const { server, engine } of running) {
-    await server.close();
-    await engine.close();
-  }
-});
+const main = useLive({ model: 'models/stories260k', engine: { parallel: 2 } });
+const start = useStartLive();
+const serve = (options: Partial<EngineOptions> = {}) => start({ model: 'models/stories260k', engine: { parallel: 2, ...options } });
 
 interface NativeResult {
   content: string;
@@ -111,7 +89,7 @@ describe('prefix reuse', () => {
 
   it('reuses to the token: an identical 77-token prompt all but its last token, an extension all 77', async () => {
     await reset(main.server.url);
-    const client = new OpenAI({ baseURL: `${main.server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = main.openai;
     const p = prompt(20, 76); // 77 tokens: 4 whole blocks and 13 tokens
     const run = async (tokens: number[], cache = true) => {
       const r = await client.completions.create({ model: 'm', prompt: tokens, max_tokens: 8, temperature: 0, ...(cache ? {} : { cache_prompt: false }) } as OpenAI.CompletionCreateParamsNonStreaming);
@@ -135,7 +113,7 @@ describe('prefix reuse', () => {
 
   it('reports cached_tokens in chat usage through the openai client', async () => {
     await reset(main.server.url);
-    const client = new OpenAI({ baseURL: `${main.server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = main.openai;
     const story = main.engine.tokenizer.decode(STORY.slice(0, 120));
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: story }];
     const first = await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0 });

@@ -5,48 +5,34 @@
 // calls and a forced call cut off by max_tokens, each checked against the template rendered
 // here or against /v1/chat/completions, which runs the same pipeline.
 import Anthropic from '@anthropic-ai/sdk';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { forcedInstruction } from '../src/chat/chat-request.js';
 import { ChatTemplate, templateDates, type ChatMessage } from '../src/chat/template.js';
 import { parseCli } from '../src/cli-options.js';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
 import { everyApi, expectCutOnEveryApi } from './helpers/chat-apis.js';
-import { makeRandomCheckpoint, useThinkingQwen3Template } from './helpers/random-checkpoint.js';
+import { serve, tinyQwen3, useLive } from './helpers/live-server.js';
+import { useThinkingQwen3Template } from './helpers/random-checkpoint.js';
 
-let dir: string;
-let engine: Engine;
-let server: RunningServer;
-let openai: OpenAI;
-let anthropic: Anthropic;
-let template: ChatTemplate;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'qwen3-apis-'));
-  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 1 }, dir);
+let chatTemplate: string;
+const live = useLive({
+  model: tinyQwen3({ layers: 2, seed: 1 }),
+  engine: { parallel: 2 },
   // Qwen3's template closes an empty block when enable_thinking is false; the thinking
   // variants open one otherwise.
-  const chatTemplate = useThinkingQwen3Template(dir);
-  engine = await loadEngine({ modelDir: dir, parallel: 2 });
-  template = new ChatTemplate(chatTemplate, engine.tokenizer);
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+  prepare: (dir) => {
+    chatTemplate = useThinkingQwen3Template(dir);
+  },
 });
+let template: ChatTemplate;
 
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+beforeAll(() => {
+  template = new ChatTemplate(chatTemplate, live.engine.tokenizer);
 });
 
 const tokens = (messages: ChatMessage[], options: Parameters<ChatTemplate['render']>[1] = {}) =>
-  engine.tokenizer.encode(template.render(messages, options), false).length;
+  live.engine.tokenizer.encode(template.render(messages, options), false).length;
 
 const weatherTool = {
   type: 'function' as const,
@@ -60,7 +46,7 @@ const asChatTool = { type: 'function', function: { name: weatherTool.name, descr
 describe('reasoning', () => {
   it('Responses put the opened block in a reasoning item ahead of the message, streamed or not', async () => {
     const params = { model: 'q', input: 'Hello', max_output_tokens: 6, temperature: 0 };
-    const res = await openai.responses.create(params);
+    const res = await live.openai.responses.create(params);
     expect(res.output.map((o) => [o.type, 'status' in o ? o.status : undefined])).toEqual([
       ['reasoning', 'incomplete'],
       ['message', 'incomplete'],
@@ -70,9 +56,9 @@ describe('reasoning', () => {
     expect(text.length).toBeGreaterThan(0);
     expect(res.output_text).toBe('');
     expect(res.usage?.output_tokens).toBe(6);
-    expect(res.usage?.output_tokens_details.reasoning_tokens).toBe(engine.tokenizer.encode(text, false).length);
+    expect(res.usage?.output_tokens_details.reasoning_tokens).toBe(live.engine.tokenizer.encode(text, false).length);
 
-    const stream = openai.responses.stream(params);
+    const stream = live.openai.responses.stream(params);
     const deltas: string[] = [];
     stream.on('response.reasoning_text.delta', (e) => deltas.push(e.delta));
     const final = await stream.finalResponse();
@@ -82,8 +68,8 @@ describe('reasoning', () => {
 
   it('thinking_budget_tokens caps reasoning exactly as on chat completions', async () => {
     for (const budget of [0, 3]) {
-      const res = await openai.responses.create({ model: 'q', input: 'Hello', max_output_tokens: 12, temperature: 0, thinking_budget_tokens: budget } as never);
-      const chat = await openai.chat.completions.create({
+      const res = await live.openai.responses.create({ model: 'q', input: 'Hello', max_output_tokens: 12, temperature: 0, thinking_budget_tokens: budget } as never);
+      const chat = await live.openai.chat.completions.create({
         model: 'q',
         messages: [{ role: 'user', content: 'Hello' }],
         max_tokens: 12,
@@ -101,32 +87,32 @@ describe('reasoning', () => {
   });
 
   it('reasoning.effort "none" turns the template\'s thinking off', async () => {
-    const res = await openai.responses.create({ model: 'q', input: 'Hello', max_output_tokens: 5, temperature: 0, reasoning: { effort: 'none' } } as never);
+    const res = await live.openai.responses.create({ model: 'q', input: 'Hello', max_output_tokens: 5, temperature: 0, reasoning: { effort: 'none' } } as never);
     expect(res.output.map((o) => o.type)).toEqual(['message']);
     expect(res.usage?.input_tokens).toBe(tokens([{ role: 'user', content: 'Hello' }], { kwargs: { enable_thinking: false } }));
   });
 
   it('Anthropic returns a thinking block, streamed as thinking_delta, and none when disabled', async () => {
     const params = { model: 'q', max_tokens: 6, temperature: 0, messages: [{ role: 'user' as const, content: 'Hello' }] };
-    const msg = await anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    const msg = await live.anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
     // Cut off by max_tokens inside the block: the thinking block alone, no empty text after it.
     expect(msg.content.map((b) => b.type)).toEqual(['thinking']);
     expect(msg.stop_reason).toBe('max_tokens');
-    const stream = anthropic.messages.stream({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
+    const stream = live.anthropic.messages.stream({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 } });
     let thinking = '';
     stream.on('thinking', (delta) => (thinking += delta));
     const final = await stream.finalMessage();
     expect(final.content).toEqual(msg.content);
     expect(thinking).toBe((msg.content[0] as Anthropic.ThinkingBlock).thinking);
     const types: string[] = [];
-    for await (const event of await anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 }, stream: true })) {
+    for await (const event of await live.anthropic.messages.create({ ...params, thinking: { type: 'enabled', budget_tokens: 1024 }, stream: true })) {
       if (event.type === 'content_block_start') types.push(event.content_block.type);
     }
     expect(types).toEqual(['thinking']);
 
-    const off = await anthropic.messages.create({ ...params, max_tokens: 5, thinking: { type: 'disabled' } });
+    const off = await live.anthropic.messages.create({ ...params, max_tokens: 5, thinking: { type: 'disabled' } });
     expect(off.content.map((b) => b.type)).toEqual(['text']);
-    const chat = await openai.chat.completions.create({
+    const chat = await live.openai.chat.completions.create({
       model: 'q',
       messages: [{ role: 'user', content: 'Hello' }],
       max_tokens: 5,
@@ -143,28 +129,28 @@ describe('tools', () => {
   it('render into the template the same way through both APIs', async () => {
     const withTools = tokens(user, { tools: [asChatTool] });
     expect(withTools).toBeGreaterThan(tokens(user));
-    const responses = await openai.responses.inputTokens.count({ input: 'Weather in Paris?', tools: [weatherTool] });
+    const responses = await live.openai.responses.inputTokens.count({ input: 'Weather in Paris?', tools: [weatherTool] });
     expect(responses.input_tokens).toBe(withTools);
-    const messages = await anthropic.messages.countTokens({
+    const messages = await live.anthropic.messages.countTokens({
       model: 'q',
       messages: [{ role: 'user', content: 'Weather in Paris?' }],
       tools: [{ name: weatherTool.name, description: weatherTool.description, input_schema: weatherTool.parameters as never }],
     });
     expect(messages.input_tokens).toBe(withTools);
     // tool_choice none renders no tools.
-    const none = await openai.responses.inputTokens.count({ input: 'Weather in Paris?', tools: [weatherTool], tool_choice: 'none' });
+    const none = await live.openai.responses.inputTokens.count({ input: 'Weather in Paris?', tools: [weatherTool], tool_choice: 'none' });
     expect(none.input_tokens).toBe(tokens(user));
   });
 
   it('a forced choice adds the instruction to the last user message, and unknown names are 400', async () => {
-    const named = await openai.responses.inputTokens.count({
+    const named = await live.openai.responses.inputTokens.count({
       input: 'Weather in Paris?',
       tools: [weatherTool],
       tool_choice: { type: 'function', name: 'get_weather' },
     });
     const instructed: ChatMessage[] = [{ role: 'user', content: `Weather in Paris?\n\n${forcedInstruction({ kind: 'named', name: 'get_weather' })}` }];
     expect(named.input_tokens).toBe(tokens(instructed, { tools: [asChatTool] }));
-    const any = await anthropic.messages.countTokens({
+    const any = await live.anthropic.messages.countTokens({
       model: 'q',
       messages: [{ role: 'user', content: 'Weather in Paris?' }],
       tools: [{ name: weatherTool.name, description: weatherTool.description, input_schema: weatherTool.parameters as never }],
@@ -173,11 +159,11 @@ describe('tools', () => {
     const required: ChatMessage[] = [{ role: 'user', content: `Weather in Paris?\n\n${forcedInstruction({ kind: 'required' })}` }];
     expect(any.input_tokens).toBe(tokens(required, { tools: [asChatTool] }));
 
-    const missing = await openai.responses
+    const missing = await live.openai.responses
       .create({ model: 'q', input: 'x', tools: [weatherTool], tool_choice: { type: 'function', name: 'nope' } })
       .catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(OpenAI.BadRequestError);
-    const forcedWithSchema = await openai.responses
+    const forcedWithSchema = await live.openai.responses
       .create({
         model: 'q',
         input: 'x',
@@ -187,7 +173,7 @@ describe('tools', () => {
       })
       .catch((e: unknown) => e);
     expect(forcedWithSchema).toBeInstanceOf(OpenAI.BadRequestError);
-    const anthropicMissing = await anthropic.messages
+    const anthropicMissing = await live.anthropic.messages
       .create({ model: 'q', max_tokens: 1, messages: [{ role: 'user', content: 'x' }], tools: [], tool_choice: { type: 'tool', name: 'nope' } })
       .catch((e: unknown) => e);
     expect(anthropicMissing).toBeInstanceOf(Anthropic.BadRequestError);
@@ -199,7 +185,7 @@ describe('tools', () => {
       { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city": "Paris"}' },
       { type: 'function_call_output', call_id: 'call_1', output: '{"temp": 21}' },
     ];
-    const counted = await openai.responses.inputTokens.count({ input, tools: [weatherTool] });
+    const counted = await live.openai.responses.inputTokens.count({ input, tools: [weatherTool] });
     const chat: ChatMessage[] = [
       { role: 'user', content: 'Weather in Paris?' },
       { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
@@ -208,7 +194,7 @@ describe('tools', () => {
     expect(template.render(chat, { tools: [asChatTool] })).toContain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>');
     expect(counted.input_tokens).toBe(tokens(chat, { tools: [asChatTool] }));
     // The same history through the Anthropic API renders identically.
-    const viaAnthropic = await anthropic.messages.countTokens({
+    const viaAnthropic = await live.anthropic.messages.countTokens({
       model: 'q',
       tools: [{ name: weatherTool.name, description: weatherTool.description, input_schema: weatherTool.parameters as never }],
       messages: [
@@ -221,7 +207,7 @@ describe('tools', () => {
   });
 
   it('a request with tools generates through the same pipeline', async () => {
-    const res = await openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [weatherTool], max_output_tokens: 3, temperature: 0, reasoning: { effort: 'none' } } as never);
+    const res = await live.openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [weatherTool], max_output_tokens: 3, temperature: 0, reasoning: { effort: 'none' } } as never);
     expect(res.status).toBe('incomplete');
     expect(res.output.map((o) => o.type)).toEqual(['message']);
     expect(res.usage?.input_tokens).toBe(tokens(user, { tools: [asChatTool], kwargs: { enable_thinking: false } }));
@@ -240,7 +226,7 @@ describe('a forced call cut off by max_tokens', () => {
       temperature: 0,
       max_tokens,
     });
-    const probe = await openai.chat.completions.create({ ...forcedCall(16), logprobs: true });
+    const probe = await live.openai.chat.completions.create({ ...forcedCall(16), logprobs: true });
     const pieces = probe.choices[0]!.logprobs!.content!.map((t) => t.token);
     const after = (k: number) => pieces.slice(0, k).join('').split('</think>')[1]?.trimStart() ?? '';
     const insideMarker = pieces.findIndex((_, k) => after(k + 1).length > 1 && '<tool_call>'.startsWith(after(k + 1)) && after(k + 1) !== '<tool_call>') + 1;
@@ -249,16 +235,16 @@ describe('a forced call cut off by max_tokens', () => {
     expect(beforeName).toBeGreaterThan(insideMarker);
     expect(after(beforeName)).not.toContain('get_weather');
     const tools = [{ name: weatherTool.name, parameters: weatherTool.parameters }];
-    expectCutOnEveryApi(await everyApi(server.url, insideMarker, tools, true), '', [{ name: 'get_weather', arguments: '' }]);
+    expectCutOnEveryApi(await everyApi(live.url, insideMarker, tools, true), '', [{ name: 'get_weather', arguments: '' }]);
     // Every API renders the same events; test/server-tool-call-limit.test.ts runs this cut on each.
-    const cut = await openai.chat.completions.create({ ...forcedCall(beforeName), logprobs: false });
+    const cut = await live.openai.chat.completions.create({ ...forcedCall(beforeName), logprobs: false });
     expect(cut.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: null, tool_calls: [{ function: { name: 'get_weather', arguments: '' } }] } });
   });
 });
 
 describe('POST /apply-template', () => {
   const apply = async (body: unknown) => {
-    const res = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
+    const res = await fetch(`${live.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
     return { status: res.status, body: (await res.json()) as any };
   };
 
@@ -276,8 +262,8 @@ describe('POST /apply-template', () => {
     const withTools = await apply(body);
     expect(withTools.body.prompt).toBe(template.render(messages, { tools: [asChatTool], kwargs: { enable_thinking: false } }));
     expect(withTools.body.prompt).toContain('get_weather');
-    const chat = await openai.chat.completions.create({ model: 'q', ...body, max_tokens: 1 } as never);
-    expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(engine.tokenizer.encode(withTools.body.prompt, false).length);
+    const chat = await live.openai.chat.completions.create({ model: 'q', ...body, max_tokens: 1 } as never);
+    expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(live.engine.tokenizer.encode(withTools.body.prompt, false).length);
   });
 
   it('refuses what chat completions refuse', async () => {
@@ -288,10 +274,6 @@ describe('POST /apply-template', () => {
 });
 
 describe('POST /infill', () => {
-  const post = async (path: string, body: unknown) => {
-    const res = await fetch(`${server.url}${path}`, { method: 'POST', body: JSON.stringify(body) });
-    return { status: res.status, body: (await res.json()) as any };
-  };
   const request = {
     input_prefix: 'def add(a, b):\n    return ',
     input_suffix: '\n\nprint(add(1, 2))\n',
@@ -304,27 +286,27 @@ describe('POST /infill', () => {
     '<|repo_name|>repo\n<|file_sep|>util.py\nX = 1\n<|fim_prefix|>def add(a, b):\n    return <|fim_suffix|>\n\nprint(add(1, 2))\n<|fim_middle|>a';
 
   it("lays the prompt out with Qwen's fill-in-the-middle tokens and generates as /completion does", async () => {
-    const infill = await post('/infill', request);
+    const infill = await live.post('/infill', request);
     expect(infill.status).toBe(200);
     expect(infill.body.prompt).toBe(fimPrompt);
     expect(infill.body.tokens_predicted).toBe(8);
     // The same token ids through /completion give the same greedy continuation.
-    const ids = engine.tokenizer.encode(fimPrompt, false);
+    const ids = live.engine.tokenizer.encode(fimPrompt, false);
     expect(infill.body.tokens_evaluated).toBe(ids.length);
-    const completion = await post('/completion', { prompt: ids, n_predict: 8, temperature: 0 });
+    const completion = await live.post('/completion', { prompt: ids, n_predict: 8, temperature: 0 });
     expect(infill.body.content).toBe(completion.body.content);
 
     // Streamed: /completion's chunks, adding up to the same text.
-    const res = await fetch(`${server.url}/infill`, { method: 'POST', body: JSON.stringify({ ...request, stream: true }) });
+    const res = await fetch(`${live.url}/infill`, { method: 'POST', body: JSON.stringify({ ...request, stream: true }) });
     const chunks = (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
     expect(chunks.map((c) => c.content).join('')).toBe(infill.body.content);
     expect(chunks.at(-1)).toMatchObject({ stop: true, prompt: fimPrompt });
   });
 
   it('keeps the text nearest the cursor when the input is longer than three quarters of the context', async () => {
-    const contextSize = engine.info.contextSize;
+    const contextSize = live.engine.info.contextSize;
     const prefix = Array.from({ length: contextSize }, (_, i) => `v${i} = ${i}\n`).join('');
-    const res = await post('/infill', { input_prefix: prefix, input_suffix: 'end\n', n_predict: 2, temperature: 0 });
+    const res = await live.post('/infill', { input_prefix: prefix, input_suffix: 'end\n', n_predict: 2, temperature: 0 });
     expect(res.status).toBe(200);
     expect(res.body.tokens_evaluated).toBeLessThanOrEqual(Math.floor((3 * contextSize) / 4));
     expect(res.body.prompt.startsWith('<|fim_prefix|>')).toBe(true);
@@ -332,7 +314,7 @@ describe('POST /infill', () => {
   });
 
   it('lays the suffix first with --spm-infill', async () => {
-    const spm = await startServer(engine, { host: '127.0.0.1', port: 0, spmInfill: true });
+    const spm = await serve(live.engine, { server: { spmInfill: true } });
     try {
       const res = await fetch(`${spm.url}/infill`, { method: 'POST', body: JSON.stringify({ ...request, input_extra: [], n_predict: 1 }) });
       const body = (await res.json()) as { prompt: string };
@@ -343,10 +325,10 @@ describe('POST /infill', () => {
   });
 
   it('refuses a malformed body and FIM markers in the text, in the native envelope', async () => {
-    const bad = await post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py' }] });
+    const bad = await live.post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py' }] });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatchObject({ type: 'invalid_request_error', message: 'Invalid infill request: input_extra[0].text is required' });
-    const marker = await post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py', text: 'y<|fim_middle|>' }] });
+    const marker = await live.post('/infill', { input_prefix: 'x', input_extra: [{ filename: 'a.py', text: 'y<|fim_middle|>' }] });
     expect(marker.status).toBe(400);
     expect(marker.body.error.message).toBe('Invalid infill request: input_extra[0].text contains the fill-in-the-middle marker <|fim_middle|>');
   });
@@ -366,14 +348,14 @@ describe('agent loops: a tool round trip sent back as the server returned it', (
     const prompts: string[] = [];
     for (const content of [null, undefined, ''] as const) {
       const body = { messages: round(content), tools: [asChatTool], chat_template_kwargs: { enable_thinking: false } };
-      const applied = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
+      const applied = await fetch(`${live.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
       expect(applied.status).toBe(200);
       const { prompt } = (await applied.json()) as { prompt: string };
       expect(prompt).toContain('<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n');
       expect(prompt).toContain('<|im_start|>user\n<tool_response>\nSunny and 21 degrees\n</tool_response><|im_end|>\n');
       prompts.push(prompt);
-      const chat = await openai.chat.completions.create({ model: 'q', ...body, max_tokens: 2, temperature: 0 } as never);
-      expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(engine.tokenizer.encode(prompt, false).length);
+      const chat = await live.openai.chat.completions.create({ model: 'q', ...body, max_tokens: 2, temperature: 0 } as never);
+      expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(live.engine.tokenizer.encode(prompt, false).length);
     }
     expect(new Set(prompts).size).toBe(1);
   });
@@ -385,7 +367,7 @@ describe('assistant prefill', () => {
     { role: 'assistant' as const, content: 'Whill' },
   ];
   const applyTemplate = async (body: unknown) => {
-    const res = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
+    const res = await fetch(`${live.url}/apply-template`, { method: 'POST', body: JSON.stringify(body) });
     return { status: res.status, body: (await res.json()) as any };
   };
 
@@ -396,35 +378,35 @@ describe('assistant prefill', () => {
     const { body: applied } = await applyTemplate({ messages: prefill });
     // Thinking is off for a continued message: the template's closed empty block, then the text.
     expect(applied.prompt).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nWhill');
-    const ids = engine.tokenizer.encode(applied.prompt, false);
-    const completion = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: ids, n_predict: 4, temperature: 0 }) });
+    const ids = live.engine.tokenizer.encode(applied.prompt, false);
+    const completion = await fetch(`${live.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: ids, n_predict: 4, temperature: 0 }) });
     const continuation = ((await completion.json()) as { content: string }).content;
     expect(continuation.length).toBeGreaterThan(0);
 
     const params = { model: 'q', messages: prefill, max_tokens: 4, temperature: 0 };
-    const chat = await openai.chat.completions.create(params);
+    const chat = await live.openai.chat.completions.create(params);
     expect(chat.choices[0]!.message.content).toBe(continuation);
     expect(chat.usage!.prompt_tokens).toBe(ids.length);
     let streamed = '';
-    for await (const chunk of await openai.chat.completions.create({ ...params, stream: true })) streamed += chunk.choices[0]?.delta.content ?? '';
+    for await (const chunk of await live.openai.chat.completions.create({ ...params, stream: true })) streamed += chunk.choices[0]?.delta.content ?? '';
     expect(streamed).toBe(continuation);
 
     const responseInput = [
       { role: 'user' as const, content: 'Hi' },
       { role: 'assistant' as const, content: 'Whill' },
     ];
-    const response = await openai.responses.create({ model: 'q', input: responseInput, max_output_tokens: 4, temperature: 0 });
+    const response = await live.openai.responses.create({ model: 'q', input: responseInput, max_output_tokens: 4, temperature: 0 });
     expect(response.output.map((o) => o.type)).toEqual(['message']);
     expect(response.output_text).toBe(continuation);
-    const responseStream = openai.responses.stream({ model: 'q', input: responseInput, max_output_tokens: 4, temperature: 0 });
+    const responseStream = live.openai.responses.stream({ model: 'q', input: responseInput, max_output_tokens: 4, temperature: 0 });
     expect((await responseStream.finalResponse()).output_text).toBe(continuation);
 
-    const message = await anthropic.messages.create(params);
+    const message = await live.anthropic.messages.create(params);
     expect(message.content).toHaveLength(1);
     expect(message.content[0]).toMatchObject({ type: 'text', text: continuation });
     expect(message.usage.input_tokens + (message.usage.cache_read_input_tokens ?? 0)).toBe(ids.length);
     let text = '';
-    const messageStream = anthropic.messages.stream(params);
+    const messageStream = live.anthropic.messages.stream(params);
     messageStream.on('text', (delta) => (text += delta));
     await messageStream.finalMessage();
     expect(text).toBe(continuation);
@@ -432,23 +414,23 @@ describe('assistant prefill', () => {
 
   it('refuses two trailing assistant messages, and a prefill with thinking on, in each API\'s envelope', async () => {
     const two = [...prefill, { role: 'assistant' as const, content: 'again' }];
-    const chat = await openai.chat.completions.create({ model: 'q', messages: two, max_tokens: 1 }).catch((e: unknown) => e);
+    const chat = await live.openai.chat.completions.create({ model: 'q', messages: two, max_tokens: 1 }).catch((e: unknown) => e);
     expect(chat).toBeInstanceOf(OpenAI.BadRequestError);
     expect((chat as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ type: 'invalid_request_error', message: 'Cannot have 2 or more assistant messages at the end of the list.' });
-    const responses = await openai.responses.create({ model: 'q', input: two, max_output_tokens: 1 }).catch((e: unknown) => e);
+    const responses = await live.openai.responses.create({ model: 'q', input: two, max_output_tokens: 1 }).catch((e: unknown) => e);
     expect(responses).toBeInstanceOf(OpenAI.BadRequestError);
-    const raw = await fetch(`${server.url}/v1/messages`, { method: 'POST', body: JSON.stringify({ model: 'q', max_tokens: 1, messages: two }) });
+    const raw = await fetch(`${live.url}/v1/messages`, { method: 'POST', body: JSON.stringify({ model: 'q', max_tokens: 1, messages: two }) });
     expect(raw.status).toBe(400);
     expect(await raw.json()).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: 'Cannot have 2 or more assistant messages at the end of the list.' } });
     // llama-server refuses a prefill asked to think; so does Anthropic's API.
-    const thinking = await anthropic.messages
+    const thinking = await live.anthropic.messages
       .create({ model: 'q', max_tokens: 2048, messages: prefill, thinking: { type: 'enabled', budget_tokens: 1024 } })
       .catch((e: unknown) => e);
     expect(thinking).toBeInstanceOf(Anthropic.BadRequestError);
     expect((thinking as Error).message).toMatch('Assistant response prefill is incompatible with enable_thinking.');
     expect((await applyTemplate({ messages: two })).status).toBe(400);
     // Anthropic's own rule for a prefilled response.
-    const trailing = await anthropic.messages.create({ model: 'q', max_tokens: 1, messages: [prefill[0]!, { role: 'assistant', content: 'Whill ' }] }).catch((e: unknown) => e);
+    const trailing = await live.anthropic.messages.create({ model: 'q', max_tokens: 1, messages: [prefill[0]!, { role: 'assistant', content: 'Whill ' }] }).catch((e: unknown) => e);
     expect(trailing).toBeInstanceOf(Anthropic.BadRequestError);
     expect((trailing as Error).message).toMatch('final assistant content cannot end with trailing whitespace');
   });
@@ -458,12 +440,12 @@ describe('add_generation_prompt', () => {
   // llama-server reads add_generation_prompt (default true) on chat and /apply-template.
   it('false renders the conversation without opening the assistant turn', async () => {
     const messages = [{ role: 'user', content: 'Hi' }];
-    const res = await fetch(`${server.url}/apply-template`, { method: 'POST', body: JSON.stringify({ messages, add_generation_prompt: false }) });
+    const res = await fetch(`${live.url}/apply-template`, { method: 'POST', body: JSON.stringify({ messages, add_generation_prompt: false }) });
     const { prompt } = (await res.json()) as { prompt: string };
     expect(prompt).toBe('<|im_start|>user\nHi<|im_end|>\n');
-    const chat = await openai.chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1, add_generation_prompt: false } as never);
-    expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(engine.tokenizer.encode(prompt, false).length);
-    const bad = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages, add_generation_prompt: 'no' }) });
+    const chat = await live.openai.chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1, add_generation_prompt: false } as never);
+    expect((chat as OpenAI.ChatCompletion).usage!.prompt_tokens).toBe(live.engine.tokenizer.encode(prompt, false).length);
+    const bad = await fetch(`${live.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages, add_generation_prompt: 'no' }) });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as any).error.type).toBe('invalid_request_error');
   });
@@ -483,20 +465,19 @@ describe('--reasoning and the template context', () => {
   // the prompt opens the block; thinking off (--reasoning off, or the request's
   // enable_thinking false) closes it; the request's value wins over the server's.
   it('QwQ renders with thinking on by default, closed by --reasoning off, the request winning', async () => {
-    const parsed = parseCli(['--reasoning', 'off'], {}, dir);
+    const parsed = parseCli(['--reasoning', 'off'], {}, live.dir);
     if (parsed.kind !== 'serve') throw new Error('expected serve');
-    const auto = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('qwq-32b.jinja') });
-    const off = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('qwq-32b.jinja'), chatTemplateKwargs: parsed.options.chatTemplateKwargs });
+    const auto = await serve(live.engine, { server: { chatTemplate: fixture('qwq-32b.jinja') } });
+    const off = await serve(live.engine, { server: { chatTemplate: fixture('qwq-32b.jinja'), chatTemplateKwargs: parsed.options.chatTemplateKwargs } });
     try {
       expect(await applyOn(auto.url, { messages })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n');
       expect(await applyOn(off.url, { messages })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n</think>');
       expect(await applyOn(auto.url, { messages, chat_template_kwargs: { enable_thinking: false } })).toMatch(/<think>\n<\/think>$/);
       expect(await applyOn(off.url, { messages, chat_template_kwargs: { enable_thinking: true } })).toMatch(/<think>\n$/);
       // The reply of the default starts inside the block; off's is all content.
-      const client = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
-      const thinking = await client(auto.url).chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 3, temperature: 0 });
+      const thinking = await auto.openai.chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 3, temperature: 0 });
       expect((thinking.choices[0]!.message as { reasoning_content?: string }).reasoning_content?.length).toBeGreaterThan(0);
-      const plain = await client(off.url).chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 3, temperature: 0 });
+      const plain = await off.openai.chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 3, temperature: 0 });
       expect((plain.choices[0]!.message as { reasoning_content?: string }).reasoning_content ?? '').toBe('');
     } finally {
       await Promise.all([auto.close(), off.close()]);
@@ -506,8 +487,8 @@ describe('--reasoning and the template context', () => {
   // llama-server gives templates date_string (Llama 3.x: "%d %b %Y") and datetime
   // (FireFunction v2) beside strftime_now.
   it("prints today's date in Llama 3.3's template and renders FireFunction v2's", async () => {
-    const llama = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('llama-3.3-instruct.jinja') });
-    const fire = await startServer(engine, { host: '127.0.0.1', port: 0, chatTemplate: fixture('firefunction-v2.jinja') });
+    const llama = await serve(live.engine, { server: { chatTemplate: fixture('llama-3.3-instruct.jinja') } });
+    const fire = await serve(live.engine, { server: { chatTemplate: fixture('firefunction-v2.jinja') } });
     try {
       const today = templateDates(new Date()).date_string;
       expect(today).toMatch(/^\d\d [A-Z][a-z]{2} \d{4}$/);
@@ -515,7 +496,7 @@ describe('--reasoning and the template context', () => {
       const prompt = await applyOn(fire.url, { messages, tools: [asChatTool] });
       expect(prompt).toMatch(/\nToday is [A-Z][a-z]{2} \d\d \d{4} \d\d:\d\d:\d\d GMT\.<\|eot_id\|>/);
       expect(prompt).toContain('"name": "get_weather"');
-      const chat = await new OpenAI({ baseURL: `${fire.url}/v1`, apiKey: 'unused', maxRetries: 0 }).chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1 });
+      const chat = await fire.openai.chat.completions.create({ model: 'q', messages: messages as never, max_tokens: 1 });
       expect(chat.choices).toHaveLength(1);
     } finally {
       await Promise.all([llama.close(), fire.close()]);

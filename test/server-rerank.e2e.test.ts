@@ -7,13 +7,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEmbedder, type Embedder } from '../src/engine/embedder.js';
 import { EmbeddingOnlyEngine } from '../src/engine/embedding-only-engine.js';
 import { qwen3RerankPrompt } from '../src/server/native/rerank.js';
-import { startServer } from '../src/server/server.js';
 import { expectGenerationRefused } from './helpers/generation-routes.js';
+import { Endpoint, serve } from './helpers/live-server.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 import { makeEncoderCheckpoint } from './helpers/encoder-checkpoint.js';
 import { testGpu } from './helpers/model-harness.js';
@@ -27,6 +26,7 @@ let tmp: string;
 let rerankerDir: string;
 let bertDir: string;
 let server: ServerProcess;
+let api: Endpoint;
 let reference: Embedder;
 
 beforeAll(async () => {
@@ -39,6 +39,7 @@ beforeAll(async () => {
     startServerProcess(['-m', rerankerDir, '--rerank', '--batch-size', String(CONTEXT)]),
     testGpu().then((gpu) => loadEmbedder({ modelDir: rerankerDir, gpu, pooling: 'rank', batchSize: CONTEXT })),
   ]);
+  api = new Endpoint(server.url);
 });
 
 afterAll(async () => {
@@ -46,11 +47,6 @@ afterAll(async () => {
   await reference?.close();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
-
-const post = async (url: string, path: string, body: unknown) => {
-  const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
-};
 
 async function expectedScores(): Promise<number[]> {
   const logits = await reference.rank(DOCUMENTS.map((d) => reference.tokenizer.encodePair(QUERY, d)));
@@ -62,7 +58,7 @@ describe('--reranking', () => {
     const scores = await expectedScores();
     const order = scores.map((s, i) => [s, i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).map(([, i]) => i);
     for (const path of ['/v1/rerank', '/v1/reranking', '/rerank', '/reranking']) {
-      const { status, body } = await post(server.url, path, { query: QUERY, documents: DOCUMENTS });
+      const { status, body } = await api.post(path, { query: QUERY, documents: DOCUMENTS });
       expect(status).toBe(200);
       expect(body.object).toBe('list');
       expect(body.model).toBe('xlmr-reranker');
@@ -79,8 +75,8 @@ describe('--reranking', () => {
   });
 
   it('top_n cuts the sorted list; return_documents adds each document', async () => {
-    const all = (await post(server.url, '/v1/rerank', { query: QUERY, documents: DOCUMENTS })).body.results;
-    const { body } = await post(server.url, '/v1/rerank', { query: QUERY, documents: DOCUMENTS, top_n: 2, return_documents: true });
+    const all = (await api.post('/v1/rerank', { query: QUERY, documents: DOCUMENTS })).body.results;
+    const { body } = await api.post('/v1/rerank', { query: QUERY, documents: DOCUMENTS, top_n: 2, return_documents: true });
     expect(body.results).toHaveLength(2);
     expect(body.results.map((r: { index: number }) => r.index)).toEqual(all.slice(0, 2).map((r: { index: number }) => r.index));
     for (const r of body.results) expect(r.document).toEqual({ text: DOCUMENTS[r.index] });
@@ -88,7 +84,7 @@ describe('--reranking', () => {
 
   it('texts answers TEI\'s bare array, with text when return_text', async () => {
     const scores = await expectedScores();
-    const { status, body } = await post(server.url, '/rerank', { query: QUERY, texts: DOCUMENTS, return_text: true });
+    const { status, body } = await api.post('/rerank', { query: QUERY, texts: DOCUMENTS, return_text: true });
     expect(status).toBe(200);
     expect(Array.isArray(body)).toBe(true);
     expect(body).toHaveLength(DOCUMENTS.length);
@@ -109,7 +105,7 @@ describe('--reranking', () => {
     const props = (await (await fetch(`${server.url}/props`)).json()) as { capabilities: string[] };
     expect(props.capabilities).toEqual(['rerank']);
     await expectGenerationRefused(server.url, '--reranking');
-    const embed = await post(server.url, '/v1/embeddings', { input: 'hi' });
+    const embed = await api.post('/v1/embeddings', { input: 'hi' });
     expect(embed.status).toBe(501);
     expect(embed.body.error.message).toContain('--embedding-model');
   });
@@ -125,7 +121,7 @@ describe('--reranking', () => {
   ];
   for (const [label, body, message] of errors) {
     it(`400 for ${label}`, async () => {
-      const res = await post(server.url, '/v1/rerank', body);
+      const res = await api.post('/v1/rerank', body);
       expect(res.status).toBe(400);
       expect(res.body.error.type).toBe('invalid_request_error');
       expect(res.body.error.message).toMatch(message);
@@ -135,8 +131,10 @@ describe('--reranking', () => {
 
 describe('--embedding-model and --reranker-model beside a chat model', () => {
   let beside: ServerProcess;
+  let besideApi: Endpoint;
   beforeAll(async () => {
     beside = await startServerProcess(['-m', 'models/stories260k', '-np', '1', '--embedding-model', bertDir, '--reranker-model', rerankerDir, '--batch-size', String(CONTEXT)]);
+    besideApi = new Endpoint(beside.url);
   });
   afterAll(() => beside?.stop());
 
@@ -147,10 +145,10 @@ describe('--embedding-model and --reranker-model beside a chat model', () => {
     expect(models.data.map((m) => [m.id, m.capabilities])).toEqual([['stories260k', ['completion']], ['bert-embed', ['embedding']], ['xlmr-reranker', ['rerank']]]);
     const props = (await (await fetch(`${beside.url}/props`)).json()) as { capabilities: string[] };
     expect(props.capabilities).toEqual(['completion', 'embedding', 'rerank']);
-    const openai = new OpenAI({ baseURL: `${beside.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const { openai } = besideApi;
     const embedded = await openai.embeddings.create({ model: 'bert-embed', input: ['hello world', 'the cat'] });
     expect(embedded.data.map((d) => d.embedding.length)).toEqual([64, 64]);
-    const ranked = await post(beside.url, '/v1/rerank', { query: QUERY, documents: DOCUMENTS, top_n: 1 });
+    const ranked = await besideApi.post('/v1/rerank', { query: QUERY, documents: DOCUMENTS, top_n: 1 });
     expect(ranked.status).toBe(200);
     expect(ranked.body.results).toHaveLength(1);
     const chat = await openai.completions.create({ model: 'stories260k', prompt: 'Once upon a time', max_tokens: 4, temperature: 0 });
@@ -165,15 +163,15 @@ describe('a generative reranker (Qwen3-Reranker layout) served as --reranking se
     const logged: string[] = [];
     const reranker = await loadEmbedder({ modelDir: dir, gpu: await testGpu(), pooling: 'rank', batchSize: 256, log: (line) => logged.push(line) });
     expect(logged).toEqual([expect.stringMatching(/^reranker qwen3-reranker \(qwen3, \w+, generative: scores P\(yes\) of its yes\/no answer, query and document up to \d+ tokens\) from /)]);
-    const app = await startServer(new EmbeddingOnlyEngine(reranker, '--reranking', reranker.adapterDescription), {
-      host: '127.0.0.1', port: 0, reranker, generationDisabledBy: '--reranking',
+    const app = await serve(new EmbeddingOnlyEngine(reranker, '--reranking', reranker.adapterDescription), {
+      server: { reranker, generationDisabledBy: '--reranking' },
     });
     try {
       const docs = DOCUMENTS.slice(0, 3);
       for (const instruction of [undefined, 'Find the city']) {
         const prompts = docs.map((d) => reranker.tokenizer.encode(qwen3RerankPrompt(instruction ?? 'Given a web search query, retrieve relevant passages that answer the query', QUERY, d), false));
         const expected = (await reranker.rank(prompts)).map((x) => 1 / (1 + Math.exp(-x)));
-        const { status, body } = await post(app.url, '/v1/rerank', { query: QUERY, documents: docs, ...(instruction ? { instruction } : {}) });
+        const { status, body } = await app.post('/v1/rerank', { query: QUERY, documents: docs, ...(instruction ? { instruction } : {}) });
         expect(status).toBe(200);
         for (const r of body.results as Array<{ index: number; relevance_score: number }>) expect(Math.abs(r.relevance_score - expected[r.index]!)).toBeLessThan(1e-6);
       }

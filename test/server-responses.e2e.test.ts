@@ -3,36 +3,17 @@
 // with "\n" after <s>, so every prompt (and so every token count) can be rebuilt here
 // by hand; greedy outputs come from expected.json.
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { describe, expect, it } from 'vitest';
+import { useLive, useServer } from './helpers/live-server.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
 const onceUponATime = storiesCase('Once upon a time');
 
-let engine: Engine;
-let server: RunningServer;
-let noStore: RunningServer;
-let client: OpenAI;
-let noStoreClient: OpenAI;
-
-beforeAll(async () => {
-  engine = await loadEngine({ modelDir: 'models/stories260k' });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  noStore = await startServer(engine, { host: '127.0.0.1', port: 0, responsesStoreMaxEntries: 0, conversationStoreMaxEntries: 0 });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  noStoreClient = new OpenAI({ baseURL: `${noStore.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await noStore?.close();
-  await engine?.close();
-});
+const live = useLive({ model: 'models/stories260k' });
+const noStore = useServer(live, { server: { responsesStoreMaxEntries: 0, conversationStoreMaxEntries: 0 } });
 
 /** Tokens of the stories template's rendering of these message texts. */
-const promptTokens = (...texts: string[]) => engine.tokenizer.encode(`<s>${texts.join('\n')}`, false).length;
+const promptTokens = (...texts: string[]) => live.engine.tokenizer.encode(`<s>${texts.join('\n')}`, false).length;
 
 const greedy = { model: 'stories260k', temperature: 0 } as const;
 
@@ -40,12 +21,6 @@ const greedy = { model: 'stories260k', temperature: 0 } as const;
 type StoredResponse = OpenAI.Responses.Response & { store?: boolean };
 /** Compaction params plus `max_output_tokens` (the summary's budget), a field of this server's. */
 type CompactParams = OpenAI.Responses.ResponseCompactParams & { max_output_tokens?: number };
-
-/** Raw POST, for envelopes and paths the SDK does not expose. */
-async function post(path: string, body: unknown, url = server.url) {
-  const res = await fetch(url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as any };
-}
 
 async function badRequest(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.BadRequestError>> {
   const err = await promise.catch((e: unknown) => e);
@@ -65,7 +40,7 @@ const longHistory = (): OpenAI.Responses.ResponseInputItem[] => [
 
 describe('POST /v1/responses on stories260k', () => {
   it('answers with the greedy continuation, parsed by the SDK', async () => {
-    const res = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 64 });
+    const res = await live.openai.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 64 });
     expect(res.id).toMatch(/^resp_/);
     expect(res.object).toBe('response');
     expect(res.output_text).toBe(onceUponATime.expected_text);
@@ -77,7 +52,7 @@ describe('POST /v1/responses on stories260k', () => {
   });
 
   it('streams typed events with monotonic sequence numbers', async () => {
-    const stream = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 64, stream: true });
+    const stream = await live.openai.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 64, stream: true });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
     for await (const event of stream) events.push(event);
     expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
@@ -101,7 +76,7 @@ describe('POST /v1/responses on stories260k', () => {
 
   it('reports output_text logprobs when included, streamed and not alike', async () => {
     const params = { ...greedy, input: onceUponATime.prompt, max_output_tokens: 16, include: ['message.output_text.logprobs' as const], top_logprobs: 2 };
-    const res = await client.responses.create(params);
+    const res = await live.openai.responses.create(params);
     expect(res.top_logprobs).toBe(2);
     const part = (res.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
     const logprobs = part.logprobs!;
@@ -116,7 +91,7 @@ describe('POST /v1/responses on stories260k', () => {
       expect(entry.top_logprobs[1]!.logprob).toBeLessThanOrEqual(entry.top_logprobs[0]!.logprob);
     }
 
-    const stream = await client.responses.create({ ...params, stream: true });
+    const stream = await live.openai.responses.create({ ...params, stream: true });
     const streamed: OpenAI.Responses.ResponseTextDeltaEvent.Logprob[] = [];
     let done: OpenAI.Responses.ResponseTextDoneEvent | undefined;
     for await (const event of stream) {
@@ -127,15 +102,15 @@ describe('POST /v1/responses on stories260k', () => {
     expect(done!.logprobs).toEqual(logprobs);
 
     // Without include, no logprobs are computed.
-    const plain = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 4 });
+    const plain = await live.openai.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 4 });
     expect(((plain.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).logprobs).toEqual([]);
     // top_logprobs is bounded as on chat completions; unknown include values are refused.
-    expect((await post('/v1/responses', { input: 'x', top_logprobs: 21 })).status).toBe(400);
-    expect((await post('/v1/responses', { input: 'x', include: ['message.output_text.nope'] })).status).toBe(400);
+    expect((await live.post('/v1/responses', { input: 'x', top_logprobs: 21 })).status).toBe(400);
+    expect((await live.post('/v1/responses', { input: 'x', include: ['message.output_text.nope'] })).status).toBe(400);
   });
 
   it("rebuilds through the SDK's stream helper into the same response", async () => {
-    const stream = client.responses.stream({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 20, stop: ['Lily'] } as never);
+    const stream = live.openai.responses.stream({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 20, stop: ['Lily'] } as never);
     let snapshotText = '';
     stream.on('response.output_text.delta', (e) => (snapshotText = e.snapshot));
     const final = await stream.finalResponse();
@@ -143,84 +118,84 @@ describe('POST /v1/responses on stories260k', () => {
     expect(snapshotText).toBe(final.output_text);
     // A stop string ends the turn: completed, not incomplete.
     expect(final.status).toBe('completed');
-    const stored = await client.responses.retrieve(final.id);
+    const stored = await live.openai.responses.retrieve(final.id);
     expect(stored).toMatchObject({ status: 'completed', output_text: final.output_text, usage: final.usage });
     expect(stored.output.map((o) => o.id)).toEqual(final.output.map((o) => o.id));
   });
 
   it('retrieves and deletes stored responses', async () => {
-    const created = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 8 });
-    const retrieved = await client.responses.retrieve(created.id);
+    const created = await live.openai.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 8 });
+    const retrieved = await live.openai.responses.retrieve(created.id);
     expect(retrieved).toEqual(created);
-    await client.responses.delete(created.id);
-    const err = await client.responses.retrieve(created.id).catch((e: unknown) => e);
+    await live.openai.responses.delete(created.id);
+    const err = await live.openai.responses.retrieve(created.id).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
     // store: false is never kept.
-    const unstored: StoredResponse = await client.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2, store: false });
+    const unstored: StoredResponse = await live.openai.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2, store: false });
     expect(unstored.store).toBe(false);
-    expect(await client.responses.retrieve(unstored.id).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(await live.openai.responses.retrieve(unstored.id).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
   it('chains turns through previous_response_id', async () => {
-    const first = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 8 });
+    const first = await live.openai.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 8 });
     const next = { previous_response_id: first.id, input: [{ role: 'user' as const, content: 'Lily' }] };
     const expectedTokens = promptTokens(onceUponATime.prompt, first.output_text, 'Lily');
-    expect(await client.responses.inputTokens.count(next)).toEqual({ object: 'response.input_tokens', input_tokens: expectedTokens });
-    const second = await client.responses.create({ ...greedy, ...next, max_output_tokens: 4 });
+    expect(await live.openai.responses.inputTokens.count(next)).toEqual({ object: 'response.input_tokens', input_tokens: expectedTokens });
+    const second = await live.openai.responses.create({ ...greedy, ...next, max_output_tokens: 4 });
     expect(second.previous_response_id).toBe(first.id);
     expect(second.usage?.input_tokens).toBe(expectedTokens);
     // instructions are not carried over from the previous response.
-    const third = await client.responses.create({ ...greedy, previous_response_id: second.id, input: 'Tom', max_output_tokens: 2 });
+    const third = await live.openai.responses.create({ ...greedy, previous_response_id: second.id, input: 'Tom', max_output_tokens: 2 });
     expect(third.usage?.input_tokens).toBe(promptTokens(onceUponATime.prompt, first.output_text, 'Lily', second.output_text, 'Tom'));
 
-    const err = await badRequest(client.responses.create({ ...greedy, previous_response_id: 'resp_missing', input: 'x' }));
+    const err = await badRequest(live.openai.responses.create({ ...greedy, previous_response_id: 'resp_missing', input: 'x' }));
     expect(err.message).toMatch(/previous response 'resp_missing' was not found/);
   });
 
   it('continues a string-form conversation', async () => {
     const conversation = `conv_${Date.now()}`;
-    const first = await client.responses.create({ ...greedy, conversation, input: onceUponATime.prompt, max_output_tokens: 6 });
+    const first = await live.openai.responses.create({ ...greedy, conversation, input: onceUponATime.prompt, max_output_tokens: 6 });
     expect(first.conversation).toEqual({ id: conversation });
-    const second = await client.responses.create({ ...greedy, conversation, input: 'Lily', max_output_tokens: 2 });
+    const second = await live.openai.responses.create({ ...greedy, conversation, input: 'Lily', max_output_tokens: 2 });
     expect(second.usage?.input_tokens).toBe(promptTokens(onceUponATime.prompt, first.output_text, 'Lily'));
-    await badRequest(client.responses.create({ ...greedy, conversation, previous_response_id: first.id, input: 'x' }));
+    await badRequest(live.openai.responses.create({ ...greedy, conversation, previous_response_id: first.id, input: 'x' }));
   });
 
   it('counts input tokens with instructions first', async () => {
-    expect(await client.responses.inputTokens.count({ input: onceUponATime.prompt })).toEqual({ object: 'response.input_tokens', input_tokens: 5 });
-    const counted = await client.responses.inputTokens.count({ instructions: 'Tell stories.', input: onceUponATime.prompt });
+    expect(await live.openai.responses.inputTokens.count({ input: onceUponATime.prompt })).toEqual({ object: 'response.input_tokens', input_tokens: 5 });
+    const counted = await live.openai.responses.inputTokens.count({ instructions: 'Tell stories.', input: onceUponATime.prompt });
     expect(counted.input_tokens).toBe(promptTokens('Tell stories.', onceUponATime.prompt));
   });
 
   it('cancels a generation in progress and leaves a finished one as it is', async () => {
-    const stream = await client.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 400, stream: true });
+    const stream = await live.openai.responses.create({ ...greedy, input: onceUponATime.prompt, max_output_tokens: 400, stream: true });
     let id = '';
     let cancelled: OpenAI.Responses.Response | undefined;
     const types: string[] = [];
     for await (const event of stream) {
       types.push(event.type);
       if (event.type === 'response.created') id = event.response.id;
-      if (event.type === 'response.output_text.delta' && !cancelled) cancelled = await client.responses.cancel(id);
+      if (event.type === 'response.output_text.delta' && !cancelled) cancelled = await live.openai.responses.cancel(id);
     }
     expect(cancelled?.status).toBe('cancelled');
     expect(types.at(-1)).toBe('response.incomplete');
-    const stored = await client.responses.retrieve(id);
+    const stored = await live.openai.responses.retrieve(id);
     expect(stored.status).toBe('cancelled');
     expect(stored.usage).toBeNull();
-    for (let i = 0; i < 100 && engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(engine.stats().activeSequences).toBe(0);
+    for (let i = 0; i < 100 && live.engine.stats().activeSequences > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(live.engine.stats().activeSequences).toBe(0);
 
-    const done = await client.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
-    expect(await client.responses.cancel(done.id)).toMatchObject({ id: done.id, status: 'incomplete' });
+    const done = await live.openai.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
+    expect(await live.openai.responses.cancel(done.id)).toMatchObject({ id: done.id, status: 'incomplete' });
   });
 
   it('serves the paths without /v1', async () => {
-    const created = await post('/responses', { ...greedy, input: onceUponATime.prompt, max_output_tokens: 3 });
+    const created = await live.post('/responses', { ...greedy, input: onceUponATime.prompt, max_output_tokens: 3 });
     expect(created.status).toBe(200);
-    expect((await fetch(`${server.url}/responses/${created.body.id}`)).status).toBe(200);
-    expect(await post('/responses/input_tokens', { input: onceUponATime.prompt })).toEqual({ status: 200, body: { object: 'response.input_tokens', input_tokens: 5 } });
-    expect((await post(`/responses/${created.body.id}/cancel`, {})).status).toBe(200);
-    expect((await fetch(`${server.url}/responses/${created.body.id}`, { method: 'DELETE' })).status).toBe(200);
+    expect((await fetch(`${live.url}/responses/${created.body.id}`)).status).toBe(200);
+    expect(await live.post('/responses/input_tokens', { input: onceUponATime.prompt })).toEqual({ status: 200, body: { object: 'response.input_tokens', input_tokens: 5 } });
+    expect((await live.post(`/responses/${created.body.id}/cancel`, {})).status).toBe(200);
+    expect((await fetch(`${live.url}/responses/${created.body.id}`, { method: 'DELETE' })).status).toBe(200);
   });
 });
 
@@ -230,9 +205,9 @@ describe('compaction on stories260k', () => {
 
   it('POST /v1/responses/compact summarizes older turns into one compaction item', async () => {
     const history = longHistory();
-    const before = (await client.responses.inputTokens.count({ input: history })).input_tokens;
+    const before = (await live.openai.responses.inputTokens.count({ input: history })).input_tokens;
     const compactParams: CompactParams = { model: 'stories260k', input: history, max_output_tokens: 24 };
-    const compacted = await client.responses.compact(compactParams);
+    const compacted = await live.openai.responses.compact(compactParams);
     expect(compacted).toMatchObject({ object: 'response.compaction', model: 'stories260k' });
     // Kept system message, the retained latest user message, one compaction item.
     expect(compacted.output.map((o) => o.type)).toEqual(['message', 'message', 'compaction']);
@@ -248,14 +223,14 @@ describe('compaction on stories260k', () => {
 
     // Replayed: instructions, the summary merged into the retained user message.
     const replay = compacted.output as unknown as OpenAI.Responses.ResponseInputItem[];
-    const after = (await client.responses.inputTokens.count({ input: replay })).input_tokens;
+    const after = (await live.openai.responses.inputTokens.count({ input: replay })).input_tokens;
     expect(after).toBe(promptTokens('Tell stories.', `Summary of the earlier conversation:\n${capsule.summary}`, 'Once upon a time'));
     expect(after).toBeLessThan(before);
 
     // A generation on the compacted history, and a chain from it, see the same context.
-    const res = await client.responses.create({ ...greedy, input: replay, max_output_tokens: 4 });
+    const res = await live.openai.responses.create({ ...greedy, input: replay, max_output_tokens: 4 });
     expect(res.usage?.input_tokens).toBe(after);
-    const chained = await client.responses.inputTokens.count({ previous_response_id: res.id, input: 'Lily' });
+    const chained = await live.openai.responses.inputTokens.count({ previous_response_id: res.id, input: 'Lily' });
     expect(chained.input_tokens).toBe(
       promptTokens('Tell stories.', `Summary of the earlier conversation:\n${capsule.summary}`, 'Once upon a time', res.output_text, 'Lily'),
     );
@@ -263,22 +238,22 @@ describe('compaction on stories260k', () => {
 
   it('refuses what it cannot compact, with context_length_exceeded', async () => {
     const tooLong = [{ role: 'user' as const, content: 'Once upon a time '.repeat(150) }, { role: 'user' as const, content: 'Lily' }];
-    let err = await badRequest(client.responses.compact({ model: 'm', input: tooLong }));
+    let err = await badRequest(live.openai.responses.compact({ model: 'm', input: tooLong }));
     expect(err.code).toBe('context_length_exceeded');
     expect(err.message).toMatch(/more than the context window/);
 
-    err = await badRequest(client.responses.compact({ model: 'm', input: longHistory(), max_output_tokens: 500 } as never));
+    err = await badRequest(live.openai.responses.compact({ model: 'm', input: longHistory(), max_output_tokens: 500 } as never));
     expect(err.code).toBe('context_length_exceeded');
     expect(err.message).toMatch(/does not fit the context window/);
 
     // A head shorter than any summary: the result would be longer.
     const short = [{ role: 'user' as const, content: 'Hi' }, { role: 'assistant' as const, content: 'Yes' }, { role: 'user' as const, content: 'Lily' }];
-    err = await badRequest(client.responses.compact({ model: 'm', input: short, max_output_tokens: 48 } as never));
+    err = await badRequest(live.openai.responses.compact({ model: 'm', input: short, max_output_tokens: 48 } as never));
     expect(err.code).toBe('context_length_exceeded');
     expect(err.message).toMatch(/would not be shorter than the input/);
 
     // Greedy decoding opens the summary with whitespace: one token of it leaves no text.
-    const empty = await post('/v1/responses/compact', { model: 'm', input: longHistory(), max_output_tokens: 1 });
+    const empty = await live.post('/v1/responses/compact', { model: 'm', input: longHistory(), max_output_tokens: 1 });
     expect(empty.status).toBe(400);
     expect(empty.body.error).toMatchObject({
       type: 'invalid_request_error',
@@ -297,17 +272,17 @@ describe('compaction on stories260k', () => {
       { max_output_tokens: 0 },
       { max_output_tokens: 16385 },
     ]) {
-      const res = await post('/v1/responses/compact', { model: 'm', input, ...extra });
+      const res = await live.post('/v1/responses/compact', { model: 'm', input, ...extra });
       expect(res.status, JSON.stringify(extra)).toBe(400);
       expect(res.body.error).toMatchObject({ type: 'invalid_request_error', message: expect.any(String) });
     }
-    expect((await post('/responses/compact', { input, max_output_tokens: 16 })).status).toBe(200);
+    expect((await live.post('/responses/compact', { input, max_output_tokens: 16 })).status).toBe(200);
   });
 
   it('context_management compacts before generating, streamed with mlx.compaction events', async () => {
     const input = longHistory();
-    const before = (await client.responses.inputTokens.count({ input })).input_tokens;
-    const stream = await client.responses.create({
+    const before = (await live.openai.responses.inputTokens.count({ input })).input_tokens;
+    const stream = await live.openai.responses.create({
       ...greedy,
       input,
       max_output_tokens: 6,
@@ -334,21 +309,21 @@ describe('compaction on stories260k', () => {
     expect(final.usage?.input_tokens).toBe(events[3].input_tokens_after);
 
     // The stored response continues from the compacted context.
-    const chained = await client.responses.inputTokens.count({ previous_response_id: final.id, input: 'Lily' });
+    const chained = await live.openai.responses.inputTokens.count({ previous_response_id: final.id, input: 'Lily' });
     const summary = decode(final.output[0] as OpenAI.Responses.ResponseCompactionItem).summary;
     const text = (final.output[1] as OpenAI.Responses.ResponseOutputMessage).content.map((c) => (c.type === 'output_text' ? c.text : '')).join('');
     expect(chained.input_tokens).toBe(promptTokens('Tell stories.', `Summary of the earlier conversation:\n${summary}`, 'Once upon a time', text, 'Lily'));
   });
 
   it('context_management leaves a short input alone, and compacts sync requests too', async () => {
-    const short = await client.responses.create({
+    const short = await live.openai.responses.create({
       ...greedy,
       input: onceUponATime.prompt,
       max_output_tokens: 4,
       context_management: [{ type: 'compaction', compact_threshold: 1000 }],
     } as never);
     expect(short.output.map((o) => o.type)).toEqual(['message']);
-    const compacted = await client.responses.create({
+    const compacted = await live.openai.responses.create({
       ...greedy,
       input: longHistory(),
       max_output_tokens: 4,
@@ -373,10 +348,10 @@ describe('refusals', () => {
 
   it('answers 400 invalid_request_error for each built-in tool type', async () => {
     for (const tool of builtIn) {
-      const err = await badRequest(client.responses.create({ ...greedy, input: 'x', tools: [tool as never] }));
+      const err = await badRequest(live.openai.responses.create({ ...greedy, input: 'x', tools: [tool as never] }));
       expect(err.type).toBe('invalid_request_error');
       expect(err.message).toContain(`built-in tool type "${tool.type}" is not supported`);
-      const raw = await post('/v1/responses', { input: 'x', tools: [tool] });
+      const raw = await live.post('/v1/responses', { input: 'x', tools: [tool] });
       expect(raw).toMatchObject({ status: 400, body: { error: { type: 'invalid_request_error', message: expect.any(String), code: null } } });
     }
   });
@@ -391,25 +366,25 @@ describe('refusals', () => {
       [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AAAA' }] }] }, /text only; image input/],
     ];
     for (const [body, message] of cases) {
-      const err = await badRequest(client.responses.create({ ...greedy, ...body } as never));
+      const err = await badRequest(live.openai.responses.create({ ...greedy, ...body } as never));
       expect(err.type).toBe('invalid_request_error');
       expect(err.message).toMatch(message);
       // input_tokens applies the same checks.
-      if (!('background' in body)) expect((await post('/v1/responses/input_tokens', body)).status).toBe(400);
+      if (!('background' in body)) expect((await live.post('/v1/responses/input_tokens', body)).status).toBe(400);
     }
     // truncation "disabled" and background false are fine.
-    expect((await client.responses.create({ ...greedy, input: 'Lily', truncation: 'disabled', background: false, max_output_tokens: 1 })).status).toBe('incomplete');
+    expect((await live.openai.responses.create({ ...greedy, input: 'Lily', truncation: 'disabled', background: false, max_output_tokens: 1 })).status).toBe('incomplete');
   });
 
   it('answers 400 for stored-response operations when storing is disabled', async () => {
-    const res: StoredResponse = await noStoreClient.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
+    const res: StoredResponse = await noStore.openai.responses.create({ ...greedy, input: 'Lily', max_output_tokens: 2 });
     expect(res.store).toBe(false);
     for (const attempt of [
-      noStoreClient.responses.retrieve(res.id),
-      noStoreClient.responses.delete(res.id),
-      noStoreClient.responses.cancel(res.id),
-      noStoreClient.responses.create({ ...greedy, previous_response_id: res.id, input: 'x' }),
-      noStoreClient.responses.create({ ...greedy, conversation: 'conv_1', input: 'x' }),
+      noStore.openai.responses.retrieve(res.id),
+      noStore.openai.responses.delete(res.id),
+      noStore.openai.responses.cancel(res.id),
+      noStore.openai.responses.create({ ...greedy, previous_response_id: res.id, input: 'x' }),
+      noStore.openai.responses.create({ ...greedy, conversation: 'conv_1', input: 'x' }),
     ]) {
       const err = await badRequest(attempt);
       expect(err.message).toMatch(/disabled on this server/);

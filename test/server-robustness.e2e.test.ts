@@ -3,27 +3,27 @@
 // stories260k, and the input limits that keep its event loop free, each through HTTP.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fuzz, isDocumented, percentile, probeHealth, ROUTES, stallSuspects } from './helpers/fuzz.js';
+import { Endpoint } from './helpers/live-server.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 import { soak } from './helpers/soak.js';
 
 let server: ServerProcess;
+let api: Endpoint;
 
 beforeAll(async () => {
   server = await startServerProcess(['-m', 'models/stories260k', '-np', '4']);
+  api = new Endpoint(server.url);
 }, 180_000);
 
 afterAll(async () => {
   await server?.stop();
 });
 
-const post = (path: string, body: unknown) =>
-  fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
 describe('input limits', () => {
   it('refuses a prompt that cannot fit from its length, without tokenizing it', async () => {
     const probe = probeHealth(server.url, 20);
     const started = performance.now();
-    const res = await post('/v1/completions', { prompt: 'Once upon a time '.repeat(1_000_000), max_tokens: 4 });
+    const res = await api.request('/v1/completions', { prompt: 'Once upon a time '.repeat(1_000_000), max_tokens: 4 });
     const ms = performance.now() - started;
     await probe.stop();
     expect(res.status).toBe(400);
@@ -37,7 +37,7 @@ describe('input limits', () => {
 
   it('refuses a conversation with more messages than the context can hold', async () => {
     const messages = Array.from({ length: 20_000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: 'hi' }));
-    const res = await post('/v1/chat/completions', { messages, max_tokens: 4 });
+    const res = await api.request('/v1/chat/completions', { messages, max_tokens: 4 });
     expect(res.status).toBe(400);
     const body = (await res.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe('context_length_exceeded');
@@ -53,14 +53,14 @@ describe('input limits', () => {
       ['/completion', { prompt: 'hi', reasoning_budget_message: 'm'.repeat(5000) }, /reasoning_budget_message must NOT have more than 4096/],
     ];
     for (const [path, body, message] of cases) {
-      const res = await post(path, body);
+      const res = await api.request(path, body);
       expect(res.status, path).toBe(400);
       expect(JSON.stringify(await res.json())).toMatch(message);
     }
   });
 
   it('refuses /tokenize text longer than four context windows from its length', async () => {
-    const res = await post('/tokenize', { content: 'Once upon a time '.repeat(200_000) });
+    const res = await api.request('/tokenize', { content: 'Once upon a time '.repeat(200_000) });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/at most 2048 are taken/);
   });
@@ -77,7 +77,7 @@ describe('under abuse', () => {
     // /detokenize's out-of-vocabulary 500 is the reference's answer, which the fuzzer takes
     // for documented rather than for a crash.
     const detokenize = ROUTES.find((r) => r.path === '/detokenize')!;
-    const oov = await post('/detokenize', { tokens: [1, 4294967296] });
+    const oov = await api.request('/detokenize', { tokens: [1, 4294967296] });
     expect(oov.status).toBe(500);
     expect(isDocumented(detokenize, oov.status, await oov.text())).toBe(true);
     expect(probe.failures).toBe(0);

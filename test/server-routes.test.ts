@@ -3,28 +3,20 @@
 import { request } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Engine } from '../src/engine/engine.js';
-import { startServer, type RunningServer, type ServerOptions } from '../src/server/server.js';
+import type { ServerOptions } from '../src/server/server.js';
 import { FakeEngine, ONCE_UPON_A_TIME_TEXT } from './helpers/fake-engine.js';
+import { serve as serveOn, type LiveServer } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 
-let running: RunningServer | undefined;
+let running: LiveServer | undefined;
 afterEach(async () => {
   await running?.close();
   running = undefined;
 });
 
 async function serve(engine: Engine | Promise<Engine>, apiKey?: string, options: Partial<ServerOptions> = {}): Promise<string> {
-  running = await startServer(engine, { host: '127.0.0.1', port: 0, apiKey, ...options });
+  running = await serveOn(engine, { server: { apiKey, ...options } });
   return running.url;
-}
-
-async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as any };
 }
 
 async function waitFor(condition: () => boolean): Promise<void> {
@@ -59,7 +51,7 @@ describe('health and models', () => {
   it('reports "no slot available" with 503 while every slot is busy', async () => {
     const engine = await FakeEngine.create({ tokenDelayMs: 20 });
     const url = await serve(engine);
-    const pending = post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 5 });
+    const pending = running!.post(`/v1/completions`, { prompt: 'Once upon a time', max_tokens: 5 });
     await waitFor(() => engine.running === 1);
     const res = await fetch(`${url}/health`);
     expect(res.status).toBe(503);
@@ -74,14 +66,14 @@ describe('health and models', () => {
     const health = await fetch(`${url}/health`);
     expect(health.status).toBe(503);
     expect(await health.json()).toEqual({ status: 'loading model', error: { code: 503, message: 'Loading model', type: 'unavailable_error' } });
-    const busy = await post(`${url}/v1/chat/completions`, chat('Once upon a time'));
+    const busy = await running!.post(`/v1/chat/completions`, chat('Once upon a time'));
     expect(busy.status).toBe(503);
     expect(busy.body.error).toMatchObject({ type: 'server_busy' });
 
     resolve(await FakeEngine.create());
     await new Promise((r) => setTimeout(r, 0));
     expect((await fetch(`${url}/health`)).status).toBe(200);
-    expect((await post(`${url}/v1/chat/completions`, chat('Once upon a time'))).status).toBe(200);
+    expect((await running!.post(`/v1/chat/completions`, chat('Once upon a time'))).status).toBe(200);
   });
 
   it('lists the model on GET /v1/models', async () => {
@@ -103,8 +95,8 @@ describe('health and models', () => {
 
 describe('request errors', () => {
   it('answers malformed JSON with 400 invalid_request_error', async () => {
-    const url = await serve(await FakeEngine.create());
-    const res = await post(`${url}/v1/chat/completions`, '{"messages": [');
+    await serve(await FakeEngine.create());
+    const res = await running!.post(`/v1/chat/completions`, '{"messages": [');
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: null });
     expect(res.body.error.message).toMatch(/malformed JSON/);
@@ -140,8 +132,8 @@ describe('request errors', () => {
     ['/tokenize', {}, 'content is required'],
     ['/detokenize', { tokens: ['a'] }, 'tokens[0] must be integer'],
   ])('POST %s %j -> 400 "%s"', async (path, body, message) => {
-    const url = await serve(await FakeEngine.create());
-    const res = await post(url + path, body);
+    await serve(await FakeEngine.create());
+    const res = await running!.post(path, body);
     expect(res.status).toBe(400);
     expect(res.body.error.type).toBe('invalid_request_error');
     expect(res.body.error.message).toContain(message);
@@ -156,8 +148,8 @@ describe('request errors', () => {
 
   it('rejects a prompt that does not fit the context before any work', async () => {
     const engine = await FakeEngine.create({ contextSize: 8 });
-    const url = await serve(engine);
-    const res = await post(`${url}/v1/completions`, { prompt: 'Once upon a time, there was a little girl' });
+    await serve(engine);
+    const res = await running!.post(`/v1/completions`, { prompt: 'Once upon a time, there was a little girl' });
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ code: 'context_length_exceeded', n_prompt_tokens: 13, n_ctx: 8 });
     expect(res.body.error.message).toContain('13 tokens');
@@ -166,8 +158,8 @@ describe('request errors', () => {
 
   it('caps max_tokens at the room left in the context', async () => {
     const engine = await FakeEngine.create({ contextSize: 8 });
-    const url = await serve(engine);
-    const res = await post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 100 });
+    await serve(engine);
+    const res = await running!.post(`/v1/completions`, { prompt: 'Once upon a time', max_tokens: 100 });
     expect(res.body.choices[0].finish_reason).toBe('length');
     expect(engine.requests[0]!.maxTokens).toBe(3);
   });
@@ -223,18 +215,18 @@ describe('error paths', () => {
 
   it('refuses a body nested deeper than 128 levels with 400, in the route family envelope', async () => {
     const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
-    const url = await serve(await FakeEngine.create());
+    await serve(await FakeEngine.create());
     const atLimit = `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"x":${nested(127)}}`;
-    expect((await post(`${url}/v1/chat/completions`, atLimit)).status).toBe(200);
+    expect((await running!.post(`/v1/chat/completions`, atLimit)).status).toBe(200);
     const tooDeep = `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"x":${nested(128)}}`;
-    expect(await post(`${url}/v1/chat/completions`, tooDeep)).toEqual({
+    expect(await running!.post(`/v1/chat/completions`, tooDeep)).toEqual({
       status: 400,
       body: { error: { message: 'request body nests deeper than 128 levels', type: 'invalid_request_error', code: null } },
     });
-    const metadata = await post(`${url}/v1/responses`, `{"input":"hi","metadata":${nested(20_000)}}`);
+    const metadata = await running!.post(`/v1/responses`, `{"input":"hi","metadata":${nested(20_000)}}`);
     expect(metadata.status).toBe(400);
     expect(metadata.body.error.message).toBe('request body nests deeper than 128 levels');
-    const arrays = await post(`${url}/v1/messages`, '['.repeat(100_000) + ']'.repeat(100_000));
+    const arrays = await running!.post(`/v1/messages`, '['.repeat(100_000) + ']'.repeat(100_000));
     expect(arrays).toEqual({
       status: 400,
       body: { type: 'error', error: { type: 'invalid_request_error', message: 'request body nests deeper than 128 levels' } },
@@ -246,15 +238,15 @@ describe('error paths', () => {
   it('refuses a compaction whose summary generation writes no text with 400, changing nothing', async () => {
     const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
     // Every generation ends at once, with an EOS.
-    const url = await serve(await FakeEngine.create({ script: () => [] }));
-    const res = await post(`${url}/v1/responses/compact`, { input: compactable, max_output_tokens: 16 });
+    await serve(await FakeEngine.create({ script: () => [] }));
+    const res = await running!.post(`/v1/responses/compact`, { input: compactable, max_output_tokens: 16 });
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ type: 'invalid_request_error', code: 'context_length_exceeded', n_ctx: 512 });
     expect(res.body.error.message).toBe(
       'compaction failed: the summary generation produced no text within max_output_tokens 16; nothing was changed',
     );
     // context_management compacts the same way before generating.
-    const managed = await post(`${url}/v1/responses`, { input: compactable, context_management: [{ type: 'compaction', compact_threshold: 1 }] });
+    const managed = await running!.post(`/v1/responses`, { input: compactable, context_management: [{ type: 'compaction', compact_threshold: 1 }] });
     expect(managed.status).toBe(400);
     expect(managed.body.error.code).toBe('context_length_exceeded');
     expect(logged).not.toHaveBeenCalled();
@@ -331,8 +323,8 @@ describe('documented routes this server cannot serve', () => {
   });
 
   it('POST /infill on a model without fill-in-the-middle tokens -> 501', async () => {
-    const url = await serve(await FakeEngine.create());
-    const res = await post(`${url}/infill`, { input_prefix: 'def f(', input_suffix: ')' });
+    await serve(await FakeEngine.create());
+    const res = await running!.post(`/infill`, { input_prefix: 'def f(', input_suffix: ')' });
     expect(res.status).toBe(501);
     expect(res.body.error).toMatchObject({ type: 'not_supported_error', code: null });
     expect(res.body.error.message).toMatch(/^Infill is not supported by this model: its vocabulary has none of the fill-in-the-middle token sets \(<\|fim_prefix\|> <\|fim_suffix\|> <\|fim_middle\|>, /);
@@ -345,18 +337,18 @@ describe('--api-key', () => {
     expect((await fetch(`${url}/health`)).status).toBe(200);
     expect((await fetch(`${url}/`)).status).toBe(200);
 
-    const missing = await post(`${url}/v1/chat/completions`, chat('hi'));
+    const missing = await running!.post(`/v1/chat/completions`, chat('hi'));
     expect(missing.status).toBe(401);
     expect(missing.body.error).toMatchObject({ type: 'missing_api_key', code: 'missing_api_key' });
 
-    const wrong = await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'Bearer nope' });
+    const wrong = await running!.post(`/tokenize`, { content: 'hi' }, { Authorization: 'Bearer nope' });
     expect(wrong.status).toBe(401);
     expect(wrong.body.error).toMatchObject({ type: 'invalid_api_key', code: 'invalid_api_key' });
 
     expect((await fetch(`${url}/v1/models`)).status).toBe(401);
     expect((await fetch(`${url}/models`)).status).toBe(401);
-    expect((await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'Bearer sesame' })).status).toBe(200);
-    expect((await post(`${url}/tokenize`, { content: 'hi' }, { Authorization: 'sesame' })).status).toBe(200);
+    expect((await running!.post(`/tokenize`, { content: 'hi' }, { Authorization: 'Bearer sesame' })).status).toBe(200);
+    expect((await running!.post(`/tokenize`, { content: 'hi' }, { Authorization: 'sesame' })).status).toBe(200);
   });
 });
 
@@ -390,7 +382,7 @@ describe('CORS', () => {
   it('sends the headers on answers and on 401, 404 and 400 errors', async () => {
     const url = await serve(await FakeEngine.create(), 'sesame');
     const auth = { Origin: ORIGIN, Authorization: 'Bearer sesame' };
-    const ok = await post(`${url}/tokenize`, { content: 'hi' }, auth);
+    const ok = await running!.post(`/tokenize`, { content: 'hi' }, auth);
     expect(ok.status).toBe(200);
     const res = await fetch(`${url}/v1/models`, { headers: auth });
     expect(res.status).toBe(200);
@@ -431,8 +423,8 @@ describe('CORS', () => {
 describe('chat completions', () => {
   it('renders the template, generates and reports usage', async () => {
     const engine = await FakeEngine.create();
-    const url = await serve(engine);
-    const res = await post(`${url}/v1/chat/completions`, chat('Once upon a time'));
+    await serve(engine);
+    const res = await running!.post(`/v1/chat/completions`, chat('Once upon a time'));
     expect(res.status).toBe(200);
     expect(engine.requests[0]!.promptTokens).toEqual([1, 403, 407, 261, 378]);
     expect(res.body).toMatchObject({
@@ -447,9 +439,9 @@ describe('chat completions', () => {
 
   it('passes sampling parameters, with llama-server defaults when absent', async () => {
     const engine = await FakeEngine.create();
-    const url = await serve(engine);
-    await post(`${url}/chat/completions`, { messages: [{ role: 'user', content: 'x' }], temperature: 0.5, top_k: 10, top_p: 0.9, seed: 42, max_completion_tokens: 2 });
-    await post(`${url}/chat/completions`, { messages: [{ role: 'user', content: 'x' }] });
+    await serve(engine);
+    await running!.post(`/chat/completions`, { messages: [{ role: 'user', content: 'x' }], temperature: 0.5, top_k: 10, top_p: 0.9, seed: 42, max_completion_tokens: 2 });
+    await running!.post(`/chat/completions`, { messages: [{ role: 'user', content: 'x' }] });
     expect(engine.requests[0]).toMatchObject({ maxTokens: 2, sampling: { temperature: 0.5, topK: 10, topP: 0.9, seed: 42 } });
     expect(engine.requests[1]!.sampling).toEqual({
       temperature: 0.8,
@@ -491,7 +483,7 @@ describe('chat completions', () => {
 
   it('applies stop strings, streaming or not', async () => {
     const url = await serve(await FakeEngine.create());
-    const res = await post(`${url}/v1/chat/completions`, chat('Once upon a time', { stop: 'Lily' }));
+    const res = await running!.post(`/v1/chat/completions`, chat('Once upon a time', { stop: 'Lily' }));
     expect(res.body.choices[0]).toMatchObject({ message: { content: ', there was a little girl named ' }, finish_reason: 'stop' });
 
     const stream = await fetch(`${url}/v1/chat/completions`, {
@@ -507,9 +499,9 @@ describe('chat completions', () => {
 describe('text completions', () => {
   it('accepts a string, a one-string array or token ids, and adds BOS to text', async () => {
     const engine = await FakeEngine.create();
-    const url = await serve(engine);
+    await serve(engine);
     for (const prompt of ['Once upon a time', ['Once upon a time'], [1, 403, 407, 261, 378]]) {
-      const res = await post(`${url}/v1/completions`, { prompt, max_tokens: 3, temperature: 0 });
+      const res = await running!.post(`/v1/completions`, { prompt, max_tokens: 3, temperature: 0 });
       expect(res.body).toMatchObject({
         object: 'text_completion',
         choices: [{ index: 0, text: ', there was', finish_reason: 'length', logprobs: null }],
@@ -537,8 +529,8 @@ describe('text completions', () => {
 
 describe('native routes', () => {
   it('POST /completion answers in llama-server shape', async () => {
-    const url = await serve(await FakeEngine.create());
-    const full = await post(`${url}/completion`, { prompt: 'Once upon a time', temperature: 0 });
+    await serve(await FakeEngine.create());
+    const full = await running!.post(`/completion`, { prompt: 'Once upon a time', temperature: 0 });
     expect(full.body).toMatchObject({
       content: ONCE_UPON_A_TIME_TEXT,
       stop: true,
@@ -549,17 +541,17 @@ describe('native routes', () => {
       stopping_word: '',
       timings: { predicted_n: 64, prompt_n: 5 },
     });
-    const limited = await post(`${url}/completion`, { prompt: 'Once upon a time', n_predict: 3 });
+    const limited = await running!.post(`/completion`, { prompt: 'Once upon a time', n_predict: 3 });
     expect(limited.body).toMatchObject({ content: ', there was', stop_type: 'limit', tokens_predicted: 3 });
-    const worded = await post(`${url}/completion`, { prompt: [1, 403, 407, 261, 378], stop: ['Lily'] });
+    const worded = await running!.post(`/completion`, { prompt: [1, 403, 407, 261, 378], stop: ['Lily'] });
     expect(worded.body).toMatchObject({ content: ', there was a little girl named ', stop_type: 'word', stopping_word: 'Lily' });
   });
 
   it('POST /completion accepts a thinking budget; a model without a reasoning block has nothing to cap', async () => {
-    const url = await serve(await FakeEngine.create());
-    const plain = await post(`${url}/completion`, { prompt: 'Once upon a time', n_predict: 4, temperature: 0 });
+    await serve(await FakeEngine.create());
+    const plain = await running!.post(`/completion`, { prompt: 'Once upon a time', n_predict: 4, temperature: 0 });
     for (const field of ['thinking_budget_tokens', 'reasoning_budget_tokens', 'reasoning_budget']) {
-      const res = await post(`${url}/completion`, { prompt: 'Once upon a time', n_predict: 4, temperature: 0, [field]: 0 });
+      const res = await running!.post(`/completion`, { prompt: 'Once upon a time', n_predict: 4, temperature: 0, [field]: 0 });
       expect(res.status).toBe(200);
       expect(res.body.content).toBe(plain.body.content);
     }
@@ -581,23 +573,23 @@ describe('native routes', () => {
   });
 
   it('POST /tokenize and /detokenize', async () => {
-    const url = await serve(await FakeEngine.create());
-    expect((await post(`${url}/tokenize`, { content: 'Once upon a time' })).body).toEqual({ tokens: [403, 407, 261, 378] });
-    expect((await post(`${url}/tokenize`, { content: 'Once upon a time', add_special: true })).body).toEqual({
+    await serve(await FakeEngine.create());
+    expect((await running!.post(`/tokenize`, { content: 'Once upon a time' })).body).toEqual({ tokens: [403, 407, 261, 378] });
+    expect((await running!.post(`/tokenize`, { content: 'Once upon a time', add_special: true })).body).toEqual({
       tokens: [1, 403, 407, 261, 378],
     });
-    expect((await post(`${url}/detokenize`, { tokens: [403, 407, 261, 378] })).body).toEqual({ content: 'Once upon a time' });
-    expect((await post(`${url}/detokenize`, { tokens: [] })).body).toEqual({ content: '' });
+    expect((await running!.post(`/detokenize`, { tokens: [403, 407, 261, 378] })).body).toEqual({ content: 'Once upon a time' });
+    expect((await running!.post(`/detokenize`, { tokens: [] })).body).toEqual({ content: '' });
   });
 
   it('POST /detokenize names the first out-of-vocabulary id with the reference\'s 500', async () => {
-    const url = await serve(await FakeEngine.create());
+    await serve(await FakeEngine.create());
     for (const [tokens, bad] of [
       [[403, 512, -1], 512],
       [[403, -1, 512], -1],
       [[2 ** 40], 2 ** 40],
     ] as const) {
-      const res = await post(`${url}/detokenize`, { tokens });
+      const res = await running!.post(`/detokenize`, { tokens });
       expect(res.status).toBe(500);
       expect(res.body.error).toEqual({
         message: `token id ${bad} is out of vocabulary range (vocab_size 512)`,
@@ -623,7 +615,7 @@ describe('request lifecycle', () => {
     controller.abort();
     await waitFor(() => engine.cancelled === 1);
 
-    const next = await post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 3 });
+    const next = await running!.post(`/v1/completions`, { prompt: 'Once upon a time', max_tokens: 3 });
     expect(next.body.choices[0].text).toBe(', there was');
     expect(engine.completed).toBe(1);
   });
@@ -647,7 +639,7 @@ describe('request lifecycle', () => {
   it('answers 503 server_busy before any stream header when the queue is full', async () => {
     const engine = await FakeEngine.create({ tokenDelayMs: 20, maxQueue: 0 });
     const url = await serve(engine);
-    const first = post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 3 });
+    const first = running!.post(`/v1/completions`, { prompt: 'Once upon a time', max_tokens: 3 });
     await waitFor(() => engine.running === 1);
     const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat('x', { stream: true })) });
     expect(res.status).toBe(503);
@@ -659,7 +651,7 @@ describe('request lifecycle', () => {
   it('reports an engine failure as a 500, or as an error event once streaming', async () => {
     const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
     const url = await serve(await FakeEngine.create({ failAfter: 2 }));
-    const plain = await post(`${url}/v1/chat/completions`, chat('Once upon a time'));
+    const plain = await running!.post(`/v1/chat/completions`, chat('Once upon a time'));
     expect(plain.status).toBe(500);
     expect(plain.body.error).toEqual({ message: 'engine step failed', type: 'server_error', code: null });
 
@@ -677,20 +669,20 @@ describe('request lifecycle', () => {
 
   it('passes X-Priority to the engine and rejects unknown values', async () => {
     const engine = await FakeEngine.create();
-    const url = await serve(engine);
-    await post(`${url}/completion`, { prompt: 'x', n_predict: 1 }, { 'X-Priority': 'high' });
-    await post(`${url}/completion`, { prompt: 'x', n_predict: 1 });
+    await serve(engine);
+    await running!.post(`/completion`, { prompt: 'x', n_predict: 1 }, { 'X-Priority': 'high' });
+    await running!.post(`/completion`, { prompt: 'x', n_predict: 1 });
     expect(engine.requests.map((r) => r.priority)).toEqual(['high', undefined]);
-    const bad = await post(`${url}/completion`, { prompt: 'x' }, { 'X-Priority': 'urgent' });
+    const bad = await running!.post(`/completion`, { prompt: 'x' }, { 'X-Priority': 'urgent' });
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toBe('X-Priority must be one of: high, normal, low');
   });
 
   it('serves concurrent requests one at a time and answers them all', async () => {
     const engine = await FakeEngine.create({ tokenDelayMs: 1 });
-    const url = await serve(engine);
+    await serve(engine);
     const results = await Promise.all(
-      Array.from({ length: 4 }, (_, i) => post(`${url}/v1/completions`, { prompt: 'Once upon a time', max_tokens: 2 + i })),
+      Array.from({ length: 4 }, (_, i) => running!.post(`/v1/completions`, { prompt: 'Once upon a time', max_tokens: 2 + i })),
     );
     expect(results.map((r) => r.body.usage.completion_tokens)).toEqual([2, 3, 4, 5]);
     expect(engine.maxRunning).toBe(1);

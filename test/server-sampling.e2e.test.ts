@@ -6,48 +6,30 @@
 // pairs and false), out-of-range values are 400s naming the field, and /props reports the
 // command-line defaults.
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseCli } from '../src/cli-options.js';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { useLive, useServer, type LiveServer } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 import { storiesCase } from './helpers/stories-expected.js';
-
-let engine: Engine;
-let server: RunningServer;
-/** Started from command-line flags: sampler defaults and MLXCEL_LOOP_DETECTION=1,8,3. */
-let tuned: RunningServer;
-let client: OpenAI;
 
 const TUNED_ARGV = [
   '--min-p', '0.1', '--repeat-penalty', '1.3', '--repeat-last-n', '32', '--presence-penalty', '0.2', '--frequency-penalty', '0.1',
   '--dry-multiplier', '0.5', '--dry-base', '2', '--dry-allowed-length', '3', '--dry-penalty-last-n', '16', '--xtc-probability', '0.25', '--xtc-threshold', '0.2',
 ];
 
-beforeAll(async () => {
-  engine = await loadEngine({ modelDir: 'models/stories260k', parallel: 4 });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
+const live = useLive({ model: 'models/stories260k', engine: { parallel: 4 } });
+/** Started from command-line flags: sampler defaults and MLXCEL_LOOP_DETECTION=1,8,3. */
+const tuned = useServer(live, { server: { sampling: tunedSampling() } });
+
+function tunedSampling() {
   const cli = parseCli(TUNED_ARGV, { MLXCEL_LOOP_DETECTION: '1,8,3' }, 'models/stories260k');
   if (cli.kind !== 'serve') throw new Error('expected serve options');
-  tuned = await startServer(engine, { host: '127.0.0.1', port: 0, sampling: cli.options.sampling });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await tuned?.close();
-  await engine?.close();
-});
-
-async function post(url: string, body: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: await res.json() };
+  return cli.options.sampling;
 }
 
 /** /completion, greedy unless the body says otherwise. */
-async function complete(body: Record<string, unknown>, url = server.url) {
-  const res = await post(`${url}/completion`, { temperature: 0, ...body });
+async function complete(body: Record<string, unknown>, on: LiveServer = live) {
+  const res = await on.post('/completion', { temperature: 0, ...body });
   expect(res.status).toBe(200);
   return res.body as { content: string; tokens_predicted: number; stop_type: string; completion_probabilities?: any[] };
 }
@@ -83,15 +65,15 @@ describe('penalties', () => {
 
   it('apply on chat completions through the openai client, and on the Responses pipeline', async () => {
     const messages = [{ role: 'user' as const, content: REPEATING }];
-    const base = await client.chat.completions.create({ model: 'm', messages, max_tokens: 64, temperature: 0 });
-    const penalised = await client.chat.completions.create({ model: 'm', messages, max_tokens: 64, temperature: 0, frequency_penalty: 1 });
+    const base = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 64, temperature: 0 });
+    const penalised = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 64, temperature: 0, frequency_penalty: 1 });
     expect(count(base.choices[0]!.message.content!, REPEATED)).toBe(2);
     expect(count(penalised.choices[0]!.message.content!, REPEATED)).toBeLessThan(2);
     const extension = { repetition_penalty: 1.5, dry_multiplier: 1 } as Record<string, unknown>;
-    const viaExtension = await client.chat.completions.create({ model: 'm', messages, max_tokens: 64, temperature: 0, ...extension });
+    const viaExtension = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 64, temperature: 0, ...extension });
     expect(count(viaExtension.choices[0]!.message.content!, REPEATED)).toBeLessThan(2);
-    const plain = await client.responses.create({ model: 'm', input: REPEATING, max_output_tokens: 64, temperature: 0 });
-    const responses = await client.responses.create({ model: 'm', input: REPEATING, max_output_tokens: 64, temperature: 0, ...({ repetition_penalty: 1.5 } as object) });
+    const plain = await live.openai.responses.create({ model: 'm', input: REPEATING, max_output_tokens: 64, temperature: 0 });
+    const responses = await live.openai.responses.create({ model: 'm', input: REPEATING, max_output_tokens: 64, temperature: 0, ...({ repetition_penalty: 1.5 } as object) });
     expect(plain.output_text).toBe(base.choices[0]!.message.content);
     expect(responses.output_text).not.toBe(plain.output_text);
   });
@@ -104,10 +86,10 @@ describe('logit_bias', () => {
   const forced = ' Lily'.repeat(N);
 
   it('+100 forces a token every greedy step on completions, chat and /completion', async () => {
-    const completion = await client.completions.create({ model: 'm', prompt: REPEATING, max_tokens: N, temperature: 0, logit_bias: { [LILY]: 100 } });
+    const completion = await live.openai.completions.create({ model: 'm', prompt: REPEATING, max_tokens: N, temperature: 0, logit_bias: { [LILY]: 100 } });
     expect(completion.choices[0]!.text).toBe(forced);
     const messages = [{ role: 'user' as const, content: REPEATING }];
-    const chat = await client.chat.completions.create({ model: 'm', messages, max_tokens: N, temperature: 0, logit_bias: { [LILY]: 100 } });
+    const chat = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: N, temperature: 0, logit_bias: { [LILY]: 100 } });
     expect(chat.choices[0]!.message.content).toBe(forced);
     expect((await complete({ prompt: REPEATING, n_predict: N, logit_bias: [[LILY, 100]] })).content).toBe(forced);
     expect((await complete({ prompt: REPEATING, n_predict: N, logit_bias: [['Lily', 100]] })).content).toBe(forced);
@@ -123,8 +105,8 @@ describe('logit_bias', () => {
       expect(banned.content, JSON.stringify(logit_bias)).not.toBe(base.content);
       expect(ids(banned), JSON.stringify(logit_bias)).not.toContain(greedy);
     }
-    const plain = await client.completions.create({ model: 'm', prompt: REPEATING, max_tokens: 16, temperature: 0 });
-    const banned = await client.completions.create({ model: 'm', prompt: REPEATING, max_tokens: 16, temperature: 0, logit_bias: { [greedy]: -100 } });
+    const plain = await live.openai.completions.create({ model: 'm', prompt: REPEATING, max_tokens: 16, temperature: 0 });
+    const banned = await live.openai.completions.create({ model: 'm', prompt: REPEATING, max_tokens: 16, temperature: 0, logit_bias: { [greedy]: -100 } });
     expect(plain.choices[0]!.text).toBe(base.content);
     expect(banned.choices[0]!.text).not.toBe(base.content);
   });
@@ -132,7 +114,7 @@ describe('logit_bias', () => {
 
 describe('seeds', () => {
   const sampled = (seed: number, prompt = 'Once upon a time') =>
-    client.completions.create({ model: 'm', prompt, max_tokens: 32, temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed } as OpenAI.CompletionCreateParamsNonStreaming);
+    live.openai.completions.create({ model: 'm', prompt, max_tokens: 32, temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed } as OpenAI.CompletionCreateParamsNonStreaming);
 
   it('reproduce the same tokens at temperature 1, alone and beside other requests', async () => {
     const alone = (await sampled(42)).choices[0]!.text;
@@ -153,17 +135,17 @@ describe('loop detection', () => {
   const LOOPING = 'big big big big big big big big';
 
   it('stops a forced repetition early with finish_reason "stop"', async () => {
-    const free = await client.completions.create({ model: 'm', prompt: LOOPING, max_tokens: 100, temperature: 0 });
+    const free = await live.openai.completions.create({ model: 'm', prompt: LOOPING, max_tokens: 100, temperature: 0 });
     expect(free.choices[0]!.finish_reason).toBe('length');
     expect(free.usage!.completion_tokens).toBe(100);
     const loop = { min_pattern_size: 1, max_pattern_size: 8, min_count: 3 };
-    const stopped = await client.completions.create({ model: 'm', prompt: LOOPING, max_tokens: 100, temperature: 0, ...loop } as OpenAI.CompletionCreateParamsNonStreaming);
+    const stopped = await live.openai.completions.create({ model: 'm', prompt: LOOPING, max_tokens: 100, temperature: 0, ...loop } as OpenAI.CompletionCreateParamsNonStreaming);
     expect(stopped.choices[0]!.finish_reason).toBe('stop');
     expect(stopped.usage!.completion_tokens).toBeLessThan(60);
     // The third repeat of the 6-token pattern completes at "happy" and ends generation.
     expect(stopped.choices[0]!.text.endsWith('The ball was very happy. The ball was very happy. The ball was very happy')).toBe(true);
     expect(free.choices[0]!.text.startsWith(stopped.choices[0]!.text)).toBe(true);
-    const chat = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: LOOPING }], max_tokens: 100, temperature: 0, ...loop });
+    const chat = await live.openai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: LOOPING }], max_tokens: 100, temperature: 0, ...loop });
     expect(chat.choices[0]!.finish_reason).toBe('stop');
     expect(chat.choices[0]!.message.content).toBe(stopped.choices[0]!.text);
     const native = await complete({ prompt: LOOPING, n_predict: 100, ...loop });
@@ -174,13 +156,13 @@ describe('loop detection', () => {
   it('follows the server policy unless a request field overrides it', async () => {
     // The tuned server runs with MLXCEL_LOOP_DETECTION=1,8,3 and penalties off for this check.
     const neutral = { repeat_penalty: 1, presence_penalty: 0, frequency_penalty: 0, dry_multiplier: 0, min_p: 0, xtc_probability: 0 };
-    const policy = await complete({ prompt: LOOPING, n_predict: 100, ...neutral }, tuned.url);
+    const policy = await complete({ prompt: LOOPING, n_predict: 100, ...neutral }, tuned);
     expect(policy.stop_type).toBe('eos');
     expect(policy.tokens_predicted).toBeLessThan(60);
-    expect((await complete({ prompt: LOOPING, n_predict: 100, ...neutral, max_pattern_size: 0 }, tuned.url)).tokens_predicted).toBe(100);
-    expect((await complete({ prompt: LOOPING, n_predict: 100, ...neutral, min_count: 1 }, tuned.url)).tokens_predicted).toBe(100);
+    expect((await complete({ prompt: LOOPING, n_predict: 100, ...neutral, max_pattern_size: 0 }, tuned)).tokens_predicted).toBe(100);
+    expect((await complete({ prompt: LOOPING, n_predict: 100, ...neutral, min_count: 1 }, tuned)).tokens_predicted).toBe(100);
     // A larger min_count from the request, the rest from the policy: a later stop.
-    const later = await complete({ prompt: LOOPING, n_predict: 100, ...neutral, min_count: 4 }, tuned.url);
+    const later = await complete({ prompt: LOOPING, n_predict: 100, ...neutral, min_count: 4 }, tuned);
     expect(later.tokens_predicted).toBeGreaterThan(policy.tokens_predicted);
     // The default server (auto: off for llama) runs to the limit.
     expect((await complete({ prompt: LOOPING, n_predict: 100 })).tokens_predicted).toBe(100);
@@ -200,7 +182,7 @@ describe('logprobs', () => {
   const messages = [{ role: 'user' as const, content: 'Once upon a time' }];
 
   it('chat: choices[].logprobs.content with token, logprob, bytes and sorted top_logprobs', async () => {
-    const res = await client.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 20 });
+    const res = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 20 });
     const content = res.choices[0]!.logprobs!.content! as ChatEntry[];
     expect(content.length).toBe(res.usage!.completion_tokens);
     expect(content.map((e) => e.token).join('')).toBe(res.choices[0]!.message.content);
@@ -213,16 +195,16 @@ describe('logprobs', () => {
       expect(Object.keys(e.top_logprobs[0]!).sort()).toEqual(['bytes', 'logprob', 'token']);
     }
     // logprobs alone: the chosen token's, no alternatives; no logprobs: null.
-    const bare = await client.chat.completions.create({ model: 'm', messages, max_tokens: 4, temperature: 0, logprobs: true });
+    const bare = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 4, temperature: 0, logprobs: true });
     expect(bare.choices[0]!.logprobs!.content!.every((e) => e.top_logprobs.length === 0)).toBe(true);
     expect(bare.choices[0]!.logprobs!.content!.map((e) => e.logprob)).toEqual(content.slice(0, 4).map((e) => e.logprob));
-    const none = await client.chat.completions.create({ model: 'm', messages, max_tokens: 4, temperature: 0 });
+    const none = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 4, temperature: 0 });
     expect(none.choices[0]!.logprobs).toBeNull();
   });
 
   it('chat streaming: one entry per chunk, the same as without streaming', async () => {
-    const whole = await client.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 3 });
-    const stream = await client.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 3, stream: true });
+    const whole = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 3 });
+    const stream = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 3, stream: true });
     const entries: ChatEntry[] = [];
     let content = '';
     for await (const chunk of stream) {
@@ -239,7 +221,7 @@ describe('logprobs', () => {
   });
 
   it('chat streaming with a stop string still gives every generated token a chunk', async () => {
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
+    const res = await fetch(`${live.url}/v1/chat/completions`, {
       method: 'POST',
       body: JSON.stringify({ messages, max_tokens: 40, temperature: 0, logprobs: true, stop: ['Lily'], stream: true, stream_options: { include_usage: true } }),
     });
@@ -251,7 +233,7 @@ describe('logprobs', () => {
   });
 
   it('completions: the legacy shape with text offsets, streaming and not', async () => {
-    const res = await client.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 24, temperature: 0, logprobs: 5 });
+    const res = await live.openai.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 24, temperature: 0, logprobs: 5 });
     const lp = res.choices[0]!.logprobs!;
     const text = res.choices[0]!.text;
     expect(lp.tokens!.length).toBe(24);
@@ -269,10 +251,10 @@ describe('logprobs', () => {
       expect(Object.values(top).reduce((s, v) => s + Math.exp(v), 0)).toBeLessThanOrEqual(1 + 1e-4);
     });
     // The same prompt tokens through chat give the same logprobs.
-    const chat = await client.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true });
+    const chat = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 0, logprobs: true });
     expect(chat.choices[0]!.logprobs!.content!.map((e) => e.logprob)).toEqual(lp.token_logprobs);
 
-    const stream = await client.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 24, temperature: 0, logprobs: 5, stream: true });
+    const stream = await live.openai.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 24, temperature: 0, logprobs: 5, stream: true });
     const tokens: string[] = [];
     const offsets: number[] = [];
     const logprobs: number[] = [];
@@ -298,9 +280,9 @@ describe('logprobs', () => {
       checkEntry(p, 3);
       expect(p.top_logprobs[0].id).toBe(p.id);
       for (const t of p.top_logprobs) expect(Object.keys(t).sort()).toEqual(['bytes', 'id', 'logprob', 'token']);
-      expect(engine.tokenizer.decode([p.id])).toBe(p.token.trimStart());
+      expect(live.engine.tokenizer.decode([p.id])).toBe(p.token.trimStart());
     }
-    const stream = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Once upon a time', n_predict: 16, n_probs: 3, temperature: 0, stream: true }) });
+    const stream = await fetch(`${live.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Once upon a time', n_predict: 16, n_probs: 3, temperature: 0, stream: true }) });
     const events = (await readSse(stream)) as any[];
     const streamed = events.flatMap((e) => e.completion_probabilities ?? []);
     expect(streamed).toEqual(probs);
@@ -309,7 +291,7 @@ describe('logprobs', () => {
   });
 
   it('sampled tokens have logprobs at or below 0, in or out of the top list', async () => {
-    const res = await client.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 1.5, top_k: 0, seed: 3, logprobs: true, top_logprobs: 20 } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const res = await live.openai.chat.completions.create({ model: 'm', messages, max_tokens: 24, temperature: 1.5, top_k: 0, seed: 3, logprobs: true, top_logprobs: 20 } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     for (const e of res.choices[0]!.logprobs!.content!) {
       checkEntry(e, 20);
       const listed = e.top_logprobs.find((t) => t.token === e.token);
@@ -368,7 +350,7 @@ describe('validation', () => {
   ];
 
   it.each(cases)('%s: bad %s is a 400 naming it', async (path, _field, body, message) => {
-    const res = await post(`${server.url}${path}`, body);
+    const res = await live.post(path, body);
     expect(res.status).toBe(400);
     expect(res.body.error.type).toBe('invalid_request_error');
     expect(res.body.error.message).toMatch(message);
@@ -383,8 +365,8 @@ describe('validation', () => {
       chat({ dry_multiplier: 0.8, dry_sequence_breakers: [], dry_penalty_last_n: -1, seed: -1 }),
       chat({ cache_prompt: false, extra_body: { cache_prompt: true } }),
     ];
-    for (const body of ok) expect((await post(`${server.url}/v1/chat/completions`, body)).status, JSON.stringify(body)).toBe(200);
-    expect((await post(`${server.url}/completion`, { prompt: 'Hi', n_predict: 2, n_probs: 0, repeat_last_n: -1 })).status).toBe(200);
+    for (const body of ok) expect((await live.post('/v1/chat/completions', body)).status, JSON.stringify(body)).toBe(200);
+    expect((await live.post('/completion', { prompt: 'Hi', n_predict: 2, n_probs: 0, repeat_last_n: -1 })).status).toBe(200);
   });
 });
 
@@ -405,17 +387,17 @@ describe('GET /props', () => {
       xtc_threshold: 0.2,
       loop_detection: { min_pattern_size: 1, max_pattern_size: 8, min_count: 3 },
     });
-    const plain = (await (await fetch(`${server.url}/props`)).json()) as { default_generation_settings: Record<string, unknown> };
+    const plain = (await (await fetch(`${live.url}/props`)).json()) as { default_generation_settings: Record<string, unknown> };
     expect(plain.default_generation_settings).toMatchObject({ min_p: 0.05, xtc_probability: 0, xtc_threshold: 0.1, loop_detection: null });
   });
 
   it('and requests that omit a field get the flag', async () => {
     // The tuned server's penalties change the repeating greedy output.
     const plain = await complete({ prompt: REPEATING, n_predict: 64 });
-    const tunedOut = await complete({ prompt: REPEATING, n_predict: 64, xtc_probability: 0 }, tuned.url);
+    const tunedOut = await complete({ prompt: REPEATING, n_predict: 64, xtc_probability: 0 }, tuned);
     expect(tunedOut.content).not.toBe(plain.content);
     // ...and a request setting them all back gets the plain output.
     const neutral = { repeat_penalty: 1, presence_penalty: 0, frequency_penalty: 0, dry_multiplier: 0, max_pattern_size: 0 };
-    expect((await complete({ prompt: REPEATING, n_predict: 64, ...neutral }, tuned.url)).content).toBe(plain.content);
+    expect((await complete({ prompt: REPEATING, n_predict: 64, ...neutral }, tuned)).content).toBe(plain.content);
   });
 });

@@ -3,39 +3,25 @@
 // /health, /slots and the cache stats keep answering; the next requests wait while the
 // model loads again and then give the same greedy output as before the sleep, through the
 // openai client too, with the counters carried across.
-import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
+import { describe, expect, it } from 'vitest';
 import type { PromptCacheStats } from '../src/engine/prompt-cache.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { useLive } from './helpers/live-server.js';
 import { waitFor } from './helpers/server-load.js';
 import { storiesCase } from './helpers/stories-expected.js';
 
 const onceUponATime = storiesCase('Once upon a time');
 const lines: string[] = [];
-let engine: Engine;
-let server: RunningServer;
-
-beforeAll(async () => {
-  engine = await loadEngine({ modelDir: 'models/stories260k', parallel: 2, sleepIdleSeconds: 1, log: (line) => lines.push(line) });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-});
+const live = useLive({ model: 'models/stories260k', engine: { parallel: 2, sleepIdleSeconds: 1, log: (line) => lines.push(line) } });
 
 const get = async <T>(path: string): Promise<{ status: number; body: T }> => {
-  const res = await fetch(`${server.url}${path}`);
+  const res = await fetch(`${live.url}${path}`);
   return { status: res.status, body: (await res.json()) as T };
 };
 const sleeping = async () => (await get<{ is_sleeping: boolean }>('/props')).body.is_sleeping;
 
 describe('--sleep-idle-seconds', () => {
   it('sleeps when idle, keeps the status routes up, and wakes for the next requests', async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = live.openai;
     const ask = () => client.completions.create({ model: 'm', prompt: onceUponATime.prompt, max_tokens: 32, temperature: 0 });
     const before = await ask();
     expect(onceUponATime.expected_text.startsWith(before.choices[0]!.text)).toBe(true);

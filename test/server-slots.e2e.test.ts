@@ -9,70 +9,52 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { PromptCacheStats } from '../src/engine/prompt-cache.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { useLive, useServer } from './helpers/live-server.js';
 import { waitFor } from './helpers/server-load.js';
 import { storiesCases } from './helpers/stories-expected.js';
 
 const STORY = storiesCases[0]!.expected_token_ids;
 const prompt = (from: number, n: number) => [1, ...STORY.slice(from, from + n)];
 
-let engine: Engine;
-let server: RunningServer;
-let bare: RunningServer;
-let dir: string;
+const dir = mkdtempSync(join(tmpdir(), 'mlxcel-slots-'));
+const live = useLive({ model: 'models/stories260k', engine: { parallel: 2 }, server: { slotSavePath: dir } });
+const bare = useServer(live);
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'mlxcel-slots-'));
-  engine = await loadEngine({ modelDir: 'models/stories260k', parallel: 2 });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0, slotSavePath: dir });
-  bare = await startServer(engine, { host: '127.0.0.1', port: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await bare?.close();
-  await engine?.close();
+afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function post(url: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${url}${path}`, { method: 'POST', ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
-
 async function complete(body: Record<string, unknown>): Promise<{ content: string; tokens_cached: number; timings: { prompt_n: number } }> {
-  const res = await post(server.url, '/completion', { temperature: 0, n_predict: 16, ...body });
+  const res = await live.post('/completion', { temperature: 0, n_predict: 16, ...body });
   expect(res.status).toBe(200);
   return res.body as never;
 }
 
 async function stats(): Promise<PromptCacheStats> {
-  return (await (await fetch(`${server.url}/v1/cache/stats`)).json()) as PromptCacheStats;
+  return (await (await fetch(`${live.url}/v1/cache/stats`)).json()) as PromptCacheStats;
 }
 
 describe('slot save, erase, restore', () => {
   it('reproduces the same continuation from the restored slot, whose prefix is served from the file', async () => {
-    await post(server.url, '/v1/cache/reset');
+    await live.post('/v1/cache/reset');
     const p = prompt(0, 50); // 51 tokens
     const original = await complete({ prompt: p });
     const written = p.length + 15; // the prompt and the generated tokens fed back
 
-    const saved = await post(server.url, '/slots/0?action=save', { filename: 'story.bin' });
+    const saved = await live.post('/slots/0?action=save', { filename: 'story.bin' });
     expect(saved.status).toBe(200);
     const size = statSync(join(dir, 'story.bin')).size;
     expect(saved.body).toEqual({ id_slot: 0, filename: 'story.bin', n_saved: written, n_written: size, timings: { save_ms: expect.any(Number) } });
     // Header, token ids, and f32 keys and values of 5 layers x 32 dims per position.
     expect(size).toBeGreaterThan(written * (4 + 5 * 2 * 32 * 4));
 
-    expect((await post(server.url, '/slots/0?action=erase')).body).toEqual({ id_slot: 0, n_erased: written });
+    expect((await live.post('/slots/0?action=erase')).body).toEqual({ id_slot: 0, n_erased: written });
     expect((await stats()).entries).toBe(0);
-    expect((await post(server.url, '/slots/0?action=erase')).body).toEqual({ id_slot: 0, n_erased: 0 });
+    expect((await live.post('/slots/0?action=erase')).body).toEqual({ id_slot: 0, n_erased: 0 });
 
-    const restored = await post(server.url, '/slots/0?action=restore', { filename: 'story.bin' });
+    const restored = await live.post('/slots/0?action=restore', { filename: 'story.bin' });
     expect(restored.status).toBe(200);
     expect(restored.body).toEqual({ id_slot: 0, filename: 'story.bin', n_restored: written, n_read: size, timings: { restore_ms: expect.any(Number) } });
     expect((await stats()).entries).toBe(Math.ceil(written / 16));
@@ -91,7 +73,7 @@ describe('slot save, erase, restore', () => {
 
   it('refuses a file of another model or a damaged one with 400, and restores nothing', async () => {
     await complete({ prompt: prompt(10, 30) });
-    expect((await post(server.url, '/slots/0?action=save', { filename: 'good.bin' })).status).toBe(200);
+    expect((await live.post('/slots/0?action=save', { filename: 'good.bin' })).status).toBe(200);
     const good = readFileSync(join(dir, 'good.bin'));
     // Another model: the identity in the header differs (same length, one hex digit changed).
     const text = good.toString('latin1');
@@ -101,7 +83,7 @@ describe('slot save, erase, restore', () => {
     writeFileSync(join(dir, 'other.bin'), other);
     writeFileSync(join(dir, 'short.bin'), good.subarray(0, good.length - 8));
     writeFileSync(join(dir, 'junk.bin'), 'not a slot file');
-    await post(server.url, '/v1/cache/reset');
+    await live.post('/v1/cache/reset');
     const cases: Array<[string, RegExp]> = [
       ['other.bin', /saved from another model/],
       ['short.bin', /truncated/],
@@ -109,7 +91,7 @@ describe('slot save, erase, restore', () => {
       ['missing.bin', /no slot file "missing.bin"/],
     ];
     for (const [filename, message] of cases) {
-      const res = await post(server.url, '/slots/0?action=restore', { filename });
+      const res = await live.post('/slots/0?action=restore', { filename });
       expect(res.status, filename).toBe(400);
       expect((res.body.error as { type: string; message: string }).type).toBe('invalid_request_error');
       expect((res.body.error as { message: string }).message, filename).toMatch(message);
@@ -132,7 +114,7 @@ describe('slot save, erase, restore', () => {
       ['/slots/0', { filename: 'x.bin' }, 'Invalid action: action must be save, restore or erase'],
     ];
     for (const [path, body, message] of bad) {
-      const res = await post(server.url, path, body);
+      const res = await live.post(path, body);
       expect(res.status, path).toBe(400);
       expect(res.body, path).toEqual({ error: { message, type: 'invalid_request_error', code: null } });
     }
@@ -140,43 +122,42 @@ describe('slot save, erase, restore', () => {
 });
 
 describe('id_slot', () => {
-  const client = () => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
   /** The tokens a slot's cache holds, as a save reports them. */
-  const held = async (slot: number) => (await post(server.url, `/slots/${slot}?action=save`, { filename: `held-${slot}.bin` })).body.n_saved;
-  const slotStates = async () => ((await (await fetch(`${server.url}/slots`)).json()) as Array<{ state: string }>).map((s) => s.state);
+  const held = async (slot: number) => (await live.post(`/slots/${slot}?action=save`, { filename: `held-${slot}.bin` })).body.n_saved;
+  const slotStates = async () => ((await (await fetch(`${live.url}/slots`)).json()) as Array<{ state: string }>).map((s) => s.state);
 
   it('runs the request in the slot it names, on every route that has it, so save and erase act on what it left (llama-server)', async () => {
-    await post(server.url, '/v1/cache/reset');
-    for (const slot of [0, 1]) await post(server.url, `/slots/${slot}?action=erase`);
+    await live.post('/v1/cache/reset');
+    for (const slot of [0, 1]) await live.post(`/slots/${slot}?action=erase`);
     // The prompt and every generated token but the last have KV in the slot's cache.
     await complete({ prompt: prompt(0, 20), n_predict: 8, id_slot: 1 });
     expect(await held(0)).toBe(0);
     expect(await held(1)).toBe(21 + 7);
-    expect((await post(server.url, '/slots/1?action=erase')).body).toEqual({ id_slot: 1, n_erased: 28 });
+    expect((await live.post('/slots/1?action=erase')).body).toEqual({ id_slot: 1, n_erased: 28 });
     // -1, as absent, is any slot: the first free one.
     await complete({ prompt: prompt(30, 10), n_predict: 4, id_slot: -1 });
     expect([await held(0), await held(1)]).toEqual([11 + 3, 0]);
     // The OpenAI routes take it as an extension field (the SDK's extra body).
-    const text = await client().completions.create({ model: 'stories260k', prompt: prompt(40, 12), max_tokens: 5, temperature: 0, id_slot: 1 } as OpenAI.CompletionCreateParamsNonStreaming);
+    const text = await live.openai.completions.create({ model: 'stories260k', prompt: prompt(40, 12), max_tokens: 5, temperature: 0, id_slot: 1 } as OpenAI.CompletionCreateParamsNonStreaming);
     expect(text.usage?.completion_tokens).toBe(5);
     expect(await held(1)).toBe(13 + 4);
-    const chat = await client().chat.completions.create({ model: 'stories260k', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 3, temperature: 0, id_slot: 1 } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const chat = await live.openai.chat.completions.create({ model: 'stories260k', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 3, temperature: 0, id_slot: 1 } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     expect(await held(1)).toBe(chat.usage!.prompt_tokens + 2);
-    const response = await client().responses.create({ model: 'stories260k', input: 'Lily wanted to', max_output_tokens: 2, temperature: 0, id_slot: 1 } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    const response = await live.openai.responses.create({ model: 'stories260k', input: 'Lily wanted to', max_output_tokens: 2, temperature: 0, id_slot: 1 } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
     expect(await held(1)).toBe(response.usage!.input_tokens + 1);
     expect(await held(0)).toBe(11 + 3);
     // Erased, then restored from its file, slot 1 serves the same prompt from its KV again.
     const p = prompt(100, 14);
     await complete({ prompt: p, n_predict: 2, id_slot: 1 });
     expect(await held(1)).toBe(16);
-    expect((await post(server.url, '/slots/1?action=erase')).body).toMatchObject({ n_erased: 16 });
-    expect((await post(server.url, '/slots/1?action=restore', { filename: 'held-1.bin' })).body).toMatchObject({ id_slot: 1, n_restored: 16 });
+    expect((await live.post('/slots/1?action=erase')).body).toMatchObject({ n_erased: 16 });
+    expect((await live.post('/slots/1?action=restore', { filename: 'held-1.bin' })).body).toMatchObject({ id_slot: 1, n_restored: 16 });
     expect((await complete({ prompt: p, n_predict: 2, id_slot: 1 })).tokens_cached).toBe(14);
   });
 
   it('n_cmpl 2: the first completion runs in the named slot, the other in a free one (llama-server\'s child tasks)', async () => {
-    for (const slot of [0, 1]) await post(server.url, `/slots/${slot}?action=erase`);
-    const res = await post(server.url, '/completion', { prompt: prompt(60, 9), n_predict: 4, temperature: 0, n_cmpl: 2, id_slot: 1 });
+    for (const slot of [0, 1]) await live.post(`/slots/${slot}?action=erase`);
+    const res = await live.post('/completion', { prompt: prompt(60, 9), n_predict: 4, temperature: 0, n_cmpl: 2, id_slot: 1 });
     expect(res.status).toBe(200);
     expect(res.body).toHaveLength(2);
     expect([await held(0), await held(1)]).toEqual([10 + 3, 10 + 3]);
@@ -185,7 +166,7 @@ describe('id_slot', () => {
   it('waits for a busy slot while the other slot serves others; a cancelled waiting request leaves nothing behind', async () => {
     // A long generation holds slot 1.
     const long = new AbortController();
-    const running = await fetch(`${server.url}/completion`, {
+    const running = await fetch(`${live.url}/completion`, {
       method: 'POST',
       body: JSON.stringify({ prompt: prompt(0, 8), n_predict: 400, ignore_eos: true, temperature: 0, stream: true, id_slot: 1 }),
       signal: long.signal,
@@ -194,14 +175,14 @@ describe('id_slot', () => {
     await reader.read();
     expect(await slotStates()).toEqual(['idle', 'decoding']);
     // A request for slot 1 queues behind it...
-    const waiting = post(server.url, '/completion', { prompt: prompt(70, 6), n_predict: 3, temperature: 0, id_slot: 1 });
+    const waiting = live.post('/completion', { prompt: prompt(70, 6), n_predict: 3, temperature: 0, id_slot: 1 });
     await waitFor(async () => (await slotStates()).length === 3, 10_000, 'the request for slot 1 queued');
     expect(await slotStates()).toEqual(['idle', 'decoding', 'queued']);
     // ...while one that names no slot runs in slot 0 at once.
-    expect((await post(server.url, '/completion', { prompt: prompt(80, 6), n_predict: 2, temperature: 0 })).status).toBe(200);
+    expect((await live.post('/completion', { prompt: prompt(80, 6), n_predict: 2, temperature: 0 })).status).toBe(200);
     // A second waiting request, cancelled by its client, leaves the queue.
     const gone = new AbortController();
-    const cancelled = fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: prompt(90, 6), n_predict: 3, id_slot: 1 }), signal: gone.signal }).catch((e: Error) => e.name);
+    const cancelled = fetch(`${live.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt: prompt(90, 6), n_predict: 3, id_slot: 1 }), signal: gone.signal }).catch((e: Error) => e.name);
     await waitFor(async () => (await slotStates()).length === 4, 10_000, 'the second request for slot 1 queued');
     gone.abort();
     expect(await cancelled).toBe('AbortError');
@@ -230,12 +211,12 @@ describe('id_slot', () => {
     ];
     for (const [path, body] of cases) {
       for (const [idSlot, message] of refusals) {
-        const res = await post(server.url, path, { ...body, id_slot: idSlot });
+        const res = await live.post(path, { ...body, id_slot: idSlot });
         expect(res.status, `${path} ${idSlot}`).toBe(400);
         expect(res.body.error, `${path} ${idSlot}`).toMatchObject({ message, type: 'invalid_request_error' });
       }
     }
-    const infill = await post(server.url, '/infill', { input_prefix: 'a', id_slot: 0.5 });
+    const infill = await live.post('/infill', { input_prefix: 'a', id_slot: 0.5 });
     expect(infill.body.error).toMatchObject({ message: 'Invalid infill request: id_slot must be integer' });
     expect(await slotStates()).toEqual(['idle', 'idle']);
   });
@@ -244,7 +225,7 @@ describe('id_slot', () => {
 describe('without --slot-save-path', () => {
   it('answers 501 naming the flag, for every action', async () => {
     for (const action of ['save', 'restore', 'erase']) {
-      const res = await post(bare.url, `/slots/0?action=${action}`, { filename: 'x.bin' });
+      const res = await bare.post(`/slots/0?action=${action}`, { filename: 'x.bin' });
       expect(res.status).toBe(501);
       expect(res.body).toEqual({ error: { message: 'This server does not support slots action. Start it with `--slot-save-path`', type: 'not_supported_error', code: null } });
     }

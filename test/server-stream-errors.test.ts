@@ -2,25 +2,22 @@
 // error shape instead of just stopping. The fake engine fails after a few tokens, as a
 // broken GPU pass would.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startServer, type RunningServer } from '../src/server/server.js';
 import { FakeEngine } from './helpers/fake-engine.js';
+import { serve, type LiveServer } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 
-let server: RunningServer;
+let server: LiveServer;
 
 beforeAll(async () => {
   // The failure is logged as a fault; keep the test output clean.
   vi.spyOn(console, 'error').mockImplementation(() => {});
-  server = await startServer(await FakeEngine.create({ failAfter: 3 }), { host: '127.0.0.1', port: 0 });
+  server = await serve(await FakeEngine.create({ failAfter: 3 }));
 });
 
 afterAll(async () => {
   await server?.close();
   vi.restoreAllMocks();
 });
-
-const post = (path: string, body: unknown) =>
-  fetch(`${server.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 
 /** The `event:` names and parsed `data:` of a named-event stream. */
 async function readEvents(res: Response): Promise<Array<{ event: string; data: Record<string, unknown> }>> {
@@ -35,7 +32,7 @@ const SERVER_ERROR = { error: { message: 'engine step failed', type: 'server_err
 
 describe('a generation that fails mid-stream', () => {
   it('chat completions: the error, a finish_reason "error" chunk, then [DONE]', async () => {
-    const res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 16 });
+    const res = await server.request('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 16 });
     expect(res.status).toBe(200);
     const events = await readSse(res);
     const [error, finish, done] = events.slice(-3) as [unknown, { object: string; choices: unknown[] }, unknown];
@@ -48,7 +45,7 @@ describe('a generation that fails mid-stream', () => {
   });
 
   it('text completions: the error, a finish_reason "error" choice, then [DONE]', async () => {
-    const res = await post('/v1/completions', { prompt: 'Once upon a time', stream: true, max_tokens: 16 });
+    const res = await server.request('/v1/completions', { prompt: 'Once upon a time', stream: true, max_tokens: 16 });
     const events = await readSse(res);
     const [error, finish, done] = events.slice(-3) as [unknown, { object: string; choices: unknown[] }, unknown];
     expect(error).toEqual(SERVER_ERROR);
@@ -58,7 +55,7 @@ describe('a generation that fails mid-stream', () => {
   });
 
   it('Responses: response.failed carrying the error, last', async () => {
-    const res = await post('/v1/responses', { input: 'Hi', stream: true, max_output_tokens: 16 });
+    const res = await server.request('/v1/responses', { input: 'Hi', stream: true, max_output_tokens: 16 });
     const events = await readEvents(res);
     expect(events.some((e) => e.event === 'response.output_text.delta')).toBe(true);
     const last = events.at(-1)!;
@@ -68,7 +65,7 @@ describe('a generation that fails mid-stream', () => {
   });
 
   it('Anthropic: an error event, last', async () => {
-    const res = await post('/v1/messages', { model: 'm', max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] });
+    const res = await server.request('/v1/messages', { model: 'm', max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'Hi' }] });
     const events = await readEvents(res);
     expect(events[0]!.event).toBe('message_start');
     expect(events.at(-1)).toEqual({ event: 'error', data: { type: 'error', error: { type: 'api_error', message: 'engine step failed' } } });
@@ -76,7 +73,7 @@ describe('a generation that fails mid-stream', () => {
   });
 
   it('native /completion: the error object, as llama-server sends it', async () => {
-    const res = await post('/completion', { prompt: 'Once upon a time', n_predict: 16, stream: true });
+    const res = await server.request('/completion', { prompt: 'Once upon a time', n_predict: 16, stream: true });
     const events = await readSse(res);
     expect(events.at(-1)).toEqual(SERVER_ERROR);
     expect(events).not.toContain('[DONE]');

@@ -3,44 +3,19 @@
 // and not, chat and text completions, the length cut, and every 400 the reference lists;
 // and Anthropic's output_config.format through @anthropic-ai/sdk, held to the same grammar.
 import Anthropic from '@anthropic-ai/sdk';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { describe, expect, it } from 'vitest';
 import { FakeEngine } from './helpers/fake-engine.js';
 import { makeAjv, REAL_WORLD_SCHEMAS } from './helpers/json-schemas.js';
-import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
+import { serve, tinyQwen3, useLive } from './helpers/live-server.js';
 
 const ajv = makeAjv();
 const animal = REAL_WORLD_SCHEMAS.find((s) => s.name === 'animal')!.schema;
 const order = REAL_WORLD_SCHEMAS.find((s) => s.name === 'order')!.schema;
 const format = (schema: unknown) => ({ type: 'json_schema' as const, json_schema: { name: 'result', strict: true, schema: schema as Record<string, unknown> } });
 
-let dir: string;
-let engine: Engine;
-let server: RunningServer;
-let client: OpenAI;
-let model: string;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'structured-e2e-'));
-  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 1, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 5 }, dir);
-  engine = await loadEngine({ modelDir: dir, parallel: 4, contextSize: 4 * 1024 });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  model = engine.info.id;
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
+const model = 'qwen3-tiny';
+const live = useLive({ model: tinyQwen3({ layers: 1, seed: 5 }), engine: { alias: model, parallel: 4, contextSize: 4 * 1024 } });
 async function rejected(p: Promise<unknown>): Promise<{ status: number; message: string }> {
   try {
     await p;
@@ -51,14 +26,11 @@ async function rejected(p: Promise<unknown>): Promise<{ status: number; message:
   throw new Error('expected a rejection');
 }
 
-const post = (path: string, body: unknown) =>
-  fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
 describe('response_format json_schema', () => {
   it('constrains chat completions', async () => {
     const cases = [[animal, 1], [order, 2], [animal, 3]] as const;
     await Promise.all(cases.map(async ([schema, seed]) => {
-      const res = await client.chat.completions.create({
+      const res = await live.openai.chat.completions.create({
         model,
         messages: [{ role: 'user', content: 'Name one animal and its habitat.' }],
         response_format: format(schema),
@@ -73,7 +45,7 @@ describe('response_format json_schema', () => {
   });
 
   it('constrains a streamed chat completion', async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await live.openai.chat.completions.create({
       model,
       messages: [{ role: 'user', content: 'An order, please.' }],
       response_format: format(order),
@@ -96,12 +68,12 @@ describe('response_format json_schema', () => {
 
   it('constrains text completions, streamed and not', async () => {
     const request = { model, prompt: 'JSON:', response_format: format(animal), temperature: 1, seed: 4, max_tokens: 200 };
-    const res = await client.completions.create(request as OpenAI.CompletionCreateParamsNonStreaming);
+    const res = await live.openai.completions.create(request as OpenAI.CompletionCreateParamsNonStreaming);
     expect(res.choices[0]!.finish_reason).toBe('stop');
     expect(ajv.validate(animal, JSON.parse(res.choices[0]!.text))).toBe(true);
     let text = '';
     let last: string | null = null;
-    for await (const chunk of await client.completions.create({ ...request, stream: true } as OpenAI.CompletionCreateParamsStreaming)) {
+    for await (const chunk of await live.openai.completions.create({ ...request, stream: true } as OpenAI.CompletionCreateParamsStreaming)) {
       text += chunk.choices[0]?.text ?? '';
       last = chunk.choices[0]?.finish_reason ?? last;
     }
@@ -110,7 +82,7 @@ describe('response_format json_schema', () => {
   });
 
   it('ends with "length" when max_tokens cuts the document', async () => {
-    const res = await client.chat.completions.create({
+    const res = await live.openai.chat.completions.create({
       model,
       messages: [{ role: 'user', content: 'An order.' }],
       response_format: format(order),
@@ -125,7 +97,7 @@ describe('response_format json_schema', () => {
 
   it('leaves "text" and an absent response_format unconstrained', async () => {
     for (const extra of [{ response_format: { type: 'text' as const } }, {}]) {
-      const res = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, temperature: 0, ...extra });
+      const res = await live.openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, temperature: 0, ...extra });
       expect(res.choices[0]!.finish_reason).toBe('length');
     }
   });
@@ -133,10 +105,10 @@ describe('response_format json_schema', () => {
 
 describe('response_format 400s', () => {
   const chat = (response_format: unknown) =>
-    client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], max_tokens: 4, response_format } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    live.openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], max_tokens: 4, response_format } as OpenAI.ChatCompletionCreateParamsNonStreaming);
 
   it('refuses json_object on both OpenAI routes', async () => {
-    for (const p of [chat({ type: 'json_object' }), client.completions.create({ model, prompt: 'x', max_tokens: 4, response_format: { type: 'json_object' } } as OpenAI.CompletionCreateParamsNonStreaming)]) {
+    for (const p of [chat({ type: 'json_object' }), live.openai.completions.create({ model, prompt: 'x', max_tokens: 4, response_format: { type: 'json_object' } } as OpenAI.CompletionCreateParamsNonStreaming)]) {
       const err = await rejected(p);
       expect(err.status).toBe(400);
       expect(err.message).toMatch(/json_object/);
@@ -171,24 +143,20 @@ describe('response_format 400s', () => {
 
   it('refuses any response_format but {"type": "text"} on /completion', async () => {
     for (const response_format of [format(animal), { type: 'json_object' }, { type: 'text', extra: 1 }]) {
-      const res = await post('/completion', { prompt: 'x', n_predict: 2, response_format });
+      const res = await live.request('/completion', { prompt: 'x', n_predict: 2, response_format });
       expect(res.status).toBe(400);
       expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/response_format/);
     }
-    const ok = await post('/completion', { prompt: 'x', n_predict: 2, response_format: { type: 'text' } });
+    const ok = await live.request('/completion', { prompt: 'x', n_predict: 2, response_format: { type: 'text' } });
     expect(ok.status).toBe(200);
   });
 
   it('answers UnsupportedTokenizer for a tokenizer it cannot walk', async () => {
     const fake = await FakeEngine.create();
     (fake.tokenizer as unknown as { modelType: string }).modelType = 'Unigram';
-    const other = await startServer(fake, { host: '127.0.0.1', port: 0 });
+    const other = await serve(fake);
     try {
-      const res = await fetch(`${other.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ messages: [{ role: 'user', content: 'x' }], response_format: format(animal) }),
-      });
+      const res = await other.request('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], response_format: format(animal) });
       expect(res.status).toBe(400);
       expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/^UnsupportedTokenizer/);
     } finally {
@@ -198,7 +166,7 @@ describe('response_format 400s', () => {
 });
 
 describe('Anthropic output_config.format', () => {
-  const anthropic = () => new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+  const anthropic = () => live.anthropic;
   // Small documents keep the generation short.
   const pet = { type: 'object', properties: { name: { type: 'string', maxLength: 6 }, legs: { type: 'integer', minimum: 0, maximum: 8 } }, required: ['name', 'legs'], additionalProperties: false };
   const tag = { type: 'array', items: { enum: ['a', 'b'] }, minItems: 1, maxItems: 3 };
@@ -222,7 +190,7 @@ describe('Anthropic output_config.format', () => {
 
   it("takes the structured-outputs beta's output_format the same way", async () => {
     const { output_config, ...rest } = params(tag);
-    const res = await post('/v1/messages', { ...rest, output_format: output_config.format });
+    const res = await live.request('/v1/messages', { ...rest, output_format: output_config.format });
     const msg = (await res.json()) as Anthropic.Message;
     expect(res.status).toBe(200);
     expect(ajv.validate(tag, JSON.parse((msg.content[0] as Anthropic.TextBlock).text))).toBe(true);
@@ -230,7 +198,7 @@ describe('Anthropic output_config.format', () => {
 
   it('refuses what the grammar cannot honour, in the Anthropic envelope', async () => {
     const refused = async (body: Record<string, unknown>) => {
-      const res = await post('/v1/messages', { model, max_tokens: 4, messages: [{ role: 'user', content: 'x' }], ...body });
+      const res = await live.request('/v1/messages', { model, max_tokens: 4, messages: [{ role: 'user', content: 'x' }], ...body });
       expect(res.status).toBe(400);
       const error = (await res.json()) as { type: string; error: { type: string; message: string } };
       expect(error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });

@@ -3,16 +3,15 @@
 // before its name still shows, and the turn reports the limit (finish_reason "length",
 // status "incomplete", stop_reason "max_tokens"). A scripted engine writes a Qwen3 Hermes
 // call under the real tokenizer.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { everyApi, expectCutOnEveryApi } from './helpers/chat-apis.js';
 import { FakeEngine } from './helpers/fake-engine.js';
+import { useServer } from './helpers/live-server.js';
 import { tokenizerDir } from './helpers/random-checkpoint.js';
 import { readSse } from './helpers/sse.js';
 
 const REPLY = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>';
 
-let server: RunningServer;
 let engine: FakeEngine;
 let script: number[] = [];
 /** A max_tokens that stops generation inside the call's arguments. */
@@ -22,15 +21,9 @@ beforeAll(async () => {
   engine = await FakeEngine.create({ tokenizerDir: tokenizerDir('qwen3'), contextSize: 4096, script: () => script });
   script = engine.tokenizer.encode(REPLY, false);
   cut = script.findIndex((_, n) => engine.tokenizer.decode(script.slice(0, n), false).includes('"city": "'));
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
 });
 
-afterAll(async () => {
-  await server?.close();
-});
-
-const post = (path: string, body: unknown) =>
-  fetch(`${server.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+const server = useServer({ get engine() { return engine; } });
 
 const chatTool = {
   type: 'function',
@@ -40,7 +33,7 @@ const messages = [{ role: 'user', content: 'Weather in Paris?' }];
 
 describe('a tool call cut off by max_tokens', () => {
   it('chat completions: the call with partial arguments, finish_reason "length", no markup in content', async () => {
-    const res = await post('/v1/chat/completions', { messages, tools: [chatTool], tool_choice: 'required', max_tokens: cut });
+    const res = await server.request('/v1/chat/completions', { messages, tools: [chatTool], tool_choice: 'required', max_tokens: cut });
     const body = (await res.json()) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }> };
     const [choice] = body.choices;
     expect(choice!.finish_reason).toBe('length');
@@ -51,7 +44,7 @@ describe('a tool call cut off by max_tokens', () => {
   });
 
   it('a chat stream: the same call and content, and never markup in delta.content', async () => {
-    const res = await post('/v1/chat/completions', { messages, tools: [chatTool], tool_choice: 'required', max_tokens: cut, stream: true });
+    const res = await server.request('/v1/chat/completions', { messages, tools: [chatTool], tool_choice: 'required', max_tokens: cut, stream: true });
     const chunks = (await readSse(res)).filter((c) => c !== '[DONE]') as Array<{ choices: Array<{ delta: Record<string, unknown>; finish_reason: string | null }> }>;
     const deltas = chunks.flatMap((c) => c.choices);
     const content = deltas.map((d) => d.delta.content ?? '').join('');
@@ -64,7 +57,7 @@ describe('a tool call cut off by max_tokens', () => {
 
   it('Responses: the message and the call, status incomplete (max_output_tokens)', async () => {
     const tool = { type: 'function', name: 'get_weather', parameters: chatTool.function.parameters };
-    const res = await post('/v1/responses', { input: 'Weather in Paris?', tools: [tool], tool_choice: 'required', max_output_tokens: cut });
+    const res = await server.request('/v1/responses', { input: 'Weather in Paris?', tools: [tool], tool_choice: 'required', max_output_tokens: cut });
     const body = (await res.json()) as { status: string; incomplete_details: unknown; output: Array<Record<string, unknown>> };
     expect(body.status).toBe('incomplete');
     expect(body.incomplete_details).toEqual({ reason: 'max_output_tokens' });
@@ -76,7 +69,7 @@ describe('a tool call cut off by max_tokens', () => {
 
   it('Anthropic: the text and the tool_use block, stop_reason max_tokens', async () => {
     const tool = { name: 'get_weather', input_schema: chatTool.function.parameters };
-    const res = await post('/v1/messages', { model: 'm', max_tokens: cut, messages, tools: [tool], tool_choice: { type: 'any' } });
+    const res = await server.request('/v1/messages', { model: 'm', max_tokens: cut, messages, tools: [tool], tool_choice: { type: 'any' } });
     const body = (await res.json()) as { stop_reason: string; content: Array<Record<string, unknown>> };
     expect(body.stop_reason).toBe('max_tokens');
     expect(body.content.map((b) => b.type)).toEqual(['text', 'tool_use']);

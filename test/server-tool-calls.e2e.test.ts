@@ -5,9 +5,9 @@
 // tool-call parser, the reasoning split and both wire formats are all real.
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { FakeEngine } from './helpers/fake-engine.js';
+import { useServer } from './helpers/live-server.js';
 import { tokenizerDir } from './helpers/random-checkpoint.js';
 
 const REPLY =
@@ -15,22 +15,14 @@ const REPLY =
   'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>';
 
 let engine: FakeEngine;
-let server: RunningServer;
-let openai: OpenAI;
-let anthropic: Anthropic;
 
 beforeAll(async () => {
   let script: number[] = [];
   engine = await FakeEngine.create({ tokenizerDir: tokenizerDir('qwen3'), contextSize: 4096, script: () => script });
   script = engine.tokenizer.encode(REPLY, false);
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
 });
 
-afterAll(async () => {
-  await server?.close();
-});
+const live = useServer({ get engine() { return engine; } });
 
 const tool = {
   type: 'function' as const,
@@ -43,7 +35,7 @@ const ARGS = '{"city": "Paris", "days": 2}';
 
 describe('Responses function calls', () => {
   it('come back as reasoning, message and function_call items', async () => {
-    const res = await openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [tool] });
+    const res = await live.openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [tool] });
     expect(res.status).toBe('completed');
     expect(res.output.map((o) => o.type)).toEqual(['reasoning', 'message', 'function_call']);
     expect((res.output[0] as OpenAI.Responses.ResponseReasoningItem).content).toEqual([
@@ -54,7 +46,7 @@ describe('Responses function calls', () => {
   });
 
   it('stream as function_call_arguments deltas that the SDK assembles', async () => {
-    const stream = openai.responses.stream({ model: 'q', input: 'Weather in Paris?', tools: [tool] });
+    const stream = live.openai.responses.stream({ model: 'q', input: 'Weather in Paris?', tools: [tool] });
     const deltas: string[] = [];
     stream.on('response.function_call_arguments.delta', (e) => deltas.push(e.delta));
     const types: string[] = [];
@@ -68,17 +60,17 @@ describe('Responses function calls', () => {
   });
 
   it('chain with their outputs through previous_response_id', async () => {
-    const first = await openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [tool] });
+    const first = await live.openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [tool] });
     const call = first.output[2] as OpenAI.Responses.ResponseFunctionToolCall;
     const next = { previous_response_id: first.id, tools: [tool], input: [{ type: 'function_call_output' as const, call_id: call.call_id, output: '{"temp": 21}' }] };
-    const counted = await openai.responses.inputTokens.count(next);
+    const counted = await live.openai.responses.inputTokens.count(next);
     // The same conversation, replayed by the client as items, counts the same.
-    const replayed = await openai.responses.inputTokens.count({
+    const replayed = await live.openai.responses.inputTokens.count({
       tools: [tool],
       input: [{ role: 'user', content: 'Weather in Paris?' }, ...(first.output as OpenAI.Responses.ResponseInputItem[]), next.input[0]!],
     });
     expect(counted.input_tokens).toBe(replayed.input_tokens);
-    const second = await openai.responses.create({ model: 'q', ...next });
+    const second = await live.openai.responses.create({ model: 'q', ...next });
     expect(second.usage?.input_tokens).toBe(counted.input_tokens);
     const prompt = engine.tokenizer.decode(engine.requests.at(-1)!.promptTokens, false);
     expect(prompt).toContain(`<tool_call>\n{"name": "get_weather", "arguments": ${ARGS}}\n</tool_call>`);
@@ -86,7 +78,7 @@ describe('Responses function calls', () => {
   });
 
   it('are not parsed when tool_choice is none', async () => {
-    const res = await openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [tool], tool_choice: 'none' });
+    const res = await live.openai.responses.create({ model: 'q', input: 'Weather in Paris?', tools: [tool], tool_choice: 'none' });
     expect(res.output.map((o) => o.type)).toEqual(['reasoning', 'message']);
     expect(res.output_text).toContain('<tool_call>');
   });
@@ -101,7 +93,7 @@ describe('Anthropic tool_use', () => {
   };
 
   it('comes back as thinking, text and tool_use blocks with stop_reason tool_use', async () => {
-    const msg = await anthropic.messages.create(params);
+    const msg = await live.anthropic.messages.create(params);
     expect(msg.stop_reason).toBe('tool_use');
     expect(msg.content).toEqual([
       { type: 'thinking', thinking: 'The user wants the weather in Paris.', signature: '' },
@@ -111,7 +103,7 @@ describe('Anthropic tool_use', () => {
   });
 
   it('streams input_json_delta that the SDK parses into the same input', async () => {
-    const stream = anthropic.messages.stream(params);
+    const stream = live.anthropic.messages.stream(params);
     let json = '';
     stream.on('inputJson', (partial) => (json += partial));
     const final = await stream.finalMessage();
@@ -121,9 +113,9 @@ describe('Anthropic tool_use', () => {
   });
 
   it('replays tool_use and tool_result blocks as the template renders calls', async () => {
-    const first = await anthropic.messages.create(params);
+    const first = await live.anthropic.messages.create(params);
     const use = first.content.at(-1) as Anthropic.ToolUseBlock;
-    await anthropic.messages.create({
+    await live.anthropic.messages.create({
       ...params,
       messages: [...params.messages, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '{"temp": 21}' }] }],
     });

@@ -6,36 +6,17 @@
 // the call), "none" renders no tools, every refused tool_choice answers 400, and the
 // thinking template's reasoning is split off, capped by a thinking budget, and reported
 // as reasoning_only when nothing else came.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Engine } from '../src/engine/engine.js';
-import { loadEngine } from '../src/engine/load.js';
-import { startServer, type RunningServer } from '../src/server/server.js';
-import { makeRandomCheckpoint, useThinkingQwen3Template } from './helpers/random-checkpoint.js';
+import { describe, expect, it } from 'vitest';
+import { tinyQwen3, useLive } from './helpers/live-server.js';
+import { useThinkingQwen3Template } from './helpers/random-checkpoint.js';
 
-let dir: string;
-let engine: Engine;
-let server: RunningServer;
-let client: OpenAI;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'server-tools-'));
-  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 3 }, dir);
+const live = useLive({
+  model: tinyQwen3({ layers: 2, seed: 3 }),
+  engine: { parallel: 2 },
   // The thinking variant of the Qwen3 template: the generation prompt opens "<think>\n"
   // unless enable_thinking is false (then it closes an empty block, as the original does).
-  useThinkingQwen3Template(dir);
-  engine = await loadEngine({ modelDir: dir, parallel: 2 });
-  server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await engine?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  prepare: useThinkingQwen3Template,
 });
 
 const weather: OpenAI.ChatCompletionTool = {
@@ -79,7 +60,7 @@ function checkCall(name: string, args: string, allowed: string[]): void {
 }
 
 async function streamed(params: OpenAI.ChatCompletionCreateParamsStreaming) {
-  const stream = await client.chat.completions.create(params);
+  const stream = await live.openai.chat.completions.create(params);
   let content = '';
   let reasoning = '';
   let finish: string | null = null;
@@ -108,7 +89,7 @@ async function streamed(params: OpenAI.ChatCompletionCreateParamsStreaming) {
 
 describe('forced tool_choice returns a valid call to a declared function', () => {
   it('required (non-streaming)', async () => {
-    const res = await client.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0, ...noThinking });
+    const res = await live.openai.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0, ...noThinking });
     const choice = res.choices[0]!;
     expect(choice.finish_reason).toBe('tool_calls');
     expect(choice.message.content).toBeNull();
@@ -120,7 +101,7 @@ describe('forced tool_choice returns a valid call to a declared function', () =>
   });
 
   it('required with n = 2: each choice is its own valid call (a constraint per choice)', async () => {
-    const res = await client.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0.9, seed: 11, n: 2, ...noThinking });
+    const res = await live.openai.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0.9, seed: 11, n: 2, ...noThinking });
     expect(res.choices.map((c) => c.index)).toEqual([0, 1]);
     for (const choice of res.choices) {
       expect(choice.finish_reason).toBe('tool_calls');
@@ -141,7 +122,7 @@ describe('forced tool_choice returns a valid call to a declared function', () =>
   });
 
   it('with the reasoning block left open by the prompt, the call follows its closing', async () => {
-    const res = await client.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0 });
+    const res = await live.openai.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: 'required', max_tokens: 80, temperature: 0 });
     const choice = res.choices[0]!;
     expect(choice.finish_reason).toBe('tool_calls');
     expect((choice.message as { reasoning_content?: string }).reasoning_content).toBeUndefined();
@@ -151,7 +132,7 @@ describe('forced tool_choice returns a valid call to a declared function', () =>
 
   it('the named form calls that function, streamed or not', async () => {
     const named = { type: 'function', function: { name: 'get_time' } } as const;
-    const res = await client.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: named, max_tokens: 80, temperature: 0, ...noThinking });
+    const res = await live.openai.chat.completions.create({ model: 'm', messages: ask, tools: TOOLS, tool_choice: named, max_tokens: 80, temperature: 0, ...noThinking });
     expect(res.choices[0]!.finish_reason).toBe('tool_calls');
     const call = res.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
     checkCall(call.function.name, call.function.arguments, ['get_time']);
@@ -165,7 +146,7 @@ describe('forced tool_choice returns a valid call to a declared function', () =>
 describe('tool rendering and refusals', () => {
   it('"none" renders no tools: the prompt is the one without tools', async () => {
     const usage = async (extra: Record<string, unknown>) =>
-      (await client.chat.completions.create({ model: 'm', messages: ask, max_tokens: 1, ...noThinking, ...extra })).usage!.prompt_tokens;
+      (await live.openai.chat.completions.create({ model: 'm', messages: ask, max_tokens: 1, ...noThinking, ...extra })).usage!.prompt_tokens;
     const bare = await usage({});
     expect(await usage({ tools: TOOLS, tool_choice: 'none' })).toBe(bare);
     expect(await usage({ tools: [] })).toBe(bare);
@@ -187,7 +168,7 @@ describe('tool rendering and refusals', () => {
       [{ tools: [{ type: 'function', function: { description: 'no name' } }] }, /tools\[0\]\.function\.name is required/],
     ];
     for (const [extra, message] of cases) {
-      const err = await client.chat.completions.create({ model: 'm', messages: ask, max_tokens: 1, ...extra } as never).catch((e: unknown) => e);
+      const err = await live.openai.chat.completions.create({ model: 'm', messages: ask, max_tokens: 1, ...extra } as never).catch((e: unknown) => e);
       expect(err, JSON.stringify(extra)).toBeInstanceOf(OpenAI.BadRequestError);
       const e = err as InstanceType<typeof OpenAI.BadRequestError>;
       expect(e.message).toMatch(message);
@@ -196,7 +177,7 @@ describe('tool rendering and refusals', () => {
   });
 
   it('/health advertises the tool-call parser', async () => {
-    const health = (await (await fetch(`${server.url}/health`)).json()) as { tool_call_parser: unknown };
+    const health = (await (await fetch(`${live.url}/health`)).json()) as { tool_call_parser: unknown };
     expect(health.tool_call_parser).toBe('mlxcel');
   });
 });
@@ -205,7 +186,7 @@ describe('reasoning (the generation prompt opens <think>)', () => {
   it('POST /completion applies the thinking budget to a block its raw prompt opens', async () => {
     const prompt = '<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n';
     const complete = async (extra: Record<string, unknown>) => {
-      const res = await fetch(`${server.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, temperature: 0, ...extra }) });
+      const res = await fetch(`${live.url}/completion`, { method: 'POST', body: JSON.stringify({ prompt, temperature: 0, ...extra }) });
       expect(res.status).toBe(200);
       return (await res.json()) as { content: string; tokens_predicted: number };
     };
@@ -221,7 +202,7 @@ describe('reasoning (the generation prompt opens <think>)', () => {
   });
 
   it('a reply that never leaves the block is reasoning_only, streamed or not', async () => {
-    const res = await client.chat.completions.create({ model: 'm', messages: ask, max_tokens: 8, temperature: 0 });
+    const res = await live.openai.chat.completions.create({ model: 'm', messages: ask, max_tokens: 8, temperature: 0 });
     const message = res.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string; reasoning_only?: boolean };
     expect(message.content).toBe('');
     expect(message.reasoning_content).toBeTruthy();
@@ -237,11 +218,11 @@ describe('reasoning (the generation prompt opens <think>)', () => {
   it('a thinking budget closes the block after that many tokens (each alias)', async () => {
     type Reasoned = OpenAI.ChatCompletionMessage & { reasoning_content?: string; reasoning_only?: boolean };
     // Greedy: the budgeted reply's reasoning is the first four tokens of the free one.
-    const free = await client.chat.completions.create({ model: 'm', messages: ask, max_tokens: 4, temperature: 0 });
+    const free = await live.openai.chat.completions.create({ model: 'm', messages: ask, max_tokens: 4, temperature: 0 });
     const firstFour = (free.choices[0]!.message as Reasoned).reasoning_content;
     expect(firstFour).toBeTruthy();
     for (const field of ['thinking_budget_tokens', 'reasoning_budget_tokens', 'reasoning_budget']) {
-      const res = (await client.chat.completions.create({ model: 'm', messages: ask, max_tokens: 14, temperature: 0, [field]: 4 } as never)) as OpenAI.ChatCompletion;
+      const res = (await live.openai.chat.completions.create({ model: 'm', messages: ask, max_tokens: 14, temperature: 0, [field]: 4 } as never)) as OpenAI.ChatCompletion;
       const message = res.choices[0]!.message as Reasoned;
       expect(message.reasoning_content).toBe(firstFour);
       // Then the forced "</think>", then the answer.

@@ -1,0 +1,187 @@
+// The live-server fixture of the end-to-end tests: the real engine on a real model (a
+// directory such as models/stories260k, or a random-weight checkpoint written to a temp
+// dir), in-process servers on 127.0.0.1 over it, and what a test talks to them with: the
+// official openai and @anthropic-ai/sdk clients, `post` (JSON in, status and parsed JSON
+// out) and `postSse` (JSON in, the SSE `data:` payloads out).
+//
+// `useModel`, `useServer` and `useLive` register beforeAll/afterAll in the scope they are
+// called in (the file, or a describe block) and return the fixture at once; its fields are
+// there from beforeAll on. `serve` starts a server that the test closes itself, and
+// `useStartLive` starts model-and-server pairs inside tests, closed in afterAll.
+import Anthropic from '@anthropic-ai/sdk';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, expect } from 'vitest';
+import type { Engine, EngineOptions } from '../../src/engine/engine.js';
+import { loadEngine } from '../../src/engine/load.js';
+import { startServer, type RunningServer, type ServerOptions } from '../../src/server/server.js';
+import { makeRandomCheckpoint, type RandomCheckpointOptions } from './random-checkpoint.js';
+import { readSse } from './sse.js';
+
+/** A model directory, or the spec of a random-weight checkpoint written to a temp dir. */
+type ModelSource = string | RandomCheckpointOptions;
+
+/** A random-weight Qwen3 with the real Qwen3 tokenizer, small enough for an end-to-end test. */
+export function tinyQwen3({ layers, seed }: { layers: number; seed: number }): RandomCheckpointOptions {
+  return { arch: 'qwen3', tokenizer: 'qwen3', hidden: 64, layers, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed };
+}
+
+interface ModelSpec {
+  model: ModelSource;
+  /** loadEngine's options besides modelDir. */
+  engine?: Omit<EngineOptions, 'modelDir'>;
+  /** Runs on the model's directory before it loads (a random checkpoint's chat template override). */
+  prepare?: (dir: string) => void;
+}
+
+/** Server options besides host and port, and headers every `post` of the server sends. */
+interface ServeSpec {
+  server?: Partial<ServerOptions>;
+  headers?: Record<string, string>;
+}
+
+interface Posted<T> {
+  status: number;
+  body: T;
+}
+
+/** A server's address and what talks to it: the two SDK clients and raw JSON requests. */
+export class Endpoint {
+  readonly openai: OpenAI;
+  readonly anthropic: Anthropic;
+
+  constructor(readonly url: string, private readonly headers: Record<string, string> = {}) {
+    this.openai = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    this.anthropic = new Anthropic({ baseURL: url, apiKey: 'unused', maxRetries: 0 });
+  }
+
+  /** POSTs `body` (JSON-encoded unless already a string; none when undefined); the raw response. */
+  request = (path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response> =>
+    fetch(this.url + path, {
+      method: 'POST',
+      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...this.headers, ...headers },
+      body: body === undefined || typeof body === 'string' ? body : JSON.stringify(body),
+    });
+
+  /** POSTs `body`; the status and the parsed JSON answer. */
+  post = async <T = any>(path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Posted<T>> => {
+    const res = await this.request(path, body, headers);
+    return { status: res.status, body: (await res.json()) as T };
+  };
+
+  /** POSTs `body`, expects a 200 and reads the whole SSE answer: its `data:` payloads ('[DONE]' kept as a string). */
+  postSse = async (path: string, body: unknown, headers: Record<string, string> = {}): Promise<any[]> => {
+    const res = await this.request(path, body, headers);
+    expect(res.status, path).toBe(200);
+    return (await readSse(res)) as any[];
+  };
+}
+
+interface LiveModel {
+  engine: Engine;
+  /** The model's directory (the temp dir of a random checkpoint). */
+  dir: string;
+  close(): Promise<void>;
+}
+
+async function openModel({ model, engine: options, prepare }: ModelSpec): Promise<LiveModel> {
+  const temp = typeof model === 'string' ? undefined : mkdtempSync(join(tmpdir(), 'live-model-'));
+  const dir = typeof model === 'string' ? model : temp!;
+  try {
+    if (typeof model !== 'string') makeRandomCheckpoint(model, dir);
+    prepare?.(dir);
+    const engine = await loadEngine({ ...options, modelDir: dir });
+    return {
+      engine,
+      dir,
+      close: async () => {
+        await engine.close();
+        if (temp) rmSync(temp, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    if (temp) rmSync(temp, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+export interface LiveServer extends Endpoint {
+  server: RunningServer;
+  close(): Promise<void>;
+}
+
+/** Starts a server over `engine` (which stays the caller's to close; a promise serves while it loads). */
+export async function serve(engine: Engine | Promise<Engine>, { server: options, headers }: ServeSpec = {}): Promise<LiveServer> {
+  const server = await startServer(engine, { ...options, host: '127.0.0.1', port: 0 });
+  return Object.assign(new Endpoint(server.url, headers), { server, close: () => server.close() });
+}
+
+type Live = LiveServer & LiveModel;
+
+/** A model and one server over it; `close` closes the server, the engine and the temp dir. */
+async function startLive(spec: ModelSpec & ServeSpec): Promise<Live> {
+  const model = await openModel(spec);
+  try {
+    const live = await serve(model.engine, spec);
+    return Object.assign(live, {
+      engine: model.engine,
+      dir: model.dir,
+      close: async () => {
+        await live.server.close();
+        await model.close();
+      },
+    });
+  } catch (err) {
+    await model.close();
+    throw err;
+  }
+}
+
+/** A stand-in for what beforeAll opens: each field read goes to the opened value. */
+function hooked<T extends { close(): Promise<void> }>(what: string, open: () => Promise<T>): T {
+  let value: T | undefined;
+  beforeAll(async () => {
+    value = await open();
+  });
+  afterAll(async () => {
+    await value?.close();
+    value = undefined;
+  });
+  return new Proxy({} as T, {
+    get(_, key) {
+      if (!value) throw new Error(`${what} is not open: read its fields inside a test or hook`);
+      const field = Reflect.get(value, key, value);
+      return typeof field === 'function' ? field.bind(value) : field;
+    },
+  });
+}
+
+/** `startLive` for tests that start their own servers; afterAll of the calling scope closes every one. */
+export function useStartLive(): (spec: ModelSpec & ServeSpec) => Promise<Live> {
+  const started: Live[] = [];
+  afterAll(async () => {
+    for (const live of started.splice(0)) await live.close();
+  });
+  return async (spec) => {
+    const live = await startLive(spec);
+    started.push(live);
+    return live;
+  };
+}
+
+/** The model, loaded in beforeAll and closed in afterAll of the calling scope. */
+export function useModel(spec: ModelSpec): LiveModel {
+  return hooked('the model', () => openModel(spec));
+}
+
+/** A server over a fixture's engine, started in beforeAll and closed in afterAll of the calling scope. */
+export function useServer(model: { engine: Engine }, spec: ServeSpec = {}): LiveServer {
+  return hooked('the server', () => serve(model.engine, spec));
+}
+
+/** A model and one server over it, opened in beforeAll and closed in afterAll of the calling scope. */
+export function useLive(spec: ModelSpec & ServeSpec): Live {
+  return hooked('the live server', () => startLive(spec));
+}
