@@ -1,12 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
-// llvmpipe already spreads each dispatch over both cores: test files run one at a time.
+// Two test files at a time: much of a file's time is single-threaded (writing checkpoints and
+// GGUFs, tokenizing, HTTP and JSON), which the other file's kernels fill.
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     pool: 'forks',
-    maxWorkers: 1,
-    fileParallelism: false,
+    maxWorkers: 2,
+    fileParallelism: true,
     testTimeout: 120_000,
     hookTimeout: 300_000,
     env: { EGL_PLATFORM: 'surfaceless' },

@@ -1,12 +1,17 @@
 // Our engine against an independent implementation: llama.cpp (node-llama-cpp, prebuilt CPU
-// binary) on GGUFs written from the same random weights, for each architecture family.
-import { mkdtempSync } from 'node:fs';
+// binary) on GGUFs written from the same random weights, for each architecture family. Each
+// case also checks the test-side tooling on the same files: the GGUF writer's metadata and
+// tensors, llama.cpp's tokenizer against the HF tokenizer, wide greedy margins, and the
+// HF-semantics CPU reference against llama.cpp.
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Tokenizer } from '@huggingface/tokenizers';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TextTokenizer } from '../src/models/tokenizer.js';
-import { writeGgufFromHf } from './helpers/gguf-writer.js';
-import { disposeOracle, logSoftmax, maxLogProbDiff, oracleGreedy } from './helpers/llama-oracle.js';
+import { readGguf, writeGgufFromHf } from './helpers/gguf-writer.js';
+import { HfReference } from './helpers/hf-reference.js';
+import { disposeOracle, logSoftmax, maxLogProbDiff, oracleGreedy, oracleTokenize } from './helpers/llama-oracle.js';
 import { greedy, openRunner } from './helpers/model-harness.js';
 import { caseName, ORACLE_CASES, ORACLE_STORY } from './helpers/oracle-cases.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
@@ -22,6 +27,7 @@ const LOGPROB_TOLERANCE = 1e-3;
 describe('engine vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-oracle-'));
   afterAll(() => disposeOracle());
+  const samples = [ORACLE_STORY, 'Hello world! 1234567 café  naïve — 日本語 🙂\n\ttabs   and spaces', " don't 'RE 3.14 x=y+1;"];
 
   for (const c of ORACLE_CASES) {
     it(caseName(c), async () => {
@@ -29,10 +35,43 @@ describe('engine vs llama.cpp on random checkpoints', () => {
       const ck = makeRandomCheckpoint(c, dir);
       const gguf = `${dir}.gguf`;
       writeGgufFromHf(dir, gguf);
-      const tokenizer = await TextTokenizer.load(dir);
-      const prompt = [...(c.tokenizer === 'llama3_1' ? [ck.bosId] : []), ...tokenizer.encode(ORACLE_STORY, false)];
 
-      const oracle = await oracleGreedy(gguf, prompt, STEPS);
+      // The GGUF writer: llama.cpp's metadata and tensor names for the family.
+      const info = readGguf(gguf);
+      const meta = (k: string) => info.metadata.get(k);
+      expect(meta('general.architecture')).toBe(c.arch);
+      expect(meta(`${c.arch}.attention.head_count_kv`)).toBe(2);
+      expect(meta(`${c.arch}.block_count`)).toBe(2);
+      expect(meta('tokenizer.ggml.pre')).toBe(c.tokenizer === 'qwen3' ? 'qwen2' : 'llama-bpe');
+      expect((meta('tokenizer.ggml.tokens') as string[]).length).toBe(ck.vocabSize);
+      expect(info.tensors.some((t) => t.name === 'output.weight')).toBe(!c.tie);
+      expect(info.tensors.some((t) => t.name === 'rope_freqs.weight')).toBe(!!c.ropeScaling);
+      if (c.arch === 'qwen2') expect(info.tensors.some((t) => t.name === 'blk.1.attn_q.bias')).toBe(true);
+      if (c.arch === 'qwen3') expect(info.tensors.some((t) => t.name === 'blk.1.attn_k_norm.weight')).toBe(true);
+
+      // llama.cpp and our tokenizer tokenize like the HF tokenizer (pre-tokenizer, merges, special tokens).
+      const hf = new Tokenizer(JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')));
+      const hfIds = (text: string) => hf.encode(text, { add_special_tokens: false }).ids;
+      for (const text of samples) expect(await oracleTokenize(gguf, text)).toEqual(hfIds(text));
+      expect(await oracleTokenize(gguf, c.special, true)).toEqual(hfIds(c.special));
+      const tokenizer = await TextTokenizer.load(dir);
+      expect(tokenizer.encode(ORACLE_STORY, false)).toEqual(hfIds(ORACLE_STORY));
+
+      const prompt = [...(c.tokenizer === 'llama3_1' ? [ck.bosId] : []), ...hfIds(ORACLE_STORY)];
+      const oracle = await oracleGreedy(gguf, prompt, STEPS, { margins: true });
+      // A continuation worth comparing: hot tokens, varied, with wide top-1/top-2 margins.
+      expect(oracle.tokens).toHaveLength(STEPS);
+      expect(oracle.tokens.every((t) => ck.hotTokens.includes(t))).toBe(true);
+      expect(new Set(oracle.tokens).size).toBeGreaterThanOrEqual(5);
+      expect(Math.min(...oracle.margins!)).toBeGreaterThan(0.15);
+
+      // The HF-semantics reference agrees with llama.cpp on the GGUF: Q/K order, biases,
+      // q/k norms, llama3 RoPE factors and tied output all converted faithfully.
+      const ref = new HfReference(dir);
+      expect(maxLogProbDiff(ref.logits(prompt), oracle.firstLogProbs)).toBeLessThan(1e-3);
+      expect(ref.greedy(prompt, STEPS)).toEqual(oracle.tokens);
+
+      // Our engine.
       const ours = await greedy(await openRunner(dir), prompt, STEPS);
       expect(ours.tokens).toEqual(oracle.tokens);
       const diff = maxLogProbDiff(ours.promptLogits, oracle.firstLogProbs);

@@ -1,5 +1,5 @@
-// The random checkpoints compared with llama.cpp, shared by the tool tests (GGUF writer
-// vs the HF reference) and the engine tests (our engine vs llama.cpp).
+// The random checkpoints compared with llama.cpp (test/oracle-engine.test.ts: the GGUF
+// writer, the HF reference and our engine against it), and the prompt the oracle tests share.
 import type { RandomCheckpointOptions } from './random-checkpoint.js';
 
 const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128 };
