@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { f32ToF16Bits } from '../src/models/half.js';
 import { writeSafetensors } from '../src/models/safetensors.js';
+import { familyTensors } from '../test/helpers/family-tensors.js';
 import { readGguf, writeGgufFromHf } from '../test/helpers/gguf-writer.js';
 import { PHI4_LONGROPE, QWEN3_06B, writeBenchFiles, type BenchShape } from './bench-model.js';
 
@@ -133,11 +134,12 @@ function metadataSection(s: Shape): { bytes: Buffer; count: number } {
   const stub = mkdtempSync(join(tmpdir(), 'mlxcel-gguf-stub-'));
   try {
     writeBenchFiles(stub, s);
-    // The converter needs the embedding and the final norm; layers' tensors are optional to it.
-    writeSafetensors(join(stub, 'model.safetensors'), [
-      { name: 'model.embed_tokens.weight', dtype: 'F32', shape: [1, 1], data: new Float32Array([0]) },
-      { name: 'model.norm.weight', dtype: 'F32', shape: [1], data: new Float32Array([1]) },
-    ]);
+    // The converter reads every tensor the family asks for: one-value stand-ins (only the
+    // metadata is kept, and the tensor infos start with token_embd.weight, the first asked for).
+    const config = JSON.parse(readFileSync(join(stub, 'config.json'), 'utf8')) as Record<string, unknown>;
+    writeSafetensors(join(stub, 'model.safetensors'), familyTensors(config, () => false).tensors.map((t) => ({
+      name: t.name, dtype: 'F32' as const, shape: t.shape.map(() => 1), data: new Float32Array([0]),
+    })));
     const path = join(stub, 'stub.gguf');
     writeGgufFromHf(stub, path, { name: `${s.name}-shape-random-q4_0` });
     const info = readGguf(path);
