@@ -197,7 +197,8 @@ interface ToolCallLike {
   function?: { name?: string; arguments?: unknown };
 }
 
-function hasToolCalls(message: ChatMessage): boolean {
+/** An assistant turn that called tools. */
+export function hasToolCalls(message: ChatMessage): boolean {
   return Array.isArray(message.tool_calls) && message.tool_calls.length > 0;
 }
 

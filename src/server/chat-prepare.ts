@@ -16,7 +16,7 @@ import {
   type THINKING_BUDGET_FIELDS,
 } from '../chat/chat-request.js';
 import { promptOpensReasoning } from '../chat/reasoning.js';
-import { ChatTemplateError, type ChatMessage } from '../chat/template.js';
+import { ChatTemplateError, hasToolCalls, type ChatMessage } from '../chat/template.js';
 import { forcedCallDocument } from '../chat/tool-constraint.js';
 import { HARMONY_TOKENS } from '../chat/tool-calls/harmony.js';
 import type { ChatFormat } from '../chat/tool-calls/registry.js';
@@ -152,7 +152,7 @@ function prefillMessage(messages: readonly ChatMessage[], forced: boolean): Chat
   const last = messages.at(-1);
   if (last?.role !== 'assistant') return undefined;
   if (messages.at(-2)?.role === 'assistant') throw new ChatRequestError('Cannot have 2 or more assistant messages at the end of the list.');
-  if (Array.isArray(last.tool_calls) && last.tool_calls.length > 0) {
+  if (hasToolCalls(last)) {
     throw new ChatRequestError('the final assistant message has tool_calls: send their results (role "tool") after it, or leave tool_calls out to continue its text');
   }
   if (forced) throw new ChatRequestError('a forced tool_choice ("required" or a named function) cannot be combined with continuing the final assistant message');
