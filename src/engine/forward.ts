@@ -50,6 +50,11 @@ export interface SeqChunk {
   startPos: number;
   /** KV block ids covering positions 0 .. startPos + tokens.length - 1. */
   table: number[];
+  /**
+   * The recurrent state slot the chunk continues from and leaves its state in (a recurrent
+   * model's; its slot). Default 0. A chunk at position 0 starts from a zero state.
+   */
+  state?: number;
   /** Present when this chunk ends with a token whose successor is sampled. */
   sample?: SampleInput;
   /**
@@ -126,8 +131,10 @@ export class ForwardRunner {
     const tables: number[] = [];
     const seqLast: number[] = [];
     const samples: SampleInput[] = [];
+    const chunkMeta = new Uint32Array(4 * chunks.length);
     let t = 0;
-    for (const c of chunks) {
+    for (const [i, c] of chunks.entries()) {
+      chunkMeta.set([t, c.tokens.length, c.state ?? 0, c.startPos], 4 * i);
       const tableOffset = tables.length;
       tables.push(...c.table);
       for (let i = 0; i < c.tokens.length; i++, t++) {
@@ -151,9 +158,10 @@ export class ForwardRunner {
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
     queue.writeBuffer(meta.blockTable, 0, Uint32Array.from(tables));
+    queue.writeBuffer(meta.chunks, 0, chunkMeta);
     const nSeqs = samples.length;
     const nBias = nSeqs > 0 ? this.writeSampling(seqLast, samples) : 0;
-    const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias };
+    const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias, chunks: chunks.length };
     model.ops.writeStep(shape);
     const { device, submitRunsInline } = model.ops.gpu;
     // Where a submit runs its work inline, all but the last piece of the pass go first,

@@ -109,6 +109,8 @@ interface StoredMatrix {
 export interface VectorSource {
   name: string;
   length: number;
+  /** The tensor's shape where it is not [length] (a conv weight [channels, 1, kernel]); only the value count is checked. */
+  shape?: number[];
 }
 
 /**

@@ -19,8 +19,20 @@ export interface Norms {
   plusOne?: boolean;
 }
 
+/** Where a family keeps an attention block's tensors, where not transformers' usual names. */
+export interface AttentionNames {
+  /** The block under the layer: self_attn by default (Nemotron-H's mixer). */
+  block?: string;
+  /** The output projection: o_proj by default (LFM2's out_proj). */
+  out?: string;
+  /** The per-head q and k norms: q_norm and k_norm by default (LFM2's q_layernorm, k_layernorm). */
+  qNorm?: string;
+  kNorm?: string;
+}
+
 export interface AttentionSpec {
   norms: Norms;
+  names?: AttentionNames;
   /** The RMSNorm before the block (a weight name under the layer), or none (OLMo 2 norms after). */
   inputNorm?: string;
   /** q, k and v from one fused `qkv_proj` (Phi-3) instead of q_proj, k_proj, v_proj. */
@@ -50,6 +62,8 @@ export interface MlpSpec {
   activation: Activation;
   /** gate and up from one fused `gate_up_proj`, gate rows first (Phi-3). */
   fusedGateUp?: boolean;
+  /** The block and its projections where not mlp.gate_proj / up_proj / down_proj (LFM2's feed_forward.w1 / w3 / w2). */
+  names?: { block: string; gate: string; up: string; down: string };
   residualScale?: number;
   postNorm?: string;
 }
@@ -87,7 +101,7 @@ export interface ProjectedQk {
  */
 export function qkvProjection(ctx: BuildContext, layer: number, spec: AttentionSpec): ProjectedQk {
   const { ops, cfg, act } = ctx;
-  const p = `model.layers.${layer}.self_attn`;
+  const p = attentionBlock(layer, spec);
   const qDim = cfg.heads * cfg.headDim;
   const kvDim = cfg.kvHeads * cfg.headDim;
   const dims = [qDim, kvDim, kvDim];
@@ -115,9 +129,9 @@ export function qkvProjection(ctx: BuildContext, layer: number, spec: AttentionS
  */
 export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { q, k }: Pick<ProjectedQk, 'q' | 'k'>): Dispatch[] {
   const { ops, cfg, act, kv, meta } = ctx;
-  const p = `model.layers.${layer}.self_attn`;
+  const p = attentionBlock(layer, spec);
   const headNorm = spec.qkNorm === 'head'
-    ? ctx.vector(['q_norm', 'k_norm'].map((n) => ({ name: `${p}.${n}.weight`, length: cfg.headDim })), spec.norms.plusOne ? 1 : 0)
+    ? ctx.vector([spec.names?.qNorm ?? 'q_norm', spec.names?.kNorm ?? 'k_norm'].map((n) => ({ name: `${p}.${n}.weight`, length: cfg.headDim })), spec.norms.plusOne ? 1 : 0)
     : undefined;
   const rope = spec.rope ? ctx.rope(spec.rope) : { rotaryDim: 0 };
   return ops.attention(p, {
@@ -130,9 +144,14 @@ export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { 
 /** h += post(o_proj(act.attn)): without a post-norm the residual add is o_proj's accumulate. */
 export function attentionOutput(ctx: BuildContext, layer: number, spec: AttentionSpec): Dispatch[] {
   const { cfg, act } = ctx;
-  const p = `model.layers.${layer}.self_attn`;
-  const oProj = ctx.matrix({ prefix: `${p}.o_proj`, rows: cfg.hidden, cols: cfg.heads * cfg.headDim });
-  return residual(ctx, `${p}.o_proj`, oProj, act.attn, spec, postNorm(ctx, layer, spec));
+  const out = `${attentionBlock(layer, spec)}.${spec.names?.out ?? 'o_proj'}`;
+  const oProj = ctx.matrix({ prefix: out, rows: cfg.hidden, cols: cfg.heads * cfg.headDim });
+  return residual(ctx, out, oProj, act.attn, spec, postNorm(ctx, layer, spec));
+}
+
+/** model.layers.N.<block> of an attention block. */
+function attentionBlock(layer: number, spec: AttentionSpec): string {
+  return `model.layers.${layer}.${spec.names?.block ?? 'self_attn'}`;
 }
 
 /**
@@ -140,12 +159,13 @@ export function attentionOutput(ctx: BuildContext, layer: number, spec: Attentio
  * down projection's residual. The block's norms load before its projections.
  */
 export function mlp(ctx: BuildContext, layer: number, spec: MlpSpec): Dispatch[] {
-  const p = `model.layers.${layer}.mlp`;
+  const p = `model.layers.${layer}.${spec.names?.block ?? 'mlp'}`;
   const norm = inputNorm(ctx, layer, spec);
   const post = postNorm(ctx, layer, spec);
   const gated = gatedProjection(ctx, layer, spec, norm);
-  const down = ctx.matrix({ prefix: `${p}.down_proj`, rows: ctx.cfg.hidden, cols: ctx.cfg.intermediate });
-  return [...gated, ...residual(ctx, `${p}.down_proj`, down, ctx.act.gate, spec, post)];
+  const downName = `${p}.${spec.names?.down ?? 'down_proj'}`;
+  const down = ctx.matrix({ prefix: downName, rows: ctx.cfg.hidden, cols: ctx.cfg.intermediate });
+  return [...gated, ...residual(ctx, downName, down, ctx.act.gate, spec, post)];
 }
 
 /**
@@ -155,12 +175,14 @@ export function mlp(ctx: BuildContext, layer: number, spec: MlpSpec): Dispatch[]
  */
 export function gatedProjection(ctx: BuildContext, layer: number, spec: MlpSpec, norm: LinearNorm | undefined): Dispatch[] {
   const { ops, cfg, act } = ctx;
-  const p = `model.layers.${layer}.mlp`;
+  const p = `model.layers.${layer}.${spec.names?.block ?? 'mlp'}`;
   const I = cfg.intermediate;
   const fusedHalf = (first: number): MatrixSource => ({ prefix: `${p}.gate_up_proj`, rows: 2 * I, cols: cfg.hidden, slice: { first, rows: I } });
+  const gate = `${p}.${spec.names?.gate ?? 'gate_proj'}`;
+  const up = `${p}.${spec.names?.up ?? 'up_proj'}`;
   const gateUp = spec.fusedGateUp
     ? ctx.gluMatrix(fusedHalf(0), fusedHalf(I))
-    : ctx.gluMatrix({ prefix: `${p}.gate_proj`, rows: I, cols: cfg.hidden }, { prefix: `${p}.up_proj`, rows: I, cols: cfg.hidden });
+    : ctx.gluMatrix({ prefix: gate, rows: I, cols: cfg.hidden }, { prefix: up, rows: I, cols: cfg.hidden });
   return ops.gatedLinear(`${p}.gate_up_proj`, gateUp, act.h, act.gate, act.up, { norm, activation: spec.activation });
 }
 
@@ -245,6 +267,119 @@ function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): { gateUp: G
   };
 }
 
+/** An MLP without a gate (Nemotron-H's): up_proj and down_proj under model.layers.N.<block>. */
+export interface PlainMlpSpec {
+  norms: Norms;
+  inputNorm: string;
+  block: string;
+  activation: Activation;
+}
+
+/** h += down(act(up(input_norm(h)))). */
+export function plainMlp(ctx: BuildContext, layer: number, spec: PlainMlpSpec): Dispatch[] {
+  const { ops, cfg, act } = ctx;
+  const p = `model.layers.${layer}.${spec.block}`;
+  const norm = inputNorm(ctx, layer, spec);
+  const up = ctx.matrix({ prefix: `${p}.up_proj`, rows: cfg.intermediate, cols: cfg.hidden });
+  const down = ctx.matrix({ prefix: `${p}.down_proj`, rows: cfg.hidden, cols: cfg.intermediate });
+  return [
+    ...ops.linear(`${p}.up_proj`, up, act.h, act.gate, { norm }),
+    ops.glu(act.gate, undefined, cfg.intermediate, spec.activation),
+    ...ops.linear(`${p}.down_proj`, down, act.gate, act.h, { accumulate: true }),
+  ];
+}
+
+/** A Mamba-2 mixer's sizes (transformers' Mamba2 / NemotronH / GraniteMoeHybrid config fields). */
+export interface Mamba2Spec {
+  norms: Norms;
+  /** The RMSNorm before the block. */
+  inputNorm: string;
+  /** The mixer under the layer (mixer for Nemotron-H, mamba for Granite 4.0-H). */
+  block: string;
+  heads: number;
+  headDim: number;
+  groups: number;
+  stateSize: number;
+  convKernel: number;
+  convBias: boolean;
+  /** The gated RMSNorm's group: heads * headDim / groups (Nemotron-H), or all of it. */
+  normGroup: number;
+  /** out_proj's output times this before the residual add (Granite's residual_multiplier). */
+  residualScale?: number;
+}
+
+/**
+ * h += out_proj(gated_norm(scan(conv(xBC)), z)), [z | xBC | dt] = in_proj(input_norm(h)):
+ * the causal depthwise conv over x, B and C with its cached last convKernel - 1 inputs and
+ * SiLU (Ops.ssmConv), the selective scan per head from the sequence's SSM state (Ops.ssmScan:
+ * softplus(dt + dt_bias), A = -exp(A_log), D skip), y * silu(z) normed per group
+ * (Ops.rmsnormGated), the output projection into the residual.
+ */
+export function mamba2(ctx: BuildContext, layer: number, spec: Mamba2Spec): Dispatch[] {
+  const { ops, cfg, act, meta } = ctx;
+  const p = `model.layers.${layer}.${spec.block}`;
+  const { heads: H, headDim: P, groups: G, stateSize: N, convKernel: K } = spec;
+  const inner = H * P;
+  const convDim = inner + 2 * G * N;
+  const projWidth = 2 * inner + 2 * G * N + H;
+  const norm = inputNorm(ctx, layer, spec);
+  const inProj = ctx.matrix({ prefix: `${p}.in_proj`, rows: projWidth, cols: cfg.hidden });
+  const convW = ctx.vector({ name: `${p}.conv1d.weight`, length: convDim * K, shape: [convDim, 1, K] });
+  const convB = spec.convBias ? ctx.vector({ name: `${p}.conv1d.bias`, length: convDim }) : undefined;
+  const weights = {
+    aLog: ctx.vector({ name: `${p}.A_log`, length: H }),
+    d: ctx.vector({ name: `${p}.D`, length: H }),
+    dtBias: ctx.vector({ name: `${p}.dt_bias`, length: H }),
+  };
+  const normW = ctx.vector({ name: `${p}.norm.weight`, length: inner });
+  const outProj = ctx.matrix({ prefix: `${p}.out_proj`, rows: cfg.hidden, cols: inner });
+  // Buffers shared by every Mamba-2 layer (they run one after another).
+  const proj = ctx.scratch('mamba2.in_proj', projWidth);
+  const xbc = ctx.scratch('mamba2.xbc', convDim);
+  const y = ctx.scratch('mamba2.y', inner);
+  const convState = ctx.state(`${p}.conv_state`, (K - 1) * convDim);
+  const ssmState = ctx.state(`${p}.ssm_state`, inner * N);
+  return [
+    ...ops.linear(`${p}.in_proj`, inProj, act.h, proj, { norm }),
+    ops.ssmConv(`${p}.conv1d`, meta.chunks, proj, convW, convState, xbc, { channels: convDim, inStride: projWidth, inOffset: inner, kernel: K, gated: false, bias: convB }),
+    ops.ssmScan(`${p}.scan`, meta.chunks, xbc, proj, weights, ssmState, y, {
+      heads: H, headDim: P, groups: G, stateSize: N, convDim, projStride: projWidth, dtOffset: inner + convDim,
+    }),
+    ops.rmsnormGated(`${p}.norm`, y, proj, normW, { width: inner, group: spec.normGroup, zStride: projWidth, eps: spec.norms.eps }),
+    ...ops.linear(`${p}.out_proj`, outProj, y, act.h, { accumulate: true, scale: spec.residualScale }),
+  ];
+}
+
+/** LFM2's short convolution block under model.layers.N.conv. */
+export interface ShortConvSpec {
+  norms: Norms;
+  inputNorm: string;
+  /** conv_L_cache: the conv's kernel length. */
+  kernel: number;
+}
+
+/**
+ * h += out_proj(C * conv(B * x)), [B | C | x] = in_proj(input_norm(h)): a gated causal
+ * depthwise conv over hidden channels with its cached last kernel - 1 inputs (Ops.ssmConv).
+ */
+export function shortConv(ctx: BuildContext, layer: number, spec: ShortConvSpec): Dispatch[] {
+  const { ops, cfg, act, meta } = ctx;
+  const p = `model.layers.${layer}.conv`;
+  const H = cfg.hidden;
+  const norm = inputNorm(ctx, layer, spec);
+  const inProj = ctx.matrix({ prefix: `${p}.in_proj`, rows: 3 * H, cols: H });
+  const convW = ctx.vector({ name: `${p}.conv.weight`, length: H * spec.kernel, shape: [H, 1, spec.kernel] });
+  const outProj = ctx.matrix({ prefix: `${p}.out_proj`, rows: H, cols: H });
+  const bcx = ctx.scratch('short_conv.in_proj', 3 * H);
+  const y = ctx.scratch('short_conv.y', H);
+  const state = ctx.state(`${p}.conv_state`, (spec.kernel - 1) * H);
+  return [
+    ...ops.linear(`${p}.in_proj`, inProj, act.h, bcx, { norm }),
+    ops.ssmConv(`${p}.conv`, meta.chunks, bcx, convW, state, y, { channels: H, inStride: 3 * H, inOffset: 0, kernel: spec.kernel, gated: true }),
+    ...ops.linear(`${p}.out_proj`, outProj, y, act.h, { accumulate: true }),
+  ];
+}
+
 /** A block's norm of its output before the residual add, if it has one. */
 function postNorm(ctx: BuildContext, layer: number, spec: AttentionSpec | MlpSpec): { name: string; weight: GPUBuffer } | undefined {
   if (!spec.postNorm) return undefined;
@@ -278,7 +413,7 @@ function normWeight(ctx: BuildContext, name: string, norms: Norms, width = ctx.c
 }
 
 /** The RMSNorm before a block (its inputNorm), for the block's first projection to apply. */
-export function inputNorm(ctx: BuildContext, layer: number, spec: AttentionSpec | MlpSpec): LinearNorm | undefined {
+export function inputNorm(ctx: BuildContext, layer: number, spec: { inputNorm?: string; norms: Norms }): LinearNorm | undefined {
   if (!spec.inputNorm) return undefined;
   return { weight: normWeight(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms), eps: spec.norms.eps, out: ctx.act.xn };
 }
@@ -289,6 +424,8 @@ export interface HeadSpec {
   scale?: number;
   /** Final logit soft-capping (Gemma 2). */
   softcap?: number;
+  /** The final norm's name: model.norm by default (LFM2's model.embedding_norm). */
+  finalNorm?: string;
 }
 
 /**
@@ -299,7 +436,7 @@ export interface HeadSpec {
  */
 export function head(ctx: BuildContext, spec: HeadSpec): Dispatch[] {
   const { ops, cfg, act, meta } = ctx;
-  const norm = normWeight(ctx, 'model.norm', spec.norms);
+  const norm = normWeight(ctx, spec.finalNorm ?? 'model.norm', spec.norms);
   const lmHead = !cfg.tieEmbeddings && ctx.has('lm_head.weight') ? { prefix: 'lm_head', rows: cfg.vocab, cols: cfg.hidden } : embedTokens(cfg);
   if (ctx.pooled?.mode === 'rank') {
     // A generative reranker (Qwen3-Reranker): logit(yes) - logit(no) at each sequence's last

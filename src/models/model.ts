@@ -74,6 +74,11 @@ export interface BuildContext {
    * after another share it).
    */
   scratch(label: string, width: number, rows?: number): GPUBuffer;
+  /**
+   * A recurrent layer's state, `floats` 32-bit values per state slot (one slot per engine
+   * slot), zeroed; the engine copies a slot's values to fork a sequence (LoadedModel.states).
+   */
+  state(label: string, floats: number): GPUBuffer;
   act: Activations;
   kv: KvCache;
   meta: BatchMeta;
@@ -161,6 +166,14 @@ export interface LoadedModel {
   weightFormat: string;
   /** Loaded as an embedding model (LoadOptions.pooling). */
   pooled?: PooledOutput;
+  /** The recurrent layers' states (BuildContext.state), each [stateSlots, slotBytes]; none for a transformer. */
+  states: RecurrentState[];
+}
+
+/** One recurrent layer's state buffer: slot s holds bytes [s * slotBytes, (s + 1) * slotBytes). */
+export interface RecurrentState {
+  buffer: GPUBuffer;
+  slotBytes: number;
 }
 
 export interface LoadOptions {
@@ -173,6 +186,8 @@ export interface LoadOptions {
   /** Longest sequence in tokens (sizes the block table). */
   maxContext: number;
   blockSize: number;
+  /** Recurrent state slots (the engine's slots; SeqChunk.state). Default maxSeqs. */
+  stateSlots?: number;
   /** Load as an embedding model: the head pools the final hidden states (no LM head, no sampling). */
   pooling?: Pooling;
   /** With pooling 'rank' on a decoder: its answer tokens. */
@@ -263,12 +278,14 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     logprobs: u32(S * 2 * (1 + MAX_TOP_LOGPROBS), 'logprobs'),
     biasEntries: storageBuffer(device, biasCapacity * BIAS_ENTRY_BYTES, 'bias_entries'),
     biasCapacity,
+    chunks: u32(4 * T, 'chunks'),
   };
   const pooled: PooledOutput | undefined = options.pooling
     ? { mode: options.pooling, width: options.pooling === 'rank' ? 1 : cfg.hidden, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end'), rankTokens: options.rankTokens }
     : undefined;
   const ropes = new Map<string, RopeTables>();
   const scratch = new Map<string, GPUBuffer>();
+  const states: RecurrentState[] = [];
   // Tied embeddings are both the embedding table and the LM head: upload once.
   const matrices = new Map<string, GpuWeight>();
   const formats = new Set<string>();
@@ -312,6 +329,12 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       if (b.size < rows * width * 4) throw new Error(`scratch buffer ${label}: asked for ${rows * width * 4} bytes, made with ${b.size}`);
       return b;
     },
+    state: (label, floats) => {
+      const slotBytes = floats * 4;
+      const buffer = storageBuffer(device, (options.stateSlots ?? S) * slotBytes, label);
+      states.push({ buffer, slotBytes });
+      return buffer;
+    },
     act,
     kv,
     meta,
@@ -323,5 +346,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), pooled };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), pooled, states };
 }

@@ -4,9 +4,11 @@ import { configReader, normalizeConfig, readConfigFiles, type Json, type ModelCo
 import { gemma2 } from './gemma2.js';
 import { gemma3 } from './gemma3.js';
 import { granite } from './granite.js';
+import { lfm2 } from './lfm2.js';
 import { llama } from './llama.js';
 import { mistral } from './mistral.js';
 import { mixtral } from './mixtral.js';
+import { nemotronH } from './nemotron-h.js';
 import type { BuildContext, Family } from './model.js';
 import { olmo2 } from './olmo2.js';
 import { phi3 } from './phi3.js';
@@ -32,6 +34,8 @@ const FAMILIES: Record<string, Family> = {
   smollm3,
   granite,
   olmo2,
+  lfm2,
+  nemotron_h: nemotronH,
 };
 
 /** Bidirectional encoders: served as embedding models and rerankers only. */

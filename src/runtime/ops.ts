@@ -16,6 +16,7 @@ import { moeCombine, moeMatmul, moeRoute } from './ops/moe.js';
 import { layernorm, rmsnorm } from './ops/norms.js';
 import { embdNormalize, pool } from './ops/pooling.js';
 import { logitBias, sample } from './ops/sampling.js';
+import { rmsnormGated, ssmConv, ssmScan } from './ops/ssm.js';
 
 export const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -54,6 +55,9 @@ export class Ops {
   readonly moeRoute = method(this, moeRoute);
   readonly moeMatmul = method(this, moeMatmul);
   readonly moeCombine = method(this, moeCombine);
+  readonly ssmConv = method(this, ssmConv);
+  readonly ssmScan = method(this, ssmScan);
+  readonly rmsnormGated = method(this, rmsnormGated);
   readonly pool = method(this, pool);
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);
@@ -151,4 +155,9 @@ export interface BatchMeta {
   biasEntries: GPUBuffer;
   /** Capacity of biasEntries in entries. */
   biasCapacity: number;
+  /**
+   * [max tokens] vec4<u32>, one per sequence chunk of the pass: its first token, its token
+   * count, its recurrent state slot and its start position (the recurrent layers' kernels).
+   */
+  chunks: GPUBuffer;
 }

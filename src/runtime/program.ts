@@ -10,6 +10,8 @@ export interface StepShape {
   seqs: number;
   /** Logit penalty entries (logit_bias.wgsl). */
   bias: number;
+  /** Sequence chunks in the pass, one per sequence (BatchMeta.chunks; the recurrent layers' kernels). */
+  chunks?: number;
 }
 
 export interface Dispatch {

@@ -57,12 +57,13 @@ export function familyTensors(json: Json, has: (name: string) => boolean): Famil
     experts: (perExpert) => ctx.matrix(...perExpert.flat()),
     gluMatrix: (gate, up) => ctx.matrix(gate, up),
     vector: (sources, shift = 0) => {
-      for (const s of [sources].flat()) record({ name: s.name, shape: [s.length], kind: 'vector', shift });
+      for (const s of [sources].flat()) record({ name: s.name, shape: s.shape ?? [s.length], kind: 'vector', shift });
       return buffer;
     },
     has,
     rope: () => ({ rotaryDim: cfg.rotaryDim, invFreq: buffer, mscale: 1 }),
     scratch: () => buffer,
+    state: () => buffer,
     act: anyKey<Activations>(buffer),
     kv: { blockSize: 16, blocks: 1, k: Array(cfg.layers).fill({}), v: Array(cfg.layers).fill({}) },
     meta: anyKey<BuildContext['meta']>(buffer),

@@ -136,7 +136,7 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
   addTokenizer(kv, hfDir, cfg.vocab, fields, opts.pre);
 
-  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType));
+  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType, fields));
 }
 
 function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig, c: Json): void {
@@ -363,6 +363,29 @@ interface GgufFamily {
   experts?: Record<string, string>;
   /** `set(key, value)` for `<arch>.<key>`; `c`: config.json's decoder fields. */
   params?: (set: (key: string, value: KV) => void, cfg: ModelConfig, c: Json) => void;
+  /** The decoder's tensors outside its layers where not MODEL_TENSORS' names. */
+  globals?: Record<string, string>;
+  /**
+   * Layer tensors the converter renames whole or reshapes (model.layers.N.<role>, suffix
+   * included): their GGUF name under blk.N., their shape and a change of their values.
+   */
+  special?: (c: Json) => Record<string, { name: string; shape: (shape: number[]) => number[]; values?: (v: Float32Array) => Float32Array }>;
+}
+
+const i32s = (value: number[]): KV => ({ type: ValueType.ARRAY, elemType: ValueType.INT32, value });
+
+/** A conv weight [channels, 1, kernel] as the converter squeezes it: [channels, kernel]. */
+const squeezeConv = (shape: number[]) => [shape[0]!, shape[shape.length - 1]!];
+
+/** Mamba-2's tensors as convert_hf_to_gguf.py's Mamba2Model writes them: A as -exp(A_log), A and D as [heads, 1], the norm per group. */
+function mamba2Special(block: string, groups: number): ReturnType<NonNullable<GgufFamily['special']>> {
+  return {
+    [`${block}.A_log`]: { name: 'ssm_a', shape: (s) => [s[0]!, 1], values: (v) => v.map((a) => -Math.exp(a)) },
+    [`${block}.D`]: { name: 'ssm_d', shape: (s) => [s[0]!, 1] },
+    [`${block}.dt_bias`]: { name: 'ssm_dt.bias', shape: (s) => s },
+    [`${block}.conv1d.weight`]: { name: 'ssm_conv1d.weight', shape: squeezeConv },
+    [`${block}.norm.weight`]: { name: 'ssm_norm.weight', shape: ([n]) => [groups, n! / groups] },
+  };
 }
 
 /** The decoder's tensors outside its layers. */
@@ -438,6 +461,47 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
       set('expert_feed_forward_length', u32(c.moe_intermediate_size as number));
     },
   },
+  // Per layer, head_count_kv is 0 but on attention layers and feed_forward_length 0 but on
+  // MLP layers: llama.cpp tells the Mamba-2, attention and MLP layers apart by them.
+  nemotron_h: {
+    arch: 'nemotron_h',
+    layer: {
+      norm: 'attn_norm', 'mixer.in_proj': 'ssm_in', 'mixer.conv1d': 'ssm_conv1d', 'mixer.out_proj': 'ssm_out',
+      'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
+      'mixer.up_proj': 'ffn_up', 'mixer.down_proj': 'ffn_down',
+    },
+    special: (c) => mamba2Special('mixer', c.n_groups as number),
+    params: (set, cfg, c) => {
+      const pattern = [...(c.hybrid_override_pattern as string)];
+      const groups = c.n_groups as number;
+      set('attention.head_count_kv', i32s(pattern.map((ch) => (ch === '*' ? cfg.kvHeads : 0))));
+      set('feed_forward_length', i32s(pattern.map((ch) => (ch === '-' ? cfg.intermediate : 0))));
+      set('attention.key_length', u32(cfg.headDim));
+      set('attention.value_length', u32(cfg.headDim));
+      set('ssm.conv_kernel', u32(c.conv_kernel as number));
+      set('ssm.inner_size', u32((c.mamba_num_heads as number) * (c.mamba_head_dim as number)));
+      set('ssm.state_size', u32(c.ssm_state_size as number));
+      set('ssm.time_step_rank', u32(c.mamba_num_heads as number));
+      set('ssm.group_count', u32(groups));
+      // The converter's NemotronHModel also writes the epsilon under this key, which llama.cpp reads.
+      set('attention.layer_norm_epsilon', f32(cfg.rmsEps));
+    },
+  },
+  lfm2: {
+    arch: 'lfm2',
+    layer: {
+      operator_norm: 'attn_norm', ffn_norm: 'ffn_norm', 'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v',
+      'self_attn.out_proj': 'attn_output', 'self_attn.q_layernorm': 'attn_q_norm', 'self_attn.k_layernorm': 'attn_k_norm',
+      'feed_forward.w1': 'ffn_gate', 'feed_forward.w3': 'ffn_up', 'feed_forward.w2': 'ffn_down', 'conv.in_proj': 'shortconv.in_proj', 'conv.out_proj': 'shortconv.out_proj',
+    },
+    globals: { 'model.embedding_norm.weight': 'token_embd_norm.weight' },
+    special: () => ({ 'conv.conv.weight': { name: 'shortconv.conv.weight', shape: squeezeConv } }),
+    vocabSize: true,
+    params: (set, cfg, c) => {
+      set('attention.head_count_kv', i32s((c.layer_types as string[]).map((t) => (t === 'full_attention' ? cfg.kvHeads : 0))));
+      set('shortconv.l_cache', u32(c.conv_L_cache as number));
+    },
+  },
   // The converter writes Mixtral as llama with experts.
   mixtral: {
     arch: 'llama', layer: { ...LLAMA_LAYER, 'block_sparse_moe.gate': 'ffn_gate_inp' }, permuteQk: true, ropeDimensions: 'head', vocabSize: true,
@@ -452,7 +516,7 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
 
 /** GGUF name of the family's tensor `name`. */
 function ggufName(name: string, gguf: GgufFamily): string {
-  const global = MODEL_TENSORS[name];
+  const global = gguf.globals?.[name] ?? MODEL_TENSORS[name];
   if (global) return global;
   const m = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(name);
   const mapped = m && gguf.layer[m[2]!];
@@ -468,8 +532,9 @@ function ggufName(name: string, gguf: GgufFamily): string {
  * llama.cpp's mmproj) are left out.
  */
 function planTensors(
-  dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16',
+  dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16', config: Json,
 ): PlannedTensor[] {
+  const specials = gguf.special?.(config);
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
   const add = (name: string, shape: number[], data: () => Float32Array) => {
@@ -515,6 +580,12 @@ function planTensors(
         for (const p of parts) { out.set(p, at); at += p.length; }
         return out;
       });
+      continue;
+    }
+    const layerRole = /^model\.layers\.(\d+)\.(.+)$/.exec(t.name);
+    const special = layerRole && specials?.[layerRole[2]!];
+    if (special) {
+      add(`blk.${layerRole![1]}.${special.name}`, special.shape(entry.info.shape), () => (special.values ?? ((v) => v))(readTensorF32(entry)));
       continue;
     }
     const heads = /\.self_attn\.q_proj\./.test(t.name) ? cfg.heads : /\.self_attn\.k_proj\./.test(t.name) ? cfg.kvHeads : 0;

@@ -18,10 +18,13 @@ export function testGpu(): Promise<Gpu> {
   return gpu;
 }
 
-/** With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts meant for GPUs. */
-export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean } = {}): Promise<ForwardRunner> {
+/**
+ * With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts
+ * meant for GPUs; `maxTokens` is the pass's token capacity (greedy's prefill chunk; default 128).
+ */
+export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean; maxTokens?: number } = {}): Promise<ForwardRunner> {
   const gpu = await testGpu();
-  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16 });
+  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: o.maxTokens ?? 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16 });
   return new ForwardRunner(model);
 }
 

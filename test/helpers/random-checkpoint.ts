@@ -27,7 +27,7 @@ import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
 import { familyTensors } from './family-tensors.js';
 
-export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_moe' | 'mixtral' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
+export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_moe' | 'mixtral' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2' | 'nemotron_h' | 'lfm2';
 export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
 
 export interface RandomCheckpointOptions {
@@ -209,7 +209,16 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     const [rows, cols] = t.shape as [number, number];
     // A layer's tensors by their role in it: `${layer}${role}`.
     const [, layer = '', role = ''] = /^(model\.layers\.\d+\.)?(.*)$/.exec(t.name)!;
-    if (t.kind === 'vector' && role.endsWith('.bias')) {
+    const count = t.shape.reduce((a, b) => a * b, 1);
+    if (t.kind === 'vector' && /(^|\.)(A_log|dt_bias)$/.test(role)) {
+      // A slow decay (A = -exp(A_log) in [-0.5, -0.05], dt = softplus(dt_raw + dt_bias) near
+      // 0.1), so the state carries tokens far back and a chunk split that loses it shows.
+      const a = new Float32Array(count);
+      for (let i = 0; i < count; i++) a[i] = role.endsWith('A_log') ? Math.log(0.05 + 0.45 * rng.uniform()) : -3 + rng.uniform();
+      store(t.name, t.shape, a);
+    } else if (t.kind === 'vector' && /conv[^.]*\.weight$/.test(role)) {
+      store(t.name, t.shape, gaussian(count, 0.5));
+    } else if (t.kind === 'vector' && role.endsWith('.bias')) {
       store(t.name, t.shape, gaussian(rows, 0.5));
     } else if (t.kind === 'vector') {
       store(t.name, t.shape, normWeight(rows, normGain(layer, role), t.shift));
@@ -242,7 +251,7 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   function matrixGain(layer: string, role: string, rows: number): number {
     if (role === 'self_attn.q_proj.weight') return shapes.get(`${layer}self_attn.q_norm.weight`)?.[0] === rows ? 1 : init.qGain;
     if (/^(mlp|block_sparse_moe)\.gate\.weight$/.test(role)) return init.routerGain;
-    return /^(self_attn\.o_proj|mlp\.down_proj|mlp\.experts\.\d+\.down_proj|block_sparse_moe\.experts\.\d+\.w2)\.weight$/.test(role) ? outGain : 1;
+    return /^(self_attn\.(o_proj|out_proj)|mlp\.down_proj|mlp\.experts\.\d+\.down_proj|block_sparse_moe\.experts\.\d+\.w2|mixer\.(out_proj|down_proj)|conv\.out_proj|feed_forward\.w2)\.weight$/.test(role) ? outGain : 1;
   }
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };
@@ -363,6 +372,24 @@ function makeConfig(
         num_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: o.intermediate / 2, norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [],
         output_router_logits: false, router_aux_loss_coef: 0.001, ...extra,
       };
+    case 'nemotron_h': {
+      // Every layer kind: hybrid_override_pattern (M Mamba-2, * attention, - MLP) by default "M*M-".
+      const { rms_norm_eps: _e, rope_theta: _t, rope_scaling: _s, hidden_act: _a, ...rest } = common;
+      return {
+        architectures: ['NemotronHForCausalLM'], model_type: 'nemotron_h', ...rest, head_dim: o.headDim, layer_norm_epsilon: o.rmsNormEps ?? 1e-5,
+        hybrid_override_pattern: 'M*M-'.repeat(Math.ceil(o.layers / 4)).slice(0, o.layers), mamba_num_heads: 8, mamba_head_dim: 16, n_groups: 2, ssm_state_size: 16,
+        conv_kernel: 4, use_conv_bias: true, use_bias: false, mlp_bias: false, attention_bias: false, mamba_hidden_act: 'silu', mlp_hidden_act: 'relu2',
+        residual_in_fp32: false, ...extra,
+      };
+    }
+    case 'lfm2': {
+      const { rms_norm_eps: _e, tie_word_embeddings: _t, hidden_act: _a, ...rest } = common;
+      return {
+        architectures: ['Lfm2ForCausalLM'], model_type: 'lfm2', ...rest, norm_eps: o.rmsNormEps ?? 1e-5, tie_embedding: tie, block_ff_dim: o.intermediate,
+        block_auto_adjust_ff_dim: false, block_multiple_of: 256, block_ffn_dim_multiplier: null, conv_L_cache: 3, conv_bias: false,
+        layer_types: Array.from({ length: o.layers }, (_, i) => (i % 2 === 1 ? 'full_attention' : 'conv')), ...extra,
+      };
+    }
     case 'mixtral':
       return {
         architectures: ['MixtralForCausalLM'], model_type: 'mixtral', ...common, ...headDim,
