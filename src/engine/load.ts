@@ -90,8 +90,16 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
     maxContext: seqContext,
     blockSize: BLOCK_SIZE,
+    stateSlots: slots,
     onProgress: options.onLoadProgress,
   });
+  // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
+  // cached prefix, a speculative round's kept position or a shifted context.
+  const recurrent = model.states.length > 0;
+  if (recurrent && options.speculative) {
+    gpu.device.destroy();
+    throw new Error(`speculative decoding (${options.speculative.kind}) is not supported for ${model.cfg.modelType}: its recurrent layers' state cannot be rolled back to the kept position of a verify round`);
+  }
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {
@@ -101,12 +109,14 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     vocabSize: model.cfg.vocab,
     contextSize: seqContext,
     eosTokenIds: [...eos],
+    ...(recurrent ? { recurrent } : {}),
     ...(options.speculative ? { speculative: { kind: options.speculative.kind, nMax: options.speculative.nMax, ...(draftDir ? { draftModel: draftDir } : {}) } } : {}),
   };
   options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}, ${size(weightBytes)}) from ${dir}`);
   options.log?.(unified
     ? `context ${seqContext} tokens per sequence, one KV pool shared by ${slots} slot${slots === 1 ? '' : 's'} (--kv-unified)`
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
+  if (recurrent && cacheOn) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
   let drafter: DraftModel | undefined;
@@ -130,7 +140,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     ...(options.speculative ? { speculative: options.speculative } : {}),
     ...(drafter ? { drafter } : {}),
     cache: {
-      enabled: cacheOn,
+      enabled: cacheOn && !recurrent,
       blockBytes,
       capacityBytes: cacheCapacityBytes,
       maxEntries: cacheMaxEntries,

@@ -30,6 +30,7 @@ import { BlockAllocator, KvRows, type BlockCopy } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
+import { RecurrentStates } from './recurrent-state.js';
 import { SlotStore } from './slot-store.js';
 import { Speculation, StepCost, type SpeculativeOptions } from './speculative.js';
 import {
@@ -113,6 +114,7 @@ export class Scheduler implements Engine {
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
   private readonly rows: KvRows;
+  private readonly states: RecurrentStates;
   private readonly slotStore: SlotStore;
   private readonly eos: Set<number>;
   private readonly stepCost = new StepCost();
@@ -133,6 +135,7 @@ export class Scheduler implements Engine {
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
+    this.states = new RecurrentStates(runner.model.ops.gpu.device, runner.model.states);
     const { cfg } = runner.model;
     this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, {
       slots: options.slots,
@@ -371,7 +374,7 @@ export class Scheduler implements Engine {
         continue;
       }
       if (drafts.length === 0) {
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, sample: this.draw(seq) }, forks: [] });
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, state: seq.slot, sample: this.draw(seq) }, forks: [] });
       } else {
         // Each position draws as plain decode would after the drafts before it.
         const verify: SampleInput[] = [];
@@ -382,7 +385,7 @@ export class Scheduler implements Engine {
         }
         const sample = this.draw(seq, drafts);
         rng.push(seq.rng.save());
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, sample, verify }, forks: [], round: { drafts, rng } });
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, state: seq.slot, sample, verify }, forks: [], round: { drafts, rng } });
         spare -= drafts.length;
         tokens += drafts.length;
       }
@@ -399,7 +402,7 @@ export class Scheduler implements Engine {
       if (seq.prefilled === seq.tokens.length) continue;
       const n = Math.min(budget - tokens, seq.tokens.length - seq.prefilled);
       const end = seq.prefilled + n;
-      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table };
+      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, state: seq.slot };
       let forks: Sequence[] = [];
       if (end === seq.tokens.length) {
         chunk.sample = this.draw(seq);
@@ -417,8 +420,9 @@ export class Scheduler implements Engine {
     const t0 = performance.now();
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
     if (prefills === 0) this.stepCost.observe(tokens, performance.now() - t0);
-    // After the pass that wrote the blocks they copy, before the next one reads them.
+    // After the pass that wrote the blocks and states they copy, before the next one reads them.
     this.rows.copyBlocks(copies);
+    for (const { seq, forks } of batch) this.states.copy(seq.slot, forks.map((f) => f.slot));
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
@@ -445,7 +449,8 @@ export class Scheduler implements Engine {
   /**
    * Forks the choices waiting for `parent`, whose prompt this step finishes: each gives back
    * the blocks it held for its prompt, shares the prompt's full blocks and gets a copy of
-   * the partly filled last one (copied after the pass that writes it).
+   * the partly filled last one, and of a recurrent model's state (copied after the pass
+   * that writes them).
    */
   private fork(parent: Sequence, copies: BlockCopy[]): Sequence[] {
     const forks = this.active.filter((s) => s.parent === parent && !s.closed);

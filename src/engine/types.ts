@@ -229,4 +229,9 @@ export interface ModelInfo {
   /** Speculative decoding, when on: the drafter, the most tokens it drafts per round, and
    *  the draft model's directory when it is one. */
   speculative?: { kind: string; nMax: number; draftModel?: string };
+  /**
+   * The model carries recurrent state (hybrid state-space layers: Nemotron-H, LFM2): the
+   * prompt cache, slot files, speculative decoding and context shift are off for it.
+   */
+  recurrent?: true;
 }

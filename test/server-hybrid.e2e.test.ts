@@ -1,0 +1,60 @@
+// A hybrid state-space model (a random Nemotron-H: Mamba-2, attention, Mamba-2, MLP, with
+// stories260k's tokenizer and chat template) through the real server and engine, its
+// prompts prefilled in chunks of 8 tokens beside other sequences' decode steps. Each slot
+// holds its own recurrent state: seeded n = 3 choices fork the first choice's state and are
+// each what seed + i gets alone, and two concurrent conversations decode as each alone.
+// What a recurrent state cannot do is refused, never silently wrong: the prompt cache is
+// off (a second turn is prefilled from its start, cached_tokens 0), context shift answers
+// 400, slot files 501, and speculative decoding stops the load.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadEngine } from '../src/engine/load.js';
+import { useLive, useServer } from './helpers/live-server.js';
+import { TEST_BACKEND } from './helpers/model-harness.js';
+import type { RandomCheckpointOptions } from './helpers/random-checkpoint.js';
+
+const model: RandomCheckpointOptions = { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, arch: 'nemotron_h', tokenizer: 'stories', seed: 41 };
+const live = useLive({ model, engine: { parallel: 3, contextSize: 768, batchSize: 8, warmup: false }, server: { slotSavePath: mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-')) } });
+const shifting = useServer(live, { server: { sampling: { context_shift: true } } });
+
+const sampled = { temperature: 1, top_k: 0, top_p: 1, min_p: 0 };
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'm', messages: [{ role: 'user' as const, content }], max_tokens: 10, ...sampled, ...extra });
+
+describe('nemotron_h through the server', () => {
+  it('n = 3 seeded choices fork the prompt\'s state: choice i is what seed + i gets alone', async () => {
+    const res = await live.post('/v1/chat/completions', chat('Tell me a story about a cat and a dog', { n: 3, seed: 77 }));
+    expect(res.status).toBe(200);
+    const texts = res.body.choices.map((c: { message: { content: string } }) => c.message.content);
+    expect(new Set(texts).size).toBeGreaterThan(1);
+    for (const [i, text] of texts.entries()) {
+      const alone = await live.post('/v1/chat/completions', chat('Tell me a story about a cat and a dog', { seed: 77 + i }));
+      expect(alone.body.choices[0].message.content).toBe(text);
+    }
+  });
+
+  it('two concurrent conversations decode as each alone; a second turn is prefilled cold (prompt cache off)', async () => {
+    const greedy = (content: string) => chat(content, { temperature: 0 });
+    const sea = await live.openai.chat.completions.create(greedy('Tell me about the sea.'));
+    const count = await live.openai.chat.completions.create(greedy('Count to five, please.'));
+    const together = await Promise.all([greedy('Tell me about the sea.'), greedy('Count to five, please.')].map((r) => live.openai.chat.completions.create(r)));
+    expect(together.map((r) => r.choices[0]!.message.content)).toEqual([sea, count].map((r) => r.choices[0]!.message.content));
+    expect(together[0]!.usage!.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
+    const stats = await fetch(`${live.server.url}/v1/cache/stats`);
+    expect(((await stats.json()) as { enabled: boolean }).enabled).toBe(false);
+  });
+
+  it('refuses context shift (400), slot files (501) and speculative decoding (at load)', async () => {
+    const shifted = await shifting.post('/v1/chat/completions', chat('Hello'));
+    expect(shifted.status).toBe(400);
+    expect(shifted.body.error.message).toMatch(/context shift .* cannot be applied to nemotron_h/);
+    const saved = await live.post('/slots/0?action=save', { filename: 'a.bin' });
+    expect(saved.status).toBe(501);
+    expect(saved.body.error.message).toMatch(/not supported for nemotron_h/);
+    await expect(loadEngine({ modelDir: live.dir, backend: TEST_BACKEND, warmup: false, speculative: { kind: 'prompt-lookup', nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
+      .rejects.toThrow(/speculative decoding \(prompt-lookup\) is not supported for nemotron_h/);
+    // The server goes on serving.
+    expect((await live.post('/v1/chat/completions', chat('Hello'))).status).toBe(200);
+  });
+});
