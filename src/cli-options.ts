@@ -2,6 +2,7 @@
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS } from './engine/engine.js';
+import { parseByteSize } from './engine/memory-budget.js';
 import { SPECULATIVE_DEFAULTS, type SpeculativeOptions } from './engine/speculative.js';
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
@@ -70,6 +71,8 @@ export interface ServeOptions {
   /** Prompt cache: --no-cache-prompt turns it off; undefined = the engine's defaults. */
   cachePrompt?: boolean;
   cacheCapacityBytes?: number;
+  /** MLXCEL_REQUEST_MEMORY_BUDGET in bytes, when set. */
+  requestMemoryBudget?: number;
   cacheMaxEntries?: number;
   cacheTtlSecs?: number;
   /** --sleep-idle-seconds: unload the model after this long without requests; undefined = never. */
@@ -332,6 +335,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       ),
       sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
+      requestMemoryBudget: requestMemoryBudgetOption(env),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),
       logVerbosity: getSwitch('verbose') ? Infinity : logVerbosity,
@@ -405,6 +409,17 @@ function poolingOption(text: string | undefined): Pooling | undefined {
 /** --context-shift / --no-context-shift, when given, as the server's context_shift. */
 function contextShiftOption(on: boolean | undefined): Partial<SamplingDefaults> | undefined {
   return on === undefined ? undefined : { context_shift: on };
+}
+
+/** MLXCEL_REQUEST_MEMORY_BUDGET, when set, as a byte size; zero, none and other invalid values stop startup. */
+function requestMemoryBudgetOption(env: Readonly<Record<string, string | undefined>>): number | undefined {
+  const text = env.MLXCEL_REQUEST_MEMORY_BUDGET;
+  if (text === undefined) return undefined;
+  try {
+    return parseByteSize(text, 'MLXCEL_REQUEST_MEMORY_BUDGET');
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
 }
 
 /** MLXCEL_LOOP_DETECTION, when set, as the server's loop_detection default. */

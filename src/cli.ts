@@ -155,6 +155,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       backend: options.backend,
       cachePrompt: options.cachePrompt,
       cacheCapacityBytes: options.cacheCapacityBytes,
+      requestMemoryBudget: options.requestMemoryBudget,
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
       warmup: options.warmup,

@@ -18,6 +18,21 @@ describe('parseCli', () => {
     });
   });
 
+  it('reads MLXCEL_REQUEST_MEMORY_BUDGET as a byte size; zero, none and other invalid values stop startup', () => {
+    const budget = (text: string) => {
+      const command = parse([], { MLXCEL_REQUEST_MEMORY_BUDGET: text });
+      return command.kind === 'serve' ? command.options.requestMemoryBudget : undefined;
+    };
+    expect(budget('12G')).toBe(12 * 2 ** 30);
+    expect(budget('512MiB')).toBe(512 * 2 ** 20);
+    expect(budget('1.5k')).toBe(1536);
+    expect(budget('1073741824')).toBe(2 ** 30);
+    for (const bad of ['0', 'none', '', '-1G', '12X', 'G']) {
+      expect(() => parse([], { MLXCEL_REQUEST_MEMORY_BUDGET: bad }), bad).toThrow(CliError);
+    }
+    expect(() => parse([], { MLXCEL_REQUEST_MEMORY_BUDGET: 'none' })).toThrow(/MLXCEL_REQUEST_MEMORY_BUDGET must be a positive byte size/);
+  });
+
   it('reads the speculative decoding flags in llama-server spellings', () => {
     expect(serveOptions(['--spec-type', 'ngram-simple', '--draft', '8', '--draft-min=2', '--spec-ngram-size-n', '4']).speculative).toEqual({
       kind: 'prompt-lookup', nMax: 8, nMin: 2, ngram: 4, adaptive: true,

@@ -6,17 +6,31 @@
 // What a recurrent state cannot do is refused, never silently wrong: the prompt cache is
 // off (a second turn is prefilled from its start, cached_tokens 0), context shift answers
 // 400, slot files 501, and speculative decoding stops the load.
+// Request memory admission (every model; here this one's): the engine's budget is its
+// weights plus ADMITTED bytes, which admits this file's requests (at most three choices of
+// ~50 tokens: each ~1 KiB of KV per token plus ~20 KiB of Mamba-2 state, and ~16 KiB of
+// activations for a prefill chunk) but not one whose max_tokens can fill the context
+// (256 tokens of KV alone): that one answers 503 request_memory_budget_exceeded, streamed
+// or not, while the others are served; a budget below the weights stops the load.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadEngine } from '../src/engine/load.js';
+import { checkpointWeightBytes } from '../src/models/model.js';
 import { useLive, useServer } from './helpers/live-server.js';
 import { TEST_BACKEND } from './helpers/model-harness.js';
-import type { RandomCheckpointOptions } from './helpers/random-checkpoint.js';
+import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
 const model: RandomCheckpointOptions = { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, arch: 'nemotron_h', tokenizer: 'stories', seed: 41 };
-const live = useLive({ model, engine: { parallel: 3, contextSize: 768, batchSize: 8, warmup: false }, server: { slotSavePath: mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-')) } });
+const ADMITTED = 270_000;
+const dir = makeRandomCheckpoint(model, mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-'))).dir;
+const budget = checkpointWeightBytes(dir) + ADMITTED;
+const live = useLive({
+  model: dir,
+  engine: { parallel: 3, contextSize: 768, batchSize: 8, warmup: false, requestMemoryBudget: budget },
+  server: { slotSavePath: mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-')), metrics: true },
+});
 const shifting = useServer(live, { server: { sampling: { context_shift: true } } });
 
 const sampled = { temperature: 1, top_k: 0, top_p: 1, min_p: 0 };
@@ -52,9 +66,30 @@ describe('nemotron_h through the server', () => {
     const saved = await live.post('/slots/0?action=save', { filename: 'a.bin' });
     expect(saved.status).toBe(501);
     expect(saved.body.error.message).toMatch(/not supported for nemotron_h/);
-    await expect(loadEngine({ modelDir: live.dir, backend: TEST_BACKEND, warmup: false, speculative: { kind: 'prompt-lookup', nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
+    await expect(loadEngine({ modelDir: dir, backend: TEST_BACKEND, warmup: false, speculative: { kind: 'prompt-lookup', nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
       .rejects.toThrow(/speculative decoding \(prompt-lookup\) is not supported for nemotron_h/);
     // The server goes on serving.
     expect((await live.post('/v1/chat/completions', chat('Hello'))).status).toBe(200);
+  });
+
+  it('admits each request against the memory budget: one that can fill the context gets 503 with its estimate, streamed or not, while others are served', async () => {
+    const [refused, served, streamed] = await Promise.all([
+      live.post('/v1/chat/completions', chat('Hello', { max_tokens: 10_000 })),
+      live.post('/v1/chat/completions', chat('Hello')),
+      live.request('/v1/chat/completions', chat('Hello', { max_tokens: 10_000, stream: true })),
+    ]);
+    expect(served.status).toBe(200);
+    for (const [status, body] of [[refused.status, refused.body], [streamed.status, await streamed.json()]] as const) {
+      expect(status).toBe(503);
+      expect(body.error).toMatchObject({ type: 'request_memory_budget_exceeded', code: 'request_memory_budget_exceeded', budget_bytes: budget });
+      expect(body.error.estimated_bytes).toBeGreaterThan(ADMITTED);
+    }
+    expect(streamed.headers.get('content-type')).toMatch(/application\/json/);
+    const props = await (await fetch(`${live.server.url}/props`)).json() as { request_memory: { budget_bytes: number; in_use_bytes: number } };
+    expect(props.request_memory).toEqual({ budget_bytes: budget, in_use_bytes: checkpointWeightBytes(dir) });
+    const metrics = await (await fetch(`${live.server.url}/metrics`)).text();
+    expect(metrics).toContain(`mlxcel_request_memory_budget_bytes ${budget}`);
+    await expect(loadEngine({ modelDir: dir, backend: TEST_BACKEND, warmup: false, requestMemoryBudget: 1000 }))
+      .rejects.toThrow(/the checkpoint's weights \(\d+ bytes.*do not fit the request memory budget of 1000 bytes/);
   });
 });

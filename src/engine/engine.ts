@@ -60,6 +60,8 @@ export interface EngineOptions {
   /** Total KV tokens, divided among the slots; default: each slot gets the model's
    *  max_position_embeddings, capped so the total stays at most 8192. */
   contextSize?: number;
+  /** MLXCEL_REQUEST_MEMORY_BUDGET in bytes: lowers the request memory budget (./memory-budget.ts). */
+  requestMemoryBudget?: number;
   /** Decode slots (--parallel); default 4. */
   parallel?: number;
   /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the

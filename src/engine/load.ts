@@ -10,6 +10,7 @@ import { readModelConfig } from '../models/config.js';
 import { checkpointWeightBytes, loadModel } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
+import { memoryBudget, RequestMemory } from './memory-budget.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
@@ -75,6 +76,11 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   if (gpu.isCpu && weightBytes + kvBytes > freemem()) {
     throw new Error(`the checkpoint's weights (${size(weightBytes)}) and a KV cache of ${size(kvBytes)} exceed the ${size(freemem())} of free memory this CPU adapter (${gpu.description}) has`);
   }
+  const budget = memoryBudget(gpu.isCpu, options.requestMemoryBudget);
+  if (weightBytes > budget.bytes) {
+    gpu.device.destroy();
+    throw new Error(`the checkpoint's weights (${weightBytes} bytes, ${size(weightBytes)}) do not fit the request memory budget of ${budget.bytes} bytes (${size(budget.bytes)}, from ${budget.from})`);
+  }
   const tokenizer = await TextTokenizer.load(dir);
   if (draftDir !== undefined) {
     const draftTokenizer = await TextTokenizer.load(draftDir);
@@ -133,7 +139,17 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     if (options.warmup !== false) await draftRunner.warmUp();
     drafter = new DraftModel(draftRunner);
   }
+  options.log?.(`request memory budget ${size(budget.bytes)} (${budget.from}), ${size(budget.bytes - weightBytes)} of it for requests`);
+  const qkv = (cfg.heads + 2 * cfg.kvHeads) * cfg.headDim;
+  const memory = new RequestMemory(budget.bytes, weightBytes, {
+    kvBytesPerToken: blockBytes / BLOCK_SIZE,
+    stateBytes: model.states.reduce((n, s) => n + s.slotBytes, 0),
+    activationBytesPerToken: 4 * (2 * cfg.hidden + qkv + 2 * cfg.intermediate),
+    chunkTokens: batchSize,
+    contextSize: seqContext,
+  });
   const engine = new Scheduler(info, tokenizer, gpu.description, runner, {
+    memory,
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     kvUnified: unified,

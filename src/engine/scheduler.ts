@@ -30,6 +30,7 @@ import { BlockAllocator, KvRows, type BlockCopy } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
+import type { RequestMemory } from './memory-budget.js';
 import { RecurrentStates } from './recurrent-state.js';
 import { SlotStore } from './slot-store.js';
 import { Speculation, StepCost, type SpeculativeOptions } from './speculative.js';
@@ -55,6 +56,8 @@ interface Sequence {
   events: Channel<GenerationEvent>;
   /** Its events are closed (finished, or cancelled by the client): an active one leaves at the next fill. */
   closed: boolean;
+  /** Gives back its share of its request's memory reservation; cleared once called. */
+  settle?: () => void;
   rng: Rng;
   /** KV blocks, in position order. */
   table: number[];
@@ -106,6 +109,8 @@ export interface SchedulerOptions {
   speculative?: SpeculativeOptions;
   /** The draft model, when speculative.kind is 'draft-model'. */
   drafter?: DraftModel;
+  /** Request memory admission: each request reserves its estimate until its last choice ends. */
+  memory: RequestMemory;
 }
 
 export class Scheduler implements Engine {
@@ -167,8 +172,14 @@ export class Scheduler implements Engine {
     }
     const slot = reqs[0]!.slot;
     if (slot !== undefined && !(Number.isInteger(slot) && slot >= 0 && slot < this.options.slots)) throw new Error(`no slot ${slot}`);
-    const first = this.enqueue(reqs[0]!);
-    const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first))];
+    const maxTokens = Math.max(...reqs.map((r) => r.maxTokens));
+    const release = this.options.memory.reserve(this.options.memory.estimate(prompt.length, maxTokens, reqs.length));
+    let open = reqs.length;
+    const settle = () => {
+      if (--open === 0) release();
+    };
+    const first = this.enqueue(reqs[0]!, undefined, settle);
+    const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first, settle))];
     // Start on the next turn of the event loop, so requests that arrive together (a
     // burst of clients) are admitted into the same first step.
     this.loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.run());
@@ -187,6 +198,7 @@ export class Scheduler implements Engine {
         ...Array.from({ length: queued }, () => 'queued' as const),
       ],
       counters: { ...this.counters },
+      memory: { budgetBytes: this.options.memory.budgetBytes, inUseBytes: this.options.memory.inUseBytes },
     };
   }
 
@@ -221,9 +233,10 @@ export class Scheduler implements Engine {
     await this.tokenizer.close();
   }
 
-  private enqueue(req: GenerationRequest, parent?: Sequence): Sequence {
+  private enqueue(req: GenerationRequest, parent: Sequence | undefined, settle: () => void): Sequence {
     const seq: Sequence = {
       req,
+      settle,
       slot: -1,
       ...(!parent && req.slot !== undefined ? { pinned: req.slot } : {}),
       events: undefined as unknown as Channel<GenerationEvent>,
@@ -256,6 +269,7 @@ export class Scheduler implements Engine {
   private cancel(seq: Sequence): void {
     if (seq.closed) return;
     seq.closed = true;
+    this.settle(seq);
     seq.events.close();
     // A waiting sequence holds nothing; an active one is dropped at the next step.
     this.waiting.remove(seq);
@@ -612,6 +626,14 @@ export class Scheduler implements Engine {
     this.release(seq);
     seq.events.close(error);
     seq.closed = true;
+    this.settle(seq);
+  }
+
+  /** Gives back a closed sequence's share of its request's memory reservation (once). */
+  private settle(seq: Sequence): void {
+    const settle = seq.settle;
+    seq.settle = undefined;
+    settle?.();
   }
 
   private usesCache(seq: Sequence): boolean {

@@ -213,6 +213,8 @@ export interface EngineStats {
   /** One entry per slot, then one per queued request. */
   slotStates: SlotState[];
   counters: EngineCounters;
+  /** Request memory admission (./memory-budget.ts): the budget, and the weights plus the requests' reservations. */
+  memory?: { budgetBytes: number; inUseBytes: number };
 }
 
 export interface ModelInfo {

@@ -65,6 +65,8 @@ export class ServerMetrics {
     engineCounter('mlxcel_speculative_draft_tokens_total', 'Tokens drafted for speculative decoding', (s) => s.counters.draft_tokens);
     engineCounter('mlxcel_speculative_accepted_tokens_total', 'Drafted tokens the target model accepted', (s) => s.counters.draft_accepted_tokens);
     gauge('mlxcel_batch_current_size', 'Current active batch size', (s) => s.activeSequences);
+    gauge('mlxcel_request_memory_budget_bytes', 'Request memory budget in bytes', (s) => s.memory?.budgetBytes ?? 0);
+    gauge('mlxcel_request_memory_in_use_bytes', 'Request memory in use in bytes: the weights and the reservations of the requests in flight', (s) => s.memory?.inUseBytes ?? 0);
     // Each active sequence holds one KV-cache allocation, as /health's cache_pool_active says.
     gauge('mlxcel_cache_pool_active', 'Active cache entries', (s) => s.activeSequences);
   }
