@@ -1,7 +1,10 @@
 // The hybrid state-space families against llama.cpp (node-llama-cpp) on GGUFs written from
 // the same random weights, as test/oracle-families.test.ts does for the transformers:
 // Nemotron-H with every layer kind (Mamba-2 with 8 heads in 2 groups, attention without
-// RoPE, a squared-ReLU MLP) and LFM2 (gated short convolutions and attention with q/k norms).
+// RoPE, a squared-ReLU MLP), LFM2 (gated short convolutions and attention with q/k norms)
+// and dense Granite 4.0-H (Mamba-2 with one group, since llama.cpp norms the gated output
+// per group where transformers norms it whole; NoPE attention; the shared SwiGLU MLP,
+// which llama.cpp takes as ffn_gate / ffn_up split from input_linear; the multipliers).
 // 32 greedy tokens agree and the prompt's next-token log-probs agree within the tolerance
 // below. The prompt (~20 tokens) is prefilled in chunks of 5 tokens (a chunk boundary
 // inside the conv window and the scan), and the 32 decode steps run far past the conv
@@ -26,6 +29,7 @@ const shape = { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, interm
 const CASES: Array<RandomCheckpointOptions & { label: string }> = [
   { ...shape, label: 'nemotron_h: Mamba-2, attention, Mamba-2, squared-ReLU MLP', arch: 'nemotron_h', tokenizer: 'stories', seed: 21 },
   { ...shape, label: 'lfm2: short conv, attention, short conv, attention (tied)', arch: 'lfm2', tokenizer: 'stories', seed: 22, tie: true },
+  { ...shape, label: 'granitemoehybrid: Mamba-2 and NoPE attention with shared SwiGLU MLPs, Granite multipliers', arch: 'granitemoehybrid', tokenizer: 'stories', seed: 23 },
 ];
 
 describe('hybrid families vs llama.cpp on random checkpoints', () => {

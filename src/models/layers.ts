@@ -62,8 +62,12 @@ export interface MlpSpec {
   activation: Activation;
   /** gate and up from one fused `gate_up_proj`, gate rows first (Phi-3). */
   fusedGateUp?: boolean;
-  /** The block and its projections where not mlp.gate_proj / up_proj / down_proj (LFM2's feed_forward.w1 / w3 / w2). */
-  names?: { block: string; gate: string; up: string; down: string };
+  /**
+   * The block and its projections where not mlp.gate_proj / up_proj / down_proj, or
+   * gate_up_proj with fusedGateUp (LFM2's feed_forward.w1 / w3 / w2, Granite 4.0-H's
+   * shared_mlp.input_linear / output_linear).
+   */
+  names?: { block?: string; gate?: string; up?: string; down?: string; gateUp?: string };
   residualScale?: number;
   postNorm?: string;
 }
@@ -177,7 +181,7 @@ export function gatedProjection(ctx: BuildContext, layer: number, spec: MlpSpec,
   const { ops, cfg, act } = ctx;
   const p = `model.layers.${layer}.${spec.names?.block ?? 'mlp'}`;
   const I = cfg.intermediate;
-  const fusedHalf = (first: number): MatrixSource => ({ prefix: `${p}.gate_up_proj`, rows: 2 * I, cols: cfg.hidden, slice: { first, rows: I } });
+  const fusedHalf = (first: number): MatrixSource => ({ prefix: `${p}.${spec.names?.gateUp ?? 'gate_up_proj'}`, rows: 2 * I, cols: cfg.hidden, slice: { first, rows: I } });
   const gate = `${p}.${spec.names?.gate ?? 'gate_proj'}`;
   const up = `${p}.${spec.names?.up ?? 'up_proj'}`;
   const gateUp = spec.fusedGateUp

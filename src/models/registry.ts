@@ -4,6 +4,7 @@ import { configReader, normalizeConfig, readConfigFiles, type Json, type ModelCo
 import { gemma2 } from './gemma2.js';
 import { gemma3 } from './gemma3.js';
 import { granite } from './granite.js';
+import { granitemoehybrid } from './granitemoehybrid.js';
 import { lfm2 } from './lfm2.js';
 import { llama } from './llama.js';
 import { mistral } from './mistral.js';
@@ -36,6 +37,7 @@ const FAMILIES: Record<string, Family> = {
   olmo2,
   lfm2,
   nemotron_h: nemotronH,
+  granitemoehybrid,
 };
 
 /** Bidirectional encoders: served as embedding models and rerankers only. */

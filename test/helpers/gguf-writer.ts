@@ -370,6 +370,8 @@ interface GgufFamily {
    * included): their GGUF name under blk.N., their shape and a change of their values.
    */
   special?: (c: Json) => Record<string, { name: string; shape: (shape: number[]) => number[]; values?: (v: Float32Array) => Float32Array }>;
+  /** Fused layer matrices the converter splits by the rows the builder takes of them (FamilyTensor.segments): their GGUF names, in order. */
+  split?: Record<string, string[]>;
 }
 
 const i32s = (value: number[]): KV => ({ type: ValueType.ARRAY, elemType: ValueType.INT32, value });
@@ -487,6 +489,30 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
       set('attention.layer_norm_epsilon', f32(cfg.rmsEps));
     },
   },
+  // Dense (no experts): the shared MLP is llama.cpp's plain FFN.
+  granitemoehybrid: {
+    arch: 'granitehybrid', permuteQk: true,
+    layer: {
+      input_layernorm: 'attn_norm', post_attention_layernorm: 'ffn_norm', 'mamba.in_proj': 'ssm_in', 'mamba.conv1d': 'ssm_conv1d', 'mamba.out_proj': 'ssm_out',
+      'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output', 'shared_mlp.output_linear': 'ffn_down',
+    },
+    special: (c) => mamba2Special('mamba', c.mamba_n_groups as number),
+    split: { 'shared_mlp.input_linear.weight': ['ffn_gate.weight', 'ffn_up.weight'] },
+    params: (set, cfg, c) => {
+      const types = c.layer_types as string[];
+      set('attention.head_count_kv', i32s(types.map((t) => (t === 'attention' ? cfg.kvHeads : 0))));
+      set('embedding_scale', f32(c.embedding_multiplier as number));
+      set('attention.scale', f32(c.attention_multiplier as number));
+      set('residual_scale', f32(c.residual_multiplier as number));
+      set('logit_scale', f32(c.logits_scaling as number));
+      set('rope.scaling.finetuned', bool(c.position_embedding_type === 'rope'));
+      set('ssm.conv_kernel', u32(c.mamba_d_conv as number));
+      set('ssm.inner_size', u32((c.mamba_n_heads as number) * (c.mamba_d_head as number)));
+      set('ssm.state_size', u32(c.mamba_d_state as number));
+      set('ssm.time_step_rank', u32(c.mamba_n_heads as number));
+      set('ssm.group_count', u32(c.mamba_n_groups as number));
+    },
+  },
   lfm2: {
     arch: 'lfm2',
     layer: {
@@ -586,6 +612,17 @@ function planTensors(
     const special = layerRole && specials?.[layerRole[2]!];
     if (special) {
       add(`blk.${layerRole![1]}.${special.name}`, special.shape(entry.info.shape), () => (special.values ?? ((v) => v))(readTensorF32(entry)));
+      continue;
+    }
+    const split = layerRole && gguf.split?.[layerRole[2]!];
+    if (split) {
+      const cols = entry.info.shape[1]!;
+      let first = 0;
+      for (const [i, rows] of (t.segments ?? []).entries()) {
+        const from = first;
+        add(`blk.${layerRole![1]}.${split[i]!}`, [rows, cols], () => readTensorF32(entry).slice(from * cols, (from + rows) * cols));
+        first += rows;
+      }
       continue;
     }
     const heads = /\.self_attn\.q_proj\./.test(t.name) ? cfg.heads : /\.self_attn\.k_proj\./.test(t.name) ? cfg.kvHeads : 0;

@@ -27,7 +27,7 @@ import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
 import { familyTensors } from './family-tensors.js';
 
-export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_moe' | 'mixtral' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2' | 'nemotron_h' | 'lfm2';
+export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_moe' | 'mixtral' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2' | 'nemotron_h' | 'lfm2' | 'granitemoehybrid';
 export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
 
 export interface RandomCheckpointOptions {
@@ -251,7 +251,7 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   function matrixGain(layer: string, role: string, rows: number): number {
     if (role === 'self_attn.q_proj.weight') return shapes.get(`${layer}self_attn.q_norm.weight`)?.[0] === rows ? 1 : init.qGain;
     if (/^(mlp|block_sparse_moe)\.gate\.weight$/.test(role)) return init.routerGain;
-    return /^(self_attn\.(o_proj|out_proj)|mlp\.down_proj|mlp\.experts\.\d+\.down_proj|block_sparse_moe\.experts\.\d+\.w2|mixer\.(out_proj|down_proj)|conv\.out_proj|feed_forward\.w2)\.weight$/.test(role) ? outGain : 1;
+    return /^(self_attn\.(o_proj|out_proj)|mlp\.down_proj|mlp\.experts\.\d+\.down_proj|block_sparse_moe\.experts\.\d+\.w2|mixer\.(out_proj|down_proj)|mamba\.out_proj|shared_mlp\.output_linear|conv\.out_proj|feed_forward\.w2)\.weight$/.test(role) ? outGain : 1;
   }
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };
@@ -380,6 +380,18 @@ function makeConfig(
         hybrid_override_pattern: 'M*M-'.repeat(Math.ceil(o.layers / 4)).slice(0, o.layers), mamba_num_heads: 8, mamba_head_dim: 16, n_groups: 2, ssm_state_size: 16,
         conv_kernel: 4, use_conv_bias: true, use_bias: false, mlp_bias: false, attention_bias: false, mamba_hidden_act: 'silu', mlp_hidden_act: 'relu2',
         residual_in_fp32: false, ...extra,
+      };
+    }
+    case 'granitemoehybrid': {
+      // layer_types alternate mamba and attention; one Mamba-2 group (llama.cpp norms the
+      // gated output per group, transformers over the whole width: they agree for one).
+      const { hidden_act: _a, ...rest } = common;
+      return {
+        architectures: ['GraniteMoeHybridForCausalLM'], model_type: 'granitemoehybrid', ...rest,
+        layer_types: Array.from({ length: o.layers }, (_, i) => (i % 2 === 0 ? 'mamba' : 'attention')), position_embedding_type: 'nope',
+        mamba_n_heads: 8, mamba_d_head: 16, mamba_n_groups: 1, mamba_d_state: 16, mamba_d_conv: 4, mamba_expand: 2, mamba_conv_bias: true, mamba_proj_bias: false,
+        shared_intermediate_size: o.intermediate, num_local_experts: 0, num_experts_per_tok: 0, normalization_function: 'rmsnorm', attention_bias: false,
+        embedding_multiplier: 2, attention_multiplier: 0.3, residual_multiplier: 0.5, logits_scaling: 2, ...extra,
       };
     }
     case 'lfm2': {
