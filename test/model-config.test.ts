@@ -206,7 +206,7 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ model_type: 'gemma2', hidden_activation: 'relu' })).toBe('config.json: hidden_activation "relu" is not supported (supported: "gelu_pytorch_tanh", "gelu_new", "gelu")');
     expect(refusal({ model_type: 'gemma3_text', layer_types: ['full_attention'] })).toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
     expect(refusal({ model_type: 'smollm3', no_rope_layers: [1, 2] })).toBe('config.json: no_rope_layers must be 0 or 1 for each of the 2 layers');
-    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2\)$/);
+    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2, lfm2, nemotron_h, granitemoehybrid\)$/);
   });
 
   it('refuses mixture-of-experts settings it cannot honour, naming the field', () => {
@@ -220,6 +220,22 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ ...mixtral, hidden_act: 'gelu' })).toBe('config.json: hidden_act "gelu" is not supported (supported: "silu")');
     expect(refusal({ ...mixtral, num_local_experts: 0 })).toBe('config.json: num_local_experts must be a positive integer, got 0');
     expect(refusal({ ...mixtral, sliding_window: 0 })).toBe('config.json: sliding_window must be a positive integer, got 0');
+  });
+
+  it('refuses hybrid state-space settings it cannot honour, naming the field', () => {
+    const nemotron = { model_type: 'nemotron_h', hybrid_override_pattern: 'M*', mamba_num_heads: 4, mamba_head_dim: 16, ssm_state_size: 16, n_groups: 2 };
+    expect(refusal({ ...nemotron, hybrid_override_pattern: 'ME' })).toBe('config.json: hybrid_override_pattern "E" is not supported (M: Mamba-2, *: attention, -: MLP)');
+    expect(refusal({ ...nemotron, hybrid_override_pattern: 'M' })).toBe('config.json: hybrid_override_pattern must be a string of num_hidden_layers (2) characters, got "M"');
+    expect(refusal({ ...nemotron, n_groups: 3 })).toBe('config.json: n_groups 3 does not divide mamba_num_heads 4');
+    expect(refusal({ ...nemotron, mlp_hidden_act: 'gelu' })).toBe('config.json: mlp_hidden_act "gelu" is not supported (supported: "relu2")');
+    expect(refusal({ ...nemotron, time_step_limit: [0.001, 0.1] })).toBe('config.json: time_step_limit [0.001,0.1] is not supported (only (0, inf): no clamp)');
+    expect(refusal({ ...nemotron, conv_kernel: 9 })).toBe('config.json: conv_kernel 9 is not supported (2 to 8)');
+    const lfm2 = { model_type: 'lfm2', layer_types: ['conv', 'full_attention'] };
+    expect(refusal({ ...lfm2, conv_bias: true })).toBe('config.json: conv_bias true is not supported (supported: false)');
+    expect(refusal({ ...lfm2, layer_types: ['conv', 'sliding_attention'] })).toBe('config.json: layer_types must list num_hidden_layers (2) of "full_attention" and "conv", got ["conv","sliding_attention"]');
+    const granite = { model_type: 'granitemoehybrid', layer_types: ['mamba', 'attention'], shared_intermediate_size: 64, mamba_n_heads: 8, mamba_d_head: 16, mamba_expand: 2, mamba_d_state: 16 };
+    expect(refusal({ ...granite, num_local_experts: 8 })).toBe('config.json: num_local_experts 8 is not supported (supported: 0)');
+    expect(refusal({ ...granite, mamba_expand: 3 })).toBe('config.json: mamba_expand 3 * hidden_size 64 is not mamba_n_heads * mamba_d_head (128)');
   });
 
   it('refuses quantization it cannot read', () => {

@@ -108,6 +108,8 @@ describe('GET /props', () => {
         params: expect.objectContaining({ n_predict: -1, temperature: 0.8, top_k: 40, seed: 4294967295 }),
       },
       total_slots: 2,
+      // Request memory admission: the budget, and the weights plus the requests in flight.
+      request_memory: { budget_bytes: expect.any(Number), in_use_bytes: expect.any(Number) },
       is_sleeping: false,
       speculative: null,
       model_path: expect.stringMatching(/stories260k$/),
@@ -164,6 +166,8 @@ const METRICS: Array<[name: string, type: string, help: string]> = [
   ['mlxcel_speculative_accepted_tokens_total', 'counter', 'Drafted tokens the target model accepted'],
   ['mlxcel_batch_current_size', 'gauge', 'Current active batch size'],
   ['mlxcel_cache_pool_active', 'gauge', 'Active cache entries'],
+  ['mlxcel_request_memory_budget_bytes', 'gauge', 'Request memory budget in bytes'],
+  ['mlxcel_request_memory_in_use_bytes', 'gauge', 'Request memory in use in bytes: the weights and the reservations of the requests in flight'],
 ];
 
 async function scrape(url: string) {
