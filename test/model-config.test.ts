@@ -234,7 +234,8 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ ...lfm2, conv_bias: true })).toBe('config.json: conv_bias true is not supported (supported: false)');
     expect(refusal({ ...lfm2, layer_types: ['conv', 'sliding_attention'] })).toBe('config.json: layer_types must list num_hidden_layers (2) of "full_attention" and "conv", got ["conv","sliding_attention"]');
     const granite = { model_type: 'granitemoehybrid', layer_types: ['mamba', 'attention'], shared_intermediate_size: 64, mamba_n_heads: 8, mamba_d_head: 16, mamba_expand: 2, mamba_d_state: 16 };
-    expect(refusal({ ...granite, num_local_experts: 8 })).toBe('config.json: num_local_experts 8 is not supported (supported: 0)');
+    expect(refusal({ ...granite, num_local_experts: 8 })).toBe('config.json: num_experts_per_tok is missing');
+    expect(refusal({ ...granite, num_local_experts: 2, num_experts_per_tok: 3 })).toBe('config.json: num_experts_per_tok 3 exceeds num_local_experts 2');
     expect(refusal({ ...granite, mamba_expand: 3 })).toBe('config.json: mamba_expand 3 * hidden_size 64 is not mamba_n_heads * mamba_d_head (128)');
   });
 

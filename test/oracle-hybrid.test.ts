@@ -30,6 +30,10 @@ const CASES: Array<RandomCheckpointOptions & { label: string }> = [
   { ...shape, label: 'nemotron_h: Mamba-2, attention, Mamba-2, squared-ReLU MLP', arch: 'nemotron_h', tokenizer: 'stories', seed: 21 },
   { ...shape, label: 'lfm2: short conv, attention, short conv, attention (tied)', arch: 'lfm2', tokenizer: 'stories', seed: 22, tie: true },
   { ...shape, label: 'granitemoehybrid: Mamba-2 and NoPE attention with shared SwiGLU MLPs, Granite multipliers', arch: 'granitemoehybrid', tokenizer: 'stories', seed: 23 },
+  {
+    ...shape, label: 'granitemoehybrid with experts: 8 experts, top 2, beside the shared MLP', arch: 'granitemoehybrid', tokenizer: 'stories', seed: 24,
+    extraConfig: { num_local_experts: 8, num_experts_per_tok: 2, intermediate_size: 64 },
+  },
 ];
 
 describe('hybrid families vs llama.cpp on random checkpoints', () => {

@@ -193,9 +193,10 @@ export function gatedProjection(ctx: BuildContext, layer: number, spec: MlpSpec,
 /**
  * How a mixture-of-experts block routes and what its experts are. The block lives under
  * model.layers.N.<block>: the router `<block>.<router>` [experts, hidden], and the experts
- * either one by one as transformers writes them (`<block>.experts.E.<gate|up|down>`) or
+ * either one by one as transformers writes them (`<block>.experts.E.<gate|up|down>`),
  * stacked with a leading expert dimension as mlx-lm does (`<block>.switch_mlp.gate_proj`,
- * `up_proj`, `down_proj`).
+ * `up_proj`, `down_proj`), or stacked with gate and up fused (`fused`: Granite's
+ * input_linear [experts, 2 * intermediate, hidden], output_linear [experts, hidden, intermediate]).
  */
 export interface MoeSpec {
   norms: Norms;
@@ -205,6 +206,10 @@ export interface MoeSpec {
   router: string;
   /** The per-expert projections' names: Qwen's gate_proj / up_proj / down_proj, Mixtral's w1 / w3 / w2. */
   projections: { gate: string; up: string; down: string };
+  /** The experts stacked with each one's gate rows then up rows in `gateUp`, and `down` (Granite's input_linear, output_linear). */
+  fused?: { gateUp: string; down: string };
+  /** The block's output times this before the residual add (Granite's residual_multiplier). */
+  residualScale?: number;
   experts: number;
   topK: number;
   /** Each expert's intermediate size. */
@@ -248,18 +253,26 @@ export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[]
     ops.moeRoute(`${p}.route`, logits, routes, { routing: spec.routing, renormalize: spec.renormalize }),
     ...ops.moeMatmul(`${p}.experts.gate_up`, gateUp, act.xn, hidden, routes, { glu: spec.activation }),
     ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true }),
-    ops.moeCombine(`${p}.combine`, out, routes, act.h, cfg.hidden),
+    ops.moeCombine(`${p}.combine`, out, routes, act.h, cfg.hidden, spec.residualScale),
   ];
 }
 
 /**
  * The experts' matrices stacked over the experts (Ops.moeMatmul): each expert's gate rows
- * then its up rows, and the down projections; from the checkpoint's layout: one by one,
- * else mlx-lm's switch_mlp.
+ * then its up rows, and the down projections; from the checkpoint's layout: fused, one by
+ * one, else mlx-lm's switch_mlp.
  */
 function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): { gateUp: GpuWeight; down: GpuWeight } {
   const H = ctx.cfg.hidden;
-  const { experts: E, intermediate: I, projections } = spec;
+  const { experts: E, intermediate: I, projections, fused } = spec;
+  if (fused) {
+    const rows = (prefix: string, per: number, cols: number, first: number, n: number): MatrixSource => ({ prefix: `${p}.${prefix}`, rows: E * per, cols, slice: { first, rows: n } });
+    const ids = Array.from({ length: E }, (_, e) => e);
+    return {
+      gateUp: ctx.experts(ids.map((e) => [rows(fused.gateUp, 2 * I, H, 2 * e * I, I), rows(fused.gateUp, 2 * I, H, (2 * e + 1) * I, I)])),
+      down: ctx.experts(ids.map((e) => [rows(fused.down, H, I, e * H, H)])),
+    };
+  }
   const perExpert = ctx.has(`${p}.experts.0.${projections.gate}.weight`);
   const source = (e: number, name: 'gate' | 'up' | 'down', rows: number, cols: number): MatrixSource => (perExpert
     ? { prefix: `${p}.experts.${e}.${projections[name]}`, rows, cols }

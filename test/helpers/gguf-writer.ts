@@ -370,8 +370,12 @@ interface GgufFamily {
    * included): their GGUF name under blk.N., their shape and a change of their values.
    */
   special?: (c: Json) => Record<string, { name: string; shape: (shape: number[]) => number[]; values?: (v: Float32Array) => Float32Array }>;
-  /** Fused layer matrices the converter splits by the rows the builder takes of them (FamilyTensor.segments): their GGUF names, in order. */
-  split?: Record<string, string[]>;
+  /**
+   * Fused layer matrices the converter splits by the rows the builder takes of them
+   * (FamilyTensor.segments): their GGUF names; segment j goes to name j % names, and a name
+   * given several segments stacks them with a leading dimension (experts).
+   */
+  split?: (c: Json) => Record<string, string[]>;
 }
 
 const i32s = (value: number[]): KV => ({ type: ValueType.ARRAY, elemType: ValueType.INT32, value });
@@ -489,16 +493,34 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
       set('attention.layer_norm_epsilon', f32(cfg.rmsEps));
     },
   },
-  // Dense (no experts): the shared MLP is llama.cpp's plain FFN.
+  // Without experts the shared MLP is llama.cpp's plain FFN, with them its shared expert.
   granitemoehybrid: {
     arch: 'granitehybrid', permuteQk: true,
     layer: {
       input_layernorm: 'attn_norm', post_attention_layernorm: 'ffn_norm', 'mamba.in_proj': 'ssm_in', 'mamba.conv1d': 'ssm_conv1d', 'mamba.out_proj': 'ssm_out',
-      'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output', 'shared_mlp.output_linear': 'ffn_down',
+      'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output', 'block_sparse_moe.router.layer': 'ffn_gate_inp',
     },
-    special: (c) => mamba2Special('mamba', c.mamba_n_groups as number),
-    split: { 'shared_mlp.input_linear.weight': ['ffn_gate.weight', 'ffn_up.weight'] },
+    special: (c) => {
+      const experts = (c.num_local_experts as number) ?? 0;
+      return {
+        ...mamba2Special('mamba', c.mamba_n_groups as number),
+        'shared_mlp.output_linear.weight': { name: experts > 0 ? 'ffn_down_shexp.weight' : 'ffn_down.weight', shape: (shape) => shape },
+        'block_sparse_moe.output_linear.weight': { name: 'ffn_down_exps.weight', shape: ([rows, cols]) => [experts, rows! / experts, cols!] },
+      };
+    },
+    split: (c) => ({
+      'shared_mlp.input_linear.weight': (c.num_local_experts as number) > 0 ? ['ffn_gate_shexp.weight', 'ffn_up_shexp.weight'] : ['ffn_gate.weight', 'ffn_up.weight'],
+      'block_sparse_moe.input_linear.weight': ['ffn_gate_exps.weight', 'ffn_up_exps.weight'],
+    }),
     params: (set, cfg, c) => {
+      const experts = (c.num_local_experts as number) ?? 0;
+      if (experts > 0) {
+        set('expert_count', u32(experts));
+        set('expert_used_count', u32(c.num_experts_per_tok as number));
+        // The converter's GraniteMoeModel: feed_forward_length is the experts' width.
+        set('feed_forward_length', u32(c.intermediate_size as number));
+        set('expert_shared_feed_forward_length', u32(c.shared_intermediate_size as number));
+      }
       const types = c.layer_types as string[];
       set('attention.head_count_kv', i32s(types.map((t) => (t === 'attention' ? cfg.kvHeads : 0))));
       set('embedding_scale', f32(c.embedding_multiplier as number));
@@ -561,6 +583,7 @@ function planTensors(
   dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16', config: Json,
 ): PlannedTensor[] {
   const specials = gguf.special?.(config);
+  const splits = gguf.split?.(config);
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
   const add = (name: string, shape: number[], data: () => Float32Array) => {
@@ -614,14 +637,18 @@ function planTensors(
       add(`blk.${layerRole![1]}.${special.name}`, special.shape(entry.info.shape), () => (special.values ?? ((v) => v))(readTensorF32(entry)));
       continue;
     }
-    const split = layerRole && gguf.split?.[layerRole[2]!];
+    const split = layerRole && splits?.[layerRole[2]!];
     if (split) {
-      const cols = entry.info.shape[1]!;
-      let first = 0;
-      for (const [i, rows] of (t.segments ?? []).entries()) {
-        const from = first;
-        add(`blk.${layerRole![1]}.${split[i]!}`, [rows, cols], () => readTensorF32(entry).slice(from * cols, (from + rows) * cols));
-        first += rows;
+      const cols = entry.info.shape[entry.info.shape.length - 1]!;
+      const segments = t.segments ?? [];
+      const starts = segments.map((_, j) => segments.slice(0, j).reduce((a, b) => a + b, 0));
+      for (const [k, name] of split.entries()) {
+        const mine = segments.map((rows, j) => ({ rows, first: starts[j]! })).filter((_, j) => j % split.length === k);
+        const shape = mine.length === 1 ? [mine[0]!.rows, cols] : [mine.length, mine[0]!.rows, cols];
+        add(`blk.${layerRole![1]}.${name}`, shape, () => {
+          const w = readTensorF32(entry);
+          return Float32Array.from(mine.flatMap(({ first, rows }) => [...w.subarray(first * cols, (first + rows) * cols)]));
+        });
       }
       continue;
     }

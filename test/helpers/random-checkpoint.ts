@@ -250,8 +250,8 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   /** q_proj's gain sharpens attention unless an RMSNorm over the whole projection removes it (OLMo 2: the norm carries it). */
   function matrixGain(layer: string, role: string, rows: number): number {
     if (role === 'self_attn.q_proj.weight') return shapes.get(`${layer}self_attn.q_norm.weight`)?.[0] === rows ? 1 : init.qGain;
-    if (/^(mlp|block_sparse_moe)\.gate\.weight$/.test(role)) return init.routerGain;
-    return /^(self_attn\.(o_proj|out_proj)|mlp\.down_proj|mlp\.experts\.\d+\.down_proj|block_sparse_moe\.experts\.\d+\.w2|mixer\.(out_proj|down_proj)|mamba\.out_proj|shared_mlp\.output_linear|conv\.out_proj|feed_forward\.w2)\.weight$/.test(role) ? outGain : 1;
+    if (/^(mlp|block_sparse_moe)\.gate\.weight$|^block_sparse_moe\.router\.layer\.weight$/.test(role)) return init.routerGain;
+    return /^(self_attn\.(o_proj|out_proj)|mlp\.down_proj|mlp\.experts\.\d+\.down_proj|block_sparse_moe\.experts\.\d+\.w2|mixer\.(out_proj|down_proj)|mamba\.out_proj|shared_mlp\.output_linear|block_sparse_moe\.output_linear|conv\.out_proj|feed_forward\.w2)\.weight$/.test(role) ? outGain : 1;
   }
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };

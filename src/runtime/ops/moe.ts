@@ -74,11 +74,11 @@ export function moeMatmul(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y
   });
 }
 
-/** h[t] += sum_j weights[t, j] * y[t * topK + j]: the experts' outputs weighted into the residual stream. */
-export function moeCombine(ops: Ops, label: string, y: GPUBuffer, routes: MoeRoutes, h: GPUBuffer, width: number): Dispatch {
+/** h[t] += scale * sum_j weights[t, j] * y[t * topK + j]: the experts' outputs weighted into the residual stream. */
+export function moeCombine(ops: Ops, label: string, y: GPUBuffer, routes: MoeRoutes, h: GPUBuffer, width: number, scale = 1): Dispatch {
   if (width % 4 !== 0) throw new Error(`${label}: width ${width} is not a multiple of 4`);
   const pipeline = ops.pipelines.get('moe_combine');
-  const params = ops.params('moe_combine', { width4: width / 4, top_k: routes.topK });
+  const params = ops.params('moe_combine', { width4: width / 4, top_k: routes.topK, scale });
   return {
     label,
     pipeline,
