@@ -16,12 +16,9 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TextTokenizer } from '../src/models/tokenizer.js';
-import { writeGgufFromHf } from './helpers/gguf-writer.js';
-import { disposeOracle, logSoftmax, maxLogProbDiff, oracleGreedy, type OracleResult } from './helpers/llama-oracle.js';
-import { greedy, openRunner } from './helpers/model-harness.js';
-import { ORACLE_STORY } from './helpers/oracle-cases.js';
-import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
+import { disposeOracle, oracleGreedy, type OracleResult } from './helpers/llama-oracle.js';
+import { expectMatchesLlamaCpp } from './helpers/oracle-cases.js';
+import type { RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
 const STEPS = 32;
 // As oracle-engine.test.ts: both sides in f32, differing in summation order and exp/tanh/rsqrt
@@ -112,25 +109,8 @@ describe('families vs llama.cpp on random checkpoints', () => {
 
   for (const [i, c] of CASES.entries()) {
     it(c.label, async () => {
-      const dir = join(tmp, `${i}-${c.arch}`);
-      const ck = makeRandomCheckpoint(c, dir);
-      const gguf = `${dir}.gguf`;
-      // Not the folder's name: llama.cpp gives a model named like phi3 / phi-3 Phi-3's token
-      // attributes, which look up SentencePiece tokens (</s>, <unk>) our tokenizers lack.
-      writeGgufFromHf(dir, gguf, { name: 'random checkpoint' });
-      const tokenizer = await TextTokenizer.load(dir);
-      const prompt = [...(c.bos ? [ck.bosId] : []), ...tokenizer.encode(ORACLE_STORY, false)];
+      const prompt = await expectMatchesLlamaCpp(c, join(tmp, `${i}-${c.arch}`), { bos: c.bos, steps: STEPS, tolerance: c.tolerance ?? LOGPROB_TOLERANCE, oracle });
       expect(prompt.length).toBeGreaterThan(WINDOW);
-
-      const expected = await oracle(gguf, prompt);
-      const ours = await greedy(await openRunner(dir), prompt, STEPS);
-      const diff = maxLogProbDiff(ours.promptLogits, expected.firstLogProbs);
-      if (process.env.ORACLE_VERBOSE) console.info(`${c.arch}: max log-prob diff ${diff.toExponential(2)}`);
-      expect(ours.tokens).toEqual(expected.tokens);
-      const tolerance = c.tolerance ?? LOGPROB_TOLERANCE;
-      expect(diff).toBeLessThan(tolerance);
-      const top = expected.tokens[0]!;
-      expect(Math.abs(logSoftmax(ours.promptLogits)[top]! - expected.firstLogProbs[top]!)).toBeLessThan(tolerance);
     });
   }
 });

@@ -14,13 +14,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { TextTokenizer } from '../src/models/tokenizer.js';
-import { writeGgufFromHf } from './helpers/gguf-writer.js';
-import { disposeOracle, logSoftmax, maxLogProbDiff, oracleGreedy } from './helpers/llama-oracle.js';
-import { greedy, openRunner } from './helpers/model-harness.js';
-import { ORACLE_STORY } from './helpers/oracle-cases.js';
-import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
+import { afterAll, describe, it } from 'vitest';
+import { disposeOracle } from './helpers/llama-oracle.js';
+import { expectMatchesLlamaCpp } from './helpers/oracle-cases.js';
+import type { RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
 const STEPS = 32;
 const LOGPROB_TOLERANCE = 1e-3;
@@ -41,20 +38,7 @@ describe('hybrid families vs llama.cpp on random checkpoints', () => {
   afterAll(() => disposeOracle());
   for (const [i, c] of CASES.entries()) {
     it(c.label, async () => {
-      const dir = join(tmp, `${i}-${c.arch}`);
-      const ck = makeRandomCheckpoint(c, dir);
-      const gguf = `${dir}.gguf`;
-      writeGgufFromHf(dir, gguf, { name: 'random checkpoint' });
-      const tokenizer = await TextTokenizer.load(dir);
-      const prompt = [ck.bosId, ...tokenizer.encode(ORACLE_STORY, false)];
-      const expected = await oracleGreedy(gguf, prompt, STEPS);
-      const ours = await greedy(await openRunner(dir, 256, { maxTokens: 5 }), prompt, STEPS);
-      const diff = maxLogProbDiff(ours.promptLogits, expected.firstLogProbs);
-      if (process.env.ORACLE_VERBOSE) console.info(`${c.arch}: max log-prob diff ${diff.toExponential(2)}`);
-      expect(ours.tokens).toEqual(expected.tokens);
-      expect(diff).toBeLessThan(LOGPROB_TOLERANCE);
-      const top = expected.tokens[0]!;
-      expect(Math.abs(logSoftmax(ours.promptLogits)[top]! - expected.firstLogProbs[top]!)).toBeLessThan(LOGPROB_TOLERANCE);
+      await expectMatchesLlamaCpp(c, join(tmp, `${i}-${c.arch}`), { bos: true, steps: STEPS, tolerance: LOGPROB_TOLERANCE, maxTokens: 5 });
     });
   }
 });

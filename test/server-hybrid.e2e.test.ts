@@ -5,7 +5,7 @@
 // each what seed + i gets alone, and two concurrent conversations decode as each alone.
 // What a recurrent state cannot do is refused, never silently wrong: the prompt cache is
 // off (a second turn is prefilled from its start, cached_tokens 0), context shift answers
-// 400, slot files 501, and speculative decoding stops the load.
+// 400, slot files 501, and speculative decoding stops the load (as target or as draft model).
 // Request memory admission (every model; here this one's): the engine's budget is its
 // weights plus ADMITTED bytes, which admits this file's requests (at most three choices of
 // ~50 tokens: each ~1 KiB of KV per token plus ~20 KiB of Mamba-2 state, and ~16 KiB of
@@ -68,6 +68,9 @@ describe('nemotron_h through the server', () => {
     expect(saved.body.error.message).toMatch(/not supported for nemotron_h/);
     await expect(loadEngine({ modelDir: dir, backend: TEST_BACKEND, warmup: false, speculative: { kind: 'prompt-lookup', nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
       .rejects.toThrow(/speculative decoding \(prompt-lookup\) is not supported for nemotron_h/);
+    // Nor as the draft model of a transformer with its tokenizer.
+    await expect(loadEngine({ modelDir: 'models/stories260k', backend: TEST_BACKEND, warmup: false, speculative: { kind: 'draft-model', draftModel: dir, nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
+      .rejects.toThrow(/draft model .* \(nemotron_h\) has recurrent layers/);
     // The server goes on serving.
     expect((await live.post('/v1/chat/completions', chat('Hello'))).status).toBe(200);
   });

@@ -134,6 +134,10 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       maxContext: seqContext,
       blockSize: BLOCK_SIZE,
     });
+    if (draft.states.length > 0) {
+      gpu.device.destroy();
+      throw new Error(`draft model ${draftDir} (${draft.cfg.modelType}) has recurrent layers, whose state cannot be rolled back to the kept position of a verify round: use a transformer draft model`);
+    }
     options.log?.(`draft model ${basename(draftDir)} (${draft.cfg.modelType}, ${draft.weightFormat}) from ${draftDir}`);
     const draftRunner = new ForwardRunner(draft);
     if (options.warmup !== false) await draftRunner.warmUp();

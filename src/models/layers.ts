@@ -1,7 +1,9 @@
 // The layer vocabulary the decoder families compose (src/models/<family>.ts), each layer
 // recording its dispatches; the math is in src/kernels. A layer's spec names what varies
 // between families: norms before and after a block, the activation, the RoPE (or none),
-// a sliding window, soft-capping, scalar multipliers, biases, fused projections. Layers name
+// a sliding window, soft-capping, scalar multipliers, biases, fused projections. Beside
+// attention and the MLPs are the recurrent layers (Mamba-2, LFM2's short convolution), whose
+// kernels continue each sequence from its state slot (BuildContext.state). Layers name
 // their tensors as transformers' decoders do (model.embed_tokens, model.layers.N.self_attn.*,
 // model.layers.N.mlp.*, model.norm, lm_head), each with the shape config.json gives it; a
 // family's layouts (Family.layouts) say where other checkpoints keep them.
