@@ -1,11 +1,14 @@
 // A hybrid state-space model (a random Nemotron-H: Mamba-2, attention, Mamba-2, MLP, with
-// stories260k's tokenizer and chat template) through the real server and engine, its
+// stories260k's tokenizer and chat template; output projections of gain 1, so that greedy
+// text repeats itself and prompt lookup drafts) through the real server and engine, its
 // prompts prefilled in chunks of 8 tokens beside other sequences' decode steps. Each slot
 // holds its own recurrent state: seeded n = 3 choices fork the first choice's state and are
 // each what seed + i gets alone, and two concurrent conversations decode as each alone.
-// What a recurrent state cannot do is refused, never silently wrong: the prompt cache is
-// off (a second turn is prefilled from its start, cached_tokens 0), context shift answers
-// 400, slot files 501, and speculative decoding stops the load (as target or as draft model).
+// Speculative decoding (prompt lookup) gives plain decode's tokens: the state goes back to
+// its snapshot from before a verify round whose drafts are rejected, and the kept tokens are
+// prefilled again. What a recurrent state cannot do is refused, never silently wrong: the
+// prompt cache is off (a second turn is prefilled from its start, cached_tokens 0), context
+// shift answers 400, slot files 501, and a recurrent draft model stops the load.
 // Request memory admission (every model; here this one's): the engine's budget is its
 // weights plus ADMITTED bytes, which admits this file's requests (at most three choices of
 // ~50 tokens: each ~1 KiB of KV per token plus ~20 KiB of Mamba-2 state, and ~16 KiB of
@@ -22,7 +25,7 @@ import { useLive, useServer } from './helpers/live-server.js';
 import { TEST_BACKEND } from './helpers/model-harness.js';
 import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
-const model: RandomCheckpointOptions = { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, arch: 'nemotron_h', tokenizer: 'stories', seed: 41 };
+const model: RandomCheckpointOptions = { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, arch: 'nemotron_h', tokenizer: 'stories', seed: 41, init: { outGain: 1 } };
 const ADMITTED = 270_000;
 const dir = makeRandomCheckpoint(model, mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-'))).dir;
 const budget = checkpointWeightBytes(dir) + ADMITTED;
@@ -59,16 +62,14 @@ describe('nemotron_h through the server', () => {
     expect(((await stats.json()) as { enabled: boolean }).enabled).toBe(false);
   });
 
-  it('refuses context shift (400), slot files (501) and speculative decoding (at load)', async () => {
+  it('refuses context shift (400), slot files (501) and a recurrent draft model (at load)', async () => {
     const shifted = await shifting.post('/v1/chat/completions', chat('Hello'));
     expect(shifted.status).toBe(400);
     expect(shifted.body.error.message).toMatch(/context shift .* cannot be applied to nemotron_h/);
     const saved = await live.post('/slots/0?action=save', { filename: 'a.bin' });
     expect(saved.status).toBe(501);
     expect(saved.body.error.message).toMatch(/not supported for nemotron_h/);
-    await expect(loadEngine({ modelDir: dir, backend: TEST_BACKEND, warmup: false, speculative: { kind: 'prompt-lookup', nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
-      .rejects.toThrow(/speculative decoding \(prompt-lookup\) is not supported for nemotron_h/);
-    // Nor as the draft model of a transformer with its tokenizer.
+    // A recurrent draft model stops the load (its own state would need rolling back).
     await expect(loadEngine({ modelDir: 'models/stories260k', backend: TEST_BACKEND, warmup: false, speculative: { kind: 'draft-model', draftModel: dir, nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
       .rejects.toThrow(/draft model .* \(nemotron_h\) has recurrent layers/);
     // The server goes on serving.
@@ -94,5 +95,19 @@ describe('nemotron_h through the server', () => {
     expect(metrics).toContain(`mlxcel_request_memory_budget_bytes ${budget}`);
     await expect(loadEngine({ modelDir: dir, backend: TEST_BACKEND, warmup: false, requestMemoryBudget: 1000 }))
       .rejects.toThrow(/the checkpoint's weights \(\d+ bytes.*do not fit the request memory budget of 1000 bytes/);
+  });
+});
+
+describe('speculative decoding on nemotron_h', () => {
+  const drafting = useLive({ model: dir, engine: { parallel: 1, contextSize: 256, batchSize: 16, warmup: false, speculative: { kind: 'prompt-lookup', nMax: 4, nMin: 0, ngram: 2, adaptive: false } } });
+
+  it('gives plain decode\'s tokens, rejected drafts rolled back', async () => {
+    const ask = chat('Tell me a story about a cat and a dog', { temperature: 0, max_tokens: 48 });
+    const plain = await live.post('/v1/chat/completions', ask);
+    const drafted = await drafting.post('/v1/chat/completions', ask);
+    expect(drafted.body.choices[0].message.content).toBe(plain.body.choices[0].message.content);
+    const { draft_tokens: drafts, draft_accepted_tokens: accepted } = drafting.engine.stats().counters;
+    expect(accepted).toBeGreaterThan(0);
+    expect(drafts).toBeGreaterThan(accepted);
   });
 });

@@ -96,16 +96,13 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
     maxContext: seqContext,
     blockSize: BLOCK_SIZE,
-    stateSlots: slots,
+    // With speculative decoding, a snapshot slot per slot for a verify round's state.
+    stateSlots: options.speculative ? 2 * slots : slots,
     onProgress: options.onLoadProgress,
   });
   // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
-  // cached prefix, a speculative round's kept position or a shifted context.
+  // cached prefix or a shifted context.
   const recurrent = model.states.length > 0;
-  if (recurrent && options.speculative) {
-    gpu.device.destroy();
-    throw new Error(`speculative decoding (${options.speculative.kind}) is not supported for ${model.cfg.modelType}: its recurrent layers' state cannot be rolled back to the kept position of a verify round`);
-  }
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {

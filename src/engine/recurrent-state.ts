@@ -2,7 +2,9 @@
 // slot beside the KV blocks of its attention layers. A sequence's chunks read and write its
 // slot's state (SeqChunk.state); a chunk at position 0 starts from zeros, so a new sequence
 // needs no reset. What a KV block table gives for free needs a copy here: an n > 1 choice
-// forked from the first choice's prompt takes a copy of that choice's state.
+// forked from the first choice's prompt takes a copy of that choice's state, and a
+// speculating sequence keeps its state in a snapshot slot through a verify round, to go
+// back to where drafts are rejected.
 import type { RecurrentState } from '../models/model.js';
 
 export class RecurrentStates {

@@ -399,6 +399,8 @@ export class Scheduler implements Engine {
         }
         const sample = this.draw(seq, drafts);
         rng.push(seq.rng.save());
+        // A recurrent state advances through every drafted token: keep it to go back to.
+        this.states.copy(seq.slot, [this.snapshotSlot(seq)]);
         batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, state: seq.slot, sample, verify }, forks: [], round: { drafts, rng } });
         spare -= drafts.length;
         tokens += drafts.length;
@@ -546,10 +548,23 @@ export class Scheduler implements Engine {
     this.counters.draft_tokens += drafts.length;
     this.counters.draft_accepted_tokens += kept;
     seq.rng.restore(round.rng[kept]!);
+    const start = seq.tokens.length - 1;
     for (let i = 0; i <= kept; i++) {
       this.accept(seq, results[i]!);
       if (seq.closed || !seq.decoding) break;
     }
+    // A recurrent state went through the rejected drafts too: back to before the round, and
+    // the kept tokens prefilled again (the last one's logits give the next token).
+    if (kept < drafts.length && this.states.any && !seq.closed && seq.decoding) {
+      this.states.copy(this.snapshotSlot(seq), [seq.slot]);
+      seq.prefilled = start;
+      seq.decoding = false;
+    }
+  }
+
+  /** Where a speculating sequence's recurrent state waits out a verify round (LoadedModel state slots past the engine's). */
+  private snapshotSlot(seq: Sequence): number {
+    return this.options.slots + seq.slot;
   }
 
   /** Handles one sampled token: emit it, or finish the sequence. */

@@ -232,8 +232,8 @@ export interface ModelInfo {
    *  the draft model's directory when it is one. */
   speculative?: { kind: string; nMax: number; draftModel?: string };
   /**
-   * The model carries recurrent state (hybrid state-space layers: Nemotron-H, LFM2): the
-   * prompt cache, slot files, speculative decoding and context shift are off for it.
+   * The model carries recurrent state (hybrid state-space layers: Nemotron-H, LFM2, Granite
+   * 4.0-H): the prompt cache, slot files and context shift are off for it.
    */
   recurrent?: true;
 }
