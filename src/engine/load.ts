@@ -7,6 +7,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
+import { readFamilyConfig } from '../models/registry.js';
 import { checkpointWeightBytes, loadModel } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
@@ -38,7 +39,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const dir = resolve(options.modelDir);
   const slots = options.parallel ?? ENGINE_DEFAULTS.parallel;
   const batchSize = options.batchSize ?? ENGINE_DEFAULTS.batchSize;
-  const cfg = readModelConfig(dir);
+  // The family's reading: a hybrid's recurrent layers turn the prompt cache off before its KV is sized.
+  const { cfg } = readFamilyConfig(dir);
   const maxPositions = cfg.maxPositions;
   // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
   // slot gets the model's trained length within a total budget.
@@ -55,7 +57,10 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const seqContext = unified ? total : perSlot;
   const slotBlocks = Math.max(slots * Math.ceil(perSlot / BLOCK_SIZE), Math.ceil(seqContext / BLOCK_SIZE));
   const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
-  const cacheOn = options.cachePrompt !== false;
+  // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
+  // cached prefix or a shifted context.
+  const recurrent = cfg.recurrent === true;
+  const cacheOn = options.cachePrompt !== false && !recurrent;
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
@@ -100,9 +105,6 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     stateSlots: options.speculative ? 2 * slots : slots,
     onProgress: options.onLoadProgress,
   });
-  // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
-  // cached prefix or a shifted context.
-  const recurrent = model.states.length > 0;
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
   const info = {
@@ -119,7 +121,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   options.log?.(unified
     ? `context ${seqContext} tokens per sequence, one KV pool shared by ${slots} slot${slots === 1 ? '' : 's'} (--kv-unified)`
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
-  if (recurrent && cacheOn) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
+  if (recurrent && options.cachePrompt !== false) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
   let drafter: DraftModel | undefined;
@@ -144,7 +146,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const qkv = (cfg.heads + 2 * cfg.kvHeads) * cfg.headDim;
   const memory = new RequestMemory(budget.bytes, weightBytes, {
     kvBytesPerToken: blockBytes / BLOCK_SIZE,
-    stateBytes: model.states.reduce((n, s) => n + s.slotBytes, 0),
+    // With speculative decoding, each sequence's state has a snapshot too.
+    stateBytes: (options.speculative ? 2 : 1) * model.states.reduce((n, s) => n + s.slotBytes, 0),
     activationBytesPerToken: 4 * (2 * cfg.hidden + qkv + 2 * cfg.intermediate),
     chunkTokens: batchSize,
     contextSize: seqContext,
@@ -157,7 +160,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     ...(options.speculative ? { speculative: options.speculative } : {}),
     ...(drafter ? { drafter } : {}),
     cache: {
-      enabled: cacheOn && !recurrent,
+      enabled: cacheOn,
       blockBytes,
       capacityBytes: cacheCapacityBytes,
       maxEntries: cacheMaxEntries,

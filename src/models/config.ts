@@ -62,6 +62,8 @@ export interface ModelConfig {
   /** Ids that end generation: config eos plus generation_config eos (which may be a list). */
   eosTokenIds: number[];
   bosTokenId?: number;
+  /** Set by a hybrid family's configure where layers carry recurrent state (LoadedModel.states). */
+  recurrent?: true;
 }
 
 export type RopeConfig = Pick<ModelConfig, 'rotaryDim' | 'ropeTheta' | 'ropeScaling'>;
