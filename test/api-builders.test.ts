@@ -8,7 +8,7 @@ import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
 import { describe, expect, it } from 'vitest';
 import { MessageBuilder, type AnthropicEvent } from '../src/server/anthropic/output.js';
 import { parseCli } from '../src/cli-options.js';
-import { BoundedStore } from '../src/server/bounded-store.js';
+import { BoundedStore } from '../src/server/stores/bounded-store.js';
 import type { ChatEvent, TurnResult } from '../src/server/chat-turn.js';
 import { ResponseBuilder, type StreamEvent } from '../src/server/responses/output.js';
 
