@@ -25,7 +25,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const backend of Object.values(backends)) await backend.close();
-  await redis?.stop();
+  await redis?.remove();
   rmSync(dir, { recursive: true, force: true });
 });
 
