@@ -349,3 +349,55 @@ describe('GET /metrics', () => {
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   });
 });
+
+describe('liveness, readiness and draining', () => {
+  const status = async (url: string) => {
+    const res = await fetch(url);
+    return [res.status, await res.json()];
+  };
+
+  it('GET /live and GET /ready answer ready once loaded, and /ready is 503 while the model loads', async () => {
+    expect(await status(`${plain.server.url}/live`)).toEqual([200, { status: 'alive' }]);
+    expect(await status(`${plain.server.url}/ready`)).toEqual([200, { status: 'ready' }]);
+    const loading = await serveOn(new Promise<never>(() => {}));
+    servers.push(loading);
+    expect(await status(`${loading.url}/live`)).toEqual([200, { status: 'alive' }]);
+    expect(await status(`${loading.url}/ready`)).toEqual([503, { status: 'loading model' }]);
+  });
+
+  it('a drain refuses new work with 503 and Retry-After, lets an admitted stream finish, and ends the rest with an error event when the grace runs out', async () => {
+    const draining = await serve([]);
+    // Admitted before the drain: a short stream that finishes in time, and two that cannot.
+    const short = draining.postSse('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Lily' }], max_tokens: 6, stream: true });
+    const chat = draining.request('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 480, stream: true });
+    const responses = draining.request('/v1/responses', { model: 'm', input: 'Once upon a time', max_output_tokens: 480, stream: true });
+    await waitFor(() => live.engine.stats().activeSequences + live.engine.stats().queueDepth === 3, 10_000, 'all three admitted');
+    const drained = draining.server.drain(1000);
+
+    expect(await status(`${draining.url}/ready`)).toEqual([503, { status: 'draining' }]);
+    const refused = await draining.request('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(((await refused.json()) as { error: { type: string; message: string } }).error).toMatchObject({
+      type: 'server_busy',
+      message: 'The server is shutting down and takes no new requests; retry on another replica.',
+    });
+    // Reads keep answering.
+    expect((await fetch(`${draining.url}/v1/models`)).status).toBe(200);
+
+    const events = await short;
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(events.at(-2).choices[0].finish_reason).toBe('length');
+
+    const grace = /did not finish within its 1 s grace period \(--shutdown-grace-secs\)/;
+    const chatText = await (await chat).text();
+    expect(chatText).toMatch(/"type":"server_busy"/);
+    expect(chatText).toMatch(grace);
+    expect(chatText.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    const responsesText = await (await responses).text();
+    expect(responsesText).toMatch(/event: response\.failed\n/);
+    expect(responsesText).toMatch(grace);
+    expect(await drained).toBe(false);
+    await idle();
+  });
+});

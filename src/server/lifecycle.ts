@@ -52,8 +52,7 @@ export class Lifecycle {
   async drain(graceMs: number): Promise<boolean> {
     this.stopping = true;
     if (await this.idle(graceMs)) return true;
-    const secs = Math.round(graceMs / 1000);
-    this.deadline.abort(new ApiError(503, 'server_busy', `The server is shutting down: the request did not finish within its ${secs} s grace period (--shutdown-grace-secs).`));
+    this.deadline.abort(new ApiError(503, 'server_busy', `The server is shutting down: the request did not finish within its ${graceMs / 1000} s grace period (--shutdown-grace-secs).`));
     await this.idle(ABORT_FLUSH_MS);
     return false;
   }
