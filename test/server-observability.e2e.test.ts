@@ -367,11 +367,13 @@ describe('liveness, readiness and draining', () => {
 
   it('a drain refuses new work with 503 and Retry-After, lets an admitted stream finish, and ends the rest with an error event when the grace runs out', async () => {
     const draining = await serve([]);
-    // Admitted before the drain: a short stream that finishes in time, and two that cannot.
+    // Admitted before the drain: a short stream that finishes in time, and four requests that cannot.
     const short = draining.postSse('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Lily' }], max_tokens: 6, stream: true });
     const chat = draining.request('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 480, stream: true });
     const responses = draining.request('/v1/responses', { model: 'm', input: 'Once upon a time', max_output_tokens: 480, stream: true });
-    await waitFor(() => live.engine.stats().activeSequences + live.engine.stats().queueDepth === 3, 10_000, 'all three admitted');
+    const messages = draining.request('/v1/messages', { model: 'm', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 480, stream: true });
+    const whole = draining.request('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 480 });
+    await waitFor(() => live.engine.stats().activeSequences + live.engine.stats().queueDepth === 5, 10_000, 'all five admitted');
     const drained = draining.server.drain(1000);
 
     expect(await status(`${draining.url}/ready`)).toEqual([503, { status: 'draining' }]);
@@ -397,6 +399,12 @@ describe('liveness, readiness and draining', () => {
     const responsesText = await (await responses).text();
     expect(responsesText).toMatch(/event: response\.failed\n/);
     expect(responsesText).toMatch(grace);
+    const messagesText = await (await messages).text();
+    expect(messagesText).toMatch(/event: error\n/);
+    expect(messagesText).toMatch(grace);
+    const wholeAnswer = await whole;
+    expect(wholeAnswer.status).toBe(503);
+    expect(((await wholeAnswer.json()) as { error: { message: string } }).error.message).toMatch(grace);
     expect(await drained).toBe(false);
     await idle();
   });
