@@ -183,7 +183,22 @@ describe('a fleet of three replicas sharing Redis behind HAProxy', () => {
 
   it('answers 503 on the store-backed routes only while Redis is down, and recovers when it is back', async () => {
     const { last } = await converse(fleet, 1);
+    // A stream admitted (and stored in_progress) before the outage cannot store its end: its
+    // last event says so.
+    const streaming = await fetch(`${replicas[0]!.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', input: 'Once upon a time', max_output_tokens: 200, temperature: 0, stream: true }),
+    });
+    const reader = streaming.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = '';
+    while (!/"response\.output_text\.delta"/.test(text)) text += (await reader.read()).value ?? '';
     await redis.stop();
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += chunk.value;
+    const events = text.split('\n\n').filter(Boolean).map((block) => block.split('\n')[0]);
+    expect(events.at(-1)).toBe('event: error');
+    expect(text).toMatch(/"code":"store_unavailable"/);
+
     const post = (body: object) => fetch(`${fleetUrl}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', max_output_tokens: 2, ...body }) });
     for (const res of [await post({ input: 'Hi' }), await post({ input: 'Hi', previous_response_id: last }), await fetch(`${fleetUrl}/v1/responses/${last}`)]) {
       expect(res.status).toBe(503);

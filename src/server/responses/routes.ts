@@ -64,7 +64,8 @@ const CANCEL_LIMITS: StoreLimits = { maxEntries: 4096, ttlSecs: 600 };
 const CANCEL_POLL_MS = 500;
 
 interface StoredResponse {
-  /** Live while generating: the builder updates it in place. */
+  /** In memory, the object the builder updates in place while generating; in a database,
+   *  the response as last written. */
   response: ResponseObject;
   /** The items a follow-up continues from: the request's items, then the output. */
   history: Item[];
@@ -239,7 +240,8 @@ export function responsesRoutes(
       await finish();
     } catch (err) {
       // The stream's events all went out, but the response could not be stored.
-      sendSseEvent(res, 'error', { type: 'error', ...toApiError(err).toJSON().error });
+      logFault(res, err);
+      builder.streamError(toApiError(err));
     }
     res.end();
   });
@@ -292,8 +294,11 @@ export function responsesRoutes(
     });
   });
 
+  // A generation of this replica's is read as it stands; one elsewhere as last stored.
   router.get(['/v1/responses/:id', '/responses/:id'], async (req: Request<{ id: string }>, res: Response) => {
-    res.json((await stored(req.params.id)).response);
+    const { id } = req.params;
+    const entry = await stored(id);
+    res.json(inFlight.get(id)?.builder.response ?? entry.response);
   });
 
   router.delete(['/v1/responses/:id', '/responses/:id'], async (req: Request<{ id: string }>, res: Response) => {
