@@ -108,6 +108,21 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     }
   });
 
+  it('exits with status 2 and one line when --store names a SQLite file it cannot open', async () => {
+    const lines: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((line: string) => void lines.push(line));
+    try {
+      process.exitCode = undefined;
+      await main(['--host', '127.0.0.1', '--port', '0', '--store', `sqlite:${join(tmpdir(), 'mlxcel-no-such-dir', 'r.db')}`], {});
+      expect(process.exitCode).toBe(2);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^mlxcel-server: --store: .*director/);
+    } finally {
+      process.exitCode = undefined;
+      error.mockRestore();
+    }
+  });
+
   it('brings Dawn\'s own warnings back with --verbose', async () => {
     const output = await startupOutput(['--verbose']);
     expect(output).toMatch(/^Warning: maxDynamic\w+ artificially reduced from \d+ to 16/m);
