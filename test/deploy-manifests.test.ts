@@ -140,7 +140,7 @@ describe('deploy/kustomize', () => {
     const served = new ServerMetrics(() => undefined).registry.getMetricsAsArray().map((m) => m.name);
     const specs = [engine.queuedRequestsSpec, engine.runningRequestsSpec, engine.kvUsageSpec, engine.cacheInfoSpec];
     expect(specs.every((name: string) => served.includes(name)), specs.join(', ')).toBe(true);
-    for (const name of ['vllm:num_requests_waiting', 'vllm:num_requests_running', 'vllm:kv_cache_usage_perc', 'vllm:cache_config_info']) expect(served).toContain(name);
+    for (const name of ['vllm:num_requests_waiting', 'vllm:num_requests_running', 'vllm:kv_cache_usage_perc', 'vllm:cache_config_info', 'vllm:lora_requests_info']) expect(served).toContain(name);
   });
 });
 

@@ -179,8 +179,9 @@ const METRICS: Array<[name: string, type: string, help: string]> = [
   ['vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed'],
   ['vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage'],
   ['vllm:cache_config_info', 'gauge', 'Information of the LLMEngine CacheConfig'],
+  ['vllm:lora_requests_info', 'gauge', 'Running stats on lora requests.'],
 ];
-const INFO_GAUGES = ['mlxcel_kv_cache_config_info', 'vllm:cache_config_info'];
+const INFO_GAUGES = ['mlxcel_kv_cache_config_info', 'vllm:cache_config_info', 'vllm:lora_requests_info'];
 
 async function scrape(url: string) {
   const res = await fetch(`${url}/metrics`);
@@ -283,6 +284,7 @@ describe('GET /metrics', () => {
         waiting: values.get('vllm:num_requests_waiting')!,
         usage: values.get('vllm:kv_cache_usage_perc')!,
         info: info('vllm:cache_config_info'),
+        lora: info('vllm:lora_requests_info'),
         twins: [values.get('mlxcel_batch_current_size'), values.get('mlxcel_queue_depth'), values.get('mlxcel_kv_cache_usage_ratio'), info('mlxcel_kv_cache_config_info')],
       };
     };
@@ -294,6 +296,10 @@ describe('GET /metrics', () => {
     const blocks = Number(labels.num_gpu_blocks);
     expect(blocks).toBe(live.engine.stats().kv!.blocks);
     expect([idleScrape.running, idleScrape.waiting, idleScrape.usage]).toEqual([0, 0, 0]);
+    // No LoRA adapters, stamped with the scrape's time.
+    const [lora] = idleScrape.lora;
+    expect(lora!.labels).toEqual({ max_lora: '0', running_lora_adapters: '', waiting_lora_adapters: '' });
+    expect(Math.abs(lora!.value - Date.now() / 1000)).toBeLessThan(60);
 
     const held = await saturate(url);
     // Decoding grows the running requests' blocks: compare a scrape taken between two

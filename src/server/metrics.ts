@@ -8,8 +8,8 @@
 //
 // Beside the mlxcel_* names, the gauges the Gateway API Inference Extension's endpoint picker
 // reads by default (its model server protocol, under vLLM's names): running and waiting
-// requests, the KV pool's usage as a fraction of its blocks, and the pool's shape as the
-// labels of an info gauge. The mlxcel_* twins carry the same values, for a picker configured
+// requests, the KV pool's usage as a fraction of its blocks, the pool's shape as the labels
+// of an info gauge, and the (empty) LoRA adapter info. The mlxcel_* twins carry the same values, for a picker configured
 // with this server's own names.
 import { Router } from 'express';
 import { Counter, Gauge, Registry } from 'prom-client';
@@ -93,6 +93,18 @@ export class ServerMetrics {
       });
     cacheInfo('mlxcel_kv_cache_config_info', 'The KV cache layout: tokens per block and blocks in the pool');
     cacheInfo('vllm:cache_config_info', 'Information of the LLMEngine CacheConfig');
+    // The protocol's LoRA gauge, which the picker's default (vLLM) mapping reads too: no
+    // adapters are served, and the value is the time of the scrape, as vLLM's.
+    new Gauge({
+      name: 'vllm:lora_requests_info',
+      help: 'Running stats on lora requests.',
+      labelNames: ['max_lora', 'running_lora_adapters', 'waiting_lora_adapters'],
+      registers,
+      collect() {
+        this.reset();
+        this.set({ max_lora: 0, running_lora_adapters: '', waiting_lora_adapters: '' }, Date.now() / 1000);
+      },
+    });
   }
 
   /**
