@@ -61,7 +61,7 @@ export const DEFAULT_RESPONSES_OPTIONS: ResponsesOptions = {
 
 /** Cancel requests for generations on other replicas: kept long enough to be seen. */
 const CANCEL_LIMITS: StoreLimits = { maxEntries: 4096, ttlSecs: 600 };
-const CANCEL_POLL_MS = 500;
+const CANCEL_POLL_MS = 250;
 
 interface StoredResponse {
   /** In memory, the object the builder updates in place while generating; in a database,
