@@ -290,11 +290,14 @@ describe('a fleet of three replicas sharing Redis behind HAProxy', () => {
 });
 
 describe('one replica with a SQLite store', () => {
-  it('keeps a Responses conversation across a restart: 10 turns, 5 before and 5 after', async () => {
+  it('keeps a Responses conversation across a restart (SIGINT, exit 0, start): 10 turns, 5 before and 5 after', async () => {
     const client = () => new OpenAI({ baseURL: `${lone.process.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const first = await converse(client(), 5);
-    await lone.process.stop();
+    // SIGINT drains as SIGTERM does.
+    lone.process.child.kill('SIGINT');
+    await waitFor(() => lone.process.exited() !== undefined, 10_000, 'exited after SIGINT');
     expect(lone.process.exited()).toBe('0');
+    expect(lone.process.output()).toMatch(/SIGINT: draining/);
     lone.process = await startReplica(lone.port, lone.args);
     const second = await converse(client(), 5, first.last, first.inputTokens);
     expect((await client().responses.retrieve(first.last)).id).toBe(first.last);
