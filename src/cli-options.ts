@@ -11,6 +11,8 @@ import { POOLINGS, type Pooling } from './runtime/ops/pooling.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/responses/routes.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
+import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
+import { parseStoreSpec, STORE_HELP, type StoreSpec } from './server/stores/store.js';
 
 /** --pooling's values: the embedding poolings (rank is the rerankers', chosen by --reranking). */
 const EMBEDDING_POOLINGS = POOLINGS.filter((p) => p !== 'rank');
@@ -63,6 +65,10 @@ export interface ServeOptions {
   responsesStoreTtlSecs?: number;
   conversationStoreMaxEntries?: number;
   conversationStoreTtlSecs?: number;
+  /** --store: where those stores live; undefined = this process's memory. */
+  storeSpec?: StoreSpec;
+  /** --shutdown-grace-secs: how long SIGTERM/SIGINT wait for admitted requests; undefined = DEFAULT_SHUTDOWN_GRACE_SECS. */
+  shutdownGraceSecs?: number;
   /** --chat-template-kwargs: a JSON object every chat request's kwargs are merged over. */
   chatTemplateKwargs?: Record<string, unknown>;
   /** --spm-infill: /infill lays the suffix before the prefix. */
@@ -179,6 +185,8 @@ const FLAGS: Flag[] = [
   { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: `seconds a stored response is kept, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.responses.ttlSecs})` },
   { name: 'conversation-store-max-entries', env: ['LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES'], value: 'N', help: `stored /v1/responses conversations, 0 disables them (default: ${DEFAULT_RESPONSES_OPTIONS.conversations.maxEntries})` },
   { name: 'conversation-store-ttl-secs', env: ['LLAMA_ARG_CONVERSATION_STORE_TTL_SECS'], value: 'N', help: `seconds a conversation is kept after its last use, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.conversations.ttlSecs})` },
+  { name: 'store', env: ['MLXCEL_STORE'], value: 'SPEC', help: `where stored responses and conversations live: ${STORE_HELP}; sqlite survives restarts, redis is shared by replicas (default: memory)` },
+  { name: 'shutdown-grace-secs', env: ['MLXCEL_SHUTDOWN_GRACE_SECS'], value: 'N', help: `on SIGTERM or SIGINT, refuse new work and give admitted requests this long to finish before their streams end with an error; a second signal exits at once (default: ${DEFAULT_SHUTDOWN_GRACE_SECS})` },
   // Prompt cache (GET /v1/cache/stats): llama-server's switch and variable, then its bounds.
   { name: 'cache-prompt', negation: 'no-cache-prompt', env: ['LLAMA_ARG_CACHE_PROMPT'], help: 'reuse the KV of cached prompt prefixes across requests (default: on)' },
   { name: 'cache-capacity-bytes', env: ['LLAMA_ARG_CACHE_CAPACITY_BYTES'], value: 'N', help: "prompt-cache KV bytes, on top of the slots' own (default: as many as the slots' KV)" },
@@ -318,6 +326,8 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       responsesStoreTtlSecs: optionalInteger('responses-store-ttl-secs', 0),
       conversationStoreMaxEntries: optionalInteger('conversation-store-max-entries', 0),
       conversationStoreTtlSecs: optionalInteger('conversation-store-ttl-secs', 0),
+      storeSpec: storeOption(get('store')),
+      shutdownGraceSecs: optionalInteger('shutdown-grace-secs', 0),
       chatTemplateKwargs: reasoningKwargs(get('reasoning'), jsonObject('chat-template-kwargs', get('chat-template-kwargs'))),
       spmInfill: getSwitch('spm-infill'),
       cachePrompt: getSwitch('cache-prompt'),
@@ -405,6 +415,13 @@ function poolingOption(text: string | undefined): Pooling | undefined {
 /** --context-shift / --no-context-shift, when given, as the server's context_shift. */
 function contextShiftOption(on: boolean | undefined): Partial<SamplingDefaults> | undefined {
   return on === undefined ? undefined : { context_shift: on };
+}
+
+function storeOption(text: string | undefined): StoreSpec | undefined {
+  if (text === undefined) return undefined;
+  const spec = parseStoreSpec(text);
+  if (!spec) throw new CliError(`--store must be ${STORE_HELP}, got "${text}"`);
+  return spec;
 }
 
 /** MLXCEL_LOOP_DETECTION, when set, as the server's loop_detection default. */

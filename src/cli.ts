@@ -16,7 +16,9 @@ import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
 import { UnsupportedModelKindError } from './models/model-kinds.js';
 import { EmbeddingOnlyEngine } from './engine/embedding-only-engine.js';
+import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
 import { startServer } from './server/server.js';
+import { openStoreBackend, type StoreBackend } from './server/stores/store.js';
 
 /** The model shipped in the package, found from dist/ or src/ alike. */
 const BUNDLED_MODEL_DIR = fileURLToPath(new URL('../models/stories260k', import.meta.url));
@@ -66,6 +68,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       return;
     }
   }
+  let store: StoreBackend | undefined;
+  try {
+    store = options.storeSpec && (await openStoreBackend(options.storeSpec));
+  } catch (err) {
+    console.error(`mlxcel-server: --store: ${(err as Error).message}`);
+    process.exitCode = 2;
+    return;
+  }
   const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
   // Progress goes where the startup facts go; a bar is taken off its line for each fact.
   const out = verbosity >= LOG_LEVELS.info ? process.stdout : { write: () => true };
@@ -96,6 +106,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     reranker: wantsReranker ? reranker.promise : undefined,
     generationDisabledBy: onlyJob,
     ...options,
+    store,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
     aliases: options.alias,
     chatTemplate,
@@ -178,20 +189,34 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     if (err instanceof HubError || err instanceof UnsupportedModelKindError) console.error(`mlxcel-server: ${err.message}`);
     else console.error(`mlxcel-server: could not load the model from ${(await model.catch(() => undefined))?.dir ?? 'its directory'}:`, err);
     await server.close();
+    await store?.close();
     process.exitCode = 1;
     return;
   }
   info(`loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
 
-  const shutdown = async () => {
+  // The first SIGTERM or SIGINT drains (new work refused, admitted requests given the grace
+  // period), then exits 0; a second one exits at once.
+  const graceSecs = options.shutdownGraceSecs ?? DEFAULT_SHUTDOWN_GRACE_SECS;
+  let stopping = false;
+  const shutdown = async (signal: NodeJS.Signals) => {
+    if (stopping) {
+      console.error(`mlxcel-server: ${signal} again: exiting without waiting`);
+      process.exit(1);
+    }
+    stopping = true;
+    info(`${signal}: draining, up to ${graceSecs} s for the requests in flight`);
+    const finished = await server.drain(graceSecs * 1000);
+    if (!finished) console.error('mlxcel-server: the grace period ran out; the requests still running ended with an error');
     await server.close();
     await engine.close();
     // The engine of --embeddings / --reranking closes its own model.
     for (const side of new Set(sides)) if (!onlyJob || side.info.id !== engine.info.id) await side.close();
+    await store?.close();
     process.exit(0);
   };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
 }
 
 interface Deferred<T> {

@@ -57,8 +57,11 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
   it('is one line per fact, without Dawn\'s internal warnings', async () => {
     const output = await startupOutput([]);
     expect(output).not.toMatch(DAWN_NOISE);
-    // A load that takes over 5 s also logs progress lines ("loading: ..."): not facts.
-    const facts = output.split('\n').filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: '));
+    // A load that takes over 5 s also logs progress lines ("loading: ..."): not facts; nor
+    // is the line the test's SIGTERM brings ("SIGTERM: draining, ...").
+    const facts = output
+      .split('\n')
+      .filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: ') && !line.startsWith('mlxcel-server: SIGTERM: '));
     expect(facts, output).toHaveLength(5);
     const [listening, adapter, model, context, loaded] = facts;
     expect(listening).toMatch(/^mlxcel-server: listening on http:\/\/127\.0\.0\.1:\d+$/);
@@ -105,6 +108,21 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
       log.mockRestore();
       error.mockRestore();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits with status 2 and one line when --store names a SQLite file it cannot open', async () => {
+    const lines: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((line: string) => void lines.push(line));
+    try {
+      process.exitCode = undefined;
+      await main(['--host', '127.0.0.1', '--port', '0', '--store', `sqlite:${join(tmpdir(), 'mlxcel-no-such-dir', 'r.db')}`], {});
+      expect(process.exitCode).toBe(2);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^mlxcel-server: --store: .*director/);
+    } finally {
+      process.exitCode = undefined;
+      error.mockRestore();
     }
   });
 

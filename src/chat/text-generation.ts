@@ -224,6 +224,9 @@ async function* textEvents(
     return;
   }
   if (!signal?.aborted) throw new Error('engine ended a generation without a done event');
+  // A client that left ends its generation quietly; a signal aborted with an error of its
+  // own (the server's shutdown deadline) fails it with that error.
+  if (signal.reason instanceof Error && signal.reason.name !== 'AbortError') throw signal.reason;
 }
 
 /** llama-server-style timings measured here, for generations this layer ends itself. */

@@ -174,7 +174,11 @@ export class Scheduler implements Engine {
 
   stats(): EngineStats {
     const queued = this.waiting.size;
-    const busy = new Set(this.active.filter((s) => !s.closed).map((s) => s.slot));
+    const running = this.active.filter((s) => !s.closed);
+    const busy = new Set(running.map((s) => s.slot));
+    const slotBlocks = Array.from({ length: this.options.slots }, () => 0);
+    for (const seq of running) slotBlocks[seq.slot] = seq.table.length;
+    const used = new Set(running.flatMap((s) => s.table));
     return {
       slots: this.options.slots,
       activeSequences: busy.size,
@@ -184,6 +188,7 @@ export class Scheduler implements Engine {
         ...Array.from({ length: queued }, () => 'queued' as const),
       ],
       counters: { ...this.counters },
+      kv: { blockSize: this.blocks.blockSize, blocks: this.blocks.blocks, usedBlocks: used.size, slotBlocks },
     };
   }
 

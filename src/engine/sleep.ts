@@ -8,7 +8,7 @@
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import type { PromptCacheStats } from './prompt-cache.js';
-import type { EngineCounters, EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
+import type { EngineCounters, EngineStats, KvStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
 
 /** A loaded engine and how to free its GPU device once it is closed. */
 export interface Awake {
@@ -31,6 +31,8 @@ export class SleepingEngine implements Engine {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly slots: number;
+  /** The KV pool's shape, reported empty while asleep. */
+  private readonly kv: Pick<KvStats, 'blockSize' | 'blocks'> | undefined;
   /** What the engines before the current one counted. */
   private readonly counted: EngineCounters;
   private readonly cacheCounted: Pick<PromptCacheStats, (typeof CACHE_COUNTERS)[number]>;
@@ -47,6 +49,7 @@ export class SleepingEngine implements Engine {
     ({ info: this.info, tokenizer: this.tokenizer, adapterDescription: this.adapterDescription } = first.engine);
     const stats = first.engine.stats();
     this.slots = stats.slots;
+    this.kv = stats.kv && { blockSize: stats.kv.blockSize, blocks: stats.kv.blocks };
     this.counted = zeroCounters(stats.counters);
     this.asleepCache = emptied(first.engine.cacheStats());
     this.cacheCounted = Object.fromEntries(CACHE_COUNTERS.map((k) => [k, 0])) as SleepingEngine['cacheCounted'];
@@ -77,7 +80,14 @@ export class SleepingEngine implements Engine {
     for (const k of Object.keys(counters) as Array<keyof EngineCounters>) counters[k] += current?.counters[k] ?? 0;
     return current
       ? { ...current, counters }
-      : { slots: this.slots, activeSequences: 0, queueDepth: 0, slotStates: Array.from({ length: this.slots }, () => 'idle' as const), counters };
+      : {
+          slots: this.slots,
+          activeSequences: 0,
+          queueDepth: 0,
+          slotStates: Array.from({ length: this.slots }, () => 'idle' as const),
+          counters,
+          ...(this.kv ? { kv: { ...this.kv, usedBlocks: 0, slotBlocks: Array.from({ length: this.slots }, () => 0) } } : {}),
+        };
   }
 
   cacheStats(): PromptCacheStats {

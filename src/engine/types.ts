@@ -213,6 +213,20 @@ export interface EngineStats {
   /** One entry per slot, then one per queued request. */
   slotStates: SlotState[];
   counters: EngineCounters;
+  /** The paged KV pool; absent for an engine without one (embedding only). */
+  kv?: KvStats;
+}
+
+/** The paged KV pool as the model server protocol's gauges report it. */
+export interface KvStats {
+  /** Tokens per block. */
+  blockSize: number;
+  blocks: number;
+  /** Blocks the running sequences hold (one shared by several counts once); blocks only the
+   *  prompt cache keeps are reusable and not counted. */
+  usedBlocks: number;
+  /** Per slot, the blocks its sequence holds (0 when idle). */
+  slotBlocks: number[];
 }
 
 export interface ModelInfo {

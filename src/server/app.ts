@@ -1,7 +1,8 @@
 // The HTTP application: middleware order matters. Every request is named first (the id a
 // fault is logged under); CORS headers and the OPTIONS preflight answer come next, ahead
-// of auth, as browsers send no key on a preflight; health comes before auth (it must stay
-// open), auth before body parsing (no parse errors for unauthenticated callers), and the
+// of auth, as browsers send no key on a preflight; health, liveness and readiness come
+// before auth (they must stay open), then the lifecycle gate (refusing work while
+// draining), auth before body parsing (no parse errors for unauthenticated callers), and the
 // 404 and error envelopes last.
 import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Embedder } from '../engine/embedder.js';
@@ -28,6 +29,8 @@ import { propsRoutes } from './native/props.js';
 import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './responses/routes.js';
 import { samplingDefaults, type SamplingDefaults } from './sampling-defaults.js';
 import { slotActionRoutes, slotRoutes } from './native/slots.js';
+import { MemoryBackend, type StoreBackend } from './stores/store.js';
+import { Lifecycle, lifecycleRoutes } from './lifecycle.js';
 import { unavailableRoutes } from './unavailable.js';
 
 export interface AppOptions {
@@ -44,6 +47,8 @@ export interface AppOptions {
   slotSavePath?: string;
   /** GET /metrics on this app (--metrics); --metrics-port serves it on its own listener. */
   metrics?: boolean;
+  /** --store: where stored responses and conversations live; default: this process's memory. */
+  store?: StoreBackend;
   /** Responses API stores (--responses-store-*, --conversation-store-*); 0 entries disables one. */
   responsesStoreMaxEntries?: number;
   responsesStoreTtlSecs?: number;
@@ -79,6 +84,8 @@ export interface AppState {
   defaults: SamplingDefaults;
   metrics: ServerMetrics;
   services: Services;
+  store: StoreBackend;
+  lifecycle: Lifecycle;
 }
 
 export function createAppState(engine: Engine | Promise<Engine>, options: AppOptions = {}): AppState {
@@ -100,7 +107,14 @@ export function createAppState(engine: Engine | Promise<Engine>, options: AppOpt
     'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)',
   );
   const services = { completion: options.generationDisabledBy === undefined, embedders, rerankers };
-  return { models, defaults: samplingDefaults(options.sampling), metrics: new ServerMetrics(stats), services };
+  return {
+    models,
+    defaults: samplingDefaults(options.sampling),
+    metrics: new ServerMetrics(stats),
+    services,
+    store: options.store ?? new MemoryBackend(),
+    lifecycle: new Lifecycle(),
+  };
 }
 
 /** `engine` may still be loading: routes answer 503 until it resolves. */
@@ -109,9 +123,9 @@ export function createApp(
   options: AppOptions = {},
   state: AppState = createAppState(engine, options),
 ): Express {
-  const { models, defaults, metrics, services } = state;
+  const { models, defaults, metrics, services, store, lifecycle } = state;
   const app = newApp(options);
-  app.use(healthRoutes(models, options.loadingProgress));
+  app.use(healthRoutes(models, options.loadingProgress), lifecycleRoutes(models, lifecycle), lifecycle.admit);
   // Before auth, so that its 401s on these paths are in Anthropic's envelope too.
   app.use(ANTHROPIC_PATHS, anthropicErrorScope);
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
@@ -128,7 +142,7 @@ export function createApp(
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
     openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),
     nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, spmInfill: options.spmInfill }),
-    responsesRoutes(models, defaults, metrics, responsesOptions(options)),
+    responsesRoutes(models, defaults, metrics, responsesOptions(options), store),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
   ];
   // --embeddings / --reranking: every route of the generation routers, each alias included,
