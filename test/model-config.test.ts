@@ -95,6 +95,22 @@ describe('normalizeConfig: spellings', () => {
     expect([...ropeFreqDivisors(spellings[0]!)].map((v) => +v.toFixed(5))).toEqual([1, 1.29398, 7.66739, 8, 8, 8, 8, 8]);
   });
 
+  it("reads GPT-OSS's yarn rope_scaling as transformers' _compute_yarn_parameters does", () => {
+    const gptOss = { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, original_max_position_embeddings: 4096, truncate: false };
+    const c = norm({ head_dim: 64, rope_theta: 150000, max_position_embeddings: 131072, rope_scaling: gptOss });
+    expect(c.ropeScaling).toEqual({ type: 'yarn', factor: 32, originalMaxPositions: 4096, betaFast: 32, betaSlow: 1, truncate: false, attentionFactor: 1 + 0.1 * Math.log(32) });
+    expect(ropeAttentionFactor(c)).toBeCloseTo(1.34657, 5);
+    // Frequencies 6-19 of 32: the correction range is dims 8.09 to 17.40 (untruncated), or 8
+    // to 18 rounded out (truncate, the default); below it kept, above it divided by 32.
+    expect([...ropeFreqDivisors(c)].slice(6, 20).map((v) => +v.toFixed(5))).toEqual(
+      [1, 1, 1, 1.1043, 1.24775, 1.43403, 1.68569, 2.04449, 2.59733, 3.55994, 5.65625, 13.75752, 32, 32]);
+    const truncated = norm({ head_dim: 64, rope_theta: 150000, max_position_embeddings: 131072, rope_scaling: { ...gptOss, truncate: true } });
+    expect([...ropeFreqDivisors(truncated)].slice(6, 20).map((v) => +v.toFixed(5))).toEqual(
+      [1, 1, 1, 1.10727, 1.24031, 1.40969, 1.63265, 1.93939, 2.38806, 3.1068, 4.44444, 7.80488, 32, 32]);
+    expect(() => norm({ head_dim: 64, max_position_embeddings: 4096, rope_scaling: gptOss })).toThrow(
+      'config.json: rope_scaling.factor 32 differs from max_position_embeddings / original_max_position_embeddings = 1');
+  });
+
   it('takes llama3 original_max_position_embeddings from the top level or max_position_embeddings as v5 does', () => {
     const { original_max_position_embeddings: _o, ...partial } = llama3;
     const top = norm({ rope_scaling: { rope_type: 'llama3', ...partial }, original_max_position_embeddings: 32 });
@@ -148,8 +164,8 @@ describe('normalizeConfig: per-family fields', () => {
 
 describe('normalizeConfig: refusals', () => {
   it('refuses rope types rope.ts does not implement, naming the type and file', () => {
-    expect(refusal({ rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 32 } }))
-      .toBe('config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3, longrope)');
+    expect(refusal({ rope_scaling: { rope_type: 'dynamic', factor: 4, original_max_position_embeddings: 32 } }))
+      .toBe('config.json: rope_scaling.rope_type "dynamic" is not supported (supported: default, linear, llama3, longrope, yarn)');
     expect(refusal({ rope_scaling: { type: 'dynamic', factor: 2 } })).toMatch(/^config\.json: rope_scaling\.rope_type "dynamic" is not supported/);
     expect(refusal({ rope_scaling: { type: 'su' } })).toBe('config.json: rope_scaling.short_factor must be a list of positive numbers, got undefined');
     expect(refusal({ rope_scaling: { rope_type: 'linear', type: 'dynamic', factor: 2 } }))
@@ -247,8 +263,8 @@ describe('readModelConfig', () => {
   });
 
   it('names the file in a refusal', () => {
-    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
-    expect(() => readModelConfig(dir)).toThrow(`${join(dir, 'config.json')}: rope_scaling.rope_type "yarn" is not supported`);
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_scaling: { rope_type: 'dynamic', factor: 4 } }));
+    expect(() => readModelConfig(dir)).toThrow(`${join(dir, 'config.json')}: rope_scaling.rope_type "dynamic" is not supported`);
   });
 });
 

@@ -16,7 +16,12 @@ export type RopeScaling =
   | { type: 'linear'; factor: number }
   | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number }
   /** Phi-3's: per-frequency divisors, short up to originalMaxPositions of context, long past it; rotated values times attentionFactor. */
-  | { type: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; attentionFactor: number };
+  | { type: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; attentionFactor: number }
+  /**
+   * YaRN (GPT-OSS): frequencies above the correction range kept, below it divided by
+   * factor, a linear ramp between (rope.ts); rotated values times attentionFactor.
+   */
+  | { type: 'yarn'; factor: number; originalMaxPositions: number; betaFast: number; betaSlow: number; truncate: boolean; attentionFactor: number };
 
 /** MLX affine quantization of one module (QUANT_BITS x QUANT_GROUP_SIZES). */
 export interface ModuleQuantization {
@@ -234,9 +239,36 @@ function ropeDict(c: Json, name: string, d: unknown, file: string): Rope {
     case 'longrope':
     case 'su':
       return { ropeTheta, ropeScaling: longrope(c, d, name, file) };
+    case 'yarn':
+      return { ropeTheta, ropeScaling: yarn(c, d, name, file) };
     default:
-      return f.fail('rope_type', `"${type}" is not supported (supported: default, linear, llama3, longrope)`);
+      return f.fail('rope_type', `"${type}" is not supported (supported: default, linear, llama3, longrope, yarn)`);
   }
+}
+
+/**
+ * YaRN as transformers' _compute_yarn_parameters reads it: factor, beta_fast (32), beta_slow
+ * (1), truncate (true: the correction range rounded out to whole dims), and the attention
+ * factor attention_factor, else get_mscale(factor, mscale) / get_mscale(factor,
+ * mscale_all_dim) where both are given, else get_mscale(factor) = 0.1 ln(factor) + 1. Where
+ * the dict gives original_max_position_embeddings, transformers versions differ on whether
+ * max_position_embeddings / original replaces factor; a config on which they disagree is refused.
+ */
+function yarn(c: Json, d: Json, name: string, file: string): RopeScaling {
+  const f = fields(d, file, `${name}.`);
+  const factor = f.positive('factor');
+  const originalMaxPositions = llama3Context(c, d, name, file);
+  if (d.original_max_position_embeddings != null) {
+    const ratio = fields(c, file).count('max_position_embeddings') / originalMaxPositions;
+    if (ratio !== factor) f.fail('factor', `${factor} differs from max_position_embeddings / original_max_position_embeddings = ${ratio}`);
+  }
+  const mscale = (m: number) => (factor <= 1 ? 1 : 0.1 * m * Math.log(factor) + 1);
+  const m = f.optional('mscale');
+  const mAll = f.optional('mscale_all_dim');
+  const attentionFactor = f.optional('attention_factor') ?? (m && mAll ? mscale(m) / mscale(mAll) : mscale(1));
+  return {
+    type: 'yarn', factor, originalMaxPositions, betaFast: f.positive('beta_fast', 32), betaSlow: f.positive('beta_slow', 1), truncate: f.bool('truncate', true), attentionFactor,
+  };
 }
 
 /**
