@@ -33,6 +33,15 @@ const WINDOW = 8;
 
 const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128 };
 
+/**
+ * GPT-OSS's YaRN in small (16 rotary dims, original context 1138, factor 32): rope_theta puts
+ * the correction range (beta_fast 32 to beta_slow 1 rotations) at dims 1.0001 to 2.9997.
+ * llama.cpp always rounds the range out to whole dims (transformers' truncate); GPT-OSS sets
+ * truncate false, which we follow, so there the two agree to 1e-4 of the ramp.
+ */
+const YARN_ORIGINAL = 1138;
+const YARN_THETA = Math.exp((8 * Math.log(YARN_ORIGINAL / (2 * Math.PI * 32))) / 1.0001);
+
 interface FamilyCase extends RandomCheckpointOptions {
   label: string;
   /** Prepend the tokenizer's BOS to the prompt. */
@@ -48,6 +57,15 @@ const GEMMA3: FamilyCase = {
 };
 
 const CASES: FamilyCase[] = [
+  {
+    // Four MXFP4 experts, top 2, biases everywhere, one sliding (window 8) and one full layer,
+    // a sink logit per head (drawn ~N(0, 4), as large as the scores).
+    ...shape, intermediate: 64, label: 'gpt_oss: MXFP4 experts (4, top 2, clamped SwiGLU, biases), attention sinks, sliding + full layers, YaRN',
+    arch: 'gpt_oss', tokenizer: 'gptoss', seed: 12, bos: false,
+    ropeTheta: YARN_THETA, maxPositions: 32 * YARN_ORIGINAL,
+    ropeScaling: { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, original_max_position_embeddings: YARN_ORIGINAL, truncate: false },
+    extraConfig: { sliding_window: WINDOW },
+  },
   GEMMA3,
   // The same decoder in a multimodal gemma3 checkpoint: text_config, the decoder under
   // language_model.model., vision tower and projector tensors beside it (not read).
@@ -109,7 +127,7 @@ describe('families vs llama.cpp on random checkpoints', () => {
       const gguf = `${dir}.gguf`;
       // Not the folder's name: llama.cpp gives a model named like phi3 / phi-3 Phi-3's token
       // attributes, which look up SentencePiece tokens (</s>, <unk>) our tokenizers lack.
-      writeGgufFromHf(dir, gguf, { name: 'random checkpoint' });
+      writeGgufFromHf(dir, gguf, { name: 'random checkpoint', experts: 'f32' });
       const tokenizer = await TextTokenizer.load(dir);
       const prompt = [...(c.bos ? [ck.bosId] : []), ...tokenizer.encode(ORACLE_STORY, false)];
       expect(prompt.length).toBeGreaterThan(WINDOW);

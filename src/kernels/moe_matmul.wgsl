@@ -2,10 +2,14 @@
 // of one weight part (experts expert0 .. expert0 + z of the stack) and each slot s = t * K + j
 // moe_route.wgsl listed for it, y[s, n] = X[row(s)] . W_e[n]; with GLU, y[s, n] =
 // act(X[row(s)] . W_e[n]) * (X[row(s)] . W_e[N + n]) (each expert's gate rows, then its up
-// rows). row(s) is the token t (per_slot 0: the block's normed input) or the slot s itself
-// (per_slot 1: the GLU's output, into the down projection).
+// rows; with interleaved, GPT-OSS's gate and up rows alternating: gate n is row 2n, up n row
+// 2n + 1). row(s) is the token t (per_slot 0: the block's normed input) or the slot s itself
+// (per_slot 1: the GLU's output, into the down projection). has_bias: each expert's bias of
+// each weight row is added first (bias [experts, rows per expert]). limit > 0: GPT-OSS's
+// clamped GLU, act(min(gate, limit)) * (clamp(up, -limit, limit) + 1).
 // Bindings: 0 params, 1 step, 2-4 the part's rows, expert after expert (formats/${FORMAT}),
-// 5 X f32, 6 y [T * K, N] f32, 7 ranges and 8 slots (moe_route.wgsl).
+// 5 X f32, 6 y [T * K, N] f32, 7 ranges and 8 slots (moe_route.wgsl), 9 bias (a dummy
+// without has_bias).
 // Plan: workgroups (column tiles of 64, tiles of TM of the expert's slots, the part's
 // experts); one invocation per output column and tile, each weight quad read once for the
 // TM slots. The grid is bounded by the step's tokens (an expert gets each token at most
@@ -17,12 +21,13 @@
 #include "formats/${FORMAT}"
 override GLU: bool = false;
 const TM: u32 = 4u;
-struct Params { K: u32, N: u32, expert0: u32, experts: u32, top_k: u32, per_slot: u32, act: u32 }
+struct Params { K: u32, N: u32, expert0: u32, experts: u32, top_k: u32, per_slot: u32, act: u32, has_bias: u32, interleaved: u32, limit: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> ranges: array<u32>;
 @group(0) @binding(8) var<storage, read> slots: array<u32>;
+@group(0) @binding(9) var<storage, read> bias: array<f32>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -38,7 +43,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let s = vec4<u32>(slots[2u * at], slots[2u * (at + min(1u, left))], slots[2u * (at + min(2u, left))], slots[2u * (at + min(3u, left))]);
   let k4s = p.K / 4u;
   let r = select(s / vec4<u32>(p.top_k), s, p.per_slot != 0u) * k4s;
-  let row = wid.z * select(1u, 2u, GLU) * p.N + n;
+  // Rows of one expert, and the expert's gate (or only) row and up row among them.
+  let per = select(1u, 2u, GLU) * p.N;
+  let gate_r = select(n, 2u * n, p.interleaved != 0u);
+  let up_r = select(p.N + n, 2u * n + 1u, p.interleaved != 0u);
+  let row = wid.z * per + gate_r;
   var a = vec4<f32>(0.0);
   var b = vec4<f32>(0.0);
   for (var kq = 0u; kq < k4s; kq++) {
@@ -49,9 +58,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     let w = w_load4(row, kq * 4u, p.K);
     a += vec4<f32>(dot(w, x0), dot(w, x1), dot(w, x2), dot(w, x3));
     if (GLU) {
-      let u = w_load4(row + p.N, kq * 4u, p.K);
+      let u = w_load4(wid.z * per + up_r, kq * 4u, p.K);
       b += vec4<f32>(dot(u, x0), dot(u, x1), dot(u, x2), dot(u, x3));
     }
+  }
+  if (p.has_bias != 0u) {
+    a += bias[e * per + gate_r];
+    if (GLU) { b += bias[e * per + up_r]; }
+  }
+  if (GLU && p.limit > 0.0) {
+    a = min(a, vec4<f32>(p.limit));
+    b = clamp(b, vec4<f32>(-p.limit), vec4<f32>(p.limit)) + 1.0;
   }
   for (var t = 0u; t < TM && m0 + t < count; t++) {
     var v = a[t];

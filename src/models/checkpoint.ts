@@ -1,13 +1,13 @@
 // Reads a checkpoint's tensors (single or sharded safetensors) straight into GPU buffers:
 // each tensor's bytes go from the file into a buffer mapped at creation, with no second
-// host copy. Quantized (MLX affine) weights stay packed; only their per-group scales and
-// biases, and the small vectors (norms, biases), are widened to f32 on the host.
+// host copy. Quantized (MLX affine, MXFP4) weights stay packed; only MLX's per-group scales
+// and biases, and the small vectors (norms, biases), are widened to f32 on the host.
 import { closeSync, openSync, readSync } from 'node:fs';
 import { moduleQuantization, type Quantization } from './config.js';
 import { widenPacked, type QuantBits } from './quantize.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
-import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
+import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, MXFP4_BLOCK, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -126,6 +126,7 @@ export interface MatrixSource {
 
 function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantization): StoredMatrix & { prefix: string; first: number } {
   const { prefix, slice } = source;
+  if (!ckpt.has(`${prefix}.weight`) && ckpt.has(`${prefix}_blocks`)) return mxfp4Matrix(ckpt, source);
   const name = `${prefix}.weight`;
   const t = ckpt.entry(name).info;
   const all = leadingRows(t.shape);
@@ -138,6 +139,28 @@ function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantizati
   }
   if (first + rows > all) throw new Error(`${name}: rows ${first}..${first + rows} of ${all}`);
   return { prefix, first, ...m };
+}
+
+/**
+ * An MXFP4 matrix as GPT-OSS stores its experts (formats/mxfp4.wgsl): `<prefix>_blocks`
+ * [..., rows, cols / 32, 16] uint8, 32 e2m1 codes a block, and `<prefix>_scales` [..., rows,
+ * cols / 32] uint8, the e8m0 scale of each block; leading dimensions count as rows.
+ */
+function mxfp4Matrix(ckpt: Checkpoint, source: MatrixSource): StoredMatrix & { prefix: string; first: number } {
+  const { prefix, slice } = source;
+  const [blocks, scales] = [ckpt.entry(`${prefix}_blocks`).info, ckpt.entry(`${prefix}_scales`).info];
+  const shape = blocks.shape;
+  const shapes = `${prefix}_blocks ${blocks.dtype} [${shape.join(', ')}], ${prefix}_scales ${scales.dtype} [${scales.shape.join(', ')}]`;
+  if (blocks.dtype !== 'U8' || scales.dtype !== 'U8' || shape.length < 3 || shape.at(-1) !== MXFP4_BLOCK / 2 || scales.shape.join() !== shape.slice(0, -1).join()) {
+    throw new Error(`${ckpt.dir}: ${shapes}: not MXFP4 blocks of ${MXFP4_BLOCK} values and their scales`);
+  }
+  const all = leadingRows(shape.slice(0, -1));
+  const cols = shape.at(-2)! * MXFP4_BLOCK;
+  if (all !== source.rows || cols !== source.cols) throw new Error(`${ckpt.dir}: ${shapes} hold [${all}, ${cols}] values, expected [${source.rows}, ${source.cols}]`);
+  const first = slice?.first ?? 0;
+  const rows = slice?.rows ?? all;
+  if (first + rows > all) throw new Error(`${prefix}: rows ${first}..${first + rows} of ${all}`);
+  return { prefix, first, rows, cols, format: 'mxfp4', bits: 0, groupSize: MXFP4_BLOCK };
 }
 
 /** Rows of a tensor of `shape` read as a matrix: the product of all but its last dimension. */
@@ -304,10 +327,14 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   const valueBytes = scaleFormat ? SCALE_BYTES[scaleFormat] : 0;
   const loadedBits = format === 'q8' ? 8 : 4;
   // Each run's rows in the loaded layout: straight from the file where that is how they are stored.
+  // MXFP4: the blocks and a scale byte per block (mxfp4Matrix).
+  const mxfp4 = format === 'mxfp4';
+  const tensorName = (prefix: string, what: 'weight' | 'scales' | 'biases') => (mxfp4 ? `${prefix}_${what === 'weight' ? 'blocks' : what}` : `${prefix}.${what}`);
   const runs = (what: 'weight' | 'scales' | 'biases'): RowRun[] => order.map((r) => {
     const s = sources[r.source]!;
-    const name = `${s.prefix}.${what}`;
+    const name = tensorName(s.prefix, what);
     const first = s.first + r.first;
+    if (mxfp4 && what === 'scales') return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * groupsPerRow + from) };
     if (what === 'weight') {
       if (!isAffine(format) || s.bits === loadedBits) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * bytesPerRow + from) };
       return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, (cols * s.bits) / 8, bytesPerRow, widenRow(cols, s.bits as QuantBits, loadedBits)) };
@@ -340,6 +367,7 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
         readStacked(runs, groupBytes, dst.subarray(0, count * groupBytes), (rowStart + first) * groupBytes);
       part.affine = affineTexture(device, n, groupsPerRow, SCALE_BYTES[scaleFormat], label, reader(scales), reader(biases));
     }
+    if (mxfp4) part.scales = filledBuffer(device, n * groupsPerRow, `${label}.scales`, (dst) => readStacked(scales, groupsPerRow, dst, rowStart * groupsPerRow));
     parts.push(part);
   }
   const weight: GpuWeight = { format, rows, cols, groupSize, scaleFormat, parts };

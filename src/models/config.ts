@@ -308,7 +308,9 @@ function quantization(json: Json, file: string): Quantization | undefined {
   if (q == null) return undefined;
   if (!isObject(q)) throw new Error(`${file}: ${name} must be an object, got ${show(q)}`);
   const f = fields(q, file, `${name}.`);
-  if (name === 'quantization_config' && q.quant_method != null) f.fail('quant_method', `${show(q.quant_method)} is not supported (MLX affine quantization only)`);
+  // GPT-OSS's mxfp4: its quantized tensors name themselves (<prefix>_blocks, _scales: checkpoint.ts).
+  if (name === 'quantization_config' && q.quant_method === 'mxfp4') return undefined;
+  if (name === 'quantization_config' && q.quant_method != null) f.fail('quant_method', `${show(q.quant_method)} is not supported (MLX affine quantization, or mxfp4)`);
   const all = moduleFields(q, file, `${name}.`, DEFAULT_GROUP_SIZE);
   // Per-module entries (mixed-bit checkpoints): a module path with its own block, or false
   // for a module kept in float.

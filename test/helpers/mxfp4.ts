@@ -5,9 +5,10 @@
 // llama.cpp's block_mxfp4 is the scale byte, then 16 bytes whose low nibbles are values
 // 0-15 and high nibbles values 16-31.
 
+import { MXFP4_BLOCK } from '../../src/runtime/tensors.js';
+
 /** Each code's value. */
 export const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
-export const MXFP4_BLOCK = 32;
 
 /** A row-major matrix in MXFP4 as a checkpoint stores it: `blocks` (16 bytes a block) and `scales` (a byte a block). */
 export interface Mxfp4 {

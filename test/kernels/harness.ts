@@ -6,12 +6,12 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { affineTexture, filledBuffer, KV_TEXTURE_WIDTH, kvCacheTexture, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { affineTexture, filledBuffer, KV_TEXTURE_WIDTH, kvCacheTexture, MXFP4_BLOCK, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine, widenPacked, type QuantBits } from '../../src/models/quantize.js';
 import { TEST_BACKEND } from '../helpers/model-harness.js';
-import { decodeMxfp4, MXFP4_BLOCK, quantizeMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
+import { decodeMxfp4, quantizeMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
 
 /** A quiet NaN with a payload: a poisoned word that a kernel rewrote (even with NaN) shows up. */
 export const POISON_BITS = 0x7fc0dead;

@@ -28,9 +28,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
 import type { QuantBits } from '../../src/models/quantize.js';
 import type { LinearNorm } from '../../src/runtime/ops/linear.js';
-import { GLU_BLOCK_ROWS, type ScaleFormat } from '../../src/runtime/tensors.js';
+import { GLU_BLOCK_ROWS, MXFP4_BLOCK, type ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
-import { MXFP4_BLOCK, packMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
+import { packMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
 
 let cpu: Harness;
 // The same adapter, with Ops told it is a GPU: decode runs matvec_q_workgroup.
