@@ -243,7 +243,8 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ quantization: { group_size: 16, bits: 4 } })).toBe('config.json: quantization.group_size 16 is not supported (32, 64, 128)');
     expect(refusal({ quantization_config: { quant_method: 'gptq', bits: 4, group_size: 128 } }))
       .toBe('config.json: quantization_config.quant_method "gptq" is not supported (MLX affine quantization, or mxfp4)');
-    expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'mxfp4' } })).toBe('config.json: quantization.mode "mxfp4" is not supported (affine only)');
+    expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'nvfp4' } })).toBe('config.json: quantization.mode "nvfp4" is not supported (supported: "affine", "mxfp4")');
+    expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'mxfp4' } })).toBe('config.json: quantization.mode mxfp4 takes bits 4 and group_size 32, got 4 and 64');
     expect(refusal({ quantization: { group_size: 64, bits: 4, 'model.layers.0.mlp.down_proj': { bits: 1, group_size: 64 } } }))
       .toBe('config.json: quantization.model.layers.0.mlp.down_proj.bits 1 is not supported (MLX affine 2, 3, 4, 5, 6, 8 bits)');
   });

@@ -79,10 +79,10 @@ const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', 
  * `shift` is added to every value as it loads (Gemma's norms scale by 1 + w).
  */
 export function loadVector(device: GPUDevice, ckpt: Checkpoint, sources: VectorSource[], shift = 0): GPUBuffer {
-  const parts = sources.map(({ name, length }) => {
+  const parts = sources.map(({ name, length, slice }) => {
     const v = ckpt.readF32(name);
     if (v.length !== length) throw new Error(`${ckpt.dir}: ${name} has ${v.length} values, expected ${length}`);
-    return v;
+    return slice ? v.subarray(slice.first, slice.first + slice.length) : v;
   });
   const names = sources.map((s) => s.name);
   const data = new Float32Array(parts.reduce((n, v) => n + v.length, 0));
@@ -103,12 +103,16 @@ interface StoredMatrix {
   bits: number;
   groupSize: number;
   scaleFormat?: ScaleFormat;
+  /** MXFP4: the suffixes of its blocks' and scales' tensors after the prefix (GPT-OSS's `_blocks`, `_scales`; MLX's `.weight`, `.scales`). */
+  mxfp4?: [string, string];
 }
 
 /** A vector tensor (a norm's weight, a bias) of `length` values. */
 export interface VectorSource {
   name: string;
   length: number;
+  /** Only values [first, first + length) of it (one expert's biases of a stacked tensor). */
+  slice?: { first: number; length: number };
 }
 
 /**
@@ -160,7 +164,22 @@ function mxfp4Matrix(ckpt: Checkpoint, source: MatrixSource): StoredMatrix & { p
   const first = slice?.first ?? 0;
   const rows = slice?.rows ?? all;
   if (first + rows > all) throw new Error(`${prefix}: rows ${first}..${first + rows} of ${all}`);
-  return { prefix, first, rows, cols, format: 'mxfp4', bits: 0, groupSize: MXFP4_BLOCK };
+  return { prefix, first, rows, cols, format: 'mxfp4', bits: 0, groupSize: MXFP4_BLOCK, mxfp4: ['_blocks', '_scales'] };
+}
+
+/**
+ * An MXFP4 matrix as MLX's mxfp4 mode stores it (mlx-lm's GPT-OSS experts): `<prefix>.weight`
+ * uint32 [..., rows, cols / 8], eight e2m1 codes a word from the low bits up (GPT-OSS's
+ * blocks, read as words), and `<prefix>.scales` uint8 [..., rows, cols / 32].
+ */
+function mlxMxfp4(ckpt: Checkpoint, prefix: string, rows: number, words: number): StoredMatrix {
+  const scales = ckpt.entry(`${prefix}.scales`).info;
+  const weight = ckpt.entry(`${prefix}.weight`).info;
+  const cols = words * 8;
+  if (scales.dtype !== 'U8' || scales.shape.at(-1)! * MXFP4_BLOCK !== cols || leadingRows(scales.shape) !== leadingRows(weight.shape) || ckpt.has(`${prefix}.biases`)) {
+    throw new Error(`${prefix}.weight [${weight.shape.join(', ')}], scales ${scales.dtype} [${scales.shape.join(', ')}]: not MLX mxfp4 (uint8 scales per ${MXFP4_BLOCK} values, no biases)`);
+  }
+  return { rows, cols, format: 'mxfp4', bits: 0, groupSize: MXFP4_BLOCK, mxfp4: ['.weight', '.scales'] };
 }
 
 /** Rows of a tensor of `shape` read as a matrix: the product of all but its last dimension. */
@@ -186,6 +205,7 @@ function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: nu
     return { rows, cols: stored, format, bits: 0, groupSize: 0 };
   }
   if (!q || !ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: packed uint32 weight without quantization config and scales`);
+  if (q.mode === 'mxfp4') return mlxMxfp4(ckpt, prefix, rows, stored);
   const [scales, biases] = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info);
   const scaleFormat = FLOAT_FORMATS[scales!.dtype];
   if (!scaleFormat || biases!.dtype !== scales!.dtype) throw new Error(`${prefix}: scales / biases dtypes ${scales!.dtype} / ${biases!.dtype} are not one of F32, F16, BF16`);
@@ -329,10 +349,10 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   // Each run's rows in the loaded layout: straight from the file where that is how they are stored.
   // MXFP4: the blocks and a scale byte per block (mxfp4Matrix).
   const mxfp4 = format === 'mxfp4';
-  const tensorName = (prefix: string, what: 'weight' | 'scales' | 'biases') => (mxfp4 ? `${prefix}_${what === 'weight' ? 'blocks' : what}` : `${prefix}.${what}`);
+  const tensorName = (s: StoredMatrix & { prefix: string }, what: 'weight' | 'scales' | 'biases') => (s.mxfp4 ? s.prefix + s.mxfp4[what === 'weight' ? 0 : 1] : `${s.prefix}.${what}`);
   const runs = (what: 'weight' | 'scales' | 'biases'): RowRun[] => order.map((r) => {
     const s = sources[r.source]!;
-    const name = tensorName(s.prefix, what);
+    const name = tensorName(s, what);
     const first = s.first + r.first;
     if (mxfp4 && what === 'scales') return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * groupsPerRow + from) };
     if (what === 'weight') {

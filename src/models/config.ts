@@ -23,10 +23,11 @@ export type RopeScaling =
    */
   | { type: 'yarn'; factor: number; originalMaxPositions: number; betaFast: number; betaSlow: number; truncate: boolean; attentionFactor: number };
 
-/** MLX affine quantization of one module (QUANT_BITS x QUANT_GROUP_SIZES). */
+/** MLX quantization of one module: affine (QUANT_BITS x QUANT_GROUP_SIZES), or mxfp4 (4 bits, groups of 32). */
 export interface ModuleQuantization {
   bits: QuantBits;
   groupSize: number;
+  mode?: 'mxfp4';
 }
 
 /** The checkpoint-wide quantization, and per-module overrides by module path (false: not quantized). */
@@ -301,7 +302,7 @@ function llama3Context(c: Json, d: Json, name: string, file: string): number {
   return inner ?? outer ?? fields(c, file).count('max_position_embeddings');
 }
 
-/** MLX affine quantization (`quantization`, or the `quantization_config` copy mlx-lm also writes). */
+/** MLX quantization (`quantization`, or the `quantization_config` copy mlx-lm also writes). */
 function quantization(json: Json, file: string): Quantization | undefined {
   const name = json.quantization != null ? 'quantization' : 'quantization_config';
   const q = json[name];
@@ -322,10 +323,17 @@ function quantization(json: Json, file: string): Quantization | undefined {
   return { ...all, modules };
 }
 
-/** bits and group_size of a quantization block or a module's entry in it, checked against what the engine loads. */
+/**
+ * mode, bits and group_size of a quantization block or a module's entry in it, checked
+ * against what the engine loads: affine, or mxfp4 (MLX's, as mlx-lm writes GPT-OSS's experts).
+ */
 function moduleFields(q: Json, file: string, prefix: string, defaultGroup: number): ModuleQuantization {
   const f = fields(q, file, prefix);
-  if (q.mode != null && q.mode !== 'affine') f.fail('mode', `${show(q.mode)} is not supported (affine only)`);
+  const mode = f.oneOf('mode', ['affine', 'mxfp4'], 'affine');
+  if (mode === 'mxfp4') {
+    if (q.bits !== 4 || (q.group_size ?? 32) !== 32) f.fail('mode', `mxfp4 takes bits 4 and group_size 32, got ${show(q.bits)} and ${show(q.group_size)}`);
+    return { bits: 4, groupSize: 32, mode };
+  }
   const bits = f.number('bits');
   if (!isQuantBits(bits)) f.fail('bits', `${bits} is not supported (MLX affine ${QUANT_BITS.join(', ')} bits)`);
   const groupSize = f.count('group_size', defaultGroup);

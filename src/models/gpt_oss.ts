@@ -4,7 +4,9 @@
 // num_experts_per_tok of the router's logits (router bias included) weighted by a softmax
 // over those k, each expert a clamped SwiGLU x sigmoid(1.702 x) of gate and up (limit
 // swiglu_limit) with biases, its gate and up rows alternating in one gate_up_proj. The
-// experts are stored MXFP4 as published (quantization_config quant_method mxfp4).
+// experts load MXFP4 as published (quantization_config quant_method mxfp4), or as mlx-lm
+// converts them (gate_proj, up_proj, down_proj stacked under mlp.experts, MLX's mxfp4 or
+// affine quantization).
 import { Program } from '../runtime/program.js';
 import { oneRope } from './config.js';
 import { gemmaLayerTypes } from './gemma3.js';
@@ -36,7 +38,7 @@ export const gptOss: Family = {
         program.add(...moe(ctx, i, {
           norms, inputNorm: 'post_attention_layernorm', block: 'mlp', router: 'router', projections: { gate: 'gate_proj', up: 'up_proj', down: 'down_proj' },
           experts, topK, intermediate: cfg.intermediate, routing: 'topk_softmax', renormalize: false, activation: 'gelu_quick',
-          routerBias: true, fusedExperts: true, gluLimit,
+          routerBias: true, expertBias: true, fusedExperts: true, gluLimit,
         }));
       }
       program.add(...head(ctx, { norms }));

@@ -199,12 +199,9 @@ export interface MoeSpec {
   activation: Activation;
   /** A bias on the router (`<block>.<router>.bias`: GPT-OSS). */
   routerBias?: boolean;
-  /**
-   * The experts stacked as GPT-OSS writes them: `<block>.experts.gate_up_proj` [experts,
-   * 2 * intermediate, hidden] with gate and up rows alternating and `<block>.experts.down_proj`
-   * [experts, hidden, intermediate] (projections unused), each with a bias per expert
-   * (`gate_up_proj_bias`, `down_proj_bias`).
-   */
+  /** A bias on each expert's projections (GPT-OSS), beside its weights (expertWeights). */
+  expertBias?: boolean;
+  /** The experts may be stored fused as GPT-OSS publishes them (expertWeights). */
   fusedExperts?: boolean;
   /** GPT-OSS's clamped GLU: act(min(gate, limit)) * (clamp(up, -limit, limit) + 1). */
   gluLimit?: number;
@@ -226,9 +223,7 @@ export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[]
   const norm = normWeight(ctx, normName, spec.norms);
   const router = ctx.matrix({ prefix: `${p}.${spec.router}`, rows: experts, cols: cfg.hidden });
   const routerBias = spec.routerBias ? ctx.vector({ name: `${p}.${spec.router}.bias`, length: experts }) : undefined;
-  const { gateUp, down } = expertWeights(ctx, p, spec);
-  const fused = spec.fusedExperts === true;
-  const bias = (name: string, length: number) => (fused ? ctx.vector({ name: `${p}.experts.${name}_bias`, length }) : undefined);
+  const { gateUp, down, gateUpBias, downBias, interleaved } = expertWeights(ctx, p, spec);
   // Buffers shared by every MoE layer (they run one after another).
   const logits = ctx.scratch('moe.router_logits', experts);
   const routes: MoeRoutes = {
@@ -241,34 +236,61 @@ export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[]
     ...ops.linear(`${p}.${spec.router}`, router, act.xn, logits, { bias: routerBias }),
     ops.moeRoute(`${p}.route`, logits, routes, { routing: spec.routing, renormalize: spec.renormalize }),
     ...ops.moeMatmul(`${p}.experts.gate_up`, gateUp, act.xn, hidden, routes, {
-      glu: spec.activation, bias: bias('gate_up_proj', experts * 2 * I), interleaved: fused, limit: spec.gluLimit,
+      glu: spec.activation, bias: gateUpBias, interleaved, limit: spec.gluLimit,
     }),
-    ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true, bias: bias('down_proj', experts * cfg.hidden) }),
+    ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true, bias: downBias }),
     ops.moeCombine(`${p}.combine`, out, routes, act.h, cfg.hidden),
   ];
 }
 
+/** The experts' weights as Ops.moeMatmul takes them, and their biases (MoeSpec.expertBias). */
+interface ExpertWeights {
+  gateUp: GpuWeight;
+  down: GpuWeight;
+  gateUpBias?: GPUBuffer;
+  downBias?: GPUBuffer;
+  /** gateUp's gate and up rows alternate (GPT-OSS's gate_up_proj). */
+  interleaved: boolean;
+}
+
 /**
  * The experts' matrices stacked over the experts (Ops.moeMatmul): each expert's gate rows
- * then its up rows (GPT-OSS's alternating, fusedExperts), and the down projections; from the
- * checkpoint's layout: one by one, else mlx-lm's switch_mlp.
+ * then its up rows, and the down projections, with their biases [experts, rows] in the same
+ * order; from where the checkpoint keeps them: one by one as transformers writes them
+ * (`experts.E.<gate>`), stacked with a leading expert dimension as mlx-lm writes them
+ * (`switch_mlp.gate_proj`, or for GPT-OSS `experts.gate_proj`), or with fusedExperts as
+ * GPT-OSS publishes them (`experts.gate_up_proj` MXFP4 with gate and up rows alternating,
+ * `experts.down_proj`, `_bias` beside each).
  */
-function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): { gateUp: GpuWeight; down: GpuWeight } {
+function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): ExpertWeights {
   const H = ctx.cfg.hidden;
   const { experts: E, intermediate: I, projections } = spec;
   const experts = Array.from({ length: E }, (_, e) => e);
-  if (spec.fusedExperts) {
-    const stacked = (name: string, rows: number, cols: number) =>
+  const biases = (perExpert: Array<Array<{ name: string; rows: number; stacked: boolean }>>) => (spec.expertBias
+    ? ctx.vector(perExpert.flatMap((list, e) => list.map(({ name, rows, stacked }) => (stacked ? { name, length: E * rows, slice: { first: e * rows, length: rows } } : { name, length: rows }))))
+    : undefined);
+  if (spec.fusedExperts && ctx.has(`${p}.experts.gate_up_proj_blocks`)) {
+    const fused = (name: string, rows: number, cols: number) =>
       ctx.experts(experts.map((e) => [{ prefix: `${p}.experts.${name}`, rows: E * rows, cols, slice: { first: e * rows, rows } }]));
-    return { gateUp: stacked('gate_up_proj', 2 * I, H), down: stacked('down_proj', H, I) };
+    return {
+      gateUp: fused('gate_up_proj', 2 * I, H), down: fused('down_proj', H, I), interleaved: true,
+      gateUpBias: biases([[{ name: `${p}.experts.gate_up_proj_bias`, rows: E * 2 * I, stacked: false }]]),
+      downBias: biases([[{ name: `${p}.experts.down_proj_bias`, rows: E * H, stacked: false }]]),
+    };
   }
   const perExpert = ctx.has(`${p}.experts.0.${projections.gate}.weight`);
+  const under = ctx.has(`${p}.experts.gate_proj.weight`) ? 'experts' : 'switch_mlp';
+  const prefix = (e: number, name: 'gate' | 'up' | 'down') => (perExpert ? `${p}.experts.${e}.${projections[name]}` : `${p}.${under}.${name}_proj`);
   const source = (e: number, name: 'gate' | 'up' | 'down', rows: number, cols: number): MatrixSource => (perExpert
-    ? { prefix: `${p}.experts.${e}.${projections[name]}`, rows, cols }
-    : { prefix: `${p}.switch_mlp.${name}_proj`, rows: E * rows, cols, slice: { first: e * rows, rows } });
+    ? { prefix: prefix(e, name), rows, cols }
+    : { prefix: prefix(e, name), rows: E * rows, cols, slice: { first: e * rows, rows } });
+  const bias = (e: number, name: 'gate' | 'up' | 'down', rows: number) => ({ name: `${prefix(e, name)}.bias`, rows, stacked: !perExpert });
   return {
     gateUp: ctx.experts(experts.map((e) => [source(e, 'gate', I, H), source(e, 'up', I, H)])),
     down: ctx.experts(experts.map((e) => [source(e, 'down', H, I)])),
+    gateUpBias: biases(experts.map((e) => [bias(e, 'gate', I), bias(e, 'up', I)])),
+    downBias: biases(experts.map((e) => [bias(e, 'down', H)])),
+    interleaved: false,
   };
 }
 
