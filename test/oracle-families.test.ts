@@ -17,7 +17,8 @@
 // their activations to Q8_0 (8 bits per 32 values), which moves the log-probs by ~0.1 (a
 // wrong nibble order or scale moves them by whole units). The GPT-OSS checkpoint uses the
 // 512-token stories tokenizer: its family is the point, and a 200k vocabulary would cost this
-// file ~30 s.
+// file ~30 s. The same checkpoint as mlx-lm converts it (experts stacked under mlp.experts in
+// MLX's mxfp4 mode, gate and up split) must decode exactly as the published layout does.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,7 +29,7 @@ import { writeGgufFromHf } from './helpers/gguf-writer.js';
 import { disposeOracle, logSoftmax, maxLogProbDiff, oracleGreedy, type OracleResult } from './helpers/llama-oracle.js';
 import { greedy, openRunner } from './helpers/model-harness.js';
 import { ORACLE_STORY } from './helpers/oracle-cases.js';
-import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
+import { makeRandomCheckpoint, mlxGptOssCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
 const STEPS = 32;
 // As oracle-engine.test.ts: both sides in f32, differing in summation order and exp/tanh/rsqrt
@@ -59,7 +60,10 @@ interface FamilyCase extends RandomCheckpointOptions {
   bos: boolean;
   /** Log-prob tolerance where it is not LOGPROB_TOLERANCE (see above). */
   tolerance?: number;
-  /** GPT-OSS: also compare the GGUF whose experts are GGML_MXFP4, within MXFP4_TOLERANCE (see above). */
+  /**
+   * GPT-OSS: also compare the GGUF whose experts are GGML_MXFP4, within MXFP4_TOLERANCE (see
+   * above), and our engine on the checkpoint as mlx-lm converts it, which must decode the same.
+   */
   mxfp4?: boolean;
 }
 
@@ -164,6 +168,10 @@ describe('families vs llama.cpp on random checkpoints', () => {
       const mxfp4 = maxLogProbDiff(ours.promptLogits, (await oracle(`${dir}-mxfp4.gguf`, prompt)).firstLogProbs);
       if (process.env.ORACLE_VERBOSE) console.info(`${c.arch}: max log-prob diff with GGML_MXFP4 experts ${mxfp4.toExponential(2)}`);
       expect(mxfp4).toBeLessThan(MXFP4_TOLERANCE);
+      mlxGptOssCheckpoint(dir, `${dir}-mlx`);
+      const mlx = await greedy(await openRunner(`${dir}-mlx`), prompt, STEPS);
+      expect(mlx.tokens).toEqual(ours.tokens);
+      expect(maxLogProbDiff(mlx.promptLogits, Float32Array.from(logSoftmax(ours.promptLogits)))).toBeLessThan(1e-5);
     });
   }
 });

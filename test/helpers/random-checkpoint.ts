@@ -26,7 +26,7 @@ import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
-import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
+import { listCheckpointTensors, readSafetensorsBytes, writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
 import { MXFP4_BLOCK } from '../../src/runtime/tensors.js';
 import { familyTensors } from './family-tensors.js';
 import { quantizeMxfp4 } from './mxfp4.js';
@@ -394,6 +394,56 @@ function makeConfig(
         sliding_window: null, num_local_experts: 8, num_experts_per_tok: 2, router_jitter_noise: 0, output_router_logits: false, router_aux_loss_coef: 0.02, ...extra,
       };
   }
+}
+
+/**
+ * A gpt_oss checkpoint folder as mlx-lm's conversion writes it: the experts' gate_up_proj
+ * split by alternating rows into gate_proj and up_proj, stacked under mlp.experts with
+ * down_proj, each as MLX mxfp4 (`.weight` uint32 words of the same blocks, `.scales`) with its
+ * `.bias` [experts, rows]; config.json's quantization mode mxfp4. The values are the source's.
+ */
+export function mlxGptOssCheckpoint(dir: string, outDir: string): void {
+  const source = listCheckpointTensors(dir);
+  const raw = (name: string) => {
+    const t = source.get(name)!;
+    return { bytes: readSafetensorsBytes(t.path, t.header, name), shape: t.info.shape, dtype: t.info.dtype };
+  };
+  // Rows of a [experts, rows, ...] tensor: all, or the even or odd ones.
+  const rows = (bytes: Uint8Array, shape: number[], parity?: number) => {
+    const [experts, all] = shape as [number, number];
+    const rowBytes = bytes.length / (experts * all);
+    const keep = parity === undefined ? all : all / 2;
+    const out = new Uint8Array(experts * keep * rowBytes);
+    for (let e = 0; e < experts; e++) {
+      for (let r = 0; r < keep; r++) {
+        const from = (e * all + (parity === undefined ? r : 2 * r + parity)) * rowBytes;
+        out.set(bytes.subarray(from, from + rowBytes), (e * keep + r) * rowBytes);
+      }
+    }
+    return { data: out, shape: [experts, keep, ...shape.slice(2)] };
+  };
+  const tensors: SafetensorsWriteTensor[] = [];
+  for (const name of source.keys()) {
+    const m = /^(.*\.mlp\.experts)\.(gate_up|down)_proj_(blocks|scales|bias)$/.exec(name);
+    const { bytes, shape, dtype } = raw(name);
+    if (!m) {
+      tensors.push({ name, dtype: dtype as SafetensorsWriteTensor['dtype'], shape, data: bytes });
+      continue;
+    }
+    const [, prefix, which, kind] = m as unknown as [string, string, string, string];
+    const outputs: Array<[string, number | undefined]> = which === 'down' ? [['down_proj', undefined]] : [['gate_proj', 0], ['up_proj', 1]];
+    for (const [proj, parity] of outputs) {
+      const r = rows(bytes, shape, parity);
+      if (kind === 'blocks') tensors.push({ name: `${prefix}.${proj}.weight`, dtype: 'U32', shape: [r.shape[0]!, r.shape[1]!, (r.shape[2]! * 16) / 4], data: r.data });
+      else if (kind === 'scales') tensors.push({ name: `${prefix}.${proj}.scales`, dtype: 'U8', shape: r.shape, data: r.data });
+      else tensors.push({ name: `${prefix}.${proj}.bias`, dtype: dtype as SafetensorsWriteTensor['dtype'], shape: r.shape, data: r.data });
+    }
+  }
+  mkdirSync(outDir, { recursive: true });
+  writeSafetensors(join(outDir, 'model.safetensors'), tensors.sort((a, b) => (a.name < b.name ? -1 : 1)), { format: 'mlx' });
+  const { quantization_config: _q, ...config } = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  writeFileSync(join(outDir, 'config.json'), JSON.stringify({ ...config, quantization: { group_size: 32, bits: 4, mode: 'mxfp4' } }, null, 2));
+  for (const f of ['generation_config.json', 'tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(dir, f), join(outDir, f));
 }
 
 /**
