@@ -35,6 +35,7 @@
 // BENCH_GGUF (<tmp>/mlxcel-bench/qwen3-0.6b-q4_0.gguf), BENCH_PREFILL (512), BENCH_DECODE
 // (128), BENCH_TTFT_PROMPT (16), BENCH_THREADS (2), BENCH_PREFILL_BUDGET_S (300),
 // BENCH_JSON (also write the raw results there), BENCH_BACKEND (opengles; ours only),
+// BENCH_TIMEOUT_SCALE (1: each side's time limit times this, for a big shape or a busy machine),
 // BENCH_SHAPE (qwen3-0.6b), BENCH_LAYERS (the shape's; fewer for a big shape on a slow
 // machine), BENCH_SKIP (roles to leave out, comma-separated: ours-cold, kernels; without
 // ours-cold, ours compiles the shaders in its load and warm-up request, which are not timed
@@ -57,6 +58,7 @@ const TTFT_PROMPT = Number(env.BENCH_TTFT_PROMPT ?? 16);
 const THREADS = Number(env.BENCH_THREADS ?? 2);
 const BACKEND = (env.BENCH_BACKEND ?? 'opengles') as Backend;
 const PREFILL_BUDGET_MS = Number(env.BENCH_PREFILL_BUDGET_S ?? 300) * 1000;
+const TIMEOUT_SCALE = Number(env.BENCH_TIMEOUT_SCALE ?? 1);
 const DECODE_PROMPT = 8;
 const PROBE = 64;
 const CONTEXT = 1024;
@@ -387,7 +389,7 @@ async function parentMain(): Promise<void> {
   const step = async <T>(role: string, extraEnv: Record<string, string>, timeoutMs: number): Promise<ChildRun<T>> => {
     if (SKIP.has(role)) return { wallMs: 0 };
     log(`--- ${role} (load average ${loadavg().map((x) => x.toFixed(2)).join(' ')})`);
-    const r = await runChild<T>(role, extraEnv, timeoutMs);
+    const r = await runChild<T>(role, extraEnv, timeoutMs * TIMEOUT_SCALE);
     loads[role] = loadavg();
     if (r.foreignCores !== undefined) foreign[role] = r.foreignCores;
     if (r.error) log(r.error);
