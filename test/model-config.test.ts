@@ -238,6 +238,18 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ ...mixtral, sliding_window: 0 })).toBe('config.json: sliding_window must be a positive integer, got 0');
   });
 
+  it('refuses GPT-OSS settings it cannot honour, naming the field', () => {
+    const gptOss = { model_type: 'gpt_oss', attention_bias: true, num_local_experts: 4, num_experts_per_tok: 2, sliding_window: 128 };
+    expect(refusal({ ...gptOss, attention_bias: false })).toBe('config.json: attention_bias false is not supported (supported: true)');
+    expect(refusal({ ...gptOss, experts_per_token: 3 })).toBe('config.json: experts_per_token 3 disagrees with num_experts_per_tok 2');
+    expect(refusal({ ...gptOss, num_experts_per_tok: 5 })).toBe('config.json: num_experts_per_tok 5 exceeds num_local_experts 4');
+    expect(refusal({ ...gptOss, swiglu_limit: -1 })).toBe('config.json: swiglu_limit must be positive, got -1');
+    expect(refusal({ ...gptOss, sliding_window: null })).toBe('config.json: sliding_window is missing');
+    expect(refusal({ ...gptOss, layer_types: ['chunked_attention', 'full_attention'] }))
+      .toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
+    expect(refusal({ ...gptOss, hidden_act: 'gelu' })).toBe('config.json: hidden_act "gelu" is not supported (supported: "silu")');
+  });
+
   it('refuses quantization it cannot read', () => {
     expect(refusal({ quantization: { group_size: 64, bits: 7 } })).toBe('config.json: quantization.bits 7 is not supported (MLX affine 2, 3, 4, 5, 6, 8 bits)');
     expect(refusal({ quantization: { group_size: 16, bits: 4 } })).toBe('config.json: quantization.group_size 16 is not supported (32, 64, 128)');
