@@ -59,7 +59,7 @@ export function moeRoute(ops: Ops, label: string, logits: GPUBuffer, routes: Moe
  * Dispatched once per weight part over all its experts; those no token chose exit at once.
  */
 export function moeMatmul(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, routes: MoeRoutes, opts: MoeMatmulOptions): Dispatch[] {
-  if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
+  if (w.cols % (isAffine(w.format) ? 32 : 4) !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of ${isAffine(w.format) ? 32 : 4}`);
   const perExpert = w.rows / routes.experts;
   if (!Number.isInteger(perExpert)) throw new Error(`${label}: ${w.rows} rows are not ${routes.experts} experts' worth`);
   const N = opts.glu ? perExpert / 2 : perExpert;
