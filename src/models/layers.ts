@@ -9,7 +9,7 @@ import type { Activation, LinearNorm } from '../runtime/ops/linear.js';
 import type { MoeRoutes, MoeRouting } from '../runtime/ops/moe.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { GpuWeight } from '../runtime/tensors.js';
-import type { MatrixSource } from './checkpoint.js';
+import type { MatrixSource, VectorSource } from './checkpoint.js';
 import type { ModelConfig, Rope } from './config.js';
 import type { BuildContext } from './model.js';
 
@@ -266,16 +266,14 @@ function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): ExpertWeigh
   const H = ctx.cfg.hidden;
   const { experts: E, intermediate: I, projections } = spec;
   const experts = Array.from({ length: E }, (_, e) => e);
-  const biases = (perExpert: Array<Array<{ name: string; rows: number; stacked: boolean }>>) => (spec.expertBias
-    ? ctx.vector(perExpert.flatMap((list, e) => list.map(({ name, rows, stacked }) => (stacked ? { name, length: E * rows, slice: { first: e * rows, length: rows } } : { name, length: rows }))))
-    : undefined);
+  const biases = (sources: VectorSource[]) => (spec.expertBias ? ctx.vector(sources) : undefined);
   if (spec.fusedExperts && ctx.has(`${p}.experts.gate_up_proj_blocks`)) {
     const fused = (name: string, rows: number, cols: number) =>
       ctx.experts(experts.map((e) => [{ prefix: `${p}.experts.${name}`, rows: E * rows, cols, slice: { first: e * rows, rows } }]));
     return {
       gateUp: fused('gate_up_proj', 2 * I, H), down: fused('down_proj', H, I), interleaved: true,
-      gateUpBias: biases([[{ name: `${p}.experts.gate_up_proj_bias`, rows: E * 2 * I, stacked: false }]]),
-      downBias: biases([[{ name: `${p}.experts.down_proj_bias`, rows: E * H, stacked: false }]]),
+      gateUpBias: biases([{ name: `${p}.experts.gate_up_proj_bias`, length: E * 2 * I }]),
+      downBias: biases([{ name: `${p}.experts.down_proj_bias`, length: E * H }]),
     };
   }
   const perExpert = ctx.has(`${p}.experts.0.${projections.gate}.weight`);
@@ -284,12 +282,14 @@ function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): ExpertWeigh
   const source = (e: number, name: 'gate' | 'up' | 'down', rows: number, cols: number): MatrixSource => (perExpert
     ? { prefix: prefix(e, name), rows, cols }
     : { prefix: prefix(e, name), rows: E * rows, cols, slice: { first: e * rows, rows } });
-  const bias = (e: number, name: 'gate' | 'up' | 'down', rows: number) => ({ name: `${prefix(e, name)}.bias`, rows, stacked: !perExpert });
+  const bias = (e: number, name: 'gate' | 'up' | 'down', rows: number): VectorSource => (perExpert
+    ? { name: `${prefix(e, name)}.bias`, length: rows }
+    : { name: `${prefix(e, name)}.bias`, length: E * rows, slice: { first: e * rows, length: rows } });
   return {
     gateUp: ctx.experts(experts.map((e) => [source(e, 'gate', I, H), source(e, 'up', I, H)])),
     down: ctx.experts(experts.map((e) => [source(e, 'down', H, I)])),
-    gateUpBias: biases(experts.map((e) => [bias(e, 'gate', I), bias(e, 'up', I)])),
-    downBias: biases(experts.map((e) => [bias(e, 'down', H)])),
+    gateUpBias: biases(experts.flatMap((e) => [bias(e, 'gate', I), bias(e, 'up', I)])),
+    downBias: biases(experts.map((e) => bias(e, 'down', H))),
     interleaved: false,
   };
 }
