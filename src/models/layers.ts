@@ -9,7 +9,7 @@ import type { Activation, LinearNorm } from '../runtime/ops/linear.js';
 import type { MoeRoutes, MoeRouting } from '../runtime/ops/moe.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { GpuWeight } from '../runtime/tensors.js';
-import type { MatrixSource } from './checkpoint.js';
+import type { MatrixSource, VectorSource } from './checkpoint.js';
 import type { ModelConfig, Rope } from './config.js';
 import type { BuildContext } from './model.js';
 
@@ -37,6 +37,10 @@ export interface AttentionSpec {
   scale: number;
   /** Attention-score soft-capping (Gemma 2's attn_logit_softcapping). */
   softcap?: number;
+  /** A learned logit per head (`self_attn.sinks`) in each softmax's denominator (GPT-OSS). */
+  sinks?: boolean;
+  /** A bias on o_proj (GPT-OSS). */
+  oBias?: boolean;
   /** o_proj's output times this before the residual add (Granite's residual_multiplier). */
   residualScale?: number;
   /** A norm of the block's output before the residual add (Gemma's post_attention_layernorm, OLMo 2's). */
@@ -124,6 +128,7 @@ export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { 
     q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer]!, vCache: kv.v[layer]!, blockSize: kv.blockSize,
   }, act.attn, {
     headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
+    sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined,
   }, meta);
 }
 
@@ -132,7 +137,8 @@ export function attentionOutput(ctx: BuildContext, layer: number, spec: Attentio
   const { cfg, act } = ctx;
   const p = `model.layers.${layer}.self_attn`;
   const oProj = ctx.matrix({ prefix: `${p}.o_proj`, rows: cfg.hidden, cols: cfg.heads * cfg.headDim });
-  return residual(ctx, `${p}.o_proj`, oProj, act.attn, spec, postNorm(ctx, layer, spec));
+  const bias = spec.oBias ? ctx.vector({ name: `${p}.o_proj.bias`, length: cfg.hidden }) : undefined;
+  return residual(ctx, `${p}.o_proj`, oProj, act.attn, spec, postNorm(ctx, layer, spec), bias);
 }
 
 /**
@@ -191,6 +197,14 @@ export interface MoeSpec {
   routing: MoeRouting;
   renormalize: boolean;
   activation: Activation;
+  /** A bias on the router (`<block>.<router>.bias`: GPT-OSS). */
+  routerBias?: boolean;
+  /** A bias on each expert's projections (GPT-OSS), beside its weights (expertWeights). */
+  expertBias?: boolean;
+  /** The experts may be stored fused as GPT-OSS publishes them (expertWeights). */
+  fusedExperts?: boolean;
+  /** GPT-OSS's clamped GLU: act(min(gate, limit)) * (clamp(up, -limit, limit) + 1). */
+  gluLimit?: number;
 }
 
 /**
@@ -208,7 +222,8 @@ export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[]
   const normName = `model.layers.${layer}.${spec.inputNorm}`;
   const norm = normWeight(ctx, normName, spec.norms);
   const router = ctx.matrix({ prefix: `${p}.${spec.router}`, rows: experts, cols: cfg.hidden });
-  const { gateUp, down } = expertWeights(ctx, p, spec);
+  const routerBias = spec.routerBias ? ctx.vector({ name: `${p}.${spec.router}.bias`, length: experts }) : undefined;
+  const { gateUp, down, gateUpBias, downBias, interleaved } = expertWeights(ctx, p, spec);
   // Buffers shared by every MoE layer (they run one after another).
   const logits = ctx.scratch('moe.router_logits', experts);
   const routes: MoeRoutes = {
@@ -218,30 +233,64 @@ export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[]
   const out = ctx.scratch('moe.out', topK * cfg.hidden);
   return [
     ops.rmsnorm(normName, act.h, norm, act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
-    ...ops.linear(`${p}.${spec.router}`, router, act.xn, logits),
+    ...ops.linear(`${p}.${spec.router}`, router, act.xn, logits, { bias: routerBias }),
     ops.moeRoute(`${p}.route`, logits, routes, { routing: spec.routing, renormalize: spec.renormalize }),
-    ...ops.moeMatmul(`${p}.experts.gate_up`, gateUp, act.xn, hidden, routes, { glu: spec.activation }),
-    ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true }),
+    ...ops.moeMatmul(`${p}.experts.gate_up`, gateUp, act.xn, hidden, routes, {
+      glu: spec.activation, bias: gateUpBias, interleaved, limit: spec.gluLimit,
+    }),
+    ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true, bias: downBias }),
     ops.moeCombine(`${p}.combine`, out, routes, act.h, cfg.hidden),
   ];
 }
 
+/** The experts' weights as Ops.moeMatmul takes them, and their biases (MoeSpec.expertBias). */
+interface ExpertWeights {
+  gateUp: GpuWeight;
+  down: GpuWeight;
+  gateUpBias?: GPUBuffer;
+  downBias?: GPUBuffer;
+  /** gateUp's gate and up rows alternate (GPT-OSS's gate_up_proj). */
+  interleaved: boolean;
+}
+
 /**
  * The experts' matrices stacked over the experts (Ops.moeMatmul): each expert's gate rows
- * then its up rows, and the down projections; from the checkpoint's layout: one by one,
- * else mlx-lm's switch_mlp.
+ * then its up rows, and the down projections, with their biases [experts, rows] in the same
+ * order; from where the checkpoint keeps them: one by one as transformers writes them
+ * (`experts.E.<gate>`), stacked with a leading expert dimension as mlx-lm writes them
+ * (`switch_mlp.gate_proj`, or for GPT-OSS `experts.gate_proj`), or with fusedExperts as
+ * GPT-OSS publishes them (`experts.gate_up_proj` MXFP4 with gate and up rows alternating,
+ * `experts.down_proj`, `_bias` beside each).
  */
-function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): { gateUp: GpuWeight; down: GpuWeight } {
+function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): ExpertWeights {
   const H = ctx.cfg.hidden;
   const { experts: E, intermediate: I, projections } = spec;
-  const perExpert = ctx.has(`${p}.experts.0.${projections.gate}.weight`);
-  const source = (e: number, name: 'gate' | 'up' | 'down', rows: number, cols: number): MatrixSource => (perExpert
-    ? { prefix: `${p}.experts.${e}.${projections[name]}`, rows, cols }
-    : { prefix: `${p}.switch_mlp.${name}_proj`, rows: E * rows, cols, slice: { first: e * rows, rows } });
   const experts = Array.from({ length: E }, (_, e) => e);
+  const biases = (sources: VectorSource[]) => (spec.expertBias ? ctx.vector(sources) : undefined);
+  if (spec.fusedExperts && ctx.has(`${p}.experts.gate_up_proj_blocks`)) {
+    const fused = (name: string, rows: number, cols: number) =>
+      ctx.experts(experts.map((e) => [{ prefix: `${p}.experts.${name}`, rows: E * rows, cols, slice: { first: e * rows, rows } }]));
+    return {
+      gateUp: fused('gate_up_proj', 2 * I, H), down: fused('down_proj', H, I), interleaved: true,
+      gateUpBias: biases([{ name: `${p}.experts.gate_up_proj_bias`, length: E * 2 * I }]),
+      downBias: biases([{ name: `${p}.experts.down_proj_bias`, length: E * H }]),
+    };
+  }
+  const perExpert = ctx.has(`${p}.experts.0.${projections.gate}.weight`);
+  const under = ctx.has(`${p}.experts.gate_proj.weight`) ? 'experts' : 'switch_mlp';
+  const prefix = (e: number, name: 'gate' | 'up' | 'down') => (perExpert ? `${p}.experts.${e}.${projections[name]}` : `${p}.${under}.${name}_proj`);
+  const source = (e: number, name: 'gate' | 'up' | 'down', rows: number, cols: number): MatrixSource => (perExpert
+    ? { prefix: prefix(e, name), rows, cols }
+    : { prefix: prefix(e, name), rows: E * rows, cols, slice: { first: e * rows, rows } });
+  const bias = (e: number, name: 'gate' | 'up' | 'down', rows: number): VectorSource => (perExpert
+    ? { name: `${prefix(e, name)}.bias`, length: rows }
+    : { name: `${prefix(e, name)}.bias`, length: E * rows, slice: { first: e * rows, length: rows } });
   return {
     gateUp: ctx.experts(experts.map((e) => [source(e, 'gate', I, H), source(e, 'up', I, H)])),
     down: ctx.experts(experts.map((e) => [source(e, 'down', H, I)])),
+    gateUpBias: biases(experts.flatMap((e) => [bias(e, 'gate', I), bias(e, 'up', I)])),
+    downBias: biases(experts.map((e) => bias(e, 'down', H))),
+    interleaved: false,
   };
 }
 
@@ -253,14 +302,14 @@ function postNorm(ctx: BuildContext, layer: number, spec: AttentionSpec | MlpSpe
 }
 
 /**
- * h += post(x W^T) * scale: with a post-norm, the projection into xn and the norm's
+ * h += post(x W^T + bias) * scale: with a post-norm, the projection into xn and the norm's
  * accumulate into h; without, the projection's own accumulate.
  */
-export function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, post?: { name: string; weight: GPUBuffer }): Dispatch[] {
+export function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, post?: { name: string; weight: GPUBuffer }, bias?: GPUBuffer): Dispatch[] {
   const { ops, cfg, act } = ctx;
-  if (!post) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale });
+  if (!post) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale, bias });
   return [
-    ...ops.linear(label, w, x, act.xn, { scale: spec.residualScale }),
+    ...ops.linear(label, w, x, act.xn, { scale: spec.residualScale, bias }),
     ops.rmsnorm(post.name, act.xn, post.weight, act.h, { width: cfg.hidden, eps: spec.norms.eps, accumulate: true }),
   ];
 }

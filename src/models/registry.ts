@@ -3,6 +3,7 @@ import { bert } from './bert.js';
 import { configReader, normalizeConfig, readConfigFiles, type Json, type ModelConfig } from './config.js';
 import { gemma2 } from './gemma2.js';
 import { gemma3 } from './gemma3.js';
+import { gptOss } from './gpt_oss.js';
 import { granite } from './granite.js';
 import { llama } from './llama.js';
 import { mistral } from './mistral.js';
@@ -25,6 +26,7 @@ const FAMILIES: Record<string, Family> = {
   qwen3,
   qwen3_moe: qwen3Moe,
   mixtral,
+  gpt_oss: gptOss,
   gemma2,
   gemma3,
   gemma3_text: gemma3,

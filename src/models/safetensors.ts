@@ -127,7 +127,7 @@ export function readTensorF32(tensor: CheckpointTensor): Float32Array {
 
 export interface SafetensorsWriteTensor {
   name: string;
-  dtype: 'F32' | 'F16' | 'BF16' | 'U32';
+  dtype: 'F32' | 'F16' | 'BF16' | 'U32' | 'U8';
   shape: number[];
   /** Little-endian element data; F16/BF16 as raw 16-bit patterns (e.g. a Uint16Array). */
   data: Uint8Array | Float32Array | Uint16Array | Uint32Array | Int32Array;

@@ -84,8 +84,9 @@ export class Ops {
     return this.gpu.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries });
   }
 
-  /** A weight part's data (formats/*.wgsl w_data, or readers/affine_*.wgsl w_packed and w_affine). */
+  /** A weight part's data (formats/*.wgsl w_data and MXFP4's w_scales, or readers/affine_*.wgsl w_packed and w_affine). */
   weightBindings(part: WeightPart): Resources {
+    if (part.scales) return { w_data: part.data as GPUBuffer, w_scales: part.scales };
     if (!part.affine) return { w_data: part.data as GPUBuffer };
     return { w_packed: (part.data as GPUTexture).createView(), w_affine: part.affine.createView() };
   }
