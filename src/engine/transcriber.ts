@@ -23,6 +23,9 @@ export const WHISPER_LANGUAGES: Readonly<Record<string, string>> = {
   en: 'english', zh: 'chinese', de: 'german', es: 'spanish', ru: 'russian', ko: 'korean', fr: 'french', ja: 'japanese', pt: 'portuguese', tr: 'turkish', pl: 'polish', ca: 'catalan', nl: 'dutch', ar: 'arabic', sv: 'swedish', it: 'italian', id: 'indonesian', hi: 'hindi', fi: 'finnish', vi: 'vietnamese', he: 'hebrew', uk: 'ukrainian', el: 'greek', ms: 'malay', cs: 'czech', ro: 'romanian', da: 'danish', hu: 'hungarian', ta: 'tamil', no: 'norwegian', th: 'thai', ur: 'urdu', hr: 'croatian', bg: 'bulgarian', lt: 'lithuanian', la: 'latin', mi: 'maori', ml: 'malayalam', cy: 'welsh', sk: 'slovak', te: 'telugu', fa: 'persian', lv: 'latvian', bn: 'bengali', sr: 'serbian', az: 'azerbaijani', sl: 'slovenian', kn: 'kannada', et: 'estonian', mk: 'macedonian', br: 'breton', eu: 'basque', is: 'icelandic', hy: 'armenian', ne: 'nepali', mn: 'mongolian', bs: 'bosnian', kk: 'kazakh', sq: 'albanian', sw: 'swahili', gl: 'galician', mr: 'marathi', pa: 'punjabi', si: 'sinhala', km: 'khmer', sn: 'shona', yo: 'yoruba', so: 'somali', af: 'afrikaans', oc: 'occitan', ka: 'georgian', be: 'belarusian', tg: 'tajik', sd: 'sindhi', gu: 'gujarati', am: 'amharic', yi: 'yiddish', lo: 'lao', uz: 'uzbek', fo: 'faroese', ht: 'haitian creole', ps: 'pashto', tk: 'turkmen', nn: 'nynorsk', mt: 'maltese', sa: 'sanskrit', lb: 'luxembourgish', my: 'myanmar', bo: 'tibetan', tl: 'tagalog', mg: 'malagasy', as: 'assamese', tt: 'tatar', haw: 'hawaiian', ln: 'lingala', ha: 'hausa', ba: 'bashkir', jw: 'javanese', su: 'sundanese', yue: 'cantonese',
 };
 
+/** --audio-queue-depth and --audio-request-timeout-secs. */
+export const TRANSCRIBER_DEFAULTS = { maxQueue: 8, timeoutSecs: 120 } as const;
+
 /** Seconds per timestamp token. */
 const TIME_PRECISION = 0.02;
 /** openai-whisper's thresholds for the temperature fallback. */
@@ -142,7 +145,7 @@ export async function loadTranscriber(options: TranscriberOptions): Promise<Tran
     multilingual: special.languages.size > 1, languages: [...special.languages.keys()],
   };
   options.log?.(`speech-to-text model ${info.id} (whisper, ${model.weightFormat}, ${cfg.encoderLayers}+${cfg.decoderLayers} layers, ${cfg.melBins} mel bins, ${info.multilingual ? `${info.languages.length} languages` : 'English only'}) from ${dir}`);
-  return new Transcriber(info, tokenizer, model, special, options, options.gpu ? () => {} : () => gpu.device.destroy());
+  return new Transcriber(info, tokenizer, model, special, options, gpu.description, options.gpu ? () => {} : () => gpu.device.destroy());
 }
 
 /** The special tokens, from generation_config.json where it names them, else by their text in the tokenizer. */
@@ -209,6 +212,8 @@ export class Transcriber {
     private readonly model: WhisperModel,
     private readonly special: SpecialTokens,
     private readonly limits: { maxQueue: number; timeoutMs: number },
+    /** The adapter, e.g. "llvmpipe (LLVM 15, 256 bits) via opengles". */
+    readonly adapterDescription: string,
     private readonly release: () => void,
   ) {
     this.mel = new LogMel(model.cfg.melBins);
@@ -220,13 +225,13 @@ export class Transcriber {
   }
 
   /**
-   * The request's transcript. Throws QueueFullError synchronously when maxQueue requests
-   * already wait; rejects with TranscribeTimeoutError after the timeout.
+   * The request's transcript. Throws QueueFullError synchronously when one request runs and
+   * maxQueue more already wait; rejects with TranscribeTimeoutError after the timeout.
    */
   transcribe(request: TranscribeRequest): Promise<Transcript> {
     if (this.closed) throw new Error('the transcriber is closed');
     if (request.language !== undefined && !this.special.languages.has(request.language)) throw new Error(`language ${request.language} is not one of this model's`);
-    if (this.queue.length >= this.limits.maxQueue) throw new QueueFullError(this.queue.length);
+    if (this.running && this.queue.length >= this.limits.maxQueue) throw new QueueFullError(this.queue.length);
     return new Promise((resolve, reject) => {
       const job: Job = {
         request, resolve, reject, done: false,

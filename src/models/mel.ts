@@ -140,8 +140,14 @@ export class LogMel {
     const power = new Float64Array(BINS);
     let max = -Infinity;
     for (let t = 0; t < frames; t++) {
-      for (let n = 0; n < N_FFT; n++) frame[n] = padded(t * HOP + n) * this.window[n]!;
-      this.spectrum.compute(frame, power);
+      let silent = true;
+      for (let n = 0; n < N_FFT; n++) {
+        frame[n] = padded(t * HOP + n) * this.window[n]!;
+        if (frame[n] !== 0) silent = false;
+      }
+      // The zero padding past the audio's end: no transform needed.
+      if (silent) power.fill(0);
+      else this.spectrum.compute(frame, power);
       for (let m = 0; m < this.mels; m++) {
         const { first, weights } = this.filters[m]!;
         let e = 0;
