@@ -34,6 +34,10 @@ beforeAll(async () => {
   });
   strict = await loadTranscriber({ modelDir: dir, maxQueue: 0, timeoutMs: 1500 });
   strictLive = await serve(new EmbeddingOnlyEngine(strict, AUDIO_ONLY, strict.adapterDescription), { server: { transcriber: strict, generationDisabledBy: AUDIO_ONLY } });
+  // Client and servers share this process's event loop, which a window's GPU work holds for
+  // seconds: a server's 5 s keep-alive timer could then close a socket the client has just
+  // picked for its next request. Real clients run beside the server, not inside it.
+  for (const s of [live, strictLive]) s.server.server.keepAliveTimeout = 120_000;
 }, 60_000);
 
 afterAll(async () => {
@@ -117,21 +121,24 @@ describe('audio containers', () => {
       ['mp3', mp3(testSignal(0.5, 44100), 44100)],
     ];
     for (const [name, bytes] of files) {
-      const res = await postForm('/audio/transcriptions', { response_format: 'json', stream: 'true' }, bytes);
+      const res = await postForm('/audio/transcriptions', { response_format: 'verbose_json' }, bytes);
       expect(res.status, name).toBe(200);
-      const events = await readSse(res);
-      expect(events.at(-1), name).toBe('[DONE]');
-      expect(events.at(-2), name).toEqual({ type: 'transcript.text.done', text: (await direct(bytes)).text });
+      const body = (await res.json()) as { duration: number; text: string };
+      // MP3 frames pad the end (the encoder's delay and the last frame).
+      expect(body.duration, name).toBeGreaterThanOrEqual(0.5);
+      expect(body.duration, name).toBeLessThan(0.6);
+      if (name === 'flac') expect(body.text).toBe((await direct(bytes, { timestamps: true })).text);
     }
   });
 
-  it('transcribes a 70 s file window by window (three windows, each after the last)', async () => {
-    const long = wav(testSignal(70, 8000, 3), 8000, '16');
-    const res = await postForm('/v1/audio/transcriptions', { response_format: 'text' }, long);
+  it('transcribes a 70 s file window by window, streaming each window\'s text', async () => {
+    const res = await postForm('/v1/audio/transcriptions', { response_format: 'text', stream: 'true' }, wav(testSignal(70, 8000, 3), 8000, '16'));
     expect(res.status).toBe(200);
-    const expected = await direct(long);
-    expect(expected.segments.map((s) => [s.seek, s.start, s.end])).toEqual([[0, 0, 30], [3000, 30, 60], [6000, 60, 70]]);
-    expect(await res.text()).toBe(expected.text);
+    const events = (await readSse(res)) as Array<{ type: string; delta?: string; text?: string }>;
+    const deltas = events.filter((e) => e.type === 'transcript.text.delta');
+    expect(deltas).toHaveLength(3);
+    const done = events.find((e) => e.type === 'transcript.text.done')!;
+    expect(deltas.map((e) => e.delta).join('').trim()).toBe(done.text);
   });
 });
 
@@ -169,7 +176,7 @@ describe('errors and limits', () => {
   });
 
   it('answers 503 when the queue is full and 504 past the timeout', async () => {
-    const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(70, 8000), 8000, '16'), strictLive.url);
+    const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(70), SAMPLE_RATE, '16'), strictLive.url);
     for (let i = 0; strict.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
     expect(strict.pending).toBe(1);
     await expectError(await postForm('/v1/audio/transcriptions', {}, speechWav, strictLive.url), 503, /./);

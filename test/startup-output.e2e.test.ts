@@ -83,23 +83,28 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
       return { code, lines: [...lines] };
     };
     try {
-      const served = 'this server serves text generation, embeddings and reranking';
+      const served = 'this server serves text generation, embeddings, reranking and speech to text';
       const image = `mlxcel-server: image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${served}`;
       expect(await run(['--image-model', 'black-forest-labs/FLUX.1-schnell'])).toEqual({ code: 1, lines: [image] });
       expect(await run([], { MLXCEL_IMAGE_MODEL: join(dir, 'flux') })).toEqual({ code: 1, lines: [image] });
-      const audio = 'audio models (a Whisper or Kokoro checkpoint served with -m) are not supported yet';
+      const audio = 'text-to-speech models (a Kokoro checkpoint served with -m) are not supported yet';
       const whisper = join(dir, 'whisper-base');
       mkdirSync(whisper);
       writeFileSync(join(whisper, 'config.json'), JSON.stringify({ model_type: 'whisper', d_model: 512, encoder_layers: 6 }));
       const kokoro = join(dir, 'kokoro-82m');
       mkdirSync(kokoro);
       writeFileSync(join(kokoro, 'config.json'), JSON.stringify({ istftnet: { upsample_rates: [10, 6] }, vocab: {} }));
-      for (const [checkpoint, kind, flags] of [[whisper, 'a Whisper speech-to-text checkpoint', []], [kokoro, 'a Kokoro text-to-speech checkpoint', ['--embeddings']]] as const) {
-        const { code, lines: printed } = await run(['-m', checkpoint, ...flags]);
+      // A Whisper checkpoint is no text model: refused where one is expected (--embeddings).
+      const refusals = [
+        [whisper, `${whisper} is a Whisper speech-to-text checkpoint, not a text model: serve it with -m alone (an audio-only server) or with --stt-model beside a chat model`],
+        [kokoro, `${kokoro} is a Kokoro text-to-speech checkpoint: ${audio}; ${served}`],
+      ];
+      for (const [checkpoint, message] of refusals) {
+        const { code, lines: printed } = await run(['-m', checkpoint!, '--embeddings']);
         expect(code, printed.join('\n')).toBe(1);
         expect(printed).toHaveLength(2);
         expect(printed[0]).toMatch(/^mlxcel-server: listening on http:/);
-        expect(printed[1]).toBe(`mlxcel-server: ${checkpoint} is ${kind}: ${audio}; ${served}`);
+        expect(printed[1]).toBe(`mlxcel-server: ${message}`);
       }
     } finally {
       log.mockRestore();

@@ -24,8 +24,16 @@ export function testSignal(seconds: number, rate = 16000, seed = 1): Float32Arra
 
 export type WavEncoding = '8' | '16' | '24' | '32' | '32f' | '64' | '8a' | '8m';
 
-/** A WAV file of `channels` copies of `samples` (interleaved by wavefile), in `encoding`. */
+/** A WAV file of `channels` copies of `samples`, in `encoding` (16-bit written here, the others by wavefile). */
 export function wav(samples: Float32Array, rate: number, encoding: WavEncoding = '16', channels = 1): Uint8Array {
+  if (encoding === '16') {
+    const b = wavHeaderOnly(rate, channels, samples.length);
+    const view = new DataView(b.buffer, b.byteOffset + 44);
+    samples.forEach((x, i) => {
+      for (let c = 0; c < channels; c++) view.setInt16((i * channels + c) * 2, Math.max(-32768, Math.min(32767, Math.round(x * 32767))), true);
+    });
+    return b;
+  }
   const file = new wavefile.WaveFile();
   const data = channels === 1 ? Float64Array.from(samples) : Array.from({ length: channels }, () => Float64Array.from(samples));
   file.fromScratch(channels, rate, '32f', data);

@@ -118,16 +118,7 @@ function mp3Header(b: Uint8Array): AudioHeader | undefined {
 
 async function decodeSamples(container: Container, bytes: Uint8Array): Promise<{ channels: Float32Array[]; sampleRate: number }> {
   try {
-    if (container === 'wav') {
-      const wav = new wavefile.WaveFile(bytes);
-      // A-law and mu-law expand to 16-bit PCM first.
-      if (wav.bitDepth === '8a') wav.fromALaw();
-      else if (wav.bitDepth === '8m') wav.fromMuLaw();
-      if (wav.bitDepth !== '32f') wav.toBitDepth('32f');
-      const fmt = wav.fmt as { sampleRate: number; numChannels: number };
-      const raw = wav.getSamples(false, Float32Array) as unknown as Float32Array | Float32Array[];
-      return { channels: fmt.numChannels > 1 ? (raw as Float32Array[]) : [raw as Float32Array], sampleRate: fmt.sampleRate };
-    }
+    if (container === 'wav') return wavSamples(bytes);
     if (container === 'flac') {
       const decoder = new FLACDecoder();
       await decoder.ready;
@@ -154,31 +145,83 @@ async function decodeSamples(container: Container, bytes: Uint8Array): Promise<{
   }
 }
 
+/**
+ * A WAV file's channels: wavefile parses the container; PCM and float samples are converted
+ * here, in one typed pass (wavefile's own per-sample conversion takes seconds a minute of
+ * audio); A-law and mu-law are expanded by wavefile to 16-bit first.
+ */
+function wavSamples(bytes: Uint8Array): { channels: Float32Array[]; sampleRate: number } {
+  const wav = new wavefile.WaveFile(bytes);
+  if (wav.bitDepth === '8a') wav.fromALaw();
+  else if (wav.bitDepth === '8m') wav.fromMuLaw();
+  const fmt = wav.fmt as { sampleRate: number; numChannels: number; bitsPerSample: number };
+  const data = (wav.data as { samples: Uint8Array }).samples;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const float = wav.bitDepth === '32f' || wav.bitDepth === '64';
+  const width = fmt.bitsPerSample / 8;
+  const n = fmt.numChannels;
+  const frames = Math.floor(data.length / (width * n));
+  const read: (at: number) => number = float
+    ? width === 4 ? (at) => view.getFloat32(at, true) : (at) => view.getFloat64(at, true)
+    : width === 1 ? (at) => (view.getUint8(at) - 128) / 128
+    : width === 2 ? (at) => view.getInt16(at, true) / 32768
+    : width === 3 ? (at) => (((view.getUint8(at + 2) << 24) | (view.getUint8(at + 1) << 16) | (view.getUint8(at) << 8)) >> 8) / 8388608
+    : width === 4 ? (at) => view.getInt32(at, true) / 2147483648
+    : () => {
+      throw badRequest(`WAV samples of ${fmt.bitsPerSample} bits are not supported (8, 16, 24, 32; float 32, 64)`, 'unsupported_audio_format');
+    };
+  const channels = Array.from({ length: n }, () => new Float32Array(frames));
+  for (let f = 0; f < frames; f++) for (let c = 0; c < n; c++) channels[c]![f] = read((f * n + c) * width);
+  return { channels, sampleRate: fmt.sampleRate };
+}
+
 /** Taps each side of a resampled value. */
 const SINC_TAPS = 16;
 
-/** x at `from` Hz to `to` Hz: a Hann-windowed sinc low-pass at the lower Nyquist frequency. */
+/**
+ * x at `from` Hz to `to` Hz: a Hann-windowed sinc low-pass at the lower Nyquist frequency.
+ * Output i sits at input position i * from / to, whose fractional part takes to / gcd(from,
+ * to) values: each phase's taps are computed once.
+ */
 export function resample(x: Float32Array, from: number, to: number): Float32Array {
   if (from === to) return x;
-  const ratio = to / from;
-  const cutoff = Math.min(1, ratio);
-  const n = Math.floor(x.length * ratio);
+  const cutoff = Math.min(1, to / from);
+  const reach = Math.ceil(SINC_TAPS / cutoff);
+  const g = gcd(from, to);
+  const step = from / g;
+  const phases = to / g;
+  const n = Math.floor((x.length * to) / from);
   const out = new Float32Array(n);
-  const reach = SINC_TAPS / cutoff;
-  for (let i = 0; i < n; i++) {
-    const center = i / ratio;
-    const first = Math.max(0, Math.ceil(center - reach));
-    const last = Math.min(x.length - 1, Math.floor(center + reach));
-    let sum = 0;
-    let weights = 0;
-    for (let j = first; j <= last; j++) {
-      const t = (j - center) * cutoff;
-      const sinc = t === 0 ? 1 : Math.sin(Math.PI * t) / (Math.PI * t);
-      const w = sinc * (0.5 + 0.5 * Math.cos((Math.PI * t) / SINC_TAPS));
-      sum += x[j]! * w;
-      weights += w;
+  const taps = new Map<number, Float64Array>();
+  const tapsOf = (phase: number) => {
+    let w = taps.get(phase);
+    if (!w) {
+      const frac = phase / phases;
+      w = Float64Array.from({ length: 2 * reach + 1 }, (_, k) => {
+        const t = (k - reach - frac) * cutoff;
+        if (Math.abs(t) > SINC_TAPS) return 0;
+        const sinc = t === 0 ? 1 : Math.sin(Math.PI * t) / (Math.PI * t);
+        return sinc * (0.5 + 0.5 * Math.cos((Math.PI * t) / SINC_TAPS));
+      });
+      const sum = w.reduce((a, v) => a + v, 0);
+      for (let k = 0; k < w.length; k++) w[k]! /= sum;
+      taps.set(phase, w);
     }
-    out[i] = weights === 0 ? 0 : sum / weights;
+    return w;
+  };
+  for (let i = 0; i < n; i++) {
+    const base = Math.floor((i * step) / phases);
+    const w = tapsOf((i * step) % phases);
+    let sum = 0;
+    for (let k = 0; k < w.length; k++) {
+      const j = base - reach + k;
+      if (j >= 0 && j < x.length) sum += x[j]! * w[k]!;
+    }
+    out[i] = sum;
   }
   return out;
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
 }
