@@ -13,14 +13,16 @@
 // - the greedy tokens equal, with a forced language, with the language detected, and with
 //   timestamps (the first window's segments sliced as openai-whisper slices them).
 // The mel front end is also checked on hand-worked inputs: silence, a pure tone on an FFT
-// bin, and the reflect padding at both window edges.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+// bin, and the reflect padding at both window edges. And the same weights in mlx-whisper's
+// layout (its names, channels-last convolutions, computed sinusoids, ModelDimensions config,
+// weights.safetensors) decode the same tokens as in transformers'.
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTranscriber, type Transcriber } from '../src/engine/transcriber.js';
 import { LogMel } from '../src/models/mel.js';
-import { listCheckpointTensors, readTensorF32 } from '../src/models/safetensors.js';
+import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
 import { makeWhisperCheckpoint, TINY_WHISPER, type WhisperIds } from './helpers/whisper-checkpoint.js';
 import { testSignal } from './helpers/audio-fixtures.js';
 
@@ -403,5 +405,85 @@ describe('the tiny random Whisper against the CPU reference', () => {
       expect(s.start).toBeCloseTo(sliced ? (s.tokens[0]! - ids.timestampBegin) * 0.02 : 0, 5);
       if (sliced) expect(s.end).toBeCloseTo((s.tokens.at(-1)! - ids.timestampBegin) * 0.02, 5);
     }
+  }, 60_000);
+});
+
+/** openai-whisper's sinusoids(length, channels): sin then cos of t / 10000^(i / (channels / 2 - 1)). */
+function referenceSinusoids(length: number, channels: number): Float32Array {
+  const half = channels / 2;
+  return Float32Array.from({ length: length * channels }, (_, i) => {
+    const t = Math.floor(i / channels);
+    const c = i % channels;
+    const a = t / 10000 ** ((c % half) / (half - 1));
+    return c < half ? Math.sin(a) : Math.cos(a);
+  });
+}
+
+/** transformers' tensor name -> mlx-whisper's. */
+function mlxName(name: string): string {
+  const proj: Record<string, string> = { q_proj: 'query', k_proj: 'key', v_proj: 'value', out_proj: 'out' };
+  return name
+    .replace(/^model\./, '')
+    .replace(/\.layers\./, '.blocks.')
+    .replace(/\.self_attn\.(\w+_proj)\./, (_, p: string) => `.attn.${proj[p]}.`)
+    .replace(/\.encoder_attn\.(\w+_proj)\./, (_, p: string) => `.cross_attn.${proj[p]}.`)
+    .replace('.self_attn_layer_norm.', '.attn_ln.')
+    .replace('.encoder_attn_layer_norm.', '.cross_attn_ln.')
+    .replace('.final_layer_norm.', '.mlp_ln.')
+    .replace('.fc1.', '.mlp1.')
+    .replace('.fc2.', '.mlp2.')
+    .replace('encoder.layer_norm.', 'encoder.ln_post.')
+    .replace('decoder.layer_norm.', 'decoder.ln.')
+    .replace('decoder.embed_tokens.', 'decoder.token_embedding.')
+    .replace('decoder.embed_positions.weight', 'decoder.positional_embedding');
+}
+
+describe("mlx-whisper's layout", () => {
+  let root: string;
+  beforeAll(() => {
+    root = mkdtempSync(join(tmpdir(), 'whisper-mlx-'));
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('decodes what the same weights decode in transformers\' layout', async () => {
+    const source = join(root, 'source');
+    makeWhisperCheckpoint(source, 12);
+    const tensors = [...listCheckpointTensors(source)].map(([name, t]) => ({ name, shape: t.info.shape, data: readTensorF32(t) }));
+    const D = TINY_WHISPER.dModel;
+    const hf = join(root, 'hf');
+    const mlx = join(root, 'mlx');
+    for (const dir of [hf, mlx]) {
+      mkdirSync(dir);
+      for (const f of ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json']) copyFileSync(join(source, f), join(dir, f));
+    }
+    // transformers' copy stores the sinusoids mlx-whisper computes.
+    const positions = referenceSinusoids(1500, D);
+    writeSafetensors(join(hf, 'model.safetensors'), tensors.map((t) => ({ ...t, dtype: 'F32' as const, data: t.name === 'model.encoder.embed_positions.weight' ? positions : t.data })), { format: 'pt' });
+    copyFileSync(join(source, 'config.json'), join(hf, 'config.json'));
+    const channelsLast = (t: { shape: number[]; data: Float32Array }) => {
+      const [o, c, k] = t.shape as [number, number, number];
+      return { shape: [o, k, c], data: Float32Array.from({ length: o * c * k }, (_, i) => t.data[(Math.floor(i / (k * c)) * c + (i % c)) * k + (Math.floor(i / c) % k)]!) };
+    };
+    writeSafetensors(join(mlx, 'weights.safetensors'), tensors.filter((t) => t.name !== 'model.encoder.embed_positions.weight').map((t) => ({
+      ...(t.name.includes('.conv') && t.name.endsWith('.weight') ? channelsLast(t) : t), name: mlxName(t.name), dtype: 'F32' as const,
+    })));
+    const cfg = JSON.parse(readFileSync(join(source, 'config.json'), 'utf8')) as Record<string, number>;
+    writeFileSync(join(mlx, 'config.json'), JSON.stringify({
+      model_type: 'whisper', n_mels: cfg.num_mel_bins, n_audio_ctx: 1500, n_audio_state: D, n_audio_head: TINY_WHISPER.heads, n_audio_layer: TINY_WHISPER.encoderLayers,
+      n_vocab: cfg.vocab_size, n_text_ctx: TINY_WHISPER.targetPositions, n_text_state: D, n_text_head: TINY_WHISPER.heads, n_text_layer: TINY_WHISPER.decoderLayers,
+    }));
+    const audio = testSignal(1, SR, 6);
+    const tokens: number[][] = [];
+    for (const dir of [hf, mlx]) {
+      const t = await loadTranscriber({ modelDir: dir, maxQueue: 1, timeoutMs: 120_000 });
+      try {
+        const got = await t.transcribe({ audio, task: 'transcribe', language: 'en', temperatures: [0], timestamps: false });
+        tokens.push(got.segments.flatMap((s) => s.tokens));
+      } finally {
+        await t.close();
+      }
+    }
+    expect(tokens[0]!.length).toBeGreaterThan(0);
+    expect(tokens[1]).toEqual(tokens[0]);
   }, 60_000);
 });

@@ -42,8 +42,21 @@ export interface WhisperConfig {
   quantization?: Quantization;
 }
 
-/** config.json of a Whisper checkpoint, checked against what the model implements. */
+/** mlx-whisper's config.json fields (openai-whisper's ModelDimensions) by transformers' names; its MLP is 4 x d_model wide. */
+function transformersFields(json: Json): Json {
+  if (json.n_audio_state == null) return json;
+  const d = json.n_audio_state;
+  const ffn = typeof d === 'number' ? 4 * d : undefined;
+  return {
+    ...json, d_model: d, encoder_layers: json.n_audio_layer, decoder_layers: json.n_text_layer, encoder_attention_heads: json.n_audio_head,
+    decoder_attention_heads: json.n_text_head, encoder_ffn_dim: ffn, decoder_ffn_dim: ffn, num_mel_bins: json.n_mels,
+    max_source_positions: json.n_audio_ctx, max_target_positions: json.n_text_ctx, vocab_size: json.n_vocab,
+  };
+}
+
+/** config.json of a Whisper checkpoint (transformers' or mlx-whisper's), checked against what the model implements. */
 export function whisperConfig(json: Json, file = 'config.json'): WhisperConfig {
+  json = transformersFields(json);
   const c = configReader(json, file);
   c.oneOf('activation_function', ['gelu'], 'gelu');
   c.oneOf('scale_embedding', [false], false);
@@ -152,7 +165,8 @@ export class WhisperModel {
     const device = gpu.device;
     const ckpt = new Checkpoint(dir);
     const mlx = ckpt.has('encoder.conv1.weight');
-    const named = (name: string) => (mlx ? mlxName(name) : name);
+    // The patterns end at a dot: a matrix's prefix matches as its tensors' names do.
+    const named = (name: string) => (mlx ? mlxName(`${name}.`).slice(0, -1) : name);
     const ops = new Ops(gpu);
     // Shader and binding mistakes surface here, at load, rather than as silent garbage.
     device.pushErrorScope('validation');
@@ -180,6 +194,7 @@ export class WhisperModel {
       return { format: 'f32', rows: D, cols: channels * KERNEL_TAPS, groupSize: 0, parts: [{ rowStart: 0, rows: D, data: part }] } satisfies GpuWeight;
     };
     const table = (data: Float32Array, rows: number, label: string): GpuWeight => {
+      if (data.length !== rows * D) throw new Error(`${dir}: ${label} holds ${data.length} values, expected [${rows}, ${D}]`);
       const part = filledBuffer(device, data.byteLength, label, (dst) => dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)));
       return { format: 'f32', rows, cols: D, groupSize: 0, parts: [{ rowStart: 0, rows, data: part }] };
     };
@@ -213,8 +228,10 @@ export class WhisperModel {
       ops.glu(conv1, undefined, D, 'gelu'),
     );
     const encHeadDim = D / cfg.encoderHeads;
-    const positionsName = 'model.encoder.embed_positions.weight';
-    const positions = ckpt.has(positionsName) ? matrix('model.encoder.embed_positions', P, D) : table(sinusoids(P, D), P, 'encoder_positions');
+    // Stored by transformers (mlx-whisper may store its _positional_embedding); else openai-whisper's sinusoids.
+    const positions = ckpt.has('model.encoder.embed_positions.weight') ? matrix('model.encoder.embed_positions', P, D)
+      : ckpt.has('encoder._positional_embedding') ? table(ckpt.readF32('encoder._positional_embedding'), P, 'encoder_positions')
+      : table(sinusoids(P, D), P, 'encoder_positions');
     programs.encoder.add(
       ops.im2col('conv2.columns', conv1, cols, { channels: D, framesIn: WINDOW_FRAMES, kernelSize: KERNEL_TAPS, stride: 2, pad: 1, tapMajor: mlx }),
       ...ops.linear('model.encoder.conv2', convMatrix('model.encoder.conv2', D), cols, eh, { bias: vector('model.encoder.conv2.bias', D) }),

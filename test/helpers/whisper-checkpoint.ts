@@ -23,7 +23,7 @@ export interface WhisperShape {
   targetPositions: number;
 }
 
-export const TINY_WHISPER: WhisperShape = { dModel: 64, encoderLayers: 2, decoderLayers: 2, heads: 2, ffn: 128, melBins: 80, targetPositions: 64 };
+export const TINY_WHISPER: WhisperShape = { dModel: 64, encoderLayers: 2, decoderLayers: 2, heads: 2, ffn: 256, melBins: 80, targetPositions: 64 };
 
 /** GPT-2's byte -> printable character map (byte-level BPE's alphabet). */
 function byteChars(): string[] {
