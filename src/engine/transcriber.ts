@@ -337,25 +337,24 @@ export class Transcriber {
         });
       }
       allText.push(...tokens.filter((t) => t < special.eot));
-      emitted = this.emitText(job, allText, emitted, false);
       // openai-whisper stops conditioning on previous text after a high-temperature window.
       previous = result!.temperature > 0.5 ? [] : [...previous, ...tokens];
       seek += Math.max(1, advance);
+      emitted = this.emitText(job, allText, emitted, seek >= contentFrames);
     }
     if (job.done) throw new TranscribeTimeoutError(this.limits.timeoutMs);
-    this.emitText(job, allText, emitted, true);
     return { text: tokenizer.decode(allText).trim(), language: language ?? 'en', duration: round(audio.length / SAMPLE_RATE), segments };
   }
 
   /**
    * Streams the text of `tokens` past what was `emitted`; returns what is now emitted. Until
-   * `final`, trailing replacement characters (a character whose bytes the next window may
-   * complete) are held back, so emitted text never changes.
+   * `final`, up to three trailing replacement characters (the bytes of a character the next
+   * window may complete: at most three of its four) are held back, so emitted text never changes.
    */
   private emitText(job: Job, tokens: number[], emitted: string, final: boolean): string {
     if (!job.request.onText) return emitted;
     let text = this.tokenizer.decode(tokens).trimStart();
-    if (!final) text = text.replace(/\uFFFD+$/, '');
+    if (!final) text = text.replace(/\uFFFD{1,3}$/, '');
     if (text.length > emitted.length && text.startsWith(emitted)) job.request.onText(text.slice(emitted.length));
     return text.startsWith(emitted) ? text : emitted;
   }
