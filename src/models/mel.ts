@@ -9,10 +9,10 @@
 import FFT from 'fft.js';
 
 export const SAMPLE_RATE = 16000;
-export const N_FFT = 400;
+const N_FFT = 400;
 export const HOP = 160;
 /** Samples per 30 s window. */
-export const WINDOW_SAMPLES = 30 * SAMPLE_RATE;
+const WINDOW_SAMPLES = 30 * SAMPLE_RATE;
 const BINS = N_FFT / 2 + 1;
 /** The power-of-two FFT the chirp-z transform convolves with: at least 2 * N_FFT - 1. */
 const M = 1024;
@@ -32,7 +32,7 @@ function melToHz(m: number): number {
 }
 
 /** The filterbank [mels, 201] librosa.filters.mel(sr=16000, n_fft=400, n_mels, norm="slaney") gives, as each filter's non-zero run. */
-export function melFilters(mels: number): Array<{ first: number; weights: Float32Array }> {
+function melFilters(mels: number): Array<{ first: number; weights: Float32Array }> {
   const fftFreqs = Array.from({ length: BINS }, (_, i) => (i * SAMPLE_RATE) / N_FFT);
   const top = hzToMel(SAMPLE_RATE / 2);
   const hz = Array.from({ length: mels + 2 }, (_, i) => melToHz((top * i) / (mels + 1)));

@@ -115,7 +115,7 @@ function mlxName(name: string): string {
 }
 
 /** openai-whisper's sinusoidal positions [length, channels]: sin of each timescale, then cos. */
-export function sinusoids(length: number, channels: number): Float32Array {
+function sinusoids(length: number, channels: number): Float32Array {
   const half = channels / 2;
   const step = Math.log(10000) / (half - 1);
   const out = new Float32Array(length * channels);

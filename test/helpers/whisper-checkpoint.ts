@@ -21,6 +21,8 @@ export interface WhisperShape {
   melBins: number;
   /** Decoder positions (a window decodes at most half of them). */
   targetPositions: number;
+  /** Text tokens before <|endoftext|> (Whisper's 50257): the byte pieces and merges, padded with placeholder pieces. */
+  textVocab?: number;
 }
 
 export const TINY_WHISPER: WhisperShape = { dModel: 64, encoderLayers: 2, decoderLayers: 2, heads: 2, ffn: 256, melBins: 80, targetPositions: 64 };
@@ -51,10 +53,12 @@ export interface WhisperIds {
 }
 
 /** The tokenizer.json and the special ids. */
-function whisperTokenizer(): { json: unknown; ids: WhisperIds } {
+function whisperTokenizer(textVocab = 0): { json: unknown; ids: WhisperIds } {
   const vocab: Record<string, number> = {};
   byteChars().forEach((c, i) => (vocab[c] = i));
   for (const m of MERGES) vocab[m.replace(' ', '')] = Object.keys(vocab).length;
+  // Placeholders no merge produces: they only decode.
+  for (let i = Object.keys(vocab).length; i < textVocab; i++) vocab[`Ġpad${i}`] = i;
   let next = Object.keys(vocab).length;
   const added: Array<{ id: number; content: string; special: boolean }> = [];
   const add = (content: string, special = true) => {
@@ -89,7 +93,7 @@ function whisperTokenizer(): { json: unknown; ids: WhisperIds } {
 
 /** Writes the checkpoint into `dir`; returns the special ids. */
 export function makeWhisperCheckpoint(dir: string, seed: number, shape: WhisperShape = TINY_WHISPER): WhisperIds {
-  const { json, ids } = whisperTokenizer();
+  const { json, ids } = whisperTokenizer(shape.textVocab);
   const rng = makeRng(seed);
   const D = shape.dModel;
   const tensors: SafetensorsWriteTensor[] = [];

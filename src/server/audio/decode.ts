@@ -8,7 +8,7 @@ import { MPEGDecoder } from 'mpg123-decoder';
 import wavefile from 'wavefile';
 import { ApiError, badRequest } from '../errors.js';
 
-export const AUDIO_LIMITS = { maxSampleRate: 192_000, maxChannels: 8, maxSeconds: 600 } as const;
+const AUDIO_LIMITS = { maxSampleRate: 192_000, maxChannels: 8, maxSeconds: 600 } as const;
 
 type Container = 'wav' | 'flac' | 'mp3';
 
@@ -183,7 +183,7 @@ const SINC_TAPS = 16;
  * Output i sits at input position i * from / to, whose fractional part takes to / gcd(from,
  * to) values: each phase's taps are computed once.
  */
-export function resample(x: Float32Array, from: number, to: number): Float32Array {
+function resample(x: Float32Array, from: number, to: number): Float32Array {
   if (from === to) return x;
   const cutoff = Math.min(1, to / from);
   const reach = Math.ceil(SINC_TAPS / cutoff);

@@ -16,7 +16,7 @@ import { validateAudioFields, validateBody, type AudioFields } from '../schemas.
 import { endSse, runSse, sendSse } from '../sse.js';
 
 /** OpenAI's upload limit. */
-export const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
+const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
 /** Room for the other fields and the multipart framing beside the file, in a Content-Length checked before reading. */
 const FORM_OVERHEAD = 64 * 1024;
 
