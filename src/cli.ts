@@ -95,11 +95,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   // -m a Whisper checkpoint (known once it is resolved) makes an audio-only server; --stt-model
   // serves one beside the chat model.
   const transcriber = deferred<Transcriber | undefined>();
+  // A local -m directory's kind is known now: a text model's server never lists speech to text, not even while loading.
+  const local = options.model.kind === 'path-or-repo' && isDirectory(options.model.text) ? options.model.text : undefined;
+  const mayTranscribe = options.sttModel !== undefined || local === undefined || isWhisperCheckpoint(local);
   let audioOnly = false;
   const server = await startServer(loading, {
     embedder: wantsEmbedder ? embedder.promise : undefined,
     reranker: wantsReranker ? reranker.promise : undefined,
-    transcriber: transcriber.promise,
+    transcriber: mayTranscribe ? transcriber.promise : undefined,
     generationDisabledBy: () => (audioOnly ? AUDIO_ONLY : onlyJob),
     ...options,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),

@@ -22,8 +22,6 @@ import { configReader, readQuantization, type Json, type Quantization } from './
 export const WINDOW_FRAMES = 3000;
 const KV_BLOCK = 16;
 const KERNEL_TAPS = 3;
-/** Dispatches one submit holds where a submit runs its work inline (Dawn's OpenGL backends), so the event loop turns between pieces. */
-const INLINE_PIECE = 12;
 
 export interface WhisperConfig {
   dModel: number;
@@ -350,21 +348,9 @@ export class WhisperModel {
     return new Float32Array(await mapRead(this.logitsStaging));
   }
 
-  /** Replays `program` for `shape`, in pieces where a submit runs inline; `last` records after it in the final submit. */
-  private async run(program: Program, shape: StepShape, last?: (encoder: GPUCommandEncoder) => void): Promise<void> {
-    const { device, submitRunsInline } = this.ops.gpu;
+  /** Replays `program` for `shape`; `finish` records after it (Program.submit). */
+  private run(program: Program, shape: StepShape, finish?: (encoder: GPUCommandEncoder) => void): Promise<void> {
     this.ops.writeStep(shape);
-    const count = program.dispatches.length;
-    const pieces = submitRunsInline ? Math.max(0, count - INLINE_PIECE) : 0;
-    for (let from = 0; from < pieces; from += INLINE_PIECE) {
-      const piece = device.createCommandEncoder();
-      program.encode(piece, shape, undefined, from, Math.min(from + INLINE_PIECE, pieces));
-      device.queue.submit([piece.finish()]);
-      await new Promise((r) => setImmediate(r));
-    }
-    const encoder = device.createCommandEncoder();
-    program.encode(encoder, shape, undefined, pieces);
-    last?.(encoder);
-    device.queue.submit([encoder.finish()]);
+    return program.submit(this.ops.gpu, shape, { finish });
   }
 }

@@ -39,13 +39,12 @@ const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path
   },
 ];
 
-/** The 501s, each naming the routes of what this server does serve. */
+/** The 501s, each naming the routes of what this server does serve (known once its models are resolved: asked per request). */
 export function unavailableRoutes(services: Services): Router {
-  const served = `this server serves ${capabilities(services).map((job) => JOB_ROUTES[job]).join(', ')}`;
   const router = Router();
   for (const { method, paths, error } of UNAVAILABLE) {
     router[method](paths, (req) => {
-      throw error(req.path, served);
+      throw error(req.path, `this server serves ${capabilities(services).map((job) => JOB_ROUTES[job]).join(', ')}`);
     });
   }
   return router;
