@@ -1,5 +1,6 @@
 // What mlxcel-server prints while it starts: one line per fact and none of Dawn's own
-// warnings, unless --verbose. The server runs as a child process on stories260k, its stdout
+// warnings, unless --verbose. The server runs as a child process on stories260k (and once on
+// a tiny Whisper checkpoint: an audio-only server), its stdout
 // and stderr on one pipe (a FIFO: Node's child pipes are socket pairs, and on a socket the
 // server cannot hold Dawn's lines back; src/runtime/native-stderr.ts). The startup refusals
 // of model kinds that do not load yet run main() in this process.
@@ -7,10 +8,11 @@ import { execFileSync, spawn } from 'node:child_process';
 import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli.js';
 import { waitFor } from './helpers/server-load.js';
+import { makeWhisperCheckpoint } from './helpers/whisper-checkpoint.js';
 
 const ROOT = join(import.meta.dirname, '..');
 /** bin/mlxcel-server.js, on the sources rather than dist/. */
@@ -66,6 +68,19 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32\) from \S*models\/stories260k$/);
     expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
+  });
+
+  it('serves speech to text alone when -m is a Whisper checkpoint', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-whisper-'));
+    try {
+      makeWhisperCheckpoint(dir, 2);
+      const facts = (await startupOutput(['-m', dir])).split('\n').filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: '));
+      expect(facts).toHaveLength(4);
+      expect(facts[2]).toBe(`mlxcel-server: speech-to-text model ${basename(dir)} (whisper, f32, 2+2 layers, 80 mel bins, 4 languages) from ${dir}`);
+      expect(facts[3]).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   // main() in this process, as bin/mlxcel-server.js runs it: its exit status is process.exitCode.
