@@ -113,6 +113,20 @@ describe('through the openai client', () => {
   });
 });
 
+describe('temperature', () => {
+  it('falls back to the next temperature when the greedy window repeats itself or is unlikely', async () => {
+    const greedy = await direct(speechWav, { timestamps: true });
+    const res = await postForm('/v1/audio/transcriptions', { response_format: 'verbose_json', temperature: '0,0.6' });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { segments: Array<{ temperature: number }> };
+    const w = greedy.segments[0]!;
+    // The random model repeats itself greedily (its text compresses past 2.4): the fallback runs.
+    expect(w.compressionRatio > 2.4 || w.avgLogprob < -1).toBe(true);
+    expect(body.segments.length).toBeGreaterThan(0);
+    expect(body.segments.map((s) => s.temperature)).toEqual(body.segments.map(() => 0.6));
+  });
+});
+
 describe('audio containers', () => {
   it('reads WAV (24-bit stereo 44.1 kHz), FLAC and MP3 uploads', async () => {
     const files: Array<[string, Uint8Array]> = [
