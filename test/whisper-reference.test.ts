@@ -15,14 +15,17 @@
 // The mel front end is also checked on hand-worked inputs: silence, a pure tone on an FFT
 // bin, and the reflect padding at both window edges. And the same weights in mlx-whisper's
 // layout (its names, channels-last convolutions, computed sinusoids, ModelDimensions config,
-// weights.safetensors) decode the same tokens as in transformers'.
+// weights.safetensors) decode the same tokens as in transformers'; and the checkpoint
+// quantized to MLX's 8-bit affine format (group 64) matches the reference run on its
+// dequantized weights: encoder output within the same 2e-3, greedy tokens equal.
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTranscriber, type Transcriber } from '../src/engine/transcriber.js';
 import { LogMel } from '../src/models/mel.js';
-import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
+import { dequantizeAffine, quantizeCheckpoint } from '../src/models/quantize.js';
+import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
 import { makeWhisperCheckpoint, TINY_WHISPER, type WhisperIds } from './helpers/whisper-checkpoint.js';
 import { testSignal } from './helpers/audio-fixtures.js';
 
@@ -486,4 +489,52 @@ describe("mlx-whisper's layout", () => {
     expect(tokens[0]!.length).toBeGreaterThan(0);
     expect(tokens[1]).toEqual(tokens[0]);
   }, 60_000);
+});
+
+describe('MLX 8-bit affine weights', () => {
+  it('match the reference on the dequantized weights', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'whisper-q8-'));
+    try {
+      const source = join(root, 'source');
+      const q8 = join(root, 'q8');
+      const ids = makeWhisperCheckpoint(source, 13);
+      quantizeCheckpoint(source, q8, { bits: 8, groupSize: 64 });
+      const stored = listCheckpointTensors(q8);
+      const weights: Weights = new Map();
+      for (const [name, t] of stored) {
+        if (name.endsWith('.scales') || name.endsWith('.biases')) continue;
+        if (t.info.dtype !== 'U32') {
+          weights.set(name, Float64Array.from(readTensorF32(t)));
+          continue;
+        }
+        const prefix = name.slice(0, -'.weight'.length);
+        const [N, words] = t.info.shape as [number, number];
+        const bytes = readSafetensorsBytes(t.path, t.header, name);
+        const packed = new Uint32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+        const K = (words * 32) / 8;
+        weights.set(name, Float64Array.from(dequantizeAffine(packed, readTensorF32(stored.get(`${prefix}.scales`)!), readTensorF32(stored.get(`${prefix}.biases`)!), N, K, 8, 64)));
+      }
+      const reference = new ReferenceWhisper(weights, ids.vocab);
+      const transcriber = await loadTranscriber({ modelDir: q8, maxQueue: 1, timeoutMs: 120_000 });
+      try {
+        const audio = testSignal(1, SR, 7);
+        const mel = new LogMel(80).window30s(audio, 0);
+        const model = (transcriber as unknown as { model: { encode(f: Float32Array): Promise<void>; encoderOutput(): Promise<Float32Array> } }).model;
+        await model.encode(mel);
+        const gpu = await model.encoderOutput();
+        const encoded = reference.encode(Float64Array.from(mel));
+        let err = 0;
+        for (let i = 0; i < encoded.length; i++) err = Math.max(err, Math.abs(gpu[i]! - encoded[i]!));
+        expect(err).toBeLessThan(2e-3);
+        const generation = JSON.parse(readFileSync(join(q8, 'generation_config.json'), 'utf8'));
+        const want = referenceDecode(reference, reference.crossKeys(encoded), ids, generation, [ids.sot, ids.languages.en!, ids.transcribe, ids.noTimestamps], false);
+        const got = await transcriber.transcribe({ audio, task: 'transcribe', language: 'en', temperatures: [0], timestamps: false });
+        expect(got.segments.flatMap((s) => s.tokens)).toEqual(want);
+      } finally {
+        await transcriber.close();
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 90_000);
 });
