@@ -15,7 +15,8 @@ import { hubSettings } from './hub/settings.js';
 import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
 import { UnsupportedModelKindError } from './models/model-kinds.js';
-import { EmbeddingOnlyEngine } from './engine/embedding-only-engine.js';
+import { AUDIO_ONLY, EmbeddingOnlyEngine } from './engine/embedding-only-engine.js';
+import { isWhisperCheckpoint, loadTranscriber, TRANSCRIBER_DEFAULTS, type Transcriber } from './engine/transcriber.js';
 import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
 import { startServer } from './server/server.js';
 import { openStoreBackend, type StoreBackend } from './server/stores/store.js';
@@ -101,10 +102,18 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   const wantsEmbedder = options.embeddings === true || options.embeddingModel !== undefined;
   const wantsReranker = options.reranking === true || options.rerankerModel !== undefined;
   const onlyJob = options.embeddings ? '--embeddings' : options.reranking ? '--reranking' : undefined;
+  // -m a Whisper checkpoint (known once it is resolved) makes an audio-only server; --stt-model
+  // serves one beside the chat model.
+  const transcriber = deferred<Transcriber | undefined>();
+  // A local -m directory's kind is known now: a text model's server never lists speech to text, not even while loading.
+  const local = options.model.kind === 'path-or-repo' && isDirectory(options.model.text) ? options.model.text : undefined;
+  const mayTranscribe = options.sttModel !== undefined || local === undefined || isWhisperCheckpoint(local);
+  let audioOnly = false;
   const server = await startServer(loading, {
     embedder: wantsEmbedder ? embedder.promise : undefined,
     reranker: wantsReranker ? reranker.promise : undefined,
-    generationDisabledBy: onlyJob,
+    transcriber: mayTranscribe ? transcriber.promise : undefined,
+    generationDisabledBy: () => (audioOnly ? AUDIO_ONLY : onlyJob),
     ...options,
     store,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
@@ -145,6 +154,24 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     const resolved = resolveModel(arg, hub, hubOutput, rank ? '--reranker-model' : '--embedding-model');
     into.resolve(resolved.then(({ dir, id }) => loadSide(dir, id, rank)));
   };
+  const loadStt = (dir: string, id: string | undefined) => loadTranscriber({
+    modelDir: dir,
+    alias: id,
+    maxQueue: options.audioQueueDepth ?? TRANSCRIBER_DEFAULTS.maxQueue,
+    timeoutMs: (options.audioRequestTimeoutSecs ?? TRANSCRIBER_DEFAULTS.timeoutSecs) * 1000,
+    backend: options.backend,
+    log: info,
+    quietDawn: verbosity < LOG_LEVELS.trace,
+  });
+  const sttModel = options.sttModel;
+  const whisper = model.then(({ dir }) => isWhisperCheckpoint(dir));
+  transcriber.resolve(sttModel
+    ? resolveModel(sttModel, hub, hubOutput, '--stt-model').then(({ dir, id }) => loadStt(dir, id))
+    : Promise.all([model, whisper]).then(([{ dir, id }, isWhisper]) => (isWhisper && !onlyJob ? loadStt(dir, options.alias?.[0] ?? id) : undefined)));
+  const whisperAlone = whisper.then((isWhisper) => {
+    if (isWhisper && sttModel) throw new UnsupportedModelKindError('-m is a Whisper checkpoint and --stt-model names another: give one of them (-m alone serves speech to text only; --stt-model serves it beside a chat model)');
+    return isWhisper && !onlyJob;
+  });
   if (onlyJob) {
     const rank = onlyJob === '--reranking';
     const only = model.then(({ dir, id }) => loadSide(dir, options.alias?.[0] ?? id, rank));
@@ -154,8 +181,13 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   } else {
     second(options.embeddingModel, embedder, false);
     second(options.rerankerModel, reranker, true);
-    startLoading(Promise.all([model, draft]).then(([{ dir, id }, draftDir]) =>
-    loadEngine({
+    startLoading(Promise.all([model, draft, whisperAlone]).then(async ([{ dir, id }, draftDir, alone]) => {
+    if (alone) {
+      const t = (await transcriber.promise)!;
+      audioOnly = true;
+      return new EmbeddingOnlyEngine(t, AUDIO_ONLY, t.adapterDescription);
+    }
+    return loadEngine({
       modelDir: dir,
       alias: options.alias?.[0] ?? id,
       contextSize: options.ctxSize,
@@ -174,16 +206,18 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       log: info,
       quietDawn: verbosity < LOG_LEVELS.trace,
       onLoadProgress: (progress) => load.update(progress),
-    }),
-    ));
+    });
+    }));
   }
 
   let engine: Engine;
-  const sides: Embedder[] = [];
+  const sides: Array<Embedder | Transcriber> = [];
   try {
     engine = await loading;
     if (wantsEmbedder) sides.push(await embedder.promise);
     if (wantsReranker) sides.push(await reranker.promise);
+    const stt = await transcriber.promise;
+    if (stt && !audioOnly) sides.push(stt);
   } catch (err) {
     clearBars();
     if (err instanceof HubError || err instanceof UnsupportedModelKindError) console.error(`mlxcel-server: ${err.message}`);
@@ -210,7 +244,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     if (!finished) console.error('mlxcel-server: the grace period ran out; the requests still running ended with an error');
     await server.close();
     await engine.close();
-    // The engine of --embeddings / --reranking closes its own model.
+    // The engine of --embeddings / --reranking / an audio-only server closes its own model.
     for (const side of new Set(sides)) if (!onlyJob || side.info.id !== engine.info.id) await side.close();
     await store?.close();
     process.exit(0);

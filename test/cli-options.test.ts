@@ -311,7 +311,7 @@ describe('parseCli: --cors-origins', () => {
 });
 
 describe('parseCli: model kinds the server cannot load yet', () => {
-  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings and reranking';
+  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings, reranking and speech to text';
 
   it('accepts the REST reference\'s --image-model and MLXCEL_IMAGE_MODEL, and answers that image models are not supported yet', () => {
     expect(parse(['--image-model', '/m/flux'])).toEqual({ kind: 'unsupported', message });

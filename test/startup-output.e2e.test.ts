@@ -1,5 +1,6 @@
 // What mlxcel-server prints while it starts: one line per fact and none of Dawn's own
-// warnings, unless --verbose. The server runs as a child process on stories260k, its stdout
+// warnings, unless --verbose. The server runs as a child process on stories260k (and once on
+// a tiny Whisper checkpoint: an audio-only server), its stdout
 // and stderr on one pipe (a FIFO: Node's child pipes are socket pairs, and on a socket the
 // server cannot hold Dawn's lines back; src/runtime/native-stderr.ts). The startup refusals
 // of model kinds that do not load yet run main() in this process.
@@ -7,10 +8,11 @@ import { execFileSync, spawn } from 'node:child_process';
 import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli.js';
 import { waitFor } from './helpers/server-load.js';
+import { makeWhisperCheckpoint } from './helpers/whisper-checkpoint.js';
 
 const ROOT = join(import.meta.dirname, '..');
 /** bin/mlxcel-server.js, on the sources rather than dist/. */
@@ -71,6 +73,19 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
   });
 
+  it('serves speech to text alone when -m is a Whisper checkpoint', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-whisper-'));
+    try {
+      makeWhisperCheckpoint(dir, 2);
+      const facts = (await startupOutput(['-m', dir])).split('\n').filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: '));
+      expect(facts).toHaveLength(4);
+      expect(facts[2]).toBe(`mlxcel-server: speech-to-text model ${basename(dir)} (whisper, f32, 2+2 layers, 80 mel bins, 4 languages) from ${dir}`);
+      expect(facts[3]).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   // main() in this process, as bin/mlxcel-server.js runs it: its exit status is process.exitCode.
   it('exits with status 1 and one line for the reference\'s image and audio models, which do not load yet', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-kinds-'));
@@ -86,23 +101,28 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
       return { code, lines: [...lines] };
     };
     try {
-      const served = 'this server serves text generation, embeddings and reranking';
+      const served = 'this server serves text generation, embeddings, reranking and speech to text';
       const image = `mlxcel-server: image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${served}`;
       expect(await run(['--image-model', 'black-forest-labs/FLUX.1-schnell'])).toEqual({ code: 1, lines: [image] });
       expect(await run([], { MLXCEL_IMAGE_MODEL: join(dir, 'flux') })).toEqual({ code: 1, lines: [image] });
-      const audio = 'audio models (a Whisper or Kokoro checkpoint served with -m) are not supported yet';
+      const audio = 'text-to-speech models (a Kokoro checkpoint served with -m) are not supported yet';
       const whisper = join(dir, 'whisper-base');
       mkdirSync(whisper);
       writeFileSync(join(whisper, 'config.json'), JSON.stringify({ model_type: 'whisper', d_model: 512, encoder_layers: 6 }));
       const kokoro = join(dir, 'kokoro-82m');
       mkdirSync(kokoro);
       writeFileSync(join(kokoro, 'config.json'), JSON.stringify({ istftnet: { upsample_rates: [10, 6] }, vocab: {} }));
-      for (const [checkpoint, kind, flags] of [[whisper, 'a Whisper speech-to-text checkpoint', []], [kokoro, 'a Kokoro text-to-speech checkpoint', ['--embeddings']]] as const) {
-        const { code, lines: printed } = await run(['-m', checkpoint, ...flags]);
+      // A Whisper checkpoint is no text model: refused where one is expected (--embeddings).
+      const refusals = [
+        [whisper, `${whisper} is a Whisper speech-to-text checkpoint, not a text model: serve it with -m alone (an audio-only server) or with --stt-model beside a chat model`],
+        [kokoro, `${kokoro} is a Kokoro text-to-speech checkpoint: ${audio}; ${served}`],
+      ];
+      for (const [checkpoint, message] of refusals) {
+        const { code, lines: printed } = await run(['-m', checkpoint!, '--embeddings']);
         expect(code, printed.join('\n')).toBe(1);
         expect(printed).toHaveLength(2);
         expect(printed[0]).toMatch(/^mlxcel-server: listening on http:/);
-        expect(printed[1]).toBe(`mlxcel-server: ${checkpoint} is ${kind}: ${audio}; ${served}`);
+        expect(printed[1]).toBe(`mlxcel-server: ${message}`);
       }
     } finally {
       log.mockRestore();

@@ -72,9 +72,6 @@ const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
 const WARMUP_TOKENS = [5, 3, 1];
 /** Ends a sequence's logprob list early (sample.wgsl). */
 const NO_TOKEN = 0xffffffff;
-/** Dispatches a submitted piece of a pass holds where a submit runs its work inline: about
- *  one decoder layer's, so the event loop waits at most a layer's time. */
-const INLINE_PIECE = 12;
 
 export class ForwardRunner {
   private readonly staging: GPUBuffer;
@@ -155,22 +152,14 @@ export class ForwardRunner {
     const nBias = nSeqs > 0 ? this.writeSampling(seqLast, samples) : 0;
     const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias };
     model.ops.writeStep(shape);
-    const { device, submitRunsInline } = model.ops.gpu;
-    // Where a submit runs its work inline, all but the last piece of the pass go first,
-    // each followed by a turn of the event loop.
-    const last = submitRunsInline ? Math.max(0, model.program.dispatches.length - INLINE_PIECE) : 0;
-    for (let from = 0; from < last; from += INLINE_PIECE) {
-      const piece = device.createCommandEncoder();
-      model.program.encode(piece, shape, only, from, Math.min(from + INLINE_PIECE, last));
-      queue.submit([piece.finish()]);
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    const encoder = device.createCommandEncoder();
-    model.program.encode(encoder, shape, only, last);
     const wantLogprobs = samples.some((s) => s.topLogprobs !== undefined);
-    if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
-    if (wantLogprobs) encoder.copyBufferToBuffer(meta.logprobs, 0, this.staging, model.maxSeqs * 4, nSeqs * LOGPROB_WORDS * 4);
-    queue.submit([encoder.finish()]);
+    await model.program.submit(model.ops.gpu, shape, {
+      only,
+      finish: (encoder) => {
+        if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
+        if (wantLogprobs) encoder.copyBufferToBuffer(meta.logprobs, 0, this.staging, model.maxSeqs * 4, nSeqs * LOGPROB_WORDS * 4);
+      },
+    });
     // Waiting even when nothing is read back lets HTTP events (a client hanging up)
     // run between the chunks of a long prompt.
     if (nSeqs === 0) {

@@ -303,7 +303,7 @@ function llama3Context(c: Json, d: Json, name: string, file: string): number {
 }
 
 /** MLX quantization (`quantization`, or the `quantization_config` copy mlx-lm also writes). */
-function quantization(json: Json, file: string): Quantization | undefined {
+export function readQuantization(json: Json, file: string): Quantization | undefined {
   const name = json.quantization != null ? 'quantization' : 'quantization_config';
   const q = json[name];
   if (q == null) return undefined;
@@ -378,7 +378,7 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
     rotaryDim: rotaryDim(c, headDim, file),
     maxPositions: f.count('max_position_embeddings', 4096),
     tieEmbeddings: tie === true,
-    quantization: quantization(json, file),
+    quantization: readQuantization(json, file),
     eosTokenIds: [...new Set(eos)],
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : undefined,
   };

@@ -9,7 +9,8 @@ import type { StepShape } from './program.js';
 import { formatFile, isAffine, kernelEnum, kernelStruct, type Variant } from './kernel-source.js';
 import { packStruct, type StructValues } from './wgsl-struct.js';
 import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, uniformBuffer, type GpuWeight, type ScaleFormat, type WeightPart } from './tensors.js';
-import { attention, ropeKvWrite } from './ops/attention.js';
+import { attention, cachedAttention, ropeKvWrite } from './ops/attention.js';
+import { im2col } from './ops/conv.js';
 import { embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
 import { moeCombine, moeMatmul, moeRoute } from './ops/moe.js';
@@ -54,6 +55,8 @@ export class Ops {
   readonly moeRoute = method(this, moeRoute);
   readonly moeMatmul = method(this, moeMatmul);
   readonly moeCombine = method(this, moeCombine);
+  readonly cachedAttention = method(this, cachedAttention);
+  readonly im2col = method(this, im2col);
   readonly pool = method(this, pool);
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);

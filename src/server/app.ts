@@ -7,6 +7,8 @@
 import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Embedder } from '../engine/embedder.js';
 import type { Engine } from '../engine/engine.js';
+import type { Transcriber } from '../engine/transcriber.js';
+import { audioRoutes } from './openai/audio.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './anthropic/routes.js';
 import { apiKeyAuth } from './auth.js';
 import { cacheRoutes } from './native/cache.js';
@@ -72,8 +74,14 @@ export interface AppOptions {
   embedder?: Embedder | Promise<Embedder>;
   /** --reranking (the -m model) or --reranker-model: the model the rerank routes serve. */
   reranker?: Embedder | Promise<Embedder>;
-  /** --embeddings / --reranking: the -m model serves that job only; generation routes answer 501 naming the flag. */
-  generationDisabledBy?: string;
+  /** -m or --stt-model a Whisper checkpoint: the model the transcription and translation routes serve (a promise settling on none: not a Whisper -m). */
+  transcriber?: Transcriber | Promise<Transcriber | undefined>;
+  /**
+   * --embeddings / --reranking, or AUDIO_ONLY (-m is a Whisper checkpoint): the -m model
+   * serves that job only; generation routes answer 501 naming it. A function is asked per
+   * request (the -m model's kind is known once it is resolved).
+   */
+  generationDisabledBy?: string | (() => string | undefined);
   /** --embd-normalize: embd_normalize for embedding requests that set none; default 2 (euclidean). */
   embdNormalize?: number;
 }
@@ -106,7 +114,12 @@ export function createAppState(engine: Engine | Promise<Engine>, options: AppOpt
     options.reranker,
     'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)',
   );
-  const services = { completion: options.generationDisabledBy === undefined, embedders, rerankers };
+  const transcribers = new EmbedderState(
+    options.transcriber,
+    'This server does not serve speech to text. Start it with `-m` a Whisper checkpoint (an audio-only server) or `--stt-model DIR|repo` (a Whisper model beside the chat model)',
+  );
+  const disabledBy = generationDisabledBy(options);
+  const services: Services = { get completion() { return disabledBy() === undefined; }, embedders, rerankers, transcribers };
   return {
     models,
     defaults: samplingDefaults(options.sampling),
@@ -145,14 +158,16 @@ export function createApp(
     responsesRoutes(models, defaults, metrics, responsesOptions(options), store),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
   ];
-  // --embeddings / --reranking: every route of the generation routers, each alias included,
-  // answers 501 naming the flag.
-  const disabledBy = options.generationDisabledBy;
-  if (disabledBy) {
-    app.use(sameRoutes(generation, () => {
-      throw new GenerationDisabledError(disabledBy);
-    }));
-  }
+  // --embeddings / --reranking / an audio-only server: every route of the generation
+  // routers, each alias included, answers 501 naming what disabled it.
+  const disabledBy = generationDisabledBy(options);
+  app.use(sameRoutes(generation, (_req, _res, next) => {
+    const by = disabledBy();
+    if (by) throw new GenerationDisabledError(by);
+    next();
+  }));
+  // Multipart, read by the route itself: ahead of the JSON parser.
+  app.use(audioRoutes(services.transcribers));
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
   const json = (verify: typeof verifyBodyDepth) => express.json({ limit: '32mb', type: () => true, verify });
   app.post('/detokenize', json((req, res, body) => {
@@ -161,7 +176,7 @@ export function createApp(
   }));
   app.use(json(verifyBodyDepth));
   app.use(
-    ...(disabledBy ? [] : generation),
+    ...generation,
     tokenizerRoutes(models),
     modelRoutes(models, services, { aliases: options.aliases, tags: options.tags }),
     embeddingRoutes(services.embedders, options.embdNormalize),
@@ -177,6 +192,11 @@ export function createMetricsApp(state: AppState, options: Pick<AppOptions, 'api
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
   app.use(metricsRoutes(state.metrics));
   return finish(app);
+}
+
+function generationDisabledBy(options: AppOptions): () => string | undefined {
+  const by = options.generationDisabledBy;
+  return typeof by === 'function' ? by : () => by;
 }
 
 function responsesOptions(o: AppOptions) {

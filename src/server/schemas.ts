@@ -437,6 +437,32 @@ export const validateRerank = ajv.compile<RerankBody>({
   },
 });
 
+/** The multipart fields of /v1/audio/transcriptions and /v1/audio/translations, as strings (the file apart). */
+export interface AudioFields {
+  model?: string;
+  language?: string;
+  prompt?: string;
+  response_format?: 'json' | 'text' | 'srt' | 'verbose_json' | 'vtt';
+  /** One temperature, or several increasing ones separated by commas (the fallback). */
+  temperature?: string;
+  'timestamp_granularities[]'?: Array<'segment' | 'word'>;
+  stream?: 'true' | 'false';
+}
+
+export const validateAudioFields = ajv.compile<AudioFields>({
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    model: { type: 'string' },
+    language: { type: 'string' },
+    prompt: { type: 'string' },
+    response_format: { enum: ['json', 'text', 'srt', 'verbose_json', 'vtt'] },
+    temperature: { type: 'string', pattern: '^\\s*[0-9.]+(\\s*,\\s*[0-9.]+)*\\s*$' },
+    'timestamp_granularities[]': { type: 'array', items: { enum: ['segment', 'word'] } },
+    stream: { enum: ['true', 'false'] },
+  },
+});
+
 /** Returns the body typed, or throws a 400 whose message names the offending field. */
 export function validateBody<T>(validate: ValidateFunction<T>, body: unknown): T {
   if (validate(body)) return body;
@@ -458,6 +484,8 @@ function describeError(error: ErrorObject): string {
     }
     case 'enum':
       return `${field} must be one of: ${(params.allowedValues as unknown[]).join(', ')}`;
+    case 'additionalProperties':
+      return `unknown field ${field ? `${field}.` : ''}${String(params.additionalProperty)}`;
     default:
       return `${field || 'request body'} ${error.message}`;
   }

@@ -92,6 +92,15 @@ export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope:
  * still writes each token at its own position.
  */
 export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
+  return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), ...cachedAttention(ops, label, inputs, out, rope, meta)];
+}
+
+/**
+ * Ops.attention without the cache append: the step's queries attend to keys and values
+ * already in the cache (an encoder-decoder's cross-attention over the encoder's output,
+ * written once per input by Ops.ropeKvWrite), each up to its keyEnd (else its position).
+ */
+export function cachedAttention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
   if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
   if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
   const params = ops.params('attention_io', {
@@ -122,5 +131,5 @@ export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GP
     const pipeline = ops.pipelines.get('attention_decode_workgroup', variant, { KV_WIDTH: KV_TEXTURE_WIDTH });
     decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * inputs.heads : 0] };
   }
-  return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
+  return [decode, grouped(group, 1, prefillChunk)];
 }
