@@ -23,6 +23,16 @@ const DAWN_NOISE = /BackendVk|artificially reduced|Couldn't load Vulkan/;
  * Starts the server with `args` on 127.0.0.1 and a free port, waits (bounded) until it has
  * loaded, checks that it answers at the address it printed, stops it, and returns all it printed.
  */
+/**
+ * The lines stating a fact about the server: not the progress lines a load over 5 s logs
+ * ("loading: ..."), nor the line the test's SIGTERM brings ("SIGTERM: draining, ...").
+ */
+function startupFacts(output: string): string[] {
+  return output
+    .split('\n')
+    .filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: ') && !line.startsWith('mlxcel-server: SIGTERM: '));
+}
+
 async function startupOutput(args: string[]): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-'));
   const fifo = join(dir, 'output');
@@ -59,11 +69,7 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
   it('is one line per fact, without Dawn\'s internal warnings', async () => {
     const output = await startupOutput([]);
     expect(output).not.toMatch(DAWN_NOISE);
-    // A load that takes over 5 s also logs progress lines ("loading: ..."): not facts; nor
-    // is the line the test's SIGTERM brings ("SIGTERM: draining, ...").
-    const facts = output
-      .split('\n')
-      .filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: ') && !line.startsWith('mlxcel-server: SIGTERM: '));
+    const facts = startupFacts(output);
     expect(facts, output).toHaveLength(5);
     const [listening, adapter, model, context, loaded] = facts;
     expect(listening).toMatch(/^mlxcel-server: listening on http:\/\/127\.0\.0\.1:\d+$/);
@@ -77,7 +83,7 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     const dir = mkdtempSync(join(tmpdir(), 'mlxcel-startup-whisper-'));
     try {
       makeWhisperCheckpoint(dir, 2);
-      const facts = (await startupOutput(['-m', dir])).split('\n').filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: '));
+      const facts = startupFacts(await startupOutput(['-m', dir]));
       expect(facts).toHaveLength(4);
       expect(facts[2]).toBe(`mlxcel-server: speech-to-text model ${basename(dir)} (whisper, f32, 2+2 layers, 80 mel bins, 4 languages) from ${dir}`);
       expect(facts[3]).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
