@@ -18,6 +18,7 @@ import { rerankRoutes, rerankUnavailableRoutes } from './native/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes, type LoadingProgress } from './native/health.js';
+import { jsonBodyLimit, mediaPolicy, type MediaPolicy } from './media/policy.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
 import { modelRoutes } from './openai/models.js';
@@ -69,6 +70,8 @@ export interface AppOptions {
   reranker?: Embedder | Promise<Embedder>;
   /** --embeddings / --reranking: the -m model serves that job only; generation routes answer 501 naming the flag. */
   generationDisabledBy?: string;
+  /** The media flags that were set: they bound the JSON body (room for --max-images data URIs). */
+  media?: Partial<MediaPolicy>;
   /** --embd-normalize: embd_normalize for embedding requests that set none; default 2 (euclidean). */
   embdNormalize?: number;
 }
@@ -140,7 +143,8 @@ export function createApp(
     }));
   }
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
-  const json = (verify: typeof verifyBodyDepth) => express.json({ limit: '32mb', type: () => true, verify });
+  const limit = jsonBodyLimit(mediaPolicy(options.media));
+  const json = (verify: typeof verifyBodyDepth) => express.json({ limit, type: () => true, verify });
   app.post('/detokenize', json((req, res, body) => {
     verifyBodyDepth(req, res, body);
     keepRawBody(req, body);

@@ -15,7 +15,7 @@ import type { ToolDefinition } from '../chat/tool-calls/types.js';
 import type { PromptProgress, TokenConstraint } from '../engine/types.js';
 import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
 import { choiceSampling } from './choices.js';
-import { badRequest } from './errors.js';
+import { ApiError, badRequest } from './errors.js';
 import { generationParams, tokenizeText } from './generation-params.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ServedModel } from './model-state.js';
@@ -74,7 +74,7 @@ export interface TurnPrepareOptions {
 
 /** Renders a turn's prompt; 400 for what the template, the rules or the model refuse. */
 export function renderTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedChat {
-  rejectNonTextContent(req.messages);
+  refuseMediaContent(req.messages);
   return prepareChat(model, req, options);
 }
 
@@ -203,17 +203,31 @@ export async function collectTurn(events: AsyncIterable<ChatEvent>): Promise<Tur
   return undefined;
 }
 
+/** The media a content part carries, as a refusal names it. */
+const MEDIA_KINDS: Readonly<Record<string, string>> = { image_url: 'image', video_url: 'video', input_audio: 'audio' };
+
 /**
- * This engine runs text-only checkpoints: an image (or any other non-text part) cannot
- * reach the model, and dropping it silently would answer a different question.
+ * The engine runs no vision tower or audio encoder yet, so a media part cannot reach the
+ * model, and dropping it silently would answer a different question: 501 for the media
+ * kinds the REST reference documents, decided from the parts alone (nothing is fetched),
+ * 400 for any other part type. Video with audio is refused for every model, as the REST
+ * reference says.
  */
-function rejectNonTextContent(messages: ChatMessage[]): void {
+function refuseMediaContent(messages: ChatMessage[]): void {
+  const types = new Set(messages.flatMap((m) => (Array.isArray(m.content) ? m.content.map((p) => p.type) : [])));
+  if (types.has('video_url') && types.has('input_audio')) throw badRequest('Combined video and audio inputs are not supported');
   for (const message of messages) {
     if (!Array.isArray(message.content)) continue;
     const part = message.content.find((p) => p.type !== 'text');
-    if (part) {
-      const kind = part.type === 'image_url' ? 'image' : `"${part.type}"`;
-      throw badRequest(`the loaded model takes text only; ${kind} input is not supported`);
-    }
+    if (!part) continue;
+    const kind = MEDIA_KINDS[part.type];
+    if (kind === undefined) throw badRequest(`the loaded model takes text only; "${part.type}" input is not supported`);
+    throw new ApiError(501, 'not_supported_error', `${kind} input is not supported - hint: ${MEDIA_HINTS[kind]}`);
   }
 }
+
+const MEDIA_HINTS: Readonly<Record<string, string>> = {
+  image: 'the loaded model takes text only; this server runs no vision tower yet, so serve images to a vision-language server',
+  video: 'video is read as sampled frames by a model with a vision tower, and the loaded model takes text only',
+  audio: 'the loaded model takes text only; no audio-capable chat model is supported yet',
+};
