@@ -8,6 +8,9 @@
 // windowed attention against the CPU reference). The Gemma 3 decoder is also loaded from a
 // multimodal gemma3 checkpoint (text_config, the decoder under language_model.model., vision
 // tower and projector tensors beside it), which must decode as the text checkpoint does.
+// Qwen3-MoE and Mixtral go to llama.cpp with their experts stacked (ffn_*_exps); their
+// dense/sparse mixes, mlx-lm's stacked layout, quantized experts and Mixtral's sliding
+// window are checked against the CPU reference in test/moe-checkpoints.test.ts.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -64,6 +67,11 @@ const CASES: FamilyCase[] = [
   {
     ...shape, label: 'olmo2: norms after each block, q/k RMSNorm over all heads', arch: 'olmo2', tokenizer: 'llama3_1', seed: 8, bos: true,
   },
+  {
+    // The prompt's prefill is a batch whose tokens pick different experts of the 8.
+    ...shape, label: 'qwen3_moe: 8 experts, top-2 renormalised, q/k norm', arch: 'qwen3_moe', tokenizer: 'stories', seed: 12, bos: true,
+  },
+  { ...shape, label: 'mixtral: 8 experts, top-2 (llama.cpp: llama with experts)', arch: 'mixtral', tokenizer: 'stories', seed: 13, bos: true },
   {
     // Phi-4-mini's shape in small: RoPE over 3/4 of each head (24 of 32), fused qkv and
     // gate_up, longrope with the context (256) past original_max_position_embeddings (64), so

@@ -114,7 +114,8 @@ export interface VectorSource {
 /**
  * A matrix loadMatrix stacks: `<prefix>.weight` of [rows, cols] (cols counts values, however
  * packed), or with `slice` only rows [first, first + rows) of it: one matrix of a fused
- * projection (Phi-3's qkv_proj, gate_up_proj).
+ * projection (Phi-3's qkv_proj, gate_up_proj). A tensor of more dimensions counts its leading
+ * ones as rows: mlx-lm's stacked experts [experts, rows, cols] are [experts * rows, cols].
  */
 export interface MatrixSource {
   prefix: string;
@@ -127,15 +128,21 @@ function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantizati
   const { prefix, slice } = source;
   const name = `${prefix}.weight`;
   const t = ckpt.entry(name).info;
-  const [all, stored] = t.shape;
+  const all = leadingRows(t.shape);
+  const stored = t.shape.at(-1)!;
   const first = slice?.first ?? 0;
-  const rows = slice?.rows ?? all!;
-  const m = storedFormat(ckpt, prefix, rows, stored!, t.dtype, quant);
-  if (t.shape.length !== 2 || all !== source.rows || m.cols !== source.cols) {
+  const rows = slice?.rows ?? all;
+  const m = storedFormat(ckpt, prefix, rows, stored, t.dtype, quant);
+  if (t.shape.length < 2 || all !== source.rows || m.cols !== source.cols) {
     throw new Error(`${ckpt.dir}: ${name} holds [${all}, ${m.cols}] values, expected [${source.rows}, ${source.cols}]`);
   }
-  if (first + rows > all!) throw new Error(`${name}: rows ${first}..${first + rows} of ${all}`);
+  if (first + rows > all) throw new Error(`${name}: rows ${first}..${first + rows} of ${all}`);
   return { prefix, first, ...m };
+}
+
+/** Rows of a tensor of `shape` read as a matrix: the product of all but its last dimension. */
+function leadingRows(shape: number[]): number {
+  return shape.slice(0, -1).reduce((a, b) => a * b, 1);
 }
 
 /**
@@ -162,9 +169,9 @@ function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: nu
   // The config's bits and group size must account for the stored shapes exactly, or the
   // weight would load as other numbers.
   const cols = (stored * 32) / q.bits;
-  const groups = scales!.shape[1]!;
+  const groups = scales!.shape.at(-1)!;
   const shapes = `${name} [${stored}] words, scales [${scales!.shape.join(', ')}], biases [${biases!.shape.join(', ')}]`;
-  if (!Number.isInteger(cols) || cols % 32 !== 0 || groups * q.groupSize !== cols || biases!.shape[1] !== groups || scales!.shape[0] !== ckpt.entry(name).info.shape[0] || biases!.shape[0] !== scales!.shape[0]) {
+  if (!Number.isInteger(cols) || cols % 32 !== 0 || groups * q.groupSize !== cols || biases!.shape.at(-1) !== groups || leadingRows(scales!.shape) !== leadingRows(ckpt.entry(name).info.shape) || leadingRows(biases!.shape) !== leadingRows(scales!.shape)) {
     throw new Error(`${shapes}: do not match ${q.bits}-bit, group size ${q.groupSize} rows`);
   }
   return { rows, cols, format: packedFormat(q.bits), bits: q.bits, groupSize: q.groupSize, scaleFormat };
@@ -273,8 +280,10 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
  * `glu`: the prefixes are a SwiGLU's gate and up. Where the quantized kernels can apply the
  * SwiGLU themselves (q4/q8, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
  * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
+ * `unit`: every part holds a whole number of units of this many rows (a mixture of experts'
+ * stacked experts: each expert's rows in one binding).
  */
-export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, matrices: MatrixSource[], quant?: Quantization, options: { glu?: boolean } = {}): GpuWeight {
+export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, matrices: MatrixSource[], quant?: Quantization, options: { glu?: boolean; unit?: number } = {}): GpuWeight {
   const sources = matrices.map((m) => storedMatrix(ckpt, m, quant));
   const prefixes = sources.map((s) => (s.first === 0 ? s.prefix : `${s.prefix}[${s.first}:${s.first + s.rows}]`));
   const { cols, scaleFormat } = sources[0]!;
@@ -309,9 +318,12 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, rowBytesOut / times, rowBytesOut, repeatGroups(groupsPerRow / times, valueBytes, times)) };
   });
   const [weights, scales, biases] = [runs('weight'), runs('scales'), runs('biases')];
-  // An interleaved weight's parts hold whole gate/up block pairs.
   const pairRows = 2 * GLU_BLOCK_ROWS;
-  const perPart = glu ? Math.max(pairRows, Math.floor(rowsPerPart(format, cols, limits) / pairRows) * pairRows) : rowsPerPart(format, cols, limits);
+  // An interleaved weight's parts hold whole gate/up block pairs, an expert weight's whole experts.
+  const unit = glu ? pairRows : (options.unit ?? 1);
+  const fits = rowsPerPart(format, cols, limits);
+  if (unit > fits) throw new Error(`${prefixes[0]}: ${unit} rows of ${rowBytes(format, cols)} bytes must share one binding, which holds ${fits}`);
+  const perPart = unit === 1 ? fits : Math.floor(fits / unit) * unit;
   const parts: WeightPart[] = [];
   for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
     const n = Math.min(perPart, rows - rowStart);

@@ -6,6 +6,7 @@
 // model.layers.N.mlp.*, model.norm, lm_head), each with the shape config.json gives it; a
 // family's layouts (Family.layouts) say where other checkpoints keep them.
 import type { Activation, LinearNorm } from '../runtime/ops/linear.js';
+import type { MoeRoutes, MoeRouting } from '../runtime/ops/moe.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { GpuWeight } from '../runtime/tensors.js';
 import type { MatrixSource } from './checkpoint.js';
@@ -65,68 +66,183 @@ export function embed(ctx: BuildContext, scale = 1): Dispatch[] {
 
 /**
  * h += post(o_proj(attention(rope(q), rope(k), v))), q, k, v = qkv_proj(input_norm(h))
- * (q and k normed first with qkNorm). q, k and v come from one stacked projection, which
- * applies the input norm itself; the per-head q/k norm, RoPE and KV-cache write are one
- * kernel; without a post-norm the residual add is o_proj's accumulate.
+ * (q and k normed first with qkNorm): qkvProjection, attend, then attentionOutput.
  */
 export function attention(ctx: BuildContext, layer: number, spec: AttentionSpec): Dispatch[] {
-  const { ops, cfg, act, kv, meta } = ctx;
+  const qkv = qkvProjection(ctx, layer, spec);
+  return [...qkv.dispatches, ...attend(ctx, layer, spec, qkv), ...attentionOutput(ctx, layer, spec)];
+}
+
+/** Where an attention block's q and k are after qkvProjection (v is act.v). */
+export interface ProjectedQk {
+  dispatches: Dispatch[];
+  q: GPUBuffer;
+  k: GPUBuffer;
+}
+
+/**
+ * q, k, v = qkv_proj(input_norm(h)) into act.q, act.k, act.v, from one stacked projection
+ * that applies the input norm itself; with qkNorm 'full' (OLMo 2), q and k then normed over
+ * all heads into buffers of their own.
+ */
+export function qkvProjection(ctx: BuildContext, layer: number, spec: AttentionSpec): ProjectedQk {
+  const { ops, cfg, act } = ctx;
   const p = `model.layers.${layer}.self_attn`;
   const qDim = cfg.heads * cfg.headDim;
   const kvDim = cfg.kvHeads * cfg.headDim;
   const dims = [qDim, kvDim, kvDim];
-  const norm = spec.inputNorm ? linearNorm(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms) : undefined;
+  const norm = inputNorm(ctx, layer, spec);
   const qkvNames = ['q_proj', 'k_proj', 'v_proj'].map((name) => `${p}.${name}`);
   const qkv = spec.fusedQkv
     ? fused(ctx, `${p}.qkv_proj`, dims)
     : ctx.matrix(...qkvNames.map((prefix, i) => ({ prefix, rows: dims[i]!, cols: cfg.hidden })));
   const bias = spec.qkvBias ? ctx.vector(qkvNames.map((name, i) => ({ name: `${name}.bias`, length: dims[i]! }))) : undefined;
-  const d: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, qkv, act.h, [act.q, act.k, act.v], { bias, norm })];
-  let { q, k } = act;
-  if (spec.qkNorm === 'full') {
-    // OLMo 2: one RMSNorm over all heads of q, and of k, before they split into heads.
-    const qn = ctx.scratch('q_normed', qDim);
-    const kn = ctx.scratch('k_normed', kvDim);
-    d.push(
-      ops.rmsnorm(`${p}.q_norm`, q, normWeight(ctx, `${p}.q_norm`, spec.norms, qDim), qn, { width: qDim, eps: spec.norms.eps }),
-      ops.rmsnorm(`${p}.k_norm`, k, normWeight(ctx, `${p}.k_norm`, spec.norms, kvDim), kn, { width: kvDim, eps: spec.norms.eps }),
-    );
-    [q, k] = [qn, kn];
-  }
+  const dispatches: Dispatch[] = [...ops.linear(`${p}.qkv_proj`, qkv, act.h, [act.q, act.k, act.v], { bias, norm })];
+  if (spec.qkNorm !== 'full') return { dispatches, q: act.q, k: act.k };
+  // OLMo 2: one RMSNorm over all heads of q, and of k, before they split into heads.
+  const q = ctx.scratch('q_normed', qDim);
+  const k = ctx.scratch('k_normed', kvDim);
+  dispatches.push(
+    ops.rmsnorm(`${p}.q_norm`, act.q, normWeight(ctx, `${p}.q_norm`, spec.norms, qDim), q, { width: qDim, eps: spec.norms.eps }),
+    ops.rmsnorm(`${p}.k_norm`, act.k, normWeight(ctx, `${p}.k_norm`, spec.norms, kvDim), k, { width: kvDim, eps: spec.norms.eps }),
+  );
+  return { dispatches, q, k };
+}
+
+/**
+ * act.attn = attention(rope(q), rope(k), act.v) over the layer's KV cache: the per-head q/k
+ * norm (qkNorm 'head'), RoPE and KV-cache write in one kernel, then the attention kernel.
+ */
+export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { q, k }: Pick<ProjectedQk, 'q' | 'k'>): Dispatch[] {
+  const { ops, cfg, act, kv, meta } = ctx;
+  const p = `model.layers.${layer}.self_attn`;
   const headNorm = spec.qkNorm === 'head'
     ? ctx.vector(['q_norm', 'k_norm'].map((n) => ({ name: `${p}.${n}.weight`, length: cfg.headDim })), spec.norms.plusOne ? 1 : 0)
     : undefined;
   const rope = spec.rope ? ctx.rope(spec.rope) : { rotaryDim: 0 };
-  d.push(...ops.attention(p, {
+  return ops.attention(p, {
     q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer]!, vCache: kv.v[layer]!, blockSize: kv.blockSize,
   }, act.attn, {
     headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
-  }, meta));
-  const oProj = ctx.matrix({ prefix: `${p}.o_proj`, rows: cfg.hidden, cols: qDim });
-  d.push(...residual(ctx, `${p}.o_proj`, oProj, act.attn, spec, postNorm(ctx, layer, spec)));
-  return d;
+  }, meta);
+}
+
+/** h += post(o_proj(act.attn)): without a post-norm the residual add is o_proj's accumulate. */
+export function attentionOutput(ctx: BuildContext, layer: number, spec: AttentionSpec): Dispatch[] {
+  const { cfg, act } = ctx;
+  const p = `model.layers.${layer}.self_attn`;
+  const oProj = ctx.matrix({ prefix: `${p}.o_proj`, rows: cfg.hidden, cols: cfg.heads * cfg.headDim });
+  return residual(ctx, `${p}.o_proj`, oProj, act.attn, spec, postNorm(ctx, layer, spec));
 }
 
 /**
- * h += post(down(act(gate(xn)) * up(xn))), xn = input_norm(h); gate and up from one
- * projection that applies the norm to its input itself (and the GLU to its output, where
- * the format allows: Ops.gatedLinear). The block's norms load before its projections.
+ * h += post(down(act(gate(xn)) * up(xn))), xn = input_norm(h): gatedProjection, then the
+ * down projection's residual. The block's norms load before its projections.
  */
 export function mlp(ctx: BuildContext, layer: number, spec: MlpSpec): Dispatch[] {
+  const p = `model.layers.${layer}.mlp`;
+  const norm = inputNorm(ctx, layer, spec);
+  const post = postNorm(ctx, layer, spec);
+  const gated = gatedProjection(ctx, layer, spec, norm);
+  const down = ctx.matrix({ prefix: `${p}.down_proj`, rows: ctx.cfg.hidden, cols: ctx.cfg.intermediate });
+  return [...gated, ...residual(ctx, `${p}.down_proj`, down, ctx.act.gate, spec, post)];
+}
+
+/**
+ * act.gate = act(gate(xn)) * up(xn), xn = norm(h) (the block's inputNorm): gate and up
+ * from one projection that applies the norm to its input itself (and the GLU to its
+ * output, where the format allows: Ops.gatedLinear).
+ */
+export function gatedProjection(ctx: BuildContext, layer: number, spec: MlpSpec, norm: LinearNorm | undefined): Dispatch[] {
   const { ops, cfg, act } = ctx;
   const p = `model.layers.${layer}.mlp`;
   const I = cfg.intermediate;
-  const norm = spec.inputNorm ? linearNorm(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms) : undefined;
-  const post = postNorm(ctx, layer, spec);
   const fusedHalf = (first: number): MatrixSource => ({ prefix: `${p}.gate_up_proj`, rows: 2 * I, cols: cfg.hidden, slice: { first, rows: I } });
   const gateUp = spec.fusedGateUp
     ? ctx.gluMatrix(fusedHalf(0), fusedHalf(I))
     : ctx.gluMatrix({ prefix: `${p}.gate_proj`, rows: I, cols: cfg.hidden }, { prefix: `${p}.up_proj`, rows: I, cols: cfg.hidden });
-  const down = ctx.matrix({ prefix: `${p}.down_proj`, rows: cfg.hidden, cols: I });
+  return ops.gatedLinear(`${p}.gate_up_proj`, gateUp, act.h, act.gate, act.up, { norm, activation: spec.activation });
+}
+
+/**
+ * How a mixture-of-experts block routes and what its experts are. The block lives under
+ * model.layers.N.<block>: the router `<block>.<router>` [experts, hidden], and the experts
+ * either one by one as transformers writes them (`<block>.experts.E.<gate|up|down>`) or
+ * stacked with a leading expert dimension as mlx-lm does (`<block>.switch_mlp.gate_proj`,
+ * `up_proj`, `down_proj`).
+ */
+export interface MoeSpec {
+  norms: Norms;
+  /** The RMSNorm before the block. */
+  inputNorm: string;
+  block: string;
+  router: string;
+  /** The per-expert projections' names: Qwen's gate_proj / up_proj / down_proj, Mixtral's w1 / w3 / w2. */
+  projections: { gate: string; up: string; down: string };
+  experts: number;
+  topK: number;
+  /** Each expert's intermediate size. */
+  intermediate: number;
+  /**
+   * How the chosen experts' weights come from the router logits: softmax over all experts
+   * then the top k ('softmax_topk'; with `renormalize` divided by their sum), or the top k
+   * logits then a softmax over them ('topk_softmax').
+   */
+  routing: MoeRouting;
+  renormalize: boolean;
+  activation: Activation;
+}
+
+/**
+ * h += sum over the token's top-k experts e of weight_e * down_e(act(gate_e(xn)) * up_e(xn)),
+ * xn = input_norm(h). The router's logits, the top-k choice and the weights, and the
+ * grouping of the (token, expert) pairs by expert are computed on the GPU (Ops.moeRoute);
+ * each expert's projections then run over its own tokens only, reading its weights once
+ * per tile of tokens and never for an expert no token chose (Ops.moeMatmul); the weighted
+ * sum adds into h (Ops.moeCombine).
+ */
+export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[] {
+  const { ops, cfg, act } = ctx;
+  const p = `model.layers.${layer}.${spec.block}`;
+  const { experts, topK, intermediate: I } = spec;
+  const normName = `model.layers.${layer}.${spec.inputNorm}`;
+  const norm = normWeight(ctx, normName, spec.norms);
+  const router = ctx.matrix({ prefix: `${p}.${spec.router}`, rows: experts, cols: cfg.hidden });
+  const { gateUp, down } = expertWeights(ctx, p, spec);
+  // Buffers shared by every MoE layer (they run one after another).
+  const logits = ctx.scratch('moe.router_logits', experts);
+  const routes: MoeRoutes = {
+    experts, topK, ranges: ctx.scratch('moe.ranges', 2 * experts, 1), slots: ctx.scratch('moe.slots', 2 * topK), weights: ctx.scratch('moe.weights', topK),
+  };
+  const hidden = ctx.scratch('moe.hidden', topK * I);
+  const out = ctx.scratch('moe.out', topK * cfg.hidden);
   return [
-    ...ops.gatedLinear(`${p}.gate_up_proj`, gateUp, act.h, act.gate, act.up, { norm, activation: spec.activation }),
-    ...residual(ctx, `${p}.down_proj`, down, act.gate, spec, post),
+    ops.rmsnorm(normName, act.h, norm, act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
+    ...ops.linear(`${p}.${spec.router}`, router, act.xn, logits),
+    ops.moeRoute(`${p}.route`, logits, routes, { routing: spec.routing, renormalize: spec.renormalize }),
+    ...ops.moeMatmul(`${p}.experts.gate_up`, gateUp, act.xn, hidden, routes, { glu: spec.activation }),
+    ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true }),
+    ops.moeCombine(`${p}.combine`, out, routes, act.h, cfg.hidden),
   ];
+}
+
+/**
+ * The experts' matrices stacked over the experts (Ops.moeMatmul): each expert's gate rows
+ * then its up rows, and the down projections; from the checkpoint's layout: one by one,
+ * else mlx-lm's switch_mlp.
+ */
+function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): { gateUp: GpuWeight; down: GpuWeight } {
+  const H = ctx.cfg.hidden;
+  const { experts: E, intermediate: I, projections } = spec;
+  const perExpert = ctx.has(`${p}.experts.0.${projections.gate}.weight`);
+  const source = (e: number, name: 'gate' | 'up' | 'down', rows: number, cols: number): MatrixSource => (perExpert
+    ? { prefix: `${p}.experts.${e}.${projections[name]}`, rows, cols }
+    : { prefix: `${p}.switch_mlp.${name}_proj`, rows: E * rows, cols, slice: { first: e * rows, rows } });
+  const experts = Array.from({ length: E }, (_, e) => e);
+  return {
+    gateUp: ctx.experts(experts.map((e) => [source(e, 'gate', I, H), source(e, 'up', I, H)])),
+    down: ctx.experts(experts.map((e) => [source(e, 'down', H, I)])),
+  };
 }
 
 /** A block's norm of its output before the residual add, if it has one. */
@@ -140,7 +256,7 @@ function postNorm(ctx: BuildContext, layer: number, spec: AttentionSpec | MlpSpe
  * h += post(x W^T) * scale: with a post-norm, the projection into xn and the norm's
  * accumulate into h; without, the projection's own accumulate.
  */
-function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, post?: { name: string; weight: GPUBuffer }): Dispatch[] {
+export function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, post?: { name: string; weight: GPUBuffer }): Dispatch[] {
   const { ops, cfg, act } = ctx;
   if (!post) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale });
   return [
@@ -161,9 +277,10 @@ function normWeight(ctx: BuildContext, name: string, norms: Norms, width = ctx.c
   return ctx.vector({ name: `${name}.weight`, length: width }, norms.plusOne ? 1 : 0);
 }
 
-/** The RMSNorm `name` before a block, for the block's first projection to apply. */
-function linearNorm(ctx: BuildContext, name: string, norms: Norms): LinearNorm {
-  return { weight: normWeight(ctx, name, norms), eps: norms.eps, out: ctx.act.xn };
+/** The RMSNorm before a block (its inputNorm), for the block's first projection to apply. */
+export function inputNorm(ctx: BuildContext, layer: number, spec: AttentionSpec | MlpSpec): LinearNorm | undefined {
+  if (!spec.inputNorm) return undefined;
+  return { weight: normWeight(ctx, `model.layers.${layer}.${spec.inputNorm}`, spec.norms), eps: spec.norms.eps, out: ctx.act.xn };
 }
 
 export interface HeadSpec {

@@ -55,6 +55,11 @@ export interface BuildContext {
    * maps them to the checkpoint's) here and in vector and has.
    */
   matrix(...sources: MatrixSource[]): GpuWeight;
+  /**
+   * A mixture of experts' matrices stacked expert after expert, each expert's sources in
+   * order (gate then up, say), every part of the weight holding whole experts (Ops.moeMatmul).
+   */
+  experts(perExpert: MatrixSource[][]): GpuWeight;
   /** A GLU's gate and up matrices as one weight for Ops.gatedLinear (loadMatrix `glu`). */
   gluMatrix(gate: MatrixSource, up: MatrixSource): GpuWeight;
   /** Loads an f32 vector tensor, checking its length; several concatenate into one buffer; `shift` is added to each value. */
@@ -62,8 +67,12 @@ export interface BuildContext {
   has(name: string): boolean;
   /** The tables of a RoPE (cached: layers that share one share its buffer). */
   rope(rope: Rope): RopeTables;
-  /** A [max tokens, width] f32 buffer for a family's own intermediate values (cached by label). */
-  scratch(label: string, width: number): GPUBuffer;
+  /**
+   * A [rows, width] buffer of 32-bit values for a family's or a block's own intermediate
+   * values, rows by default the pass's max tokens (cached by label: blocks that run one
+   * after another share it).
+   */
+  scratch(label: string, width: number, rows?: number): GPUBuffer;
   act: Activations;
   kv: KvCache;
   meta: BatchMeta;
@@ -266,6 +275,10 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, sources.map(inCheckpoint), cfg.quantization))));
       return w;
     },
+    experts: (perExpert) => {
+      const unit = perExpert[0]!.reduce((n, s) => n + (s.slice?.rows ?? s.rows), 0);
+      return loaded(loadMatrix(device, gpu, ckpt, perExpert.flat().map(inCheckpoint), cfg.quantization, { unit }));
+    },
     gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up].map(inCheckpoint), cfg.quantization, { glu: true })),
     vector: (sources, shift) => loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift),
     has: (name) => ckpt.has(names.of(name)),
@@ -282,9 +295,10 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       }
       return tables;
     },
-    scratch: (label, width) => {
+    scratch: (label, width, rows = T) => {
       let b = scratch.get(label);
-      if (!b) scratch.set(label, (b = f32(T * width, label)));
+      if (!b) scratch.set(label, (b = f32(rows * width, label)));
+      if (b.size < rows * width * 4) throw new Error(`scratch buffer ${label}: asked for ${rows * width * 4} bytes, made with ${b.size}`);
       return b;
     },
     act,

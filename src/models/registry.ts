@@ -6,12 +6,14 @@ import { gemma3 } from './gemma3.js';
 import { granite } from './granite.js';
 import { llama } from './llama.js';
 import { mistral } from './mistral.js';
+import { mixtral } from './mixtral.js';
 import type { BuildContext, Family } from './model.js';
 import { olmo2 } from './olmo2.js';
 import { phi3 } from './phi3.js';
 import type { Program } from '../runtime/program.js';
 import { qwen2 } from './qwen2.js';
 import { qwen3 } from './qwen3.js';
+import { qwen3Moe } from './qwen3-moe.js';
 import { smollm3 } from './smollm3.js';
 
 const FAMILIES: Record<string, Family> = {
@@ -21,6 +23,8 @@ const FAMILIES: Record<string, Family> = {
   mistral,
   qwen2,
   qwen3,
+  qwen3_moe: qwen3Moe,
+  mixtral,
   gemma2,
   gemma3,
   gemma3_text: gemma3,

@@ -12,6 +12,7 @@ import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, uniformBuffer, t
 import { attention, ropeKvWrite } from './ops/attention.js';
 import { embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
+import { moeCombine, moeMatmul, moeRoute } from './ops/moe.js';
 import { layernorm, rmsnorm } from './ops/norms.js';
 import { embdNormalize, pool } from './ops/pooling.js';
 import { logitBias, sample } from './ops/sampling.js';
@@ -50,6 +51,9 @@ export class Ops {
   readonly layernorm = method(this, layernorm);
   readonly ropeKvWrite = method(this, ropeKvWrite);
   readonly attention = method(this, attention);
+  readonly moeRoute = method(this, moeRoute);
+  readonly moeMatmul = method(this, moeMatmul);
+  readonly moeCombine = method(this, moeCombine);
   readonly pool = method(this, pool);
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);

@@ -54,6 +54,7 @@ export function familyTensors(json: Json, has: (name: string) => boolean): Famil
       const rows = sources.reduce((n, s) => n + (s.slice?.rows ?? s.rows), 0);
       return { format: 'f32', rows, cols: sources[0]!.cols, groupSize: 0, parts: [] } satisfies GpuWeight;
     },
+    experts: (perExpert) => ctx.matrix(...perExpert.flat()),
     gluMatrix: (gate, up) => ctx.matrix(gate, up),
     vector: (sources, shift = 0) => {
       for (const s of [sources].flat()) record({ name: s.name, shape: [s.length], kind: 'vector', shift });

@@ -356,6 +356,11 @@ interface GgufFamily {
   ropeDimensions?: 'head' | 'rotary';
   /** Writes vocab_size (the converter does for Llama). */
   vocabSize?: boolean;
+  /**
+   * A mixture of experts' per-expert projections (model.layers.N.<block>.experts.E.<name>) by
+   * name, and the stacked tensor llama.cpp keeps each in ([experts, rows, cols]).
+   */
+  experts?: Record<string, string>;
   /** `set(key, value)` for `<arch>.<key>`; `c`: config.json's decoder fields. */
   params?: (set: (key: string, value: KV) => void, cfg: ModelConfig, c: Json) => void;
 }
@@ -420,6 +425,29 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
     },
   },
   olmo2: { arch: 'olmo2', layer: { ...LLAMA_LAYER, ...QK_NORM, ...POST_NORMS } },
+  // llama.cpp's qwen3moe has every layer sparse and always renormalises the top-k weights.
+  qwen3_moe: {
+    arch: 'qwen3moe', layer: { ...LLAMA_LAYER, ...QK_NORM, 'mlp.gate': 'ffn_gate_inp' },
+    experts: { gate_proj: 'ffn_gate_exps', up_proj: 'ffn_up_exps', down_proj: 'ffn_down_exps' },
+    params: (set, _cfg, c) => {
+      if ((c.mlp_only_layers as number[]).length > 0 || c.decoder_sparse_step !== 1 || c.norm_topk_prob !== true) {
+        throw new Error('llama.cpp runs qwen3moe with every layer sparse and norm_topk_prob');
+      }
+      set('expert_count', u32(c.num_experts as number));
+      set('expert_used_count', u32(c.num_experts_per_tok as number));
+      set('expert_feed_forward_length', u32(c.moe_intermediate_size as number));
+    },
+  },
+  // The converter writes Mixtral as llama with experts.
+  mixtral: {
+    arch: 'llama', layer: { ...LLAMA_LAYER, 'block_sparse_moe.gate': 'ffn_gate_inp' }, permuteQk: true, ropeDimensions: 'head', vocabSize: true,
+    experts: { w1: 'ffn_gate_exps', w3: 'ffn_up_exps', w2: 'ffn_down_exps' },
+    params: (set, _cfg, c) => {
+      if (c.sliding_window != null) throw new Error('llama.cpp runs Mixtral without a sliding window');
+      set('expert_count', u32(c.num_local_experts as number));
+      set('expert_used_count', u32(c.num_experts_per_tok as number));
+    },
+  },
 };
 
 /** GGUF name of the family's tensor `name`. */
@@ -445,7 +473,7 @@ function planTensors(
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
   const add = (name: string, shape: number[], data: () => Float32Array) => {
-    const type = outType === 'F16' && shape.length === 2 ? GGML_F16 : GGML_F32;
+    const type = outType === 'F16' && shape.length >= 2 ? GGML_F16 : GGML_F32;
     const count = shape.reduce((a, b) => a * b, 1);
     planned.push({ name, dims: [...shape].reverse(), type, nbytes: count * (type === GGML_F16 ? 2 : 4), data });
   };
@@ -458,11 +486,37 @@ function planTensors(
     add('rope_factors_long.weight', [s.longFactor.length], () => Float32Array.from(s.longFactor));
     add('rope_factors_short.weight', [s.shortFactor.length], () => Float32Array.from(s.shortFactor));
   }
+  // Per-expert projections go into one stacked tensor per layer and projection, written
+  // where expert 0's is met.
+  const stacks = new Map<string, FamilyTensor[]>();
+  const expertOf = (t: FamilyTensor) => /^model\.layers\.(\d+)\..+\.experts\.(\d+)\.(\w+)\.weight$/.exec(t.name);
+  for (const t of tensors) {
+    const m = expertOf(t);
+    const stacked = m && gguf.experts?.[m[3]!];
+    if (!m) continue;
+    if (!stacked) throw new Error(`${t.name}: no llama.cpp name for ${gguf.arch}`);
+    const key = `blk.${m[1]}.${stacked}.weight`;
+    stacks.set(key, [...(stacks.get(key) ?? []), t]);
+  }
   for (const t of tensors) {
     const name = names.of(t.name);
     const entry = source.get(name);
     if (!entry) throw new Error(`${dir}: no ${name}`);
     used.add(name);
+    const expert = expertOf(t);
+    if (expert) {
+      if (expert[2] !== '0') continue;
+      const key = `blk.${expert[1]}.${gguf.experts![expert[3]!]}.weight`;
+      const members = stacks.get(key)!;
+      add(key, [members.length, ...entry.info.shape], () => {
+        const parts = members.map((m) => readTensorF32(source.get(names.of(m.name))!));
+        const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+        let at = 0;
+        for (const p of parts) { out.set(p, at); at += p.length; }
+        return out;
+      });
+      continue;
+    }
     const heads = /\.self_attn\.q_proj\./.test(t.name) ? cfg.heads : /\.self_attn\.k_proj\./.test(t.name) ? cfg.kvHeads : 0;
     const rowLen = entry.info.shape.length === 2 ? entry.info.shape[1]! : 1;
     add(ggufName(t.name, gguf), entry.info.shape, () => {

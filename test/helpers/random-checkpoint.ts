@@ -1,6 +1,6 @@
 // Writes a small, randomly initialised but real Hugging Face checkpoint directory (config.json,
 // model.safetensors, tokenizer files, generation_config.json) for each decoder family src/models
-// has (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a
+// has (Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a
 // real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
 // compared on it. The tensors are those the family's builder asks for (family-tensors.ts),
 // drawn in that order; a tensor's role in its layer picks its scale.
@@ -27,7 +27,7 @@ import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
 import { familyTensors } from './family-tensors.js';
 
-export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
+export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_moe' | 'mixtral' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
 export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
 
 export interface RandomCheckpointOptions {
@@ -76,13 +76,15 @@ export interface InitScales {
   tiedOutGain: number;
   /** Gain over 1/sqrt(fan_in) of q_proj: sharper attention. */
   qGain: number;
+  /** Gain over 1/sqrt(fan_in) of a mixture of experts' router: clear top-k choices. */
+  routerGain: number;
   /** Logit std of hot tokens against a unit-RMS final hidden state. */
   logitStd: number;
   /** Log-normal sigma of the hot rows' norms (heavier-tailed logits, wider top gaps). */
   hotSpread: number;
 }
 
-export const DEFAULT_INIT: InitScales = { embedStd: 1, outGain: 4, tiedOutGain: 16, qGain: 2, logitStd: 8, hotSpread: 0.25 };
+export const DEFAULT_INIT: InitScales = { embedStd: 1, outGain: 4, tiedOutGain: 16, qGain: 2, routerGain: 3, logitStd: 8, hotSpread: 0.25 };
 
 export interface RandomCheckpoint {
   dir: string;
@@ -239,7 +241,8 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   /** q_proj's gain sharpens attention unless an RMSNorm over the whole projection removes it (OLMo 2: the norm carries it). */
   function matrixGain(layer: string, role: string, rows: number): number {
     if (role === 'self_attn.q_proj.weight') return shapes.get(`${layer}self_attn.q_norm.weight`)?.[0] === rows ? 1 : init.qGain;
-    return role === 'self_attn.o_proj.weight' || role === 'mlp.down_proj.weight' ? outGain : 1;
+    if (/^(mlp|block_sparse_moe)\.gate\.weight$/.test(role)) return init.routerGain;
+    return /^(self_attn\.o_proj|mlp\.down_proj|mlp\.experts\.\d+\.down_proj|block_sparse_moe\.experts\.\d+\.w2)\.weight$/.test(role) ? outGain : 1;
   }
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };
@@ -307,7 +310,7 @@ function makeConfig(
     num_key_value_heads: o.kvHeads,
     vocab_size: vocab,
     max_position_embeddings: o.maxPositions ?? 4096,
-    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' || o.arch === 'mistral' || o.arch === 'phi3' ? 1e-5 : 1e-6),
+    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' || o.arch === 'mistral' || o.arch === 'mixtral' || o.arch === 'phi3' ? 1e-5 : 1e-6),
     rope_theta: o.ropeTheta ?? 10000,
     rope_scaling: o.ropeScaling ?? null,
     hidden_act: 'silu',
@@ -352,6 +355,18 @@ function makeConfig(
       return {
         architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', ...common, ...headDim,
         attention_bias: false, use_sliding_window: false, sliding_window: null, max_window_layers: o.layers,
+      };
+    case 'qwen3_moe':
+      return {
+        architectures: ['Qwen3MoeForCausalLM'], model_type: 'qwen3_moe', ...common, ...headDim,
+        attention_bias: false, use_sliding_window: false, sliding_window: null, max_window_layers: o.layers,
+        num_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: o.intermediate / 2, norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [],
+        output_router_logits: false, router_aux_loss_coef: 0.001, ...extra,
+      };
+    case 'mixtral':
+      return {
+        architectures: ['MixtralForCausalLM'], model_type: 'mixtral', ...common, ...headDim,
+        sliding_window: null, num_local_experts: 8, num_experts_per_tok: 2, router_jitter_noise: 0, output_router_logits: false, router_aux_loss_coef: 0.02, ...extra,
       };
   }
 }

@@ -25,7 +25,7 @@ const inputTextures = new WeakMap<Ops, GPUTexture>();
 
 /** An activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU, tanh. */
 export type Activation = 'silu' | 'gelu_tanh' | 'gelu' | 'tanh';
-const ACTIVATION_CODE = kernelEnum<Activation>('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh']);
+export const ACTIVATION_CODE = kernelEnum<Activation>('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh']);
 
 export interface LinearOptions {
   /** Add into Y (the residual stream) instead of overwriting it. */
