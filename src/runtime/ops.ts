@@ -14,7 +14,7 @@ import { embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
 import { moeCombine, moeMatmul, moeRoute } from './ops/moe.js';
 import { layernorm, rmsnorm } from './ops/norms.js';
-import { embdNormalize, pool } from './ops/pooling.js';
+import { embdNormalize, patchPool, pool } from './ops/pooling.js';
 import { logitBias, sample } from './ops/sampling.js';
 
 export const ceil = (a: number, b: number) => Math.ceil(a / b);
@@ -55,6 +55,7 @@ export class Ops {
   readonly moeMatmul = method(this, moeMatmul);
   readonly moeCombine = method(this, moeCombine);
   readonly pool = method(this, pool);
+  readonly patchPool = method(this, patchPool);
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);
   readonly sample = method(this, sample);

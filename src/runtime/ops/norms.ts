@@ -17,14 +17,17 @@ export function rmsnorm(ops: Ops, label: string, x: GPUBuffer, weight: GPUBuffer
 }
 
 
-/** x = LayerNorm(x + res) * weight + bias in place (res optional): an encoder's norms (layernorm.wgsl). */
-export function layernorm(ops: Ops, label: string, x: GPUBuffer, weight: GPUBuffer, bias: GPUBuffer, options: { width: number; eps: number; res?: GPUBuffer }): Dispatch {
+/**
+ * x = LayerNorm(x + res) * weight + bias in place (res optional): an encoder's norms; with
+ * `out`, written there instead and x left as it is (a pre-norm block's input) (layernorm.wgsl).
+ */
+export function layernorm(ops: Ops, label: string, x: GPUBuffer, weight: GPUBuffer, bias: GPUBuffer, options: { width: number; eps: number; res?: GPUBuffer; out?: GPUBuffer }): Dispatch {
   const pipeline = ops.pipelines.get('layernorm');
-  const params = ops.params('layernorm', { width: options.width, eps: options.eps, has_res: options.res !== undefined });
+  const params = ops.params('layernorm', { width: options.width, eps: options.eps, has_res: options.res !== undefined, has_out: options.out !== undefined });
   return {
     label,
     pipeline,
-    bindGroup: ops.bind(label, pipeline, params, { x, res: options.res ?? ops.dummy, weight, bias }),
+    bindGroup: ops.bind(label, pipeline, params, { x, res: options.res ?? ops.dummy, weight, bias, y: options.out ?? ops.dummyOutputs[0] }),
     workgroups: (s) => [ceil(s.tokens, 64)],
   };
 }
