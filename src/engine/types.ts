@@ -113,6 +113,19 @@ export interface GenerationRequest {
    * `keep` and go on (llama-server's context shift) instead of finishing with 'length'.
    */
   contextShift?: { keep: number };
+  /**
+   * Images' soft tokens (a vision-language model's), in prompt order: each replaces the
+   * embeddings of its run of image tokens in promptTokens. A prompt with images prefills
+   * cold, each image within one chunk, donates nothing to the prompt cache (which knows
+   * tokens, not pixels), and is not context-shifted.
+   */
+  images?: PromptImage[];
+}
+
+/** One image in a prompt: rows [n, hidden] replace the embeddings of promptTokens[start .. start + n - 1]. */
+export interface PromptImage {
+  start: number;
+  rows: Float32Array;
 }
 
 /**

@@ -29,6 +29,12 @@ export interface RgbImage {
 export interface VisionEncoder {
   /** Soft tokens each image becomes in the language model. */
   tokensPerImage: number;
+  /** The id of the soft tokens' placeholder token in the prompt. */
+  imageToken: number;
+  /** What the chat template writes where an image goes (for a {"type": "image"} part). */
+  marker: string;
+  /** The prompt text that marker stands for: the image's placeholder tokens with their delimiters. */
+  expansion: string;
   /** Their embeddings, [tokensPerImage, text hidden] row-major. */
   encode(image: RgbImage): Promise<Float32Array>;
 }
@@ -198,8 +204,12 @@ export async function loadGemma3Vision(gpu: Gpu, dir: string): Promise<VisionEnc
     }
     return new Float32Array(await mapRead(staging), 0, tokens * textHidden);
   };
+  // Gemma3Processor's expansion of the template's image marker.
   return {
     tokensPerImage: tokens,
+    imageToken: top.count('image_token_index', 262144),
+    marker: '<start_of_image>',
+    expansion: `\n\n<start_of_image>${'<image_soft_token>'.repeat(tokens)}<end_of_image>\n\n`,
     encode: (image) => {
       const result = queue.then(() => encodeOne(image));
       queue = result.catch(() => undefined);

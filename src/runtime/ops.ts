@@ -10,7 +10,7 @@ import { formatFile, isAffine, kernelEnum, kernelStruct, type Variant } from './
 import { packStruct, type StructValues } from './wgsl-struct.js';
 import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, uniformBuffer, type GpuWeight, type ScaleFormat, type WeightPart } from './tensors.js';
 import { attention, ropeKvWrite } from './ops/attention.js';
-import { embedding } from './ops/embedding.js';
+import { embedOverride, embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
 import { moeCombine, moeMatmul, moeRoute } from './ops/moe.js';
 import { layernorm, rmsnorm } from './ops/norms.js';
@@ -47,6 +47,7 @@ export class Ops {
   readonly glu = method(this, glu);
   readonly reserveMatmulInput = method(this, reserveMatmulInput);
   readonly embedding = method(this, embedding);
+  readonly embedOverride = method(this, embedOverride);
   readonly rmsnorm = method(this, rmsnorm);
   readonly layernorm = method(this, layernorm);
   readonly ropeKvWrite = method(this, ropeKvWrite);

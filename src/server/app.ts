@@ -85,7 +85,7 @@ export interface AppState {
 }
 
 export function createAppState(engine: Engine | Promise<Engine>, options: AppOptions = {}): AppState {
-  const models = new ModelState(engine, options.chatTemplate);
+  const models = new ModelState(engine, options.chatTemplate, mediaPolicy(options.media));
   const stats = () => {
     try {
       return models.current?.engine.stats();
