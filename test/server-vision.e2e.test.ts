@@ -7,6 +7,9 @@
 //   unit-gain projections the relative rounding stays near 1e-6 per op and the soft tokens
 //   are O(1), so 1e-4 absolute leaves two orders of magnitude and still catches a wrong
 //   layout (a transposed patch, a missing (1 + w), a causal mask), which moves them by O(0.1);
+// - a chat turn with an image through the live server against the CPU reference of the
+//   whole multimodal forward pass: its 32 greedy tokens equal, the first token's logprob
+//   within 1e-3 (f32 against f64 over a 262k-entry softmax);
 // - the live server with the official openai and @anthropic-ai/sdk clients: the same
 //   picture as a data URI, an http URL served from 127.0.0.1 (private addresses allowed), a
 //   file under --media-path and an Anthropic base64 block gives the same greedy reply; two
@@ -23,7 +26,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadGemma3Vision, type RgbImage } from '../src/models/gemma3-vision.js';
 import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
-import { Gemma3VisionReference } from './helpers/gemma3-vision-reference.js';
+import { Gemma3Reference, Gemma3VisionReference } from './helpers/gemma3-vision-reference.js';
 import { useLive, useServer } from './helpers/live-server.js';
 import { testGpu } from './helpers/model-harness.js';
 import { rng } from './helpers/rng.js';
@@ -110,6 +113,34 @@ describe('the Gemma 3 image encoder', () => {
     } finally {
       rmSync(mlx, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a chat turn with an image', () => {
+  it('gives the 32 greedy tokens of the CPU reference of the multimodal forward pass', async () => {
+    const image = randomImage(7);
+    const png = await sharp(Buffer.from(image.pixels), { raw: { width: 56, height: 56, channels: 3 } }).png().toBuffer();
+    const messages = ask(dataUri(png));
+    const res = await live.openai.chat.completions.create({ ...greedy, max_tokens: 32, messages, logprobs: true });
+    const { tokenizer } = live.engine;
+    const prompt = tokenizer.encode((await live.post('/apply-template', { messages })).body.prompt, true);
+    expect(res.usage!.prompt_tokens).toBe(prompt.length);
+    const reference = new Gemma3Reference(live.dir);
+    const features = new Gemma3VisionReference(live.dir).features(image.pixels);
+    const tokens = [...prompt];
+    let firstLogprob = 0;
+    for (let step = 0; step < 32; step++) {
+      const logits = reference.logits(tokens, [features]);
+      let best = 0;
+      for (let t = 1; t < logits.length; t++) if (logits[t]! > logits[best]!) best = t;
+      if (step === 0) {
+        const max = logits[best]!;
+        firstLogprob = -Math.log(logits.reduce((s, x) => s + Math.exp(x - max), 0));
+      }
+      tokens.push(best);
+    }
+    expect(res.choices[0]!.message.content).toBe(tokenizer.decode(tokens.slice(prompt.length)));
+    expect(Math.abs(res.choices[0]!.logprobs!.content![0]!.logprob - firstLogprob)).toBeLessThan(1e-3);
   });
 });
 
