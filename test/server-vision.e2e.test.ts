@@ -13,8 +13,9 @@
 // - the live server with the official openai and @anthropic-ai/sdk clients: the same
 //   picture as a data URI, an http URL served from 127.0.0.1 (private addresses allowed), a
 //   file under --media-path and an Anthropic base64 block gives the same greedy reply; two
-//   images in one message and across turns; the policies of a server without those
-//   allowances. Random weights give random text: a reply is compared with the reply to the
+//   images in one message and across turns; a next turn about the same picture served from
+//   the prompt cache (and answering as a cold prefill does), another picture not; the
+//   policies of a server without those allowances. Random weights give random text: a reply is compared with the reply to the
 //   same picture sent another way, and another picture must move the distribution.
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -176,6 +177,21 @@ describe('images on a Gemma 3 vision checkpoint', () => {
       messages: [...ask(dataUri(png)), { role: 'assistant', content: 'A pattern.' }, ...ask(dataUri(otherPng))],
     });
     expect(turns.usage!.prompt_tokens).toBeGreaterThan(two.usage!.prompt_tokens);
+  });
+
+  it('reuse a picture\'s cached tokens in the next turn about it, and only for the same picture', async () => {
+    const first = await live.openai.chat.completions.create({ ...greedy, messages: ask(dataUri(png)) });
+    const prompt = live.engine.tokenizer.encode((await live.post('/apply-template', { messages: ask(dataUri(png)) })).body.prompt, true);
+    const imageStart = prompt.indexOf(262144);
+    const next = (url: string) => [...ask(url), { role: 'assistant' as const, content: first.choices[0]!.message.content }, { role: 'user' as const, content: 'And the colours?' }];
+    const second = await live.openai.chat.completions.create({ ...greedy, messages: next(dataUri(png)) });
+    expect(second.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(imageStart + 4);
+    // The same reply as a cold prefill of the whole prompt.
+    const cold = await live.post('/v1/chat/completions', { ...greedy, messages: next(dataUri(png)), cache_prompt: false });
+    expect(cold.body.choices[0].message.content).toBe(second.choices[0]!.message.content);
+    expect(cold.body.usage.prompt_tokens_details.cached_tokens).toBe(0);
+    const other = await live.openai.chat.completions.create({ ...greedy, messages: next(dataUri(otherPng)) });
+    expect(other.usage!.prompt_tokens_details!.cached_tokens).toBeLessThanOrEqual(imageStart);
   });
 
   it('refuse, on a server without --media-path and private addresses, local paths and a URL on 127.0.0.1, and more than --max-images', async () => {

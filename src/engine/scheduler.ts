@@ -333,7 +333,7 @@ export class Scheduler implements Engine {
    * then the rows of a partly matching block copied into a block of its own.
    */
   private borrowPrefix(seq: Sequence): void {
-    const { blocks, partial } = this.cache.borrow(seq.req.promptTokens);
+    const { blocks, partial } = this.cache.borrow(this.cacheTokens(seq, seq.req.promptTokens));
     seq.table.push(...blocks);
     seq.borrowed = blocks.length;
     seq.cached = blocks.length * this.blocks.blockSize;
@@ -622,19 +622,35 @@ export class Scheduler implements Engine {
   }
 
   private usesCache(seq: Sequence): boolean {
-    return this.cache.enabled && seq.req.cachePrompt !== false && !seq.req.images?.length;
+    return this.cache.enabled && seq.req.cachePrompt !== false;
+  }
+
+  /** `tokens` as the prompt cache knows them: each image's tokens as ids past the vocabulary, from its key. */
+  private cacheTokens(seq: Sequence, tokens: number[]): number[] {
+    const images = seq.req.images;
+    if (!images?.length) return tokens;
+    const { hidden, vocab } = this.runner.model.cfg;
+    const keyed = [...tokens];
+    for (const im of images) {
+      for (let i = 0; i < im.rows.length / hidden && im.start + i < keyed.length; i++) keyed[im.start + i] = vocab + ((im.key + i) % 2 ** 30);
+    }
+    return keyed;
   }
 
   /** Where a prefill chunk that could run to `end` stops: before an image it would cut in two. */
   private chunkEnd(seq: Sequence, end: number): number {
     const { hidden } = this.runner.model.cfg;
-    const cut = seq.req.images?.find((im) => im.start < end && im.start + im.rows.length / hidden > end);
+    const cut = seq.req.images?.find((im) => Math.max(im.start, seq.prefilled) < end && im.start + im.rows.length / hidden > end);
     return cut ? Math.max(seq.prefilled, Math.min(end, cut.start)) : end;
   }
 
-  /** The images whose tokens lie in the chunk from seq.prefilled to `end`. */
+  /** The images whose tokens lie in the chunk from seq.prefilled to `end`: an image partly served by the prompt cache, its rest. */
   private chunkImages(seq: Sequence, end: number): ChunkImage[] {
-    return (seq.req.images ?? []).filter((im) => im.start >= seq.prefilled && im.start < end).map((im) => ({ at: im.start - seq.prefilled, rows: im.rows }));
+    const { hidden } = this.runner.model.cfg;
+    const from = seq.prefilled;
+    return (seq.req.images ?? [])
+      .filter((im) => im.start < end && im.start + im.rows.length / hidden > from)
+      .map((im) => (im.start >= from ? { at: im.start - from, rows: im.rows } : { at: 0, rows: im.rows.subarray((from - im.start) * hidden) }));
   }
 
   /**
@@ -648,7 +664,7 @@ export class Scheduler implements Engine {
       this.blocks.release(table);
       return this.slotStore.finished(seq.slot, []);
     }
-    const history = seq.tokens.slice(0, seq.written);
+    const history = this.cacheTokens(seq, seq.tokens.slice(0, seq.written));
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
     this.slotStore.finished(seq.slot, history);
   }

@@ -115,9 +115,10 @@ export interface GenerationRequest {
   contextShift?: { keep: number };
   /**
    * Images' soft tokens (a vision-language model's), in prompt order: each replaces the
-   * embeddings of its run of image tokens in promptTokens. A prompt with images prefills
-   * cold, each image within one chunk, donates nothing to the prompt cache (which knows
-   * tokens, not pixels), and is not context-shifted.
+   * embeddings of its run of image tokens in promptTokens. The prompt cache knows an
+   * image's tokens by the image's key (ids past the vocabulary), so only the same picture
+   * reuses them; what is left of an image after a cached prefix is prefilled within one
+   * chunk. A prompt with images is not context-shifted.
    */
   images?: PromptImage[];
 }
@@ -126,6 +127,8 @@ export interface GenerationRequest {
 export interface PromptImage {
   start: number;
   rows: Float32Array;
+  /** 30 bits from a hash of the decoded pixels: the image's identity in the prompt cache. */
+  key: number;
 }
 
 /**

@@ -2,7 +2,8 @@
 // parts: each becomes the model's image marker in the text the template renders (joined
 // with the message's text parts as text parts join), the marker expands to the image's
 // placeholder tokens, and the images are fetched under the media policy (./media/), decoded,
-// and encoded into the soft tokens that replace those placeholders. Everything else, and
+// and encoded into the soft tokens that replace those placeholders (a picture seen lately,
+// by its pixels' hash, is not encoded again; the prompt cache knows it by that hash too). Everything else, and
 // images for a model without an encoder, is refused from the parts alone, before anything
 // is fetched: 501 for the media kinds the REST reference documents, 400 for other part types.
 import type { ChatMessage, OtherContentPart } from '../chat/template.js';
@@ -10,6 +11,7 @@ import type { PromptImage } from '../engine/types.js';
 import type { VisionEncoder } from '../models/gemma3-vision.js';
 import { ApiError, badRequest } from './errors.js';
 import { loadImage } from './media/acquire.js';
+import type { DecodedImage } from './media/image.js';
 import type { ServedModel } from './model-state.js';
 
 /** The media a content part carries, as a refusal names it. */
@@ -75,6 +77,24 @@ export async function promptImages(model: ServedModel, urls: string[], tokens: n
   if (starts.length !== urls.length) throw badRequest(`the prompt holds ${starts.length} images' tokens for ${urls.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
   const decoded = await Promise.all(urls.map((url) => loadImage(url, model.media)));
   const images: PromptImage[] = [];
-  for (const [i, image] of decoded.entries()) images.push({ start: starts[i]!, rows: await vision.encode(image) });
+  for (const [i, image] of decoded.entries()) images.push({ start: starts[i]!, rows: await encoded(vision, image), key: parseInt(image.hash.slice(0, 8), 16) % 2 ** 30 });
   return images;
+}
+
+/** Images encoded lately, by pixel hash, per encoder: a conversation's next turn sends its pictures again. */
+const ENCODED_KEPT = 16;
+const encodedImages = new WeakMap<VisionEncoder, Map<string, Promise<Float32Array>>>();
+
+/** The image's soft tokens, encoded once while it stays among the ENCODED_KEPT latest. */
+function encoded(vision: VisionEncoder, image: DecodedImage): Promise<Float32Array> {
+  let kept = encodedImages.get(vision);
+  if (!kept) encodedImages.set(vision, (kept = new Map()));
+  let rows = kept.get(image.hash);
+  if (rows) kept.delete(image.hash);
+  else rows = vision.encode(image);
+  // Latest last; a failed encode is not kept.
+  kept.set(image.hash, rows);
+  rows.catch(() => kept.delete(image.hash));
+  while (kept.size > ENCODED_KEPT) kept.delete(kept.keys().next().value!);
+  return rows;
 }
