@@ -6,8 +6,8 @@ import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { badRequest } from '../errors.js';
 
-export const MAX_IMAGE_SIDE = 16384;
-export const MAX_IMAGE_PIXELS = 8192 * 8192;
+const MAX_IMAGE_SIDE = 16384;
+const MAX_IMAGE_PIXELS = 8192 * 8192;
 const FORMATS = new Set(['jpeg', 'png', 'webp', 'gif']);
 
 export interface DecodedImage {

@@ -13,7 +13,7 @@ import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { ApiError, badRequest } from '../errors.js';
 
 export const MAX_REDIRECTS = 5;
-export const REMOTE_TIMEOUT_MS = 10_000;
+const REMOTE_TIMEOUT_MS = 10_000;
 
 export interface RemoteFetchOptions {
   /** Why an address may not be reached (the range it lies in), or undefined when it may. */
