@@ -146,7 +146,7 @@ describe('a chat turn with an image', () => {
 });
 
 describe('images on a Gemma 3 vision checkpoint', () => {
-  it('give the same greedy reply for the same picture as a data URI, an http URL, a file under --media-path and an Anthropic block', async () => {
+  it('give the same greedy reply for the same picture as a data URI, an http URL, a file under --media-path, an Anthropic block and a Responses input_image; read a tool result\'s image', async () => {
     const byData = await live.openai.chat.completions.create({ ...greedy, messages: ask(dataUri(png)), logprobs: true });
     const reply = byData.choices[0]!.message.content;
     // The prompt holds the image's 4 soft tokens with their delimiters, as /apply-template renders it.
@@ -162,6 +162,22 @@ describe('images on a Gemma 3 vision checkpoint', () => {
       messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in the picture?' }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') } }] }],
     } as never);
     expect((message.content[0] as { text: string }).text).toBe(reply);
+    const response = await live.openai.responses.create({
+      model: 'gemma3', temperature: 0, max_output_tokens: 4,
+      input: [{ role: 'user', content: [{ type: 'input_text', text: 'What is in the picture?' }, { type: 'input_image', image_url: site.url, detail: 'high' }] }],
+    });
+    expect(response.output_text).toBe(reply);
+    // An image a tool returned, inside an Anthropic tool_result block, is read too.
+    const fromTool = await live.anthropic.messages.create({
+      model: 'gemma3', max_tokens: 4, temperature: 0,
+      messages: [
+        { role: 'user', content: 'Take a screenshot.' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'screenshot', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'image', source: { type: 'url', url: site.url } }] }] },
+      ],
+      tools: [{ name: 'screenshot', input_schema: { type: 'object', properties: {} } }],
+    } as never);
+    expect(fromTool.usage.input_tokens).toBeGreaterThan(message.usage.input_tokens);
     // Another picture moves the first token's distribution.
     const other = await live.openai.chat.completions.create({ ...greedy, messages: ask(dataUri(otherPng)), logprobs: true });
     expect(other.choices[0]!.logprobs!.content![0]!.logprob).not.toBe(byData.choices[0]!.logprobs!.content![0]!.logprob);
