@@ -15,7 +15,7 @@ import type { PromptImage, PromptProgress, TokenConstraint } from '../engine/typ
 import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
 import { choiceSampling } from './choices.js';
 import { badRequest } from './errors.js';
-import { generationParams, tokenizeText } from './generation-params.js';
+import { contextExceeded, generationParams, tokenizeText } from './generation-params.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
@@ -100,6 +100,9 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
   // The template owns BOS and the turn markers, so no specials are added.
   const promptTokens = await tokenizeText(model.engine, chat.prompt, false);
   if (urls.length === 0) return { chat, promptTokens };
+  // Refused before any image is fetched.
+  const { contextSize } = model.engine.info;
+  if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
   return { chat, promptTokens, images: await promptImages(model, urls, promptTokens) };
 }
 
