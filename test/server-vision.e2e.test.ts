@@ -42,7 +42,7 @@ const strict = useServer(live, { server: { media: { maxImages: 1 } } });
 const greedy = { model: 'gemma3', temperature: 0, max_tokens: 4 } as const;
 let png: Buffer;
 let otherPng: Buffer;
-let site: { url: string; close(): void };
+let site: { url: string; hits: number; close(): void };
 
 beforeAll(async () => {
   const picture = (seed: number) => {
@@ -52,9 +52,12 @@ beforeAll(async () => {
   };
   [png, otherPng] = await Promise.all([picture(1), picture(2)]);
   writeFileSync(join(mediaRoot, 'cat.png'), png);
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'image/png' }).end(png));
+  const server = createServer((_req, res) => {
+    site.hits++;
+    res.writeHead(200, { 'content-type': 'image/png' }).end(png);
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  site = { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/cat.png`, close: () => server.close() };
+  site = { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/cat.png`, hits: 0, close: () => server.close() };
 });
 afterAll(() => {
   site.close();
@@ -214,7 +217,7 @@ describe('images on a Gemma 3 vision checkpoint', () => {
     expect(other.usage!.prompt_tokens_details!.cached_tokens).toBeLessThanOrEqual(imageStart);
   });
 
-  it('refuse, on a server without --media-path and private addresses, local paths and a URL on 127.0.0.1, and more than --max-images', async () => {
+  it('refuse, on a server without --media-path and private addresses, local paths and a URL on 127.0.0.1, and more than --max-images; a prompt over the context before fetching', async () => {
     for (const [url, message] of [
       [site.url, /^media URL refused: 127\.0\.0\.1 is a non-public address/],
       [join(mediaRoot, 'cat.png'), /^local media path refused: start the server with --media-path/],
@@ -222,6 +225,11 @@ describe('images on a Gemma 3 vision checkpoint', () => {
       const res = await strict.post('/v1/chat/completions', { ...greedy, messages: ask(url) });
       expect(res, url).toMatchObject({ status: 400, body: { error: { type: 'invalid_request_error', message: expect.stringMatching(message) } } });
     }
+    // A prompt too long for the context is refused before its image is fetched.
+    const hits = site.hits;
+    const long = await live.post('/v1/chat/completions', { ...greedy, messages: [{ role: 'user', content: [{ type: 'text', text: 'picture '.repeat(2100) }, { type: 'image_url', image_url: { url: site.url } }] }] });
+    expect(long).toMatchObject({ status: 400, body: { error: { code: 'context_length_exceeded' } } });
+    expect(site.hits).toBe(hits);
     const many = await strict.post('/v1/chat/completions', { ...greedy, messages: ask(dataUri(png), dataUri(png)) });
     expect(many).toMatchObject({ status: 400, body: { error: { message: 'the conversation has 2 images; at most 1 are allowed per request (--max-images)' } } });
   });
