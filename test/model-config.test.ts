@@ -206,7 +206,20 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ model_type: 'gemma2', hidden_activation: 'relu' })).toBe('config.json: hidden_activation "relu" is not supported (supported: "gelu_pytorch_tanh", "gelu_new", "gelu")');
     expect(refusal({ model_type: 'gemma3_text', layer_types: ['full_attention'] })).toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
     expect(refusal({ model_type: 'smollm3', no_rope_layers: [1, 2] })).toBe('config.json: no_rope_layers must be 0 or 1 for each of the 2 layers');
-    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2\)$/);
+    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2\)$/);
+  });
+
+  it('refuses mixture-of-experts settings it cannot honour, naming the field', () => {
+    const qwen = { model_type: 'qwen3_moe', num_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: 32 };
+    expect(refusal({ ...qwen, num_experts: undefined })).toBe('config.json: num_experts is missing');
+    expect(refusal({ ...qwen, num_experts_per_tok: 9 })).toBe('config.json: num_experts_per_tok 9 exceeds num_experts 8');
+    expect(refusal({ ...qwen, mlp_only_layers: [2] })).toBe('config.json: mlp_only_layers must be a list of layer indices below 2, got [2]');
+    expect(refusal({ ...qwen, norm_topk_prob: 'yes' })).toBe('config.json: norm_topk_prob must be true or false, got "yes"');
+    expect(refusal({ ...qwen, use_sliding_window: true })).toBe('config.json: use_sliding_window true is not supported (supported: false)');
+    const mixtral = { model_type: 'mixtral', num_local_experts: 8, num_experts_per_tok: 2 };
+    expect(refusal({ ...mixtral, hidden_act: 'gelu' })).toBe('config.json: hidden_act "gelu" is not supported (supported: "silu")');
+    expect(refusal({ ...mixtral, num_local_experts: 0 })).toBe('config.json: num_local_experts must be a positive integer, got 0');
+    expect(refusal({ ...mixtral, sliding_window: 0 })).toBe('config.json: sliding_window must be a positive integer, got 0');
   });
 
   it('refuses quantization it cannot read', () => {

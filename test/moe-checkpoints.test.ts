@@ -8,18 +8,24 @@
 //  * MLX affine 4-bit with a per-module 8-bit override of layer 0's expert down
 //    projections, per-expert (against the reference, which dequantizes) and stacked (its
 //    3-D packed weights, scales and biases, the override keyed by the switch_mlp module);
+//  * the bf16 model loaded with 16 KiB bindings: experts split across bindings (two
+//    experts' gate/up per binding), the same logits;
 //  * Mixtral with sliding_window 8 (llama.cpp runs Mixtral without one): against the
-//    reference with the window, the prompt and steps far past it.
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+//    reference with the window, the prompt and steps far past it;
+//  * a checkpoint larger than this CPU adapter's memory (a sparse 2 TiB file) is refused
+//    before anything loads, naming the sizes.
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ForwardRunner } from '../src/engine/forward.js';
+import { loadEngine } from '../src/engine/load.js';
 import { loadModel } from '../src/models/model.js';
 import { quantizeCheckpoint } from '../src/models/quantize.js';
 import { listCheckpointTensors, readSafetensorsBytes, writeSafetensors, type SafetensorsWriteTensor } from '../src/models/safetensors.js';
 import { TextTokenizer } from '../src/models/tokenizer.js';
 import { HfReference } from './helpers/hf-reference.js';
-import { logSoftmax } from './helpers/llama-oracle.js';
+import { maxLogitsLogProbDiff } from './helpers/llama-oracle.js';
 import { greedy, openRunner, testGpu } from './helpers/model-harness.js';
 import { ORACLE_STORY } from './helpers/oracle-cases.js';
 import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
@@ -30,14 +36,6 @@ const STEPS = 16;
 const TOLERANCE = 1e-3;
 
 const shape = { hidden: 64, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tokenizer: 'stories' } as const;
-
-function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  const la = logSoftmax(a);
-  const lb = logSoftmax(b);
-  let max = 0;
-  for (let i = 0; i < la.length; i++) max = Math.max(max, Math.abs(la[i]! - lb[i]!));
-  return max;
-}
 
 /** mlx-lm's names for transformers' per-expert projections (Mixtral's w1, w3, w2). */
 const SWITCH_NAMES: Record<string, string> = { gate_proj: 'gate_proj', up_proj: 'up_proj', down_proj: 'down_proj', w1: 'gate_proj', w3: 'up_proj', w2: 'down_proj' };
@@ -98,7 +96,7 @@ describe('mixture-of-experts checkpoints', () => {
     const prompt = await promptOf(dir);
     const ours = await greedy(await openRunner(dir), prompt, STEPS);
     const reference = new HfReference(dir, window);
-    const diff = maxDiff(ours.promptLogits, reference.logits(prompt));
+    const diff = maxLogitsLogProbDiff(ours.promptLogits, reference.logits(prompt));
     if (process.env.ORACLE_VERBOSE) console.info(`${dir}: max log-prob diff ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(TOLERANCE);
     expect(ours.tokens).toEqual(reference.greedy(prompt, STEPS));
@@ -112,12 +110,16 @@ describe('mixture-of-experts checkpoints', () => {
     expect([...listCheckpointTensors(stacked).keys()].some((n) => n.includes('.experts.'))).toBe(false);
     const ours = await greedy(await openRunner(stacked), await promptOf(stacked), STEPS);
     expect(ours.tokens).toEqual(perExpert.tokens);
-    expect(maxDiff(ours.promptLogits, perExpert.promptLogits)).toBeLessThan(1e-6);
+    expect(maxLogitsLogProbDiff(ours.promptLogits, perExpert.promptLogits)).toBeLessThan(1e-6);
   }
 
-  it('qwen3_moe, dense layer 1 between sparse layers (6 experts, top-3): reference, and the same from switch_mlp tensors', async () => {
+  it('qwen3_moe, dense layer 1 between sparse layers (6 experts, top-3): reference, and the same from switch_mlp tensors and through 16 KiB bindings', async () => {
     const ours = await expectReference(base);
     await expectStackedSame(base, ours);
+    const model = await loadModel({ ...(await testGpu()), maxBinding: 16 * 1024 }, base, { maxTokens: 128, maxSeqs: 1, kvTokens: 256, maxContext: 256, blockSize: 16 });
+    const split = await greedy(new ForwardRunner(model), await promptOf(base), STEPS);
+    expect(split.tokens).toEqual(ours.tokens);
+    expect(maxLogitsLogProbDiff(split.promptLogits, ours.promptLogits)).toBeLessThan(1e-6);
   });
 
   it('qwen3_moe 4-bit with 8-bit expert down projections in layer 0: reference, and the same from switch_mlp tensors', async () => {
@@ -136,5 +138,22 @@ describe('mixture-of-experts checkpoints', () => {
     const mixtral = makeRandomCheckpoint({ ...shape, arch: 'mixtral', layers: 2, seed: 22, extraConfig: { sliding_window: 8 } }, dir);
     expect((await promptOf(mixtral.dir)).length).toBeGreaterThan(16);
     await expectReference(dir, 8);
+  });
+
+  it('refuses a checkpoint larger than the free memory of this CPU adapter, naming the sizes', async () => {
+    const dir = join(tmp, 'too-large');
+    mkdirSync(dir);
+    for (const f of readdirSync(base)) if (f !== 'model.safetensors') copyFileSync(join(base, f), join(dir, f));
+    // One 2 TiB tensor, in a sparse file: the header is all that is read.
+    const bytes = 2 ** 41;
+    const header = Buffer.from(JSON.stringify({ 'model.embed_tokens.weight': { dtype: 'BF16', shape: [2 ** 30, 1024], data_offsets: [0, bytes] } }));
+    const length = Buffer.alloc(8);
+    length.writeBigUInt64LE(BigInt(header.length));
+    const file = join(dir, 'model.safetensors');
+    writeFileSync(file, Buffer.concat([length, header]));
+    truncateSync(file, 8 + header.length + bytes);
+    await expect(loadEngine({ modelDir: dir, backend: 'opengles' })).rejects.toThrow(
+      /^the checkpoint's weights \(2048\.0 GiB\) and a KV cache of [\d.]+ [MG]iB exceed the [\d.]+ GiB of free memory this CPU adapter \(.+\) has$/,
+    );
   });
 });

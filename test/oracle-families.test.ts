@@ -71,7 +71,7 @@ const CASES: FamilyCase[] = [
     // The prompt's prefill is a batch whose tokens pick different experts of the 8.
     ...shape, label: 'qwen3_moe: 8 experts, top-2 renormalised, q/k norm', arch: 'qwen3_moe', tokenizer: 'stories', seed: 12, bos: true,
   },
-  { ...shape, label: 'mixtral: 8 experts, top-2 (llama.cpp: llama with experts)', arch: 'mixtral', tokenizer: 'stories', seed: 13, bos: true },
+  { ...shape, label: 'mixtral: 8 experts, top-2, f16 weights (llama.cpp: llama with experts)', arch: 'mixtral', tokenizer: 'stories', seed: 13, bos: true, dtype: 'F16' },
   {
     // Phi-4-mini's shape in small: RoPE over 3/4 of each head (24 of 32), fused qkv and
     // gate_up, longrope with the context (256) past original_max_position_embeddings (64), so

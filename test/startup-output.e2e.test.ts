@@ -63,7 +63,7 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     const [listening, adapter, model, context, loaded] = facts;
     expect(listening).toMatch(/^mlxcel-server: listening on http:\/\/127\.0\.0\.1:\d+$/);
     expect(adapter).toMatch(/^mlxcel-server: adapter .+ via \w+/);
-    expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32\) from \S*models\/stories260k$/);
+    expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32, [\d.]+ MiB\) from \S*models\/stories260k$/);
     expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
   });

@@ -8,7 +8,7 @@ import { runInNewContext } from 'node:vm';
 import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
 import { loadGemma3Vision } from '../models/gemma3-vision.js';
-import { loadModel } from '../models/model.js';
+import { checkpointWeightBytes, loadModel } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
@@ -17,6 +17,11 @@ import { Scheduler } from './scheduler.js';
 import { SleepingEngine, type Awake } from './sleep.js';
 
 const BLOCK_SIZE = 16;
+
+/** Bytes in GiB, one decimal (MiB below one GiB). */
+function size(bytes: number): string {
+  return bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(1)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
 /** Default KV budget across all slots when --ctx-size is not given. */
 const DEFAULT_TOTAL_CONTEXT = 8192;
 
@@ -60,13 +65,16 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const draftKvBytes = draftCfg ? slotBlocks * draftCfg.layers * 2 * BLOCK_SIZE * draftCfg.kvHeads * draftCfg.headDim * 4 : 0;
   const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
   options.log?.(`adapter ${gpu.description}`);
-  // On a CPU adapter the KV cache is host memory (llvmpipe zero-fills each texture as it
-  // creates it): a cache the machine cannot hold would start loading, then die to the
-  // out-of-memory killer. WebGPU reports no GPU memory to check against.
+  // On a CPU adapter the weights and the KV cache are host memory (llvmpipe zero-fills each
+  // texture as it creates it): a model the machine cannot hold would start loading, then
+  // die to the out-of-memory killer. WebGPU reports no GPU memory to check against.
   const kvBytes = (slotBlocks + cacheBlocks) * blockBytes + draftKvBytes;
+  const weightBytes = checkpointWeightBytes(dir);
   if (gpu.isCpu && kvBytes > freemem()) {
-    const gib = (b: number) => (b / 2 ** 30).toFixed(1);
-    throw new Error(`a KV cache of ${gib(kvBytes)} GiB (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${gib(freemem())} GiB of free memory; lower --ctx-size or --parallel`);
+    throw new Error(`a KV cache of ${size(kvBytes)} (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${size(freemem())} of free memory; lower --ctx-size or --parallel`);
+  }
+  if (gpu.isCpu && weightBytes + kvBytes > freemem()) {
+    throw new Error(`the checkpoint's weights (${size(weightBytes)}) and a KV cache of ${size(kvBytes)} exceed the ${size(freemem())} of free memory this CPU adapter (${gpu.description}) has`);
   }
   const tokenizer = await TextTokenizer.load(dir);
   if (draftDir !== undefined) {
@@ -96,7 +104,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     eosTokenIds: [...eos],
     ...(options.speculative ? { speculative: { kind: options.speculative.kind, nMax: options.speculative.nMax, ...(draftDir ? { draftModel: draftDir } : {}) } } : {}),
   };
-  options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
+  options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}, ${size(weightBytes)}) from ${dir}`);
   options.log?.(unified
     ? `context ${seqContext} tokens per sequence, one KV pool shared by ${slots} slot${slots === 1 ? '' : 's'} (--kv-unified)`
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);

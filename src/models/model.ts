@@ -10,6 +10,7 @@ import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensor
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource, type VectorSource } from './checkpoint.js';
 import type { ConfigReader, ModelConfig, Rope } from './config.js';
 import { readFamilyConfig } from './registry.js';
+import { listCheckpointTensors } from './safetensors.js';
 import { ropeAttentionFactor, ropeInvFreq } from './rope.js';
 
 /** Buffers for one pass of up to maxTokens tokens, reused by every layer. */
@@ -203,6 +204,16 @@ export interface LoadProgress {
   tensors: number;
   tensorsTotal: number;
   pipelines: number;
+}
+
+/** Bytes of the family's tensors in checkpoint `dir`, as stored (a multimodal checkpoint's other towers left out). */
+export function checkpointWeightBytes(dir: string): number {
+  const { family } = readFamilyConfig(dir);
+  const tensors = listCheckpointTensors(dir);
+  const names = checkpointNames(family, tensors.keys());
+  let bytes = 0;
+  for (const [name, t] of tensors) if (names.isFamily(name)) bytes += t.info.data_offsets[1] - t.info.data_offsets[0];
+  return bytes;
 }
 
 export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Promise<LoadedModel> {

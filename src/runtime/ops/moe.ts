@@ -2,7 +2,7 @@
 // projections over the tokens routed to them (moe_matmul.wgsl) and the weighted sum into
 // the residual stream (moe_combine.wgsl).
 import type { Dispatch } from '../program.js';
-import { kernelEnum } from '../kernel-source.js';
+import { isAffine, kernelEnum } from '../kernel-source.js';
 import type { GpuWeight } from '../tensors.js';
 import { ceil, type Ops } from '../ops.js';
 import { ACTIVATION_CODE, type Activation } from './linear.js';
@@ -11,8 +11,10 @@ import { ACTIVATION_CODE, type Activation } from './linear.js';
 export type MoeRouting = 'softmax_topk' | 'topk_softmax';
 const ROUTING_CODE = kernelEnum<MoeRouting>('moe_route', 'ROUTING', ['softmax_topk', 'topk_softmax']);
 
-/** Slots per moe_matmul workgroup (moe_matmul.wgsl TM). */
+/** Slots per moe_matmul invocation (moe_matmul.wgsl TM): one in single-token steps, else this many. */
 const MATMUL_TILE_SLOTS = 4;
+/** Output rows per moe_matmul workgroup: 64 invocations of 8 rows (q4/q8) or of one. */
+const rowsPerWorkgroup = (affine: boolean) => (affine ? 64 * 8 : 64);
 
 /**
  * One step's routing as moe_route.wgsl leaves it: per expert its slot count and start
@@ -47,22 +49,28 @@ export function moeRoute(ops: Ops, label: string, logits: GPUBuffer, routes: Moe
  * Dispatched once per weight part over all its experts; those no token chose exit at once.
  */
 export function moeMatmul(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, routes: MoeRoutes, opts: { glu?: Activation; perSlot?: boolean }): Dispatch[] {
-  if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
+  if (w.cols % (isAffine(w.format) ? 32 : 4) !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of ${isAffine(w.format) ? 32 : 4}`);
   const perExpert = w.rows / routes.experts;
   if (!Number.isInteger(perExpert)) throw new Error(`${label}: ${w.rows} rows are not ${routes.experts} experts' worth`);
   const N = opts.glu ? perExpert / 2 : perExpert;
-  const pipeline = ops.pipelines.get('moe_matmul', ops.weightVariant(w), { ...ops.weightConstants(w), GLU: opts.glu !== undefined });
-  return w.parts.map((part) => {
+  // Two recorded kernels: one slot per invocation for single-token steps, a tile of
+  // MATMUL_TILE_SLOTS for the rest; each step runs the one its token count suits.
+  const variants = [1, MATMUL_TILE_SLOTS].map((tm) => ({
+    tm,
+    pipeline: ops.pipelines.get('moe_matmul', { ...ops.weightVariant(w), TM: tm }, { ...ops.weightConstants(w), GLU: opts.glu !== undefined }),
+  }));
+  const perWorkgroup = rowsPerWorkgroup(isAffine(w.format));
+  return w.parts.flatMap((part) => {
     if (part.rowStart % perExpert !== 0 || part.rows % perExpert !== 0) throw new Error(`${label}: a weight part splits an expert`);
     const params = ops.params('moe_matmul', {
       K: w.cols, N, expert0: part.rowStart / perExpert, experts: routes.experts, top_k: routes.topK, per_slot: opts.perSlot === true, act: ACTIVATION_CODE[opts.glu ?? 'silu'],
     });
-    return {
+    return variants.map(({ tm, pipeline }): Dispatch => ({
       label,
       pipeline,
       bindGroup: ops.bind(label, pipeline, params, { ...ops.weightBindings(part), x, y, ranges: routes.ranges, slots: routes.slots }),
-      workgroups: (s) => [ceil(N, 64), ceil(s.tokens, MATMUL_TILE_SLOTS), part.rows / perExpert],
-    };
+      workgroups: (s) => ((s.tokens === 1) === (tm === 1) ? [ceil(N, perWorkgroup), ceil(s.tokens, tm), part.rows / perExpert] : [0]),
+    }));
   });
 }
 
