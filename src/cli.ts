@@ -50,6 +50,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     process.exitCode = 2;
     return;
   }
+  const mediaPath = options.media?.mediaPath;
+  if (mediaPath !== undefined && !isDirectory(mediaPath)) {
+    console.error(`mlxcel-server: --media-path ${mediaPath} is not a directory`);
+    process.exitCode = 2;
+    return;
+  }
   let chatTemplate = options.chatTemplate;
   if (options.chatTemplateFile !== undefined) {
     try {

@@ -5,6 +5,7 @@
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { mediaPolicy } from '../src/server/media/policy.js';
 import { describe, expect, it } from 'vitest';
 import { ChatTemplate, type ChatMessage } from '../src/chat/template.js';
 import { detectChatFormat, supportsTools } from '../src/chat/tool-calls/registry.js';
@@ -30,6 +31,7 @@ function served(tokenizer: TextTokenizer, template = tokenizer.chatTemplates.get
     chatFormat: detectChatFormat(template),
     created: 0,
     maxMessages: undefined,
+    media: mediaPolicy(),
   };
 }
 

@@ -112,8 +112,8 @@ describe('request errors', () => {
     ['/v1/chat/completions', chat('hi', { n: 0 }), 'n must be >= 1'],
     [
       '/v1/chat/completions',
-      { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] },
-      'messages[0].content[0].type must be one of: text',
+      { messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'x' } }] }] },
+      'messages[0].content[0].type must be one of: text, image_url, video_url, input_audio',
     ],
     ['/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 'text' }] }] }, 'messages[0].content[0].text is required'],
     ['/v1/chat/completions', [1, 2], 'request body must be object'],

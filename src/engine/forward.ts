@@ -62,6 +62,16 @@ export interface SeqChunk {
    * same last-token logits, after `sample`.
    */
   forks?: SampleInput[];
+  /** Images whose soft tokens lie in this chunk, each whole (a vision-language model's). */
+  images?: ChunkImage[];
+}
+
+/** One image's soft tokens in a chunk: they replace the embeddings of tokens at .. at + n - 1, which attend to each other both ways. */
+export interface ChunkImage {
+  /** Index of the first in the chunk's tokens. */
+  at: number;
+  /** [n, hidden] embeddings. */
+  rows: Float32Array;
 }
 
 const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
@@ -144,6 +154,8 @@ export class ForwardRunner {
     }
     if (tables.length > model.maxTableEntries) throw new Error('block table overflow');
     if (samples.length > model.maxSeqs) throw new Error(`${samples.length} sampled sequences exceed ${model.maxSeqs}`);
+    if (model.images) this.writeImages(chunks, pos);
+    else if (chunks.some((c) => c.images)) throw new Error('this model takes no images');
     queue.writeBuffer(meta.tokens, 0, tokens);
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
@@ -182,6 +194,31 @@ export class ForwardRunner {
       }
       return out;
     });
+  }
+
+  /**
+   * A vision-language model's image inputs for the pass: each token attends to its own
+   * position, an image's tokens to their image's last; the image tokens' rows and flags.
+   */
+  private writeImages(chunks: SeqChunk[], pos: Uint32Array): void {
+    const images = this.model.images!;
+    const queue = this.model.ops.gpu.device.queue;
+    const hidden = this.model.cfg.hidden;
+    const keyEnd = pos.slice();
+    const flags = new Uint32Array(pos.length);
+    let first = 0;
+    for (const c of chunks) {
+      for (const image of c.images ?? []) {
+        const n = image.rows.length / hidden;
+        const start = first + image.at;
+        keyEnd.fill(pos[start + n - 1]!, start, start + n);
+        flags.fill(1, start, start + n);
+        queue.writeBuffer(images.rows, start * hidden * 4, image.rows);
+      }
+      first += c.tokens.length;
+    }
+    queue.writeBuffer(images.keyEnd, 0, keyEnd);
+    queue.writeBuffer(images.flags, 0, flags);
   }
 
   /** Writes per-sequence sampler params, masks and penalties; returns the entry count. */

@@ -5,6 +5,7 @@
 // nothing happened. The tokenizer and the model's facts stay, so the routes keep answering
 // and /props tells it is asleep; counters carry across sleeps. The prompt cache and the
 // slots' caches do not survive a sleep (their KV is gone).
+import type { VisionEncoder } from '../models/gemma3-vision.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import type { PromptCacheStats } from './prompt-cache.js';
@@ -23,6 +24,7 @@ export class SleepingEngine implements Engine {
   readonly info: ModelInfo;
   readonly tokenizer: TextTokenizer;
   readonly adapterDescription: string;
+  readonly vision?: VisionEncoder;
   private awake: Awake | undefined;
   /** A sleep or a wake in progress; the other waits for it. */
   private transition: Promise<void> | undefined;
@@ -47,6 +49,9 @@ export class SleepingEngine implements Engine {
   ) {
     this.awake = first;
     ({ info: this.info, tokenizer: this.tokenizer, adapterDescription: this.adapterDescription } = first.engine);
+    // Images encode on the awake engine's device, waking it as a request does.
+    const vision = first.engine.vision;
+    if (vision) this.vision = { ...vision, encode: (image) => this.whileAwake((engine) => engine.vision!.encode(image)) };
     const stats = first.engine.stats();
     this.slots = stats.slots;
     this.kv = stats.kv && { blockSize: stats.kv.blockSize, blocks: stats.kv.blocks };

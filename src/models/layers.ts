@@ -45,6 +45,8 @@ export interface AttentionSpec {
   residualScale?: number;
   /** A norm of the block's output before the residual add (Gemma's post_attention_layernorm, OLMo 2's). */
   postNorm?: string;
+  /** Each token attends up to its position here instead of its own (ImageInputs.keyEnd: Gemma 3's bidirectional images). */
+  keyEnd?: GPUBuffer;
 }
 
 export interface MlpSpec {
@@ -129,7 +131,7 @@ export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { 
   }, act.attn, {
     headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
     sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined,
-  }, meta);
+  }, spec.keyEnd ? { ...meta, keyEnd: spec.keyEnd } : meta);
 }
 
 /** h += post(o_proj(act.attn)): without a post-norm the residual add is o_proj's accumulate. */

@@ -11,11 +11,11 @@ import { packStruct, type StructValues } from './wgsl-struct.js';
 import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, uniformBuffer, type GpuWeight, type ScaleFormat, type WeightPart } from './tensors.js';
 import { attention, cachedAttention, ropeKvWrite } from './ops/attention.js';
 import { im2col } from './ops/conv.js';
-import { embedding } from './ops/embedding.js';
+import { embedOverride, embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
 import { moeCombine, moeMatmul, moeRoute } from './ops/moe.js';
 import { layernorm, rmsnorm } from './ops/norms.js';
-import { embdNormalize, pool } from './ops/pooling.js';
+import { embdNormalize, patchPool, pool } from './ops/pooling.js';
 import { logitBias, sample } from './ops/sampling.js';
 
 export const ceil = (a: number, b: number) => Math.ceil(a / b);
@@ -48,6 +48,7 @@ export class Ops {
   readonly glu = method(this, glu);
   readonly reserveMatmulInput = method(this, reserveMatmulInput);
   readonly embedding = method(this, embedding);
+  readonly embedOverride = method(this, embedOverride);
   readonly rmsnorm = method(this, rmsnorm);
   readonly layernorm = method(this, layernorm);
   readonly ropeKvWrite = method(this, ropeKvWrite);
@@ -58,6 +59,7 @@ export class Ops {
   readonly cachedAttention = method(this, cachedAttention);
   readonly im2col = method(this, im2col);
   readonly pool = method(this, pool);
+  readonly patchPool = method(this, patchPool);
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);
   readonly sample = method(this, sample);

@@ -21,6 +21,7 @@ import { rerankRoutes, rerankUnavailableRoutes } from './native/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes, type LoadingProgress } from './native/health.js';
+import { jsonBodyLimit, mediaPolicy, type MediaPolicy } from './media/policy.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
 import { modelRoutes } from './openai/models.js';
@@ -82,6 +83,8 @@ export interface AppOptions {
    * request (the -m model's kind is known once it is resolved).
    */
   generationDisabledBy?: string | (() => string | undefined);
+  /** The media flags that were set: they bound the JSON body (room for --max-images data URIs). */
+  media?: Partial<MediaPolicy>;
   /** --embd-normalize: embd_normalize for embedding requests that set none; default 2 (euclidean). */
   embdNormalize?: number;
 }
@@ -97,7 +100,7 @@ export interface AppState {
 }
 
 export function createAppState(engine: Engine | Promise<Engine>, options: AppOptions = {}): AppState {
-  const models = new ModelState(engine, options.chatTemplate);
+  const models = new ModelState(engine, options.chatTemplate, mediaPolicy(options.media));
   const stats = () => {
     try {
       return models.current?.engine.stats();
@@ -169,7 +172,8 @@ export function createApp(
   // Multipart, read by the route itself: ahead of the JSON parser.
   app.use(audioRoutes(services.transcribers));
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
-  const json = (verify: typeof verifyBodyDepth) => express.json({ limit: '32mb', type: () => true, verify });
+  const limit = jsonBodyLimit(mediaPolicy(options.media));
+  const json = (verify: typeof verifyBodyDepth) => express.json({ limit, type: () => true, verify });
   app.post('/detokenize', json((req, res, body) => {
     verifyBodyDepth(req, res, body);
     keepRawBody(req, body);

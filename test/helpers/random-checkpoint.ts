@@ -265,6 +265,7 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   mkdirSync(outDir, { recursive: true });
   writeSafetensors(join(outDir, 'model.safetensors'), written.tensors, { format: 'pt' });
   writeFileSync(join(outDir, 'config.json'), JSON.stringify(written.config, null, 2));
+  if (opts.multimodal) writeFileSync(join(outDir, 'preprocessor_config.json'), JSON.stringify(PREPROCESSOR_CONFIG, null, 2));
   writeFileSync(join(outDir, 'generation_config.json'), JSON.stringify({ bos_token_id: ids.bos, eos_token_id: ids.genEos }, null, 2));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokDir, f), join(outDir, f));
   return { dir: outDir, config: written.config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
@@ -277,10 +278,17 @@ function stored(name: string, shape: number[], f32: Float32Array, dtype: 'F32' |
 
 const TORCH_DTYPE = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' } as const;
 
-/** A SigLIP vision tower in small: one layer, 28 x 28 images in 14 x 14 patches. */
+/** A SigLIP vision tower in small: two layers, 56 x 56 images in 14 x 14 patches, pooled 2 x 2 into 4 soft tokens. */
 const VISION_CONFIG = {
-  model_type: 'siglip_vision_model', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2,
-  num_channels: 3, image_size: 28, patch_size: 14, layer_norm_eps: 1e-6, vision_use_head: false,
+  model_type: 'siglip_vision_model', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 2,
+  num_channels: 3, image_size: 56, patch_size: 14, layer_norm_eps: 1e-6, vision_use_head: false, hidden_act: 'gelu_pytorch_tanh',
+};
+
+/** Gemma 3's image processor settings (as google/gemma-3-4b-it ships them) for the small tower. */
+const PREPROCESSOR_CONFIG = {
+  image_processor_type: 'Gemma3ImageProcessor', processor_class: 'Gemma3Processor', size: { height: 56, width: 56 }, resample: 2,
+  do_resize: true, do_rescale: true, rescale_factor: 1 / 255, do_normalize: true, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5],
+  do_convert_rgb: null, do_pan_and_scan: null, image_seq_length: 4,
 };
 
 /**
@@ -298,19 +306,32 @@ function multimodalGemma3(text: Record<string, unknown>, decoder: SafetensorsWri
   };
   const rng = makeRng(seed ^ 0x5eed);
   const { hidden_size: V, intermediate_size: I, num_channels: C, patch_size: P, image_size: S } = VISION_CONFIG;
-  const l = 'vision_tower.vision_model.encoder.layers.0';
+  const layers = Array.from({ length: VISION_CONFIG.num_hidden_layers }, (_, i) => `vision_tower.vision_model.encoder.layers.${i}`);
   const shapes: Array<[string, number[]]> = [
     ['vision_tower.vision_model.embeddings.patch_embedding.weight', [V, C, P, P]],
     ['vision_tower.vision_model.embeddings.patch_embedding.bias', [V]],
     ['vision_tower.vision_model.embeddings.position_embedding.weight', [(S / P) ** 2, V]],
-    ...['q_proj', 'k_proj', 'v_proj', 'out_proj'].flatMap((n): Array<[string, number[]]> => [[`${l}.self_attn.${n}.weight`, [V, V]], [`${l}.self_attn.${n}.bias`, [V]]]),
-    ...['layer_norm1', 'layer_norm2'].flatMap((n): Array<[string, number[]]> => [[`${l}.${n}.weight`, [V]], [`${l}.${n}.bias`, [V]]]),
-    [`${l}.mlp.fc1.weight`, [I, V]], [`${l}.mlp.fc1.bias`, [I]], [`${l}.mlp.fc2.weight`, [V, I]], [`${l}.mlp.fc2.bias`, [V]],
+    ...layers.flatMap((l): Array<[string, number[]]> => [
+      ...['q_proj', 'k_proj', 'v_proj', 'out_proj'].flatMap((n): Array<[string, number[]]> => [[`${l}.self_attn.${n}.weight`, [V, V]], [`${l}.self_attn.${n}.bias`, [V]]]),
+      ...['layer_norm1', 'layer_norm2'].flatMap((n): Array<[string, number[]]> => [[`${l}.${n}.weight`, [V]], [`${l}.${n}.bias`, [V]]]),
+      [`${l}.mlp.fc1.weight`, [I, V]], [`${l}.mlp.fc1.bias`, [I]], [`${l}.mlp.fc2.weight`, [V, I]], [`${l}.mlp.fc2.bias`, [V]],
+    ]),
     ['vision_tower.vision_model.post_layernorm.weight', [V]], ['vision_tower.vision_model.post_layernorm.bias', [V]],
     ['multi_modal_projector.mm_input_projection_weight', [V, text.hidden_size as number]],
     ['multi_modal_projector.mm_soft_emb_norm.weight', [V]],
   ];
-  const vision = shapes.map(([name, shape]) => stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => 0.02 * rng.normal()), dtype));
+  // Weights that keep the signal alive through the layers, so the tower's output tells a wrong kernel apart:
+  // LayerNorm gains near 1, matrices of unit gain (1 / sqrt(fan-in)), small biases.
+  const value = (name: string, shape: number[]) => {
+    if (/layer_?norm\d?\.weight$/.test(name)) return () => 1 + 0.1 * rng.normal();
+    if (shape.length === 1 || name.endsWith('position_embedding.weight')) return () => 0.1 * rng.normal();
+    const fanIn = name.endsWith('mm_input_projection_weight') ? shape[0]! : shape.slice(1).reduce((a, b) => a * b, 1);
+    return () => rng.normal() / Math.sqrt(fanIn);
+  };
+  const vision = shapes.map(([name, shape]) => {
+    const draw = value(name, shape);
+    return stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, draw), dtype);
+  });
   const renamed = decoder.map((t) => ({ ...t, name: t.name.replace(/^model\./, 'language_model.model.').replace(/^lm_head\./, 'language_model.lm_head.') }));
   return { config, tensors: [...renamed, ...vision].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
 }
