@@ -325,8 +325,23 @@ describe('parseCli: --cors-origins', () => {
   });
 });
 
+describe('parseCli: media flags', () => {
+  it('reads --media-path, --max-images, --max-image-payload-size and MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1, only those set', () => {
+    expect(serveOptions([]).media).toBeUndefined();
+    expect(serveOptions(['--media-path', '/srv/media', '--max-images', '2', '--max-image-payload-size=4096']).media).toEqual({
+      mediaPath: '/srv/media',
+      maxImages: 2,
+      maxImagePayloadBytes: 4096,
+    });
+    expect(parse([], { MLXCEL_ALLOW_PRIVATE_MEDIA_URLS: '1', LLAMA_ARG_MEDIA_PATH: '/m' })).toMatchObject({ options: { media: { allowPrivateUrls: true, mediaPath: '/m' } } });
+    expect(parse([], { MLXCEL_ALLOW_PRIVATE_MEDIA_URLS: 'yes' })).toMatchObject({ options: { media: undefined } });
+    expect(() => parse(['--max-image-payload-size', '0'])).toThrow(CliError);
+    expect(HELP_TEXT).toContain('MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1');
+  });
+});
+
 describe('parseCli: model kinds the server cannot load yet', () => {
-  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings and reranking';
+  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings, reranking and speech to text';
 
   it('accepts the REST reference\'s --image-model and MLXCEL_IMAGE_MODEL, and answers that image models are not supported yet', () => {
     expect(parse(['--image-model', '/m/flux'])).toEqual({ kind: 'unsupported', message });

@@ -25,7 +25,7 @@ import { quantizeCheckpoint } from '../src/models/quantize.js';
 import { listCheckpointTensors, readSafetensorsBytes, writeSafetensors, type SafetensorsWriteTensor } from '../src/models/safetensors.js';
 import { TextTokenizer } from '../src/models/tokenizer.js';
 import { HfReference } from './helpers/hf-reference.js';
-import { logSoftmax } from './helpers/llama-oracle.js';
+import { maxLogitsLogProbDiff } from './helpers/llama-oracle.js';
 import { greedy, openRunner, testGpu } from './helpers/model-harness.js';
 import { ORACLE_STORY } from './helpers/oracle-cases.js';
 import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
@@ -36,14 +36,6 @@ const STEPS = 16;
 const TOLERANCE = 1e-3;
 
 const shape = { hidden: 64, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tokenizer: 'stories' } as const;
-
-function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  const la = logSoftmax(a);
-  const lb = logSoftmax(b);
-  let max = 0;
-  for (let i = 0; i < la.length; i++) max = Math.max(max, Math.abs(la[i]! - lb[i]!));
-  return max;
-}
 
 /** mlx-lm's names for transformers' per-expert projections (Mixtral's w1, w3, w2). */
 const SWITCH_NAMES: Record<string, string> = { gate_proj: 'gate_proj', up_proj: 'up_proj', down_proj: 'down_proj', w1: 'gate_proj', w3: 'up_proj', w2: 'down_proj' };
@@ -104,7 +96,7 @@ describe('mixture-of-experts checkpoints', () => {
     const prompt = await promptOf(dir);
     const ours = await greedy(await openRunner(dir), prompt, STEPS);
     const reference = new HfReference(dir, window);
-    const diff = maxDiff(ours.promptLogits, reference.logits(prompt));
+    const diff = maxLogitsLogProbDiff(ours.promptLogits, reference.logits(prompt));
     if (process.env.ORACLE_VERBOSE) console.info(`${dir}: max log-prob diff ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(TOLERANCE);
     expect(ours.tokens).toEqual(reference.greedy(prompt, STEPS));
@@ -118,7 +110,7 @@ describe('mixture-of-experts checkpoints', () => {
     expect([...listCheckpointTensors(stacked).keys()].some((n) => n.includes('.experts.'))).toBe(false);
     const ours = await greedy(await openRunner(stacked), await promptOf(stacked), STEPS);
     expect(ours.tokens).toEqual(perExpert.tokens);
-    expect(maxDiff(ours.promptLogits, perExpert.promptLogits)).toBeLessThan(1e-6);
+    expect(maxLogitsLogProbDiff(ours.promptLogits, perExpert.promptLogits)).toBeLessThan(1e-6);
   }
 
   it('qwen3_moe, dense layer 1 between sparse layers (6 experts, top-3): reference, and the same from switch_mlp tensors and through 16 KiB bindings', async () => {
@@ -127,7 +119,7 @@ describe('mixture-of-experts checkpoints', () => {
     const model = await loadModel({ ...(await testGpu()), maxBinding: 16 * 1024 }, base, { maxTokens: 128, maxSeqs: 1, kvTokens: 256, maxContext: 256, blockSize: 16 });
     const split = await greedy(new ForwardRunner(model), await promptOf(base), STEPS);
     expect(split.tokens).toEqual(ours.tokens);
-    expect(maxDiff(split.promptLogits, ours.promptLogits)).toBeLessThan(1e-6);
+    expect(maxLogitsLogProbDiff(split.promptLogits, ours.promptLogits)).toBeLessThan(1e-6);
   });
 
   it('qwen3_moe 4-bit with 8-bit expert down projections in layer 0: reference, and the same from switch_mlp tensors', async () => {

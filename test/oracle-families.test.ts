@@ -11,14 +11,24 @@
 // Qwen3-MoE and Mixtral go to llama.cpp with their experts stacked (ffn_*_exps); their
 // dense/sparse mixes, mlx-lm's stacked layout, quantized experts and Mixtral's sliding
 // window are checked against the CPU reference in test/moe-checkpoints.test.ts.
+// GPT-OSS's MXFP4 experts go to llama.cpp twice: as f32 holding the same values (the greedy
+// and log-prob comparison), and as GGML_MXFP4 blocks as its converter writes them, whose
+// log-probs agree only within MXFP4_TOLERANCE: llama.cpp's CPU MXFP4 dot products round
+// their activations to Q8_0 (8 bits per 32 values), which moves the log-probs by ~0.1 (a
+// wrong nibble order or scale moves them by whole units). The GPT-OSS checkpoint uses the
+// 512-token stories tokenizer: its family is the point, and a 200k vocabulary would cost this
+// file ~30 s. The same checkpoint as mlx-lm converts it (experts stacked under mlp.experts in
+// MLX's mxfp4 mode, gate and up split) must decode exactly as the published layout does.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { disposeOracle, oracleGreedy, type OracleResult } from './helpers/llama-oracle.js';
+import { writeGgufFromHf } from './helpers/gguf-writer.js';
+import { disposeOracle, maxLogitsLogProbDiff, maxLogProbDiff, oracleGreedy, type OracleResult } from './helpers/llama-oracle.js';
+import { greedy, openRunner } from './helpers/model-harness.js';
 import { expectMatchesLlamaCpp } from './helpers/oracle-cases.js';
-import type { RandomCheckpointOptions } from './helpers/random-checkpoint.js';
+import { mlxGptOssCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
 const STEPS = 32;
 // As oracle-engine.test.ts: both sides in f32, differing in summation order and exp/tanh/rsqrt
@@ -29,9 +39,19 @@ const STEPS = 32;
 // relative error up to 2^-11 per activation, over 6 layers for Gemma 3. Each case states
 // its tolerance.
 const LOGPROB_TOLERANCE = 1e-3;
+const MXFP4_TOLERANCE = 0.5;
 const WINDOW = 8;
 
 const shape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128 };
+
+/**
+ * GPT-OSS's YaRN in small (16 rotary dims, original context 1138, factor 32): rope_theta puts
+ * the correction range (beta_fast 32 to beta_slow 1 rotations) at dims 1.0001 to 2.9997.
+ * llama.cpp always rounds the range out to whole dims (transformers' truncate); GPT-OSS sets
+ * truncate false, which we follow, so there the two agree to 1e-4 of the ramp.
+ */
+const YARN_ORIGINAL = 1138;
+const YARN_THETA = Math.exp((8 * Math.log(YARN_ORIGINAL / (2 * Math.PI * 32))) / 1.0001);
 
 interface FamilyCase extends RandomCheckpointOptions {
   label: string;
@@ -39,6 +59,11 @@ interface FamilyCase extends RandomCheckpointOptions {
   bos: boolean;
   /** Log-prob tolerance where it is not LOGPROB_TOLERANCE (see above). */
   tolerance?: number;
+  /**
+   * GPT-OSS: also compare the GGUF whose experts are GGML_MXFP4, within MXFP4_TOLERANCE (see
+   * above), and our engine on the checkpoint as mlx-lm converts it, which must decode the same.
+   */
+  mxfp4?: boolean;
 }
 
 const GEMMA3: FamilyCase = {
@@ -48,6 +73,15 @@ const GEMMA3: FamilyCase = {
 };
 
 const CASES: FamilyCase[] = [
+  {
+    // Four MXFP4 experts, top 2, biases everywhere, one sliding (window 8) and one full layer,
+    // a sink logit per head (drawn ~N(0, 4), as large as the scores).
+    ...shape, intermediate: 64, label: 'gpt_oss: MXFP4 experts (4, top 2, clamped SwiGLU, biases), attention sinks, sliding + full layers, YaRN',
+    arch: 'gpt_oss', tokenizer: 'stories', seed: 12, bos: true, mxfp4: true,
+    ropeTheta: YARN_THETA, maxPositions: 32 * YARN_ORIGINAL,
+    ropeScaling: { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, original_max_position_embeddings: YARN_ORIGINAL, truncate: false },
+    extraConfig: { sliding_window: WINDOW },
+  },
   GEMMA3,
   // The same decoder in a multimodal gemma3 checkpoint: text_config, the decoder under
   // language_model.model., vision tower and projector tensors beside it (not read).
@@ -68,7 +102,7 @@ const CASES: FamilyCase[] = [
     // The prompt's prefill is a batch whose tokens pick different experts of the 8.
     ...shape, label: 'qwen3_moe: 8 experts, top-2 renormalised, q/k norm', arch: 'qwen3_moe', tokenizer: 'stories', seed: 12, bos: true,
   },
-  { ...shape, label: 'mixtral: 8 experts, top-2 (llama.cpp: llama with experts)', arch: 'mixtral', tokenizer: 'stories', seed: 13, bos: true },
+  { ...shape, label: 'mixtral: 8 experts, top-2, f16 weights (llama.cpp: llama with experts)', arch: 'mixtral', tokenizer: 'stories', seed: 13, bos: true, dtype: 'F16' },
   {
     // Phi-4-mini's shape in small: RoPE over 3/4 of each head (24 of 32), fused qkv and
     // gate_up, longrope with the context (256) past original_max_position_embeddings (64), so
@@ -109,8 +143,18 @@ describe('families vs llama.cpp on random checkpoints', () => {
 
   for (const [i, c] of CASES.entries()) {
     it(c.label, async () => {
-      const prompt = await expectMatchesLlamaCpp(c, join(tmp, `${i}-${c.arch}`), { bos: c.bos, steps: STEPS, tolerance: c.tolerance ?? LOGPROB_TOLERANCE, oracle });
+      const dir = join(tmp, `${i}-${c.arch}`);
+      const { prompt, ours } = await expectMatchesLlamaCpp(c, dir, { bos: c.bos, steps: STEPS, tolerance: c.tolerance ?? LOGPROB_TOLERANCE, oracle });
       expect(prompt.length).toBeGreaterThan(WINDOW);
+      if (!c.mxfp4) return;
+      writeGgufFromHf(dir, `${dir}-mxfp4.gguf`, { name: 'random checkpoint' });
+      const mxfp4 = maxLogProbDiff(ours.promptLogits, (await oracle(`${dir}-mxfp4.gguf`, prompt)).firstLogProbs);
+      if (process.env.ORACLE_VERBOSE) console.info(`${c.arch}: max log-prob diff with GGML_MXFP4 experts ${mxfp4.toExponential(2)}`);
+      expect(mxfp4).toBeLessThan(MXFP4_TOLERANCE);
+      mlxGptOssCheckpoint(dir, `${dir}-mlx`);
+      const mlx = await greedy(await openRunner(`${dir}-mlx`), prompt, STEPS);
+      expect(mlx.tokens).toEqual(ours.tokens);
+      expect(maxLogitsLogProbDiff(mlx.promptLogits, ours.promptLogits)).toBeLessThan(1e-5);
     });
   }
 });

@@ -1,5 +1,6 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
+import type { VisionEncoder } from '../models/gemma3-vision.js';
 import type { LoadOptions } from '../models/model.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { PromptCacheStats } from './prompt-cache.js';
@@ -11,6 +12,8 @@ export interface Engine {
   readonly tokenizer: TextTokenizer;
   /** e.g. "llvmpipe (LLVM 15, 256 bits) via opengles". */
   readonly adapterDescription: string;
+  /** A vision-language model's image encoder: its soft tokens go in GenerationRequest.images. */
+  readonly vision?: VisionEncoder;
   /**
    * Queues a request and streams its tokens. The prompt must fit the context
    * (callers check `info.contextSize` first and answer 400). Throws QueueFullError

@@ -7,6 +7,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
+import { loadGemma3Vision } from '../models/gemma3-vision.js';
 import { readFamilyConfig } from '../models/registry.js';
 import { checkpointWeightBytes, loadModel } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
@@ -124,6 +125,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   if (recurrent && options.cachePrompt !== false) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
+  const vision = await loadGemma3Vision(gpu, dir);
+  if (vision) options.log?.(`vision tower: ${vision.tokensPerImage} soft tokens per image`);
   let drafter: DraftModel | undefined;
   if (draftDir !== undefined) {
     const draft = await loadModel(gpu, draftDir, {
@@ -159,6 +162,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     kvUnified: unified,
     ...(options.speculative ? { speculative: options.speculative } : {}),
     ...(drafter ? { drafter } : {}),
+    ...(vision ? { vision } : {}),
     cache: {
       enabled: cacheOn,
       blockBytes,

@@ -23,7 +23,8 @@ import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import type { DraftModel, DraftRequest } from './drafters/draft-model.js';
-import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
+import type { VisionEncoder } from '../models/gemma3-vision.js';
+import { ForwardRunner, type ChunkImage, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
 import { BlockAllocator, KvRows, type BlockCopy } from './kv-cache.js';
@@ -107,6 +108,8 @@ export interface SchedulerOptions {
   cache: Omit<PromptCacheOptions, 'blockSize'>;
   /** Speculative decoding; absent = off. */
   speculative?: SpeculativeOptions;
+  /** The model's image encoder (Engine.vision). */
+  vision?: VisionEncoder;
   /** The draft model, when speculative.kind is 'draft-model'. */
   drafter?: DraftModel;
   /** Request memory admission: each request reserves its estimate until its last choice ends. */
@@ -114,6 +117,7 @@ export interface SchedulerOptions {
 }
 
 export class Scheduler implements Engine {
+  readonly vision?: VisionEncoder;
   private readonly waiting = new PriorityQueue<Sequence>();
   private readonly active: Sequence[] = [];
   private readonly blocks: BlockAllocator;
@@ -135,6 +139,7 @@ export class Scheduler implements Engine {
     private readonly runner: ForwardRunner,
     private readonly options: SchedulerOptions,
   ) {
+    this.vision = options.vision;
     const kv = runner.model.kv;
     this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
@@ -164,6 +169,9 @@ export class Scheduler implements Engine {
     const free = this.options.slots - this.active.length;
     if (this.waiting.size + reqs.length - 1 - free >= this.options.maxQueue) throw new QueueFullError(this.waiting.size);
     if (prompt.length === 0) throw new Error('empty prompt');
+    const { hidden } = this.runner.model.cfg;
+    const image = reqs[0]!.images?.find((im) => im.rows.length / hidden > this.runner.model.maxTokens);
+    if (image) throw new Error(`an image of ${image.rows.length / hidden} tokens does not fit one prefill chunk of ${this.runner.model.maxTokens} (--batch-size)`);
     if (prompt.length >= this.info.contextSize) {
       throw new Error(`prompt of ${prompt.length} tokens does not fit the context of ${this.info.contextSize}`);
     }
@@ -188,7 +196,11 @@ export class Scheduler implements Engine {
 
   stats(): EngineStats {
     const queued = this.waiting.size;
-    const busy = new Set(this.active.filter((s) => !s.closed).map((s) => s.slot));
+    const running = this.active.filter((s) => !s.closed);
+    const busy = new Set(running.map((s) => s.slot));
+    const slotBlocks = Array.from({ length: this.options.slots }, () => 0);
+    for (const seq of running) slotBlocks[seq.slot] = seq.table.length;
+    const used = new Set(running.flatMap((s) => s.table));
     return {
       slots: this.options.slots,
       activeSequences: busy.size,
@@ -199,6 +211,7 @@ export class Scheduler implements Engine {
       ],
       counters: { ...this.counters },
       memory: { budgetBytes: this.options.memory.budgetBytes, inUseBytes: this.options.memory.inUseBytes },
+      kv: { blockSize: this.blocks.blockSize, blocks: this.blocks.blocks, usedBlocks: used.size, slotBlocks },
     };
   }
 
@@ -342,7 +355,7 @@ export class Scheduler implements Engine {
    * then the rows of a partly matching block copied into a block of its own.
    */
   private borrowPrefix(seq: Sequence): void {
-    const { blocks, partial } = this.cache.borrow(seq.req.promptTokens);
+    const { blocks, partial } = this.cache.borrow(this.cacheTokens(seq, seq.req.promptTokens));
     seq.table.push(...blocks);
     seq.borrowed = blocks.length;
     seq.cached = blocks.length * this.blocks.blockSize;
@@ -416,9 +429,13 @@ export class Scheduler implements Engine {
       }
       // A fork between its fork and its first token.
       if (seq.prefilled === seq.tokens.length) continue;
-      const n = Math.min(budget - tokens, seq.tokens.length - seq.prefilled);
-      const end = seq.prefilled + n;
+      const end = this.chunkEnd(seq, Math.min(seq.prefilled + budget - tokens, seq.tokens.length));
+      // An image that does not fit what this step has left waits for the next.
+      if (end === seq.prefilled) continue;
+      const n = end - seq.prefilled;
       const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, state: seq.slot };
+      const images = this.chunkImages(seq, end);
+      if (images.length > 0) chunk.images = images;
       let forks: Sequence[] = [];
       if (end === seq.tokens.length) {
         chunk.sample = this.draw(seq);
@@ -597,7 +614,7 @@ export class Scheduler implements Engine {
    */
   private shift(seq: Sequence): boolean {
     const shift = seq.req.contextShift;
-    if (!shift) return false;
+    if (!shift || seq.req.images?.length) return false;
     const written = seq.tokens.length - 1;
     const keep = Math.min(Math.max(shift.keep, 0), written);
     const discard = Math.floor((written - keep) / 2);
@@ -655,6 +672,34 @@ export class Scheduler implements Engine {
     return this.cache.enabled && seq.req.cachePrompt !== false;
   }
 
+  /** `tokens` as the prompt cache knows them: each image's tokens as ids past the vocabulary, from its key. */
+  private cacheTokens(seq: Sequence, tokens: number[]): number[] {
+    const images = seq.req.images;
+    if (!images?.length) return tokens;
+    const { hidden, vocab } = this.runner.model.cfg;
+    const keyed = [...tokens];
+    for (const im of images) {
+      for (let i = 0; i < im.rows.length / hidden && im.start + i < keyed.length; i++) keyed[im.start + i] = vocab + ((im.key + i) % 2 ** 30);
+    }
+    return keyed;
+  }
+
+  /** Where a prefill chunk that could run to `end` stops: before an image it would cut in two. */
+  private chunkEnd(seq: Sequence, end: number): number {
+    const { hidden } = this.runner.model.cfg;
+    const cut = seq.req.images?.find((im) => Math.max(im.start, seq.prefilled) < end && im.start + im.rows.length / hidden > end);
+    return cut ? Math.max(seq.prefilled, Math.min(end, cut.start)) : end;
+  }
+
+  /** The images whose tokens lie in the chunk from seq.prefilled to `end`: an image partly served by the prompt cache, its rest. */
+  private chunkImages(seq: Sequence, end: number): ChunkImage[] {
+    const { hidden } = this.runner.model.cfg;
+    const from = seq.prefilled;
+    return (seq.req.images ?? [])
+      .filter((im) => im.start < end && im.start + im.rows.length / hidden > from)
+      .map((im) => (im.start >= from ? { at: im.start - from, rows: im.rows } : { at: 0, rows: im.rows.subarray((from - im.start) * hidden) }));
+  }
+
   /**
    * Returns a sequence's blocks: those with written KV go to the prompt cache, and become
    * its slot's cache; then whoever waits for the slot goes on.
@@ -666,7 +711,7 @@ export class Scheduler implements Engine {
       this.blocks.release(table);
       return this.slotStore.finished(seq.slot, []);
     }
-    const history = seq.tokens.slice(0, seq.written);
+    const history = this.cacheTokens(seq, seq.tokens.slice(0, seq.written));
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
     this.slotStore.finished(seq.slot, history);
   }

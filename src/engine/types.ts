@@ -113,6 +113,22 @@ export interface GenerationRequest {
    * `keep` and go on (llama-server's context shift) instead of finishing with 'length'.
    */
   contextShift?: { keep: number };
+  /**
+   * Images' soft tokens (a vision-language model's), in prompt order: each replaces the
+   * embeddings of its run of image tokens in promptTokens. The prompt cache knows an
+   * image's tokens by the image's key (ids past the vocabulary), so only the same picture
+   * reuses them; what is left of an image after a cached prefix is prefilled within one
+   * chunk. A prompt with images is not context-shifted.
+   */
+  images?: PromptImage[];
+}
+
+/** One image in a prompt: rows [n, hidden] replace the embeddings of promptTokens[start .. start + n - 1]. */
+export interface PromptImage {
+  start: number;
+  rows: Float32Array;
+  /** 30 bits from a hash of the decoded pixels: the image's identity in the prompt cache. */
+  key: number;
 }
 
 /**
@@ -215,6 +231,20 @@ export interface EngineStats {
   counters: EngineCounters;
   /** Request memory admission (./memory-budget.ts): the budget, and the weights plus the requests' reservations. */
   memory?: { budgetBytes: number; inUseBytes: number };
+  /** The paged KV pool; absent for an engine without one (embedding only). */
+  kv?: KvStats;
+}
+
+/** The paged KV pool as the model server protocol's gauges report it. */
+export interface KvStats {
+  /** Tokens per block. */
+  blockSize: number;
+  blocks: number;
+  /** Blocks the running sequences hold (one shared by several counts once); blocks only the
+   *  prompt cache keeps are reusable and not counted. */
+  usedBlocks: number;
+  /** Per slot, the blocks its sequence holds (0 when idle). */
+  slotBlocks: number[];
 }
 
 export interface ModelInfo {

@@ -2,10 +2,14 @@
 // of one weight part (experts expert0 .. expert0 + z of the stack) and each slot s = t * K + j
 // moe_route.wgsl listed for it, y[s, n] = X[row(s)] . W_e[n]; with GLU, y[s, n] =
 // act(X[row(s)] . W_e[n]) * (X[row(s)] . W_e[N + n]) (each expert's gate rows, then its up
-// rows). row(s) is the token t (per_slot 0: the block's normed input) or the slot s itself
-// (per_slot 1: the GLU's output, into the down projection).
+// rows; with interleaved, GPT-OSS's gate and up rows alternating: gate n is row 2n, up n row
+// 2n + 1). row(s) is the token t (per_slot 0: the block's normed input) or the slot s itself
+// (per_slot 1: the GLU's output, into the down projection). has_bias: each expert's bias of
+// each weight row is added first (bias [experts, rows per expert]). limit > 0: GPT-OSS's
+// clamped GLU, act(min(gate, limit)) * (clamp(up, -limit, limit) + 1).
 // Bindings: 0 params, 1 step, 2-4 the part's rows, expert after expert (formats/${FORMAT}),
-// 5 X f32, 6 y [T * K, N] f32, 7 ranges and 8 slots (moe_route.wgsl).
+// 5 X f32, 6 y [T * K, N] f32, 7 ranges and 8 slots (moe_route.wgsl), 9 bias (a dummy
+// without has_bias).
 // Plan: workgroups (column tiles, tiles of TM of the expert's slots, the part's experts);
 // TM is 1 for single-token steps (an expert has at most one slot), else 4. An invocation
 // owns RR output rows (of the gate and of the up projection with GLU) for the tile's TM
@@ -23,12 +27,18 @@
 #include "formats/${FORMAT}"
 override GLU: bool = false;
 #const TM: u32
-struct Params { K: u32, N: u32, expert0: u32, experts: u32, top_k: u32, per_slot: u32, act: u32 }
+struct Params { K: u32, N: u32, expert0: u32, experts: u32, top_k: u32, per_slot: u32, act: u32, has_bias: u32, interleaved: u32, limit: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> ranges: array<u32>;
 @group(0) @binding(8) var<storage, read> slots: array<u32>;
+@group(0) @binding(9) var<storage, read> bias: array<f32>;
+
+// An expert's rows; among them output column n's gate (or only) row and its up row.
+fn expert_rows() -> u32 { return select(1u, 2u, GLU) * p.N; }
+fn gate_row(n: u32) -> u32 { return select(n, 2u * n, p.interleaved != 0u); }
+fn up_row(n: u32) -> u32 { return select(p.N + n, 2u * n + 1u, p.interleaved != 0u); }
 
 // The tile: its slots (past the expert's count, its last slot again: read, not written),
 // how many are real, and where each slot's X row starts (in vec4s).
@@ -46,9 +56,20 @@ fn tile(e: u32, m0: u32, count: u32) -> Tile {
   return t;
 }
 
-fn out(t: Tile, i: u32, n: u32, a: f32, b: f32) {
-  var v = a;
-  if (GLU) { v = activate(a, p.act) * b; }
+// Slot i's output column n of expert e from its gate (or only) dot product a and up b.
+fn out(t: Tile, i: u32, e: u32, n: u32, a: f32, b: f32) {
+  var g = a;
+  var u = b;
+  if (p.has_bias != 0u) {
+    g += bias[e * expert_rows() + gate_row(n)];
+    if (GLU) { u += bias[e * expert_rows() + up_row(n)]; }
+  }
+  if (GLU && p.limit > 0.0) {
+    g = min(g, p.limit);
+    u = clamp(u, -p.limit, p.limit) + 1.0;
+  }
+  var v = g;
+  if (GLU) { v = activate(g, p.act) * u; }
   y[t.s[i] * p.N + n] = v;
 }
 
@@ -98,10 +119,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let t = tile(e, m0, count);
   let row_texels = (p.K / 32u) * (BITS / 4u);
   let groups = p.K / GROUP_SIZE;
-  // Gate (or only) rows, and the up rows N further; rows past N re-read the last row.
-  let first = wid.z * select(1u, 2u, GLU) * p.N;
+  // Gate (or only) rows and up rows; rows past N re-read the last row.
+  let first = wid.z * expert_rows();
   var ra: array<u32, RR>;
-  for (var i = 0u; i < RR; i++) { ra[i] = first + min(n0 + i, p.N - 1u); }
+  var rb: array<u32, RR>;
+  for (var i = 0u; i < RR; i++) {
+    ra[i] = first + gate_row(min(n0 + i, p.N - 1u));
+    rb[i] = first + up_row(min(n0 + i, p.N - 1u));
+  }
   var acc_a: array<array<f32, TM>, RR>;
   var acc_b: array<array<f32, TM>, RR>;
   for (var g = 0u; g < groups; g++) {
@@ -113,7 +138,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
         let wa = words(w_row_texel(ra[i], c * (BITS / 4u), row_texels));
         for (var j = 0u; j < TM; j++) { d.a[i][j] += words_dot(wa, xc[j]); }
         if (GLU) {
-          let wb = words(w_row_texel(ra[i] + p.N, c * (BITS / 4u), row_texels));
+          let wb = words(w_row_texel(rb[i], c * (BITS / 4u), row_texels));
           for (var j = 0u; j < TM; j++) { d.b[i][j] += words_dot(wb, xc[j]); }
         }
       }
@@ -122,7 +147,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     for (var i = 0u; i < RR; i++) {
       let sa = w_scale_bias(w_affine_entry(ra[i], g, groups));
       var sb = sa;
-      if (GLU) { sb = w_scale_bias(w_affine_entry(ra[i] + p.N, g, groups)); }
+      if (GLU) { sb = w_scale_bias(w_affine_entry(rb[i], g, groups)); }
       for (var j = 0u; j < TM; j++) {
         acc_a[i][j] += sa.x * d.a[i][j] + sa.y * d.xsum[j];
         acc_b[i][j] += sb.x * d.b[i][j] + sb.y * d.xsum[j];
@@ -131,7 +156,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   }
   for (var i = 0u; i < RR; i++) {
     for (var j = 0u; j < TM; j++) {
-      if (n0 + i < p.N && j < t.real) { out(t, j, n0 + i, acc_a[i][j], acc_b[i][j]); }
+      if (n0 + i < p.N && j < t.real) { out(t, j, e, n0 + i, acc_a[i][j], acc_b[i][j]); }
     }
   }
 }
@@ -145,13 +170,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let n = gid.x;
   if (m0 >= count || n >= p.N) { return; }
   let t = tile(e, m0, count);
-  let row = wid.z * select(1u, 2u, GLU) * p.N + n;
+  let first = wid.z * expert_rows();
   var a: array<f32, TM>;
   var b: array<f32, TM>;
   for (var kq = 0u; kq < p.K / 4u; kq++) {
-    let wa = w_load4(row, kq * 4u, p.K);
+    let wa = w_load4(first + gate_row(n), kq * 4u, p.K);
     var wb = wa;
-    if (GLU) { wb = w_load4(row + p.N, kq * 4u, p.K); }
+    if (GLU) { wb = w_load4(first + up_row(n), kq * 4u, p.K); }
     for (var j = 0u; j < TM; j++) {
       let xv = x[t.x[j] + kq];
       a[j] += dot(wa, xv);
@@ -159,7 +184,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     }
   }
   for (var j = 0u; j < TM; j++) {
-    if (j < t.real) { out(t, j, n, a[j], b[j]); }
+    if (j < t.real) { out(t, j, e, n, a[j], b[j]); }
   }
 }
 #endif

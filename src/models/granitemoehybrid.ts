@@ -37,7 +37,7 @@ export const granitemoehybrid: Family = {
       if (topK > count) c.fail('num_experts_per_tok', `${topK} exceeds num_local_experts ${count}`);
       sparse = {
         norms: { eps: cfg.rmsEps }, inputNorm: 'post_attention_layernorm', block: 'block_sparse_moe', router: 'router.layer',
-        projections: { gate: 'gate', up: 'up', down: 'down' }, fused: { gateUp: 'input_linear', down: 'output_linear' },
+        projections: { gate: 'gate', up: 'up', down: 'down' }, fused: { gateUp: 'input_linear', down: 'output_linear', interleaved: false },
         experts: count, topK, intermediate: cfg.intermediate, routing: 'topk_softmax', renormalize: false, activation: 'silu',
       };
     }

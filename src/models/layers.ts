@@ -11,7 +11,7 @@ import type { Activation, LinearNorm } from '../runtime/ops/linear.js';
 import type { MoeRoutes, MoeRouting } from '../runtime/ops/moe.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { GpuWeight } from '../runtime/tensors.js';
-import type { MatrixSource } from './checkpoint.js';
+import type { MatrixSource, VectorSource } from './checkpoint.js';
 import type { ModelConfig, Rope } from './config.js';
 import type { BuildContext } from './model.js';
 
@@ -51,10 +51,16 @@ export interface AttentionSpec {
   scale: number;
   /** Attention-score soft-capping (Gemma 2's attn_logit_softcapping). */
   softcap?: number;
+  /** A learned logit per head (`self_attn.sinks`) in each softmax's denominator (GPT-OSS). */
+  sinks?: boolean;
+  /** A bias on o_proj (GPT-OSS). */
+  oBias?: boolean;
   /** o_proj's output times this before the residual add (Granite's residual_multiplier). */
   residualScale?: number;
   /** A norm of the block's output before the residual add (Gemma's post_attention_layernorm, OLMo 2's). */
   postNorm?: string;
+  /** Each token attends up to its position here instead of its own (ImageInputs.keyEnd: Gemma 3's bidirectional images). */
+  keyEnd?: GPUBuffer;
 }
 
 export interface MlpSpec {
@@ -144,7 +150,8 @@ export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { 
     q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer]!, vCache: kv.v[layer]!, blockSize: kv.blockSize,
   }, act.attn, {
     headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
-  }, meta);
+    sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined,
+  }, spec.keyEnd ? { ...meta, keyEnd: spec.keyEnd } : meta);
 }
 
 /** h += post(o_proj(act.attn)): without a post-norm the residual add is o_proj's accumulate. */
@@ -152,7 +159,8 @@ export function attentionOutput(ctx: BuildContext, layer: number, spec: Attentio
   const { cfg, act } = ctx;
   const out = `${attentionBlock(layer, spec)}.${spec.names?.out ?? 'o_proj'}`;
   const oProj = ctx.matrix({ prefix: out, rows: cfg.hidden, cols: cfg.heads * cfg.headDim });
-  return residual(ctx, out, oProj, act.attn, spec, postNorm(ctx, layer, spec));
+  const bias = spec.oBias ? ctx.vector({ name: `${out}.bias`, length: cfg.hidden }) : undefined;
+  return residual(ctx, out, oProj, act.attn, spec, postNorm(ctx, layer, spec), bias);
 }
 
 /** model.layers.N.<block> of an attention block. */
@@ -208,8 +216,14 @@ export interface MoeSpec {
   router: string;
   /** The per-expert projections' names: Qwen's gate_proj / up_proj / down_proj, Mixtral's w1 / w3 / w2. */
   projections: { gate: string; up: string; down: string };
-  /** The experts stacked with each one's gate rows then up rows in `gateUp`, and `down` (Granite's input_linear, output_linear). */
-  fused?: { gateUp: string; down: string };
+  /**
+   * The experts as stored fused, where the checkpoint has them: `<block>.<gateUp>` holds each
+   * expert's 2 * intermediate gate and up rows, alternating where `interleaved` (GPT-OSS's
+   * experts.gate_up_proj) else gate rows then up rows (Granite's input_linear), and
+   * `<block>.<down>` each expert's hidden rows; with expertBias, `<name>_bias` beside each
+   * (GPT-OSS's names).
+   */
+  fused?: { gateUp: string; down: string; interleaved: boolean };
   /** The block's output times this before the residual add (Granite's residual_multiplier). */
   residualScale?: number;
   experts: number;
@@ -224,6 +238,12 @@ export interface MoeSpec {
   routing: MoeRouting;
   renormalize: boolean;
   activation: Activation;
+  /** A bias on the router (`<block>.<router>.bias`: GPT-OSS). */
+  routerBias?: boolean;
+  /** A bias on each expert's projections (GPT-OSS), beside its weights (expertWeights). */
+  expertBias?: boolean;
+  /** GPT-OSS's clamped GLU: act(min(gate, limit)) * (clamp(up, -limit, limit) + 1). */
+  gluLimit?: number;
 }
 
 /**
@@ -241,7 +261,8 @@ export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[]
   const normName = `model.layers.${layer}.${spec.inputNorm}`;
   const norm = normWeight(ctx, normName, spec.norms);
   const router = ctx.matrix({ prefix: `${p}.${spec.router}`, rows: experts, cols: cfg.hidden });
-  const { gateUp, down } = expertWeights(ctx, p, spec);
+  const routerBias = spec.routerBias ? ctx.vector({ name: `${p}.${spec.router}.bias`, length: experts }) : undefined;
+  const { gateUp, down, gateUpBias, downBias, interleaved } = expertWeights(ctx, p, spec);
   // Buffers shared by every MoE layer (they run one after another).
   const logits = ctx.scratch('moe.router_logits', experts);
   const routes: MoeRoutes = {
@@ -251,38 +272,64 @@ export function moe(ctx: BuildContext, layer: number, spec: MoeSpec): Dispatch[]
   const out = ctx.scratch('moe.out', topK * cfg.hidden);
   return [
     ops.rmsnorm(normName, act.h, norm, act.xn, { width: cfg.hidden, eps: spec.norms.eps }),
-    ...ops.linear(`${p}.${spec.router}`, router, act.xn, logits),
+    ...ops.linear(`${p}.${spec.router}`, router, act.xn, logits, { bias: routerBias }),
     ops.moeRoute(`${p}.route`, logits, routes, { routing: spec.routing, renormalize: spec.renormalize }),
-    ...ops.moeMatmul(`${p}.experts.gate_up`, gateUp, act.xn, hidden, routes, { glu: spec.activation }),
-    ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true }),
+    ...ops.moeMatmul(`${p}.experts.gate_up`, gateUp, act.xn, hidden, routes, {
+      glu: spec.activation, bias: gateUpBias, interleaved, limit: spec.gluLimit,
+    }),
+    ...ops.moeMatmul(`${p}.experts.down`, down, hidden, out, routes, { perSlot: true, bias: downBias }),
     ops.moeCombine(`${p}.combine`, out, routes, act.h, cfg.hidden, spec.residualScale),
   ];
 }
 
+/** The experts' weights as Ops.moeMatmul takes them, and their biases (MoeSpec.expertBias). */
+interface ExpertWeights {
+  gateUp: GpuWeight;
+  down: GpuWeight;
+  gateUpBias?: GPUBuffer;
+  downBias?: GPUBuffer;
+  /** gateUp's gate and up rows alternate (GPT-OSS's gate_up_proj). */
+  interleaved: boolean;
+}
+
 /**
  * The experts' matrices stacked over the experts (Ops.moeMatmul): each expert's gate rows
- * then its up rows, and the down projections; from the checkpoint's layout: fused, one by
- * one, else mlx-lm's switch_mlp.
+ * then its up rows, and the down projections, with their biases [experts, rows] in the same
+ * order; from where the checkpoint keeps them: fused (MoeSpec.fused) where it has those
+ * tensors, one by one as transformers writes them (`experts.E.<gate>`), else stacked with a
+ * leading expert dimension as mlx-lm writes them (`switch_mlp.gate_proj`, or for GPT-OSS
+ * `experts.gate_proj`).
  */
-function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): { gateUp: GpuWeight; down: GpuWeight } {
+function expertWeights(ctx: BuildContext, p: string, spec: MoeSpec): ExpertWeights {
   const H = ctx.cfg.hidden;
   const { experts: E, intermediate: I, projections, fused } = spec;
-  if (fused) {
-    const rows = (prefix: string, per: number, cols: number, first: number, n: number): MatrixSource => ({ prefix: `${p}.${prefix}`, rows: E * per, cols, slice: { first, rows: n } });
-    const ids = Array.from({ length: E }, (_, e) => e);
+  const experts = Array.from({ length: E }, (_, e) => e);
+  const biases = (sources: VectorSource[]) => (spec.expertBias ? ctx.vector(sources) : undefined);
+  if (fused && (ctx.has(`${p}.${fused.gateUp}.weight`) || ctx.has(`${p}.${fused.gateUp}_blocks`))) {
+    // Each expert's `rows` read as `parts` matrices in turn (gate then up where not interleaved).
+    const stacked = (name: string, rows: number, cols: number, parts = 1): GpuWeight => ctx.experts(experts.map((e) => Array.from({ length: parts }, (_, j) => (
+      { prefix: `${p}.${name}`, rows: E * rows, cols, slice: { first: e * rows + (j * rows) / parts, rows: rows / parts } }))));
     return {
-      gateUp: ctx.experts(ids.map((e) => [rows(fused.gateUp, 2 * I, H, 2 * e * I, I), rows(fused.gateUp, 2 * I, H, (2 * e + 1) * I, I)])),
-      down: ctx.experts(ids.map((e) => [rows(fused.down, H, I, e * H, H)])),
+      gateUp: stacked(fused.gateUp, 2 * I, H, fused.interleaved ? 1 : 2), down: stacked(fused.down, H, I), interleaved: fused.interleaved,
+      gateUpBias: biases([{ name: `${p}.${fused.gateUp}_bias`, length: E * 2 * I }]),
+      downBias: biases([{ name: `${p}.${fused.down}_bias`, length: E * H }]),
     };
   }
   const perExpert = ctx.has(`${p}.experts.0.${projections.gate}.weight`);
+  const under = ctx.has(`${p}.experts.gate_proj.weight`) ? 'experts' : 'switch_mlp';
+  const prefix = (e: number, name: 'gate' | 'up' | 'down') => (perExpert ? `${p}.experts.${e}.${projections[name]}` : `${p}.${under}.${name}_proj`);
   const source = (e: number, name: 'gate' | 'up' | 'down', rows: number, cols: number): MatrixSource => (perExpert
-    ? { prefix: `${p}.experts.${e}.${projections[name]}`, rows, cols }
-    : { prefix: `${p}.switch_mlp.${name}_proj`, rows: E * rows, cols, slice: { first: e * rows, rows } });
-  const experts = Array.from({ length: E }, (_, e) => e);
+    ? { prefix: prefix(e, name), rows, cols }
+    : { prefix: prefix(e, name), rows: E * rows, cols, slice: { first: e * rows, rows } });
+  const bias = (e: number, name: 'gate' | 'up' | 'down', rows: number): VectorSource => (perExpert
+    ? { name: `${prefix(e, name)}.bias`, length: rows }
+    : { name: `${prefix(e, name)}.bias`, length: E * rows, slice: { first: e * rows, length: rows } });
   return {
     gateUp: ctx.experts(experts.map((e) => [source(e, 'gate', I, H), source(e, 'up', I, H)])),
     down: ctx.experts(experts.map((e) => [source(e, 'down', H, I)])),
+    gateUpBias: biases(experts.flatMap((e) => [bias(e, 'gate', I), bias(e, 'up', I)])),
+    downBias: biases(experts.map((e) => bias(e, 'down', H))),
+    interleaved: false,
   };
 }
 
@@ -407,14 +454,14 @@ function postNorm(ctx: BuildContext, layer: number, spec: AttentionSpec | MlpSpe
 }
 
 /**
- * h += post(x W^T) * scale: with a post-norm, the projection into xn and the norm's
+ * h += post(x W^T + bias) * scale: with a post-norm, the projection into xn and the norm's
  * accumulate into h; without, the projection's own accumulate.
  */
-export function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, post?: { name: string; weight: GPUBuffer }): Dispatch[] {
+export function residual(ctx: BuildContext, label: string, w: GpuWeight, x: GPUBuffer, spec: AttentionSpec | MlpSpec, post?: { name: string; weight: GPUBuffer }, bias?: GPUBuffer): Dispatch[] {
   const { ops, cfg, act } = ctx;
-  if (!post) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale });
+  if (!post) return ops.linear(label, w, x, act.h, { accumulate: true, scale: spec.residualScale, bias });
   return [
-    ...ops.linear(label, w, x, act.xn, { scale: spec.residualScale }),
+    ...ops.linear(label, w, x, act.xn, { scale: spec.residualScale, bias }),
     ops.rmsnorm(post.name, act.xn, post.weight, act.h, { width: cfg.hidden, eps: spec.norms.eps, accumulate: true }),
   ];
 }

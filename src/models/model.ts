@@ -84,6 +84,22 @@ export interface BuildContext {
   meta: BatchMeta;
   /** An embedding model's output: the head pools and normalises instead of sampling (layers.ts head). */
   pooled?: PooledOutput;
+  /** The buffers through which a vision-language family takes images' soft tokens (made on first call). */
+  imageInputs(): ImageInputs;
+}
+
+/**
+ * Where the engine puts a pass's image soft tokens for a vision-language family: each
+ * image token's embedding row, the flags of the tokens that take one, and how far each
+ * token attends (its own position, or its image's last: bidirectional within an image).
+ */
+export interface ImageInputs {
+  /** [maxTokens, hidden] f32, at the rows of the pass's image tokens. */
+  rows: GPUBuffer;
+  /** [maxTokens] u32: 1 for a token whose embedding is its row of `rows`. */
+  flags: GPUBuffer;
+  /** [maxTokens] u32: the last position each token attends to (Ops.attention keyEnd). */
+  keyEnd: GPUBuffer;
 }
 
 /**
@@ -166,6 +182,8 @@ export interface LoadedModel {
   weightFormat: string;
   /** Loaded as an embedding model (LoadOptions.pooling). */
   pooled?: PooledOutput;
+  /** A vision-language family's image inputs, which the engine fills each pass. */
+  images?: ImageInputs;
   /** The recurrent layers' states (BuildContext.state), each [stateSlots, slotBytes]; none for a transformer. */
   states: RecurrentState[];
 }
@@ -294,6 +312,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     return w;
   };
   const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
+  let images: ImageInputs | undefined;
   const ctx: BuildContext = {
     ops,
     cfg,
@@ -335,6 +354,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       states.push({ buffer, slotBytes });
       return buffer;
     },
+    imageInputs: () => (images ??= { rows: f32(T * cfg.hidden, 'image_rows'), flags: u32(T, 'image_flags'), keyEnd: u32(T, 'key_end') }),
     act,
     kv,
     meta,
@@ -346,5 +366,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), pooled, states };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), pooled, states, images };
 }

@@ -3,6 +3,7 @@ import { bert } from './bert.js';
 import { configReader, normalizeConfig, readConfigFiles, type Json, type ModelConfig } from './config.js';
 import { gemma2 } from './gemma2.js';
 import { gemma3 } from './gemma3.js';
+import { gptOss } from './gpt_oss.js';
 import { granite } from './granite.js';
 import { granitemoehybrid } from './granitemoehybrid.js';
 import { lfm2 } from './lfm2.js';
@@ -28,6 +29,7 @@ const FAMILIES: Record<string, Family> = {
   qwen3,
   qwen3_moe: qwen3Moe,
   mixtral,
+  gpt_oss: gptOss,
   gemma2,
   gemma3,
   gemma3_text: gemma3,

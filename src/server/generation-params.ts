@@ -91,7 +91,7 @@ export async function tokenizeText(engine: Pick<Engine, 'tokenizer'> & { info: {
 }
 
 /** llama-server's wording and fields, in the reference's envelope. */
-function contextExceeded(count: string, tokens: number, contextSize: number): ApiError {
+export function contextExceeded(count: string, tokens: number, contextSize: number): ApiError {
   return badRequest(
     `request (${count} tokens) exceeds the available context size (${contextSize} tokens), try increasing it`,
     'context_length_exceeded',

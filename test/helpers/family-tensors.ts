@@ -64,6 +64,7 @@ export function familyTensors(json: Json, has: (name: string) => boolean): Famil
     rope: () => ({ rotaryDim: cfg.rotaryDim, invFreq: buffer, mscale: 1 }),
     scratch: () => buffer,
     state: () => buffer,
+    imageInputs: () => ({ rows: buffer, flags: buffer, keyEnd: buffer }),
     act: anyKey<Activations>(buffer),
     kv: { blockSize: 16, blocks: 1, k: Array(cfg.layers).fill({}), v: Array(cfg.layers).fill({}) },
     meta: anyKey<BuildContext['meta']>(buffer),

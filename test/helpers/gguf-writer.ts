@@ -22,14 +22,17 @@ import { f32ToF16 } from '../../src/models/half.js';
 import { ropeFreqDivisors } from '../../src/models/rope.js';
 import { checkpointNames, type CheckpointNames } from '../../src/models/model.js';
 import { familyConfig } from '../../src/models/registry.js';
-import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+import { MXFP4_BLOCK } from '../../src/runtime/tensors.js';
 import { familyTensors, type FamilyTensor } from './family-tensors.js';
+import { decodeMxfp4, ggmlMxfp4, type Mxfp4 } from './mxfp4.js';
 
 const ALIGNMENT = 32;
 
 enum ValueType { UINT8 = 0, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 }
 const GGML_F32 = 0;
 const GGML_F16 = 1;
+const GGML_MXFP4 = 39;
 
 // llama.cpp token types.
 const TOKEN_NORMAL = 1;
@@ -105,6 +108,11 @@ export interface GgufWriteOptions {
   pre?: string;
   /** `<arch>.pooling_type`, as the converter writes it for embedding models and rerankers. */
   pooling?: 'mean' | 'cls' | 'last' | 'rank';
+  /**
+   * GPT-OSS's MXFP4 experts: as GGML_MXFP4 (default, as the converter writes them), or as f32
+   * of the same values (llama.cpp's CPU MXFP4 dot products round their inputs to Q8_0).
+   */
+  experts?: 'mxfp4' | 'f32';
 }
 
 /** llama.cpp's enum llama_pooling_type. */
@@ -136,7 +144,7 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
   addTokenizer(kv, hfDir, cfg.vocab, fields, opts.pre);
 
-  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType, fields));
+  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType, fields, opts.experts ?? 'mxfp4'));
 }
 
 function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig, c: Json): void {
@@ -165,6 +173,11 @@ function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig,
   if (s?.type === 'linear') {
     kv.set(`${arch}.rope.scaling.type`, str('linear'));
     kv.set(`${arch}.rope.scaling.factor`, f32(s.factor));
+  }
+  if (s?.type === 'yarn') {
+    kv.set(`${arch}.rope.scaling.type`, str('yarn'));
+    kv.set(`${arch}.rope.scaling.factor`, f32(s.factor));
+    kv.set(`${arch}.rope.scaling.original_context_length`, u32(s.originalMaxPositions));
   } else if (s?.type === 'llama3' && arch !== 'llama') {
     throw new Error('llama3 rope scaling is only converted for Llama (as a rope_freqs tensor)');
   }
@@ -304,6 +317,8 @@ function bpePre(tj: Json): string {
     for (const q of (p.pretokenizers ?? []) as Json[]) walk(q);
   };
   walk(tj.pre_tokenizer as Json | undefined);
+  // o200k (GPT-OSS) also splits digits in threes; its letter classes tell it apart.
+  if (regexes.some((r) => r.includes(String.raw`[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`))) return 'gpt-4o';
   if (regexes.some((r) => r.includes(String.raw`\p{N}{1,3}`))) return 'llama-bpe';
   if (regexes.includes(QWEN2_REGEX)) return 'qwen2';
   throw new Error('unrecognised BPE pre-tokenizer: pass options.pre');
@@ -318,7 +333,8 @@ interface PlannedTensor {
   dims: number[];
   type: number;
   nbytes: number;
-  data: () => Float32Array;
+  /** f32 values (written as `type`), or MXFP4's bytes as they are. */
+  data: () => Float32Array | Uint8Array;
 }
 
 /**
@@ -376,6 +392,12 @@ interface GgufFamily {
    * given several segments stacks them with a leading dimension (experts).
    */
   split?: (c: Json) => Record<string, string[]>;
+  /**
+   * GPT-OSS's MXFP4 experts (`mlp.experts.gate_up_proj` with alternating gate and up rows,
+   * `mlp.experts.down_proj`, their `_bias`es) as the converter's GptOssModel writes them:
+   * ffn_gate_exps / ffn_up_exps / ffn_down_exps in llama.cpp's MXFP4 blocks, biases split alike.
+   */
+  mxfp4Experts?: boolean;
 }
 
 const i32s = (value: number[]): KV => ({ type: ValueType.ARRAY, elemType: ValueType.INT32, value });
@@ -454,6 +476,19 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
     },
   },
   olmo2: { arch: 'olmo2', layer: { ...LLAMA_LAYER, ...QK_NORM, ...POST_NORMS } },
+  gpt_oss: {
+    arch: 'gpt-oss',
+    layer: {
+      ...LLAMA_LAYER, post_attention_layernorm: 'post_attention_norm', 'self_attn.sinks': 'attn_sinks', 'mlp.router': 'ffn_gate_inp',
+    },
+    mxfp4Experts: true,
+    params: (set, cfg, c) => {
+      set('expert_count', u32(c.num_local_experts as number));
+      set('expert_used_count', u32(c.num_experts_per_tok as number));
+      set('expert_feed_forward_length', u32(cfg.intermediate));
+      set('attention.sliding_window', u32(c.sliding_window as number));
+    },
+  },
   // llama.cpp's qwen3moe has every layer sparse and always renormalises the top-k weights.
   qwen3_moe: {
     arch: 'qwen3moe', layer: { ...LLAMA_LAYER, ...QK_NORM, 'mlp.gate': 'ffn_gate_inp' },
@@ -562,14 +597,75 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
   },
 };
 
-/** GGUF name of the family's tensor `name`. */
+/** GGUF name of the family's tensor `name` (one without .weight / .bias, GPT-OSS's sinks, gets .weight, as the converter gives it). */
 function ggufName(name: string, gguf: GgufFamily): string {
   const global = gguf.globals?.[name] ?? MODEL_TENSORS[name];
   if (global) return global;
-  const m = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(name);
+  const m = /^model\.layers\.(\d+)\.(.+?)(?:\.(weight|bias))?$/.exec(name);
   const mapped = m && gguf.layer[m[2]!];
   if (!mapped) throw new Error(`${name}: no llama.cpp name for ${gguf.arch}`);
-  return `blk.${m[1]}.${mapped}.${m[3]}`;
+  return `blk.${m[1]}.${mapped}.${m[3] ?? 'weight'}`;
+}
+
+/**
+ * GPT-OSS's expert tensor `t` (mxfp4Experts) as llama.cpp's: the gate/up matrix [experts *
+ * 2I, H] split by alternating rows into ffn_gate_exps and ffn_up_exps [experts, I, H], the down
+ * matrix as ffn_down_exps, from `<prefix>_blocks` and `_scales` as GGML_MXFP4 (or `as` f32);
+ * their `_bias` [experts, rows] split the same way. Returns whether `t` is one (marking what it read).
+ */
+function planMxfp4Expert(
+  t: FamilyTensor, source: Map<string, CheckpointTensor>, names: CheckpointNames, used: Set<string>,
+  add: (name: string, shape: number[], data: () => Float32Array | Uint8Array, type?: number) => void, as: 'mxfp4' | 'f32',
+): boolean {
+  const m = /^model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(\.weight|_bias)$/.exec(t.name);
+  if (!m) return false;
+  const [, layer, which, kind] = m as unknown as [string, string, string, string];
+  const prefix = names.of(t.name.replace(/(\.weight|_bias)$/, ''));
+  const entry = (name: string) => {
+    const e = source.get(name);
+    if (!e) throw new Error(`no ${name}`);
+    used.add(name);
+    return e;
+  };
+  // Each output: its GGUF name and, for gate_up, which of the alternating rows it takes.
+  const outputs = which === 'down' ? [{ name: 'ffn_down_exps', parity: -1 }] : [{ name: 'ffn_gate_exps', parity: 0 }, { name: 'ffn_up_exps', parity: 1 }];
+  const rowsOf = (all: number) => (which === 'down' ? all : all / 2);
+  // Source row of output row r: itself, or the gate (parity 0) or up (1) row of pair r.
+  const pick = (parity: number) => (r: number) => (parity < 0 ? r : 2 * r + parity);
+  if (kind === '_bias') {
+    const bias = entry(`${prefix}_bias`);
+    const [experts, all] = bias.info.shape as [number, number];
+    for (const o of outputs) {
+      const rows = rowsOf(all);
+      const row = pick(o.parity);
+      add(`blk.${layer}.${o.name}.bias`, [experts, rows], () => {
+        const v = readTensorF32(bias);
+        return Float32Array.from({ length: experts * rows }, (_, i) => v[Math.floor(i / rows) * all + row(i % rows)]!);
+      });
+    }
+    return true;
+  }
+  const blocks = entry(`${prefix}_blocks`);
+  const scales = entry(`${prefix}_scales`);
+  const [experts, all, perRow] = blocks.info.shape as [number, number, number];
+  for (const o of outputs) {
+    const rows = rowsOf(all);
+    const row = pick(o.parity);
+    add(`blk.${layer}.${o.name}.weight`, [experts, rows, perRow * MXFP4_BLOCK], () => {
+      const [b, s] = [readSafetensorsBytes(blocks.path, blocks.header, blocks.name), readSafetensorsBytes(scales.path, scales.header, scales.name)];
+      const out: Mxfp4 = { blocks: new Uint8Array(experts * rows * perRow * 16), scales: new Uint8Array(experts * rows * perRow) };
+      for (let e = 0; e < experts; e++) {
+        for (let r = 0; r < rows; r++) {
+          const from = e * all + row(r);
+          const to = e * rows + r;
+          out.blocks.set(b.subarray(from * perRow * 16, (from + 1) * perRow * 16), to * perRow * 16);
+          out.scales.set(s.subarray(from * perRow, (from + 1) * perRow), to * perRow);
+        }
+      }
+      return as === 'mxfp4' ? ggmlMxfp4(out) : Float32Array.from(decodeMxfp4(out));
+    }, as === 'mxfp4' ? GGML_MXFP4 : GGML_F32);
+  }
+  return true;
 }
 
 /**
@@ -581,15 +677,17 @@ function ggufName(name: string, gguf: GgufFamily): string {
  */
 function planTensors(
   dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16', config: Json,
+  experts: 'mxfp4' | 'f32',
 ): PlannedTensor[] {
   const specials = gguf.special?.(config);
   const splits = gguf.split?.(config);
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
-  const add = (name: string, shape: number[], data: () => Float32Array) => {
-    const type = outType === 'F16' && shape.length >= 2 ? GGML_F16 : GGML_F32;
+  const add = (name: string, shape: number[], data: () => Float32Array | Uint8Array, mxfp4?: number) => {
+    const type = mxfp4 ?? (outType === 'F16' && shape.length >= 2 ? GGML_F16 : GGML_F32);
     const count = shape.reduce((a, b) => a * b, 1);
-    planned.push({ name, dims: [...shape].reverse(), type, nbytes: count * (type === GGML_F16 ? 2 : 4), data });
+    const nbytes = type === GGML_MXFP4 ? (count / MXFP4_BLOCK) * 17 : count * (type === GGML_F16 ? 2 : 4);
+    planned.push({ name, dims: [...shape].reverse(), type, nbytes, data });
   };
   if (gguf.arch === 'llama' && cfg.ropeScaling?.type === 'llama3') {
     const factors = Float32Array.from(ropeFreqDivisors(cfg));
@@ -613,6 +711,7 @@ function planTensors(
     stacks.set(key, [...(stacks.get(key) ?? []), t]);
   }
   for (const t of tensors) {
+    if (gguf.mxfp4Experts && planMxfp4Expert(t, source, names, used, add, experts)) continue;
     const name = names.of(t.name);
     const entry = source.get(name);
     if (!entry) throw new Error(`${dir}: no ${name}`);
@@ -795,7 +894,7 @@ function writeFile(path: string, kv: Map<string, KV>, tensors: PlannedTensor[]):
     writeAll(fd, Buffer.concat(w.chunks));
     for (const t of tensors) {
       const data = t.data();
-      const bytes = t.type === GGML_F16 ? f32ToF16(data) : data;
+      const bytes = t.type === GGML_F16 ? f32ToF16(data as Float32Array) : data;
       if (bytes.byteLength !== t.nbytes) throw new Error(`${t.name}: ${bytes.byteLength} bytes, expected ${t.nbytes}`);
       writeAll(fd, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
       writeAll(fd, new Uint8Array(pad(t.nbytes)));

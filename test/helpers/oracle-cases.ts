@@ -41,16 +41,19 @@ export interface FamilyComparison {
 }
 
 /**
- * Writes random checkpoint `c` to `dir` and its GGUF beside it, runs both greedily on the
- * prompt (BOS, then ORACLE_STORY) and asserts equal tokens and the prompt's next-token
- * log-probs within the tolerance; returns the prompt.
+ * Writes random checkpoint `c` to `dir` and its GGUF beside it (GPT-OSS's MXFP4 experts as
+ * f32 holding the same values), runs both greedily on the prompt (BOS, then ORACLE_STORY) and
+ * asserts equal tokens and the prompt's next-token log-probs within the tolerance; returns
+ * the prompt and our run.
  */
-export async function expectMatchesLlamaCpp(c: RandomCheckpointOptions, dir: string, o: FamilyComparison): Promise<number[]> {
+export async function expectMatchesLlamaCpp(
+  c: RandomCheckpointOptions, dir: string, o: FamilyComparison,
+): Promise<{ prompt: number[]; ours: { tokens: number[]; promptLogits: Float32Array } }> {
   const ck = makeRandomCheckpoint(c, dir);
   const gguf = `${dir}.gguf`;
   // Not the folder's name: llama.cpp gives a model named like phi3 / phi-3 Phi-3's token
   // attributes, which look up SentencePiece tokens (</s>, <unk>) our tokenizers lack.
-  writeGgufFromHf(dir, gguf, { name: 'random checkpoint' });
+  writeGgufFromHf(dir, gguf, { name: 'random checkpoint', experts: 'f32' });
   const tokenizer = await TextTokenizer.load(dir);
   const prompt = [...(o.bos ? [ck.bosId] : []), ...tokenizer.encode(ORACLE_STORY, false)];
   const expected = await (o.oracle ?? ((g, p) => oracleGreedy(g, p, o.steps)))(gguf, prompt);
@@ -61,5 +64,5 @@ export async function expectMatchesLlamaCpp(c: RandomCheckpointOptions, dir: str
   expect(diff).toBeLessThan(o.tolerance);
   const top = expected.tokens[0]!;
   expect(Math.abs(logSoftmax(ours.promptLogits)[top]! - expected.firstLogProbs[top]!)).toBeLessThan(o.tolerance);
-  return prompt;
+  return { prompt, ours };
 }

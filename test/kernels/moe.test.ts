@@ -2,9 +2,12 @@
 // the router logits, ties to the lower expert, both routings, renormalised or not, the
 // slots grouped by expert), then moe_matmul.wgsl (each expert's gate/up GLU and down
 // projection over the slots routed to it; weights split into parts at expert boundaries)
-// and moe_combine.wgsl (the weighted sum into h), in f32, bf16 and q4 g32. The batch has
-// tokens choosing different experts, a tie, and two experts no token chooses; a decode
-// step (one token) runs through the same recorded dispatches.
+// and moe_combine.wgsl (the weighted sum into h), in f32, bf16 and q4 g32, and as GPT-OSS
+// runs it: MXFP4 experts (scales e8m0 0 among them) with gate and up rows alternating,
+// per-expert biases large enough that the clamped GLU (quick GELU of min(gate, 7) times
+// clamp(up, -7, 7) + 1) clamps. The batch has tokens choosing different experts, a tie, and
+// two experts no token chooses; a decode step (one token) runs through the same recorded
+// dispatches.
 //
 // Tolerances: routing weights are softmaxes of <= 8 logits, within 16 * 2^-23 relative
 // (WGSL's exp is 3 + 2|x| ULP for |x| <= 10 here; the divisions 2.5 ULP). The block's output
@@ -17,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MoeRouting } from '../../src/runtime/ops/moe.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, POISON_U32, randomF32, rng } from './harness.js';
+import { quantizeMxfp4 } from '../helpers/mxfp4.js';
 
 let h: Harness;
 beforeAll(async () => { h = await Harness.open(); });
@@ -47,18 +51,38 @@ function silu(x: number): number {
   return x / (1 + Math.exp(-x));
 }
 
+/** GPT-OSS's clamped GLU (swiglu_limit 7). */
+const LIMIT = 7;
+function clampedGlu(g: number, u: number): number {
+  const gate = Math.min(g, LIMIT);
+  return (gate / (1 + Math.exp(-1.702 * gate))) * (Math.min(Math.max(u, -LIMIT), LIMIT) + 1);
+}
+
+/** MXFP4 blocks of `values` with every seventh block's scale e8m0 0 (2^-127: values that vanish). */
+function mxfp4WithTinyBlocks(values: Float32Array) {
+  const m = quantizeMxfp4(values);
+  for (let b = 0; b < m.scales.length; b += 7) m.scales[b] = 0;
+  return m;
+}
+
 describe('moe route + expert matmul + combine', () => {
-  const cases: Array<[WeightFormat, MoeRouting, boolean]> = [['f32', 'softmax_topk', true], ['bf16', 'softmax_topk', false], ['q4', 'topk_softmax', false]];
+  const cases: Array<[WeightFormat, MoeRouting, boolean]> = [['f32', 'softmax_topk', true], ['bf16', 'softmax_topk', false], ['q4', 'topk_softmax', false], ['mxfp4', 'topk_softmax', false]];
   for (const [format, routing, renormalize] of cases) {
-    it(`${format}, ${routing}${renormalize ? ', renormalised' : ''}: a batch of 6 and a decode step`, async () => {
+    // GPT-OSS's experts: alternating gate/up rows, biases, the clamped GLU.
+    const gptOss = format === 'mxfp4';
+    it(`${format}, ${routing}${renormalize ? ', renormalised' : ''}${gptOss ? ', alternating gate/up rows, biases, clamped GLU' : ''}: a batch of 6 and a decode step`, async () => {
       const rand = rng(format.length * 31 + (renormalize ? 1 : 0));
       // Each expert: gate rows, then up rows; then the down projections, expert after expert.
       const gateUpHost = randomF32(rand, E * 2 * I * H, -0.3, 0.3);
       const downHost = randomF32(rand, E * H * I, -0.3, 0.3);
       const opts = { groupSize: 32 };
       // Parts split at expert boundaries (3 + 5 experts; 6 + 2).
-      const gateUp = h.weight(gateUpHost, E * 2 * I, H, format, { ...opts, parts: [3 * 2 * I, 5 * 2 * I] });
-      const down = h.weight(downHost, E * H, I, format, { ...opts, parts: [6 * H, 2 * H] });
+      const blocks = (v: Float32Array) => (gptOss ? mxfp4WithTinyBlocks(v) : undefined);
+      const gateUp = h.weight(gateUpHost, E * 2 * I, H, format, { ...opts, parts: [3 * 2 * I, 5 * 2 * I], mxfp4: blocks(gateUpHost) });
+      const down = h.weight(downHost, E * H, I, format, { ...opts, parts: [6 * H, 2 * H], mxfp4: blocks(downHost) });
+      const gateUpBias = gptOss ? randomF32(rand, E * 2 * I, -10, 10) : undefined;
+      const downBias = gptOss ? randomF32(rand, E * H, -1, 1) : undefined;
+      const bias = (v?: Float32Array) => (v ? h.uploadF32(v, 'bias') : undefined);
 
       const logitsBuf = h.poisoned(MAX_TOKENS * E, POISON_BITS, 'logits');
       const routes = {
@@ -71,8 +95,10 @@ describe('moe route + expert matmul + combine', () => {
       const hBuf = h.activation(MAX_TOKENS * H, 'h');
       const dispatches = [
         h.ops.moeRoute('route', logitsBuf, routes, { routing, renormalize }),
-        ...h.ops.moeMatmul('gate_up', gateUp.gpu, x, hidden, routes, { glu: 'silu' }),
-        ...h.ops.moeMatmul('down', down.gpu, hidden, out, routes, { perSlot: true }),
+        ...h.ops.moeMatmul('gate_up', gateUp.gpu, x, hidden, routes, gptOss
+          ? { glu: 'gelu_quick', bias: bias(gateUpBias), interleaved: true, limit: LIMIT }
+          : { glu: 'silu' }),
+        ...h.ops.moeMatmul('down', down.gpu, hidden, out, routes, { perSlot: true, bias: bias(downBias) }),
         h.ops.moeCombine('combine', out, routes, hBuf, H),
       ];
 
@@ -123,16 +149,18 @@ describe('moe route + expert matmul + combine', () => {
             const act = new Float64Array(I);
             const actMag = new Float64Array(I);
             for (let r = 0; r < I; r++) {
-              let g = 0, u = 0, gm = 0, um = 0;
+              // Gate and up rows: gate rows then up rows, or (GPT-OSS) alternating.
+              const [gr, ur] = gptOss ? [e * 2 * I + 2 * r, e * 2 * I + 2 * r + 1] : [e * 2 * I + r, e * 2 * I + I + r];
+              let g = gateUpBias?.[gr] ?? 0, u = gateUpBias?.[ur] ?? 0, gm = Math.abs(g), um = Math.abs(u);
               for (let c = 0; c < H; c++) {
-                const gw = G[(e * 2 * I + r) * H + c]!, uw = G[(e * 2 * I + I + r) * H + c]!;
+                const gw = G[gr * H + c]!, uw = G[ur * H + c]!;
                 g += gw * xv[c]!; u += uw * xv[c]!; gm += Math.abs(gw * xv[c]!); um += Math.abs(uw * xv[c]!);
               }
-              act[r] = silu(g) * u;
+              act[r] = gptOss ? clampedGlu(g, u) : silu(g) * u;
               actMag[r] = (gm + 1) * (um + 1);
             }
             for (let c = 0; c < H; c++) {
-              let y = 0, ym = 0;
+              let y = downBias?.[e * H + c] ?? 0, ym = Math.abs(y);
               for (let r = 0; r < I; r++) { y += D[(e * H + c) * I + r]! * act[r]!; ym += Math.abs(D[(e * H + c) * I + r]!) * actMag[r]!; }
               wantH[t * H + c]! += want[t]!.w[j]! * y;
               mag[t * H + c]! += ym;

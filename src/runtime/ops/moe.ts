@@ -29,6 +29,14 @@ export interface MoeRoutes {
   weights: GPUBuffer;
 }
 
+export interface MoeMatmulOptions {
+  glu?: Activation;
+  perSlot?: boolean;
+  bias?: GPUBuffer;
+  interleaved?: boolean;
+  limit?: number;
+}
+
 /** Routes every token of the step from its router logits [tokens, experts]: top-k experts, their weights, the slots grouped by expert. */
 export function moeRoute(ops: Ops, label: string, logits: GPUBuffer, routes: MoeRoutes, opts: { routing: MoeRouting; renormalize: boolean }): Dispatch {
   const pipeline = ops.pipelines.get('moe_route');
@@ -45,11 +53,13 @@ export function moeRoute(ops: Ops, label: string, logits: GPUBuffer, routes: Moe
  * y[slot] = x[row] W_e^T for each slot routed to expert e, W stacked over the experts
  * (expert e's rows after expert e - 1's; each part of the weight whole experts). The row of
  * x is the slot's token, or with `perSlot` the slot itself (the down projection's input).
- * With `glu`, each expert's rows are its gate's then its up's, and y = act(gate) * up.
+ * With `glu`, each expert's rows are its gate's then its up's (with `interleaved`, gate and
+ * up rows alternating), and y = act(gate) * up; with `limit`, GPT-OSS's clamped GLU
+ * (moe_matmul.wgsl). `bias` ([experts, rows per expert]) is added to each row's output first.
  * Dispatched once per weight part over all its experts; those no token chose exit at once.
  */
-export function moeMatmul(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, routes: MoeRoutes, opts: { glu?: Activation; perSlot?: boolean }): Dispatch[] {
-  if (w.cols % 4 !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of 4`);
+export function moeMatmul(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: GPUBuffer, routes: MoeRoutes, opts: MoeMatmulOptions): Dispatch[] {
+  if (w.cols % (isAffine(w.format) ? 32 : 4) !== 0) throw new Error(`${label}: input width ${w.cols} is not a multiple of ${isAffine(w.format) ? 32 : 4}`);
   const perExpert = w.rows / routes.experts;
   if (!Number.isInteger(perExpert)) throw new Error(`${label}: ${w.rows} rows are not ${routes.experts} experts' worth`);
   const N = opts.glu ? perExpert / 2 : perExpert;
@@ -64,11 +74,12 @@ export function moeMatmul(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y
     if (part.rowStart % perExpert !== 0 || part.rows % perExpert !== 0) throw new Error(`${label}: a weight part splits an expert`);
     const params = ops.params('moe_matmul', {
       K: w.cols, N, expert0: part.rowStart / perExpert, experts: routes.experts, top_k: routes.topK, per_slot: opts.perSlot === true, act: ACTIVATION_CODE[opts.glu ?? 'silu'],
+      has_bias: opts.bias !== undefined, interleaved: opts.interleaved === true, limit: opts.limit ?? 0,
     });
     return variants.map(({ tm, pipeline }): Dispatch => ({
       label,
       pipeline,
-      bindGroup: ops.bind(label, pipeline, params, { ...ops.weightBindings(part), x, y, ranges: routes.ranges, slots: routes.slots }),
+      bindGroup: ops.bind(label, pipeline, params, { ...ops.weightBindings(part), x, y, ranges: routes.ranges, slots: routes.slots, bias: opts.bias ?? ops.dummy }),
       workgroups: (s) => ((s.tokens === 1) === (tm === 1) ? [ceil(N, perWorkgroup), ceil(s.tokens, tm), part.rows / perExpert] : [0]),
     }));
   });

@@ -25,8 +25,9 @@ export function slotRoutes(models: ModelState, options: SlotRouteOptions): Route
     if (options.enabled === false) throw new ApiError(501, 'not_supported_error', 'This server does not support slots endpoint. Start it with `--slots`');
     const { engine } = models.require();
     const { id: model, contextSize } = engine.info;
+    const { slotStates, kv } = engine.stats();
     res.json(
-      engine.stats().slotStates.map((state, id) => ({
+      slotStates.map((state, id) => ({
         id,
         state,
         model,
@@ -35,6 +36,9 @@ export function slotRoutes(models: ModelState, options: SlotRouteOptions): Route
         // llama-server's name for it.
         n_ctx: contextSize,
         is_processing: state === 'decoding',
+        // KV-cache blocks the slot's request holds (the queued hold none); with /metrics'
+        // vllm:cache_config_info they give vllm:kv_cache_usage_perc.
+        ...(kv ? { kv_blocks: kv.slotBlocks[id] ?? 0 } : {}),
       })),
     );
   });
