@@ -50,7 +50,7 @@ describe('kernel assembly', () => {
   });
 
   it('reads enumeration codes from the WGSL', () => {
-    expect(kernelEnum('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh'])).toEqual({ silu: 0, gelu_tanh: 1, gelu: 2, tanh: 3 });
+    expect(kernelEnum('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh', 'relu2', 'gelu_quick'])).toEqual({ silu: 0, gelu_tanh: 1, gelu: 2, tanh: 3, relu2: 4, gelu_quick: 5 });
     expect(kernelEnum('pool', 'POOL', ['mean', 'first', 'last'])).toEqual({ mean: 0, first: 1, last: 2 });
     expect(() => kernelEnum('pool', 'POOL', ['median'])).toThrow(/pool\.wgsl declares no POOL_MEDIAN/);
   });

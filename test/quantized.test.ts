@@ -159,8 +159,8 @@ describe('quantized weights', () => {
     await expect(load()).rejects.toThrow(/model\.layers\.0\.mlp\.down_proj\.weight .*do not match 4-bit, group size 64/);
     edit((c) => { c.quantization['model.layers.1.mlp.up_proj'] = false; });
     await expect(load()).rejects.toThrow(/model\.layers\.1\.mlp\.up_proj\.weight: packed uint32 weight without quantization/);
-    edit((c) => { c.quantization.mode = 'mxfp4'; });
-    await expect(load()).rejects.toThrow(/quantization\.mode "mxfp4" is not supported/);
+    edit((c) => { c.quantization.mode = 'nvfp4'; });
+    await expect(load()).rejects.toThrow(/quantization\.mode "nvfp4" is not supported/);
     // A tensor whose shape the config does not give.
     edit((c) => { c.num_key_value_heads = 1; });
     await expect(load()).rejects.toThrow(/model\.layers\.0\.self_attn\.k_proj\.weight holds \[64, 128\] values, expected \[32, 128\]/);

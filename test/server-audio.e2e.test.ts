@@ -190,7 +190,8 @@ describe('errors and limits', () => {
   });
 
   it('answers 503 when the queue is full and 504 past the timeout', async () => {
-    const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(70), SAMPLE_RATE, '16'), strictLive.url);
+    // Five windows: past the timeout on any machine.
+    const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(150), SAMPLE_RATE, '16'), strictLive.url);
     for (let i = 0; strict.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
     expect(strict.pending).toBe(1);
     await expectError(await postForm('/v1/audio/transcriptions', {}, speechWav, strictLive.url), 503, /./);

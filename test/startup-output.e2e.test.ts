@@ -17,7 +17,7 @@ import { makeWhisperCheckpoint } from './helpers/whisper-checkpoint.js';
 const ROOT = join(import.meta.dirname, '..');
 /** bin/mlxcel-server.js, on the sources rather than dist/. */
 const ENTRY = "import { main } from './src/cli.ts'; await main(process.argv.slice(1), process.env);";
-const DAWN_NOISE = /BackendVk|artificially reduced|Couldn't load Vulkan/;
+const DAWN_NOISE = /BackendVk|VulkanError|vkCreateInstance|artificially reduced|Couldn't load Vulkan/;
 
 /**
  * Starts the server with `args` on 127.0.0.1 and a free port, waits (bounded) until it has
@@ -70,12 +70,13 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     const output = await startupOutput([]);
     expect(output).not.toMatch(DAWN_NOISE);
     const facts = startupFacts(output);
-    expect(facts, output).toHaveLength(5);
-    const [listening, adapter, model, context, loaded] = facts;
+    expect(facts, output).toHaveLength(6);
+    const [listening, adapter, model, context, budget, loaded] = facts;
     expect(listening).toMatch(/^mlxcel-server: listening on http:\/\/127\.0\.0\.1:\d+$/);
     expect(adapter).toMatch(/^mlxcel-server: adapter .+ via \w+/);
     expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32, [\d.]+ MiB\) from \S*models\/stories260k$/);
     expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
+    expect(budget).toMatch(/^mlxcel-server: request memory budget [\d.]+ [KMGT]?i?B \(.+\), [\d.]+ [KMGT]?i?B of it for requests$/);
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
   });
 

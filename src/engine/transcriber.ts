@@ -187,6 +187,9 @@ interface Job {
   resolve: (t: Transcript) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout;
+  /** performance.now() past which the job has timed out, whether or not its timer has fired yet
+   *  (a long stretch of GPU work can hold the event loop past it). */
+  deadline: number;
   done: boolean;
 }
 
@@ -234,7 +237,7 @@ export class Transcriber {
     if (this.running && this.queue.length >= this.limits.maxQueue) throw new QueueFullError(this.queue.length);
     return new Promise((resolve, reject) => {
       const job: Job = {
-        request, resolve, reject, done: false,
+        request, resolve, reject, done: false, deadline: performance.now() + this.limits.timeoutMs,
         timer: setTimeout(() => this.finish(job, new TranscribeTimeoutError(this.limits.timeoutMs)), this.limits.timeoutMs),
       };
       this.queue.push(job);
@@ -268,7 +271,7 @@ export class Transcriber {
       this.running = job;
       try {
         const transcript = await this.run(job);
-        this.finish(job, undefined, transcript);
+        this.finish(job, performance.now() > job.deadline ? new TranscribeTimeoutError(this.limits.timeoutMs) : undefined, transcript);
       } catch (e) {
         this.finish(job, e instanceof Error ? e : new Error(String(e)));
       } finally {
@@ -290,7 +293,8 @@ export class Transcriber {
     let emitted = '';
     const allText: number[] = [];
     let seek = 0;
-    while (seek < contentFrames && !job.done) {
+    const live = () => !job.done && performance.now() <= job.deadline;
+    while (seek < contentFrames && live()) {
       const segmentFrames = Math.min(WINDOW_FRAMES, contentFrames - seek);
       const offset = (seek * HOP) / SAMPLE_RATE;
       await this.model.encode(this.mel.window30s(audio, seek * HOP));
@@ -342,7 +346,7 @@ export class Transcriber {
       seek += Math.max(1, advance);
       emitted = this.emitText(job, allText, emitted, seek >= contentFrames);
     }
-    if (job.done) throw new TranscribeTimeoutError(this.limits.timeoutMs);
+    if (!live()) throw new TranscribeTimeoutError(this.limits.timeoutMs);
     return { text: tokenizer.decode(allText).trim(), language: language ?? 'en', duration: round(audio.length / SAMPLE_RATE), segments };
   }
 

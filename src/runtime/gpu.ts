@@ -46,6 +46,12 @@ function nativeBackendFor(platform: NodeJS.Platform): Backend {
 const LIMIT_NOTICE = /^Warning: maxDynamic(Uniform|Storage)BuffersPerPipelineLayout artificially reduced from \d+ to \d+ to fit dynamic offset allocation limit\.$/;
 
 /**
+ * With the Vulkan loader installed but no Vulkan driver (libvulkan1 comes with many packages),
+ * Dawn's Vulkan attempt prints the failed instance creation, with the place in VulkanError.cpp.
+ */
+const NO_VULKAN_DRIVER = /^Warning: vkCreateInstance|^\s+at CheckVkSuccessImpl \(|^$/;
+
+/**
  * Whether Dawn would find the Vulkan loader, which it looks for beside dawn.node, beside the
  * executable, then on the system's library path. Asked for a Vulkan adapter without one, Dawn
  * prints "Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file ..." with the
@@ -65,7 +71,8 @@ function vulkanLoaderFound(): boolean {
   });
 }
 
-async function tryAdapter(backend: Backend, quiet: boolean): Promise<{ gpu: GPU; adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
+/** `drop`: the lines Dawn writes to stderr during the adapter request that are not printed. */
+async function tryAdapter(backend: Backend, drop: RegExp | undefined): Promise<{ gpu: GPU; adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
   const options: string[] = [];
   let compat = false;
   if (backend === 'opengles' || backend === 'opengl') {
@@ -90,7 +97,7 @@ async function tryAdapter(backend: Backend, quiet: boolean): Promise<{ gpu: GPU;
   instances.push(gpu);
   // Dawn enumerates adapters, and prints its notices, within the call itself.
   const request = () => gpu.requestAdapter(compat ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
-  const adapter = await (quiet ? withoutStderrLines(LIMIT_NOTICE, request) : request());
+  const adapter = await (drop ? withoutStderrLines(drop, request) : request());
   return adapter ? { gpu, adapter, backend, compat } : undefined;
 }
 
@@ -102,7 +109,8 @@ export const MISSING_ADAPTER_HELP =
 export interface OpenOptions {
   /**
    * Keep Dawn's startup noise off stderr: under `auto`, no Vulkan attempt without the Vulkan
-   * loader, and no limit notices (LIMIT_NOTICE). Default: Dawn prints what it prints.
+   * loader and no word of one that finds no driver (NO_VULKAN_DRIVER), and no limit notices
+   * (LIMIT_NOTICE). Default: Dawn prints what it prints.
    */
   quietDawn?: boolean;
 }
@@ -113,7 +121,9 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
     requested !== 'auto' ? [requested] : quietDawn && native === 'vulkan' && !vulkanLoaderFound() ? ['opengles'] : [native, 'opengles'];
   let found: Awaited<ReturnType<typeof tryAdapter>>;
   for (const backend of order) {
-    found = await tryAdapter(backend, quietDawn).catch(() => undefined);
+    // Under auto, a Vulkan attempt that finds no driver is not worth a word: another backend follows.
+    const drop = !quietDawn ? undefined : requested === 'auto' && backend === 'vulkan' ? new RegExp(`${LIMIT_NOTICE.source}|${NO_VULKAN_DRIVER.source}`) : LIMIT_NOTICE;
+    found = await tryAdapter(backend, drop).catch(() => undefined);
     if (found) break;
   }
   if (!found) throw new Error(MISSING_ADAPTER_HELP + (requested === 'auto' ? '' : ` (requested backend: ${requested})`));
