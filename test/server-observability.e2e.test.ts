@@ -109,6 +109,15 @@ describe('GET /props', () => {
       },
       total_slots: 2,
       is_sleeping: false,
+      memory: {
+        weights_bytes: live.engine.stats().memory.weights,
+        kv_cache_bytes: expect.any(Number),
+        kv_cache_max_bytes: expect.any(Number),
+        kv_cache_tokens: expect.any(Number),
+        // Two slots of 512 positions, and as many for the prompt cache.
+        kv_cache_max_tokens: 2048,
+        other_bytes: expect.any(Number),
+      },
       speculative: null,
       model_path: expect.stringMatching(/stories260k$/),
       // What the server serves: a chat model only here.
@@ -164,6 +173,10 @@ const METRICS: Array<[name: string, type: string, help: string]> = [
   ['mlxcel_speculative_accepted_tokens_total', 'counter', 'Drafted tokens the target model accepted'],
   ['mlxcel_batch_current_size', 'gauge', 'Current active batch size'],
   ['mlxcel_cache_pool_active', 'gauge', 'Active cache entries'],
+  ['mlxcel_memory_weights_bytes', 'gauge', 'GPU bytes of the model weights'],
+  ['mlxcel_memory_kv_cache_bytes', 'gauge', 'GPU bytes of the KV cache allocated now'],
+  ['mlxcel_memory_kv_cache_max_bytes', 'gauge', 'GPU bytes the KV cache may grow to'],
+  ['mlxcel_memory_other_bytes', 'gauge', 'GPU bytes of the other buffers: activations, batch metadata, kernel parameters'],
 ];
 
 async function scrape(url: string) {
@@ -182,6 +195,12 @@ describe('GET /metrics', () => {
       expect(values.has(name), name).toBe(true);
     }
     expect([...values.keys()].sort()).toEqual(METRICS.map(([n]) => n).sort());
+    // The memory gauges are the engine's figures, as /props reports them.
+    const m = live.engine.stats().memory;
+    expect(['weights', 'kv_cache', 'kv_cache_max', 'other'].map((n) => values.get(`mlxcel_memory_${n}_bytes`))).toEqual([m.weights, m.kv, m.kvMax, m.other]);
+    expect(m.weights).toBeGreaterThan(0);
+    expect(m.other).toBeGreaterThan(0);
+    expect(m.kv).toBeLessThanOrEqual(m.kvMax);
   });
 
   it('counts finished chat completions once, streamed or not, and leaves out cancelled chat streams and streaming completions', async () => {

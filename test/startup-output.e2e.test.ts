@@ -59,12 +59,13 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     expect(output).not.toMatch(DAWN_NOISE);
     // A load that takes over 5 s also logs progress lines ("loading: ..."): not facts.
     const facts = output.split('\n').filter((line) => line.startsWith('mlxcel-server: ') && !line.startsWith('mlxcel-server: loading: '));
-    expect(facts, output).toHaveLength(5);
-    const [listening, adapter, model, context, loaded] = facts;
+    expect(facts, output).toHaveLength(6);
+    const [listening, adapter, model, context, memory, loaded] = facts;
     expect(listening).toMatch(/^mlxcel-server: listening on http:\/\/127\.0\.0\.1:\d+$/);
     expect(adapter).toMatch(/^mlxcel-server: adapter .+ via \w+/);
     expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32\) from \S*models\/stories260k$/);
     expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
+    expect(memory).toMatch(/^mlxcel-server: GPU memory: weights \d+ B \([\d.]+ MiB\), KV cache \d+ B \([\d.]+ MiB\) of at most \d+ B \([\d.]+ MiB\) \(K f16, V f16\), other \d+ B \([\d.]+ MiB\)$/);
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
   });
 

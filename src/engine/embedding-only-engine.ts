@@ -44,6 +44,7 @@ export class EmbeddingOnlyEngine implements Engine {
       queueDepth: Math.max(0, pending - 1),
       slotStates: [pending > 0 ? 'decoding' : 'idle', ...Array.from({ length: Math.max(0, pending - 1) }, () => 'queued' as const)],
       counters: zeroCounters(),
+      memory: this.embedder.memory(),
     };
   }
 

@@ -7,7 +7,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
-import { loadModel } from '../models/model.js';
+import { kvTokenBytes, loadModel, type KvTypes } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
@@ -48,7 +48,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const total = options.contextSize && options.contextSize > 0 ? options.contextSize : Math.min(maxPositions, slots * perSlot);
   const seqContext = unified ? total : perSlot;
   const slotBlocks = Math.max(slots * Math.ceil(perSlot / BLOCK_SIZE), Math.ceil(seqContext / BLOCK_SIZE));
-  const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
+  const kvTypes: KvTypes = { k: options.cacheTypeK ?? ENGINE_DEFAULTS.cacheTypeK, v: options.cacheTypeV ?? ENGINE_DEFAULTS.cacheTypeV };
+  const blockBytes = BLOCK_SIZE * kvTokenBytes(cfg, kvTypes);
   const cacheOn = options.cachePrompt !== false;
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
@@ -56,7 +57,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   // A draft model gets a KV pool of its own for the slots' contexts (no prompt cache).
   const draftDir = options.speculative?.kind === 'draft-model' ? draftModelDir(options.speculative.draftModel) : undefined;
   const draftCfg = draftDir === undefined ? undefined : readModelConfig(draftDir);
-  const draftKvBytes = draftCfg ? slotBlocks * draftCfg.layers * 2 * BLOCK_SIZE * draftCfg.kvHeads * draftCfg.headDim * 4 : 0;
+  const draftKvBytes = draftCfg ? slotBlocks * BLOCK_SIZE * kvTokenBytes(draftCfg, kvTypes) : 0;
   const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
   options.log?.(`adapter ${gpu.description}`);
   // On a CPU adapter the KV cache is host memory (llvmpipe zero-fills each texture as it
@@ -80,6 +81,9 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     // A verify round samples at each drafted position as well as after the last token.
     maxSeqs: slots * (1 + (options.speculative?.nMax ?? 0)),
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
+    // The pool grows from there as sequences need blocks, up to the slots' contexts and the prompt cache's.
+    kvInitialTokens: Math.min(seqContext, options.kvInitialTokens ?? ENGINE_DEFAULTS.kvInitialTokens),
+    kvTypes,
     maxContext: seqContext,
     blockSize: BLOCK_SIZE,
     onProgress: options.onLoadProgress,
@@ -107,6 +111,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       maxTokens: batchSize,
       maxSeqs: slots,
       kvTokens: slotBlocks * BLOCK_SIZE,
+      kvTypes,
       maxContext: seqContext,
       blockSize: BLOCK_SIZE,
     });
@@ -119,6 +124,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     kvUnified: unified,
+    kvShrinkIdleMs: options.kvShrinkIdleMs ?? ENGINE_DEFAULTS.kvShrinkIdleMs,
     ...(options.speculative ? { speculative: options.speculative } : {}),
     ...(drafter ? { drafter } : {}),
     cache: {
@@ -130,6 +136,9 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });
+  const m = engine.stats().memory;
+  const bytes = (n: number) => `${n} B (${(n / 2 ** 20).toFixed(1)} MiB)`;
+  options.log?.(`GPU memory: weights ${bytes(m.weights)}, KV cache ${bytes(m.kv)} of at most ${bytes(m.kvMax)} (K ${kvTypes.k}, V ${kvTypes.v}), other ${bytes(m.other)}`);
   return { engine, release: () => gpu.device.destroy() };
 }
 

@@ -8,7 +8,7 @@
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import type { PromptCacheStats } from './prompt-cache.js';
-import type { EngineCounters, EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
+import { NO_MEMORY, type EngineCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from './types.js';
 
 /** A loaded engine and how to free its GPU device once it is closed. */
 export interface Awake {
@@ -77,7 +77,7 @@ export class SleepingEngine implements Engine {
     for (const k of Object.keys(counters) as Array<keyof EngineCounters>) counters[k] += current?.counters[k] ?? 0;
     return current
       ? { ...current, counters }
-      : { slots: this.slots, activeSequences: 0, queueDepth: 0, slotStates: Array.from({ length: this.slots }, () => 'idle' as const), counters };
+      : { slots: this.slots, activeSequences: 0, queueDepth: 0, slotStates: Array.from({ length: this.slots }, () => 'idle' as const), counters, memory: NO_MEMORY };
   }
 
   cacheStats(): PromptCacheStats {

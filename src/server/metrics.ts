@@ -67,6 +67,10 @@ export class ServerMetrics {
     gauge('mlxcel_batch_current_size', 'Current active batch size', (s) => s.activeSequences);
     // Each active sequence holds one KV-cache allocation, as /health's cache_pool_active says.
     gauge('mlxcel_cache_pool_active', 'Active cache entries', (s) => s.activeSequences);
+    gauge('mlxcel_memory_weights_bytes', 'GPU bytes of the model weights', (s) => s.memory.weights);
+    gauge('mlxcel_memory_kv_cache_bytes', 'GPU bytes of the KV cache allocated now', (s) => s.memory.kv);
+    gauge('mlxcel_memory_kv_cache_max_bytes', 'GPU bytes the KV cache may grow to', (s) => s.memory.kvMax);
+    gauge('mlxcel_memory_other_bytes', 'GPU bytes of the other buffers: activations, batch metadata, kernel parameters', (s) => s.memory.other);
   }
 
   /**
