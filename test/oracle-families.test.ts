@@ -98,7 +98,7 @@ describe('families vs llama.cpp on random checkpoints', () => {
   const oracleRuns = new Map<string, Promise<OracleResult>>();
   const oracle = (gguf: string, prompt: number[]) => {
     const key = `${createHash('sha256').update(readFileSync(gguf)).digest('hex')} ${prompt.join(',')}`;
-    if (!oracleRuns.has(key)) oracleRuns.set(key, oracleGreedy(gguf, prompt, STEPS));
+    if (!oracleRuns.has(key)) oracleRuns.set(key, oracleGreedy(gguf, prompt, STEPS, { f16KvCache: true }));
     return oracleRuns.get(key)!;
   };
 

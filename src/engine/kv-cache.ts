@@ -1,6 +1,7 @@
 // Paged KV cache: the bookkeeping of fixed-size blocks handed to sequences as they grow
 // and returned when they end (BlockAllocator), and the moves of KV rows between blocks and
-// the host (KvRows). The KV tensors themselves live in the model's textures. A block is
+// the host (KvRows). The KV tensors themselves live in the model's textures, which KvRows
+// replaces with larger or smaller ones as the pool grows and shrinks. A block is
 // reference-counted: the choices forked from one prefill (n > 1) share its full prompt
 // blocks, and the prompt cache holds one reference to each block it keeps.
 import { mapRead } from '../runtime/gpu.js';
@@ -166,18 +167,13 @@ export class KvRows {
     return rows * this.kv.tokenBytes;
   }
 
-  /** Bytes the KV textures hold now. */
-  allocatedBytes(): number {
-    return this.textures().reduce((n, t) => n + t.width * t.height * KV_TEXEL_BYTES[kvTypeOf(t)], 0);
-  }
-
   /**
    * Replaces every layer's textures with ones holding `blocks` blocks, the first
    * min(old, new) blocks copied over; the old textures are freed once the copies ran.
    */
   resize(blocks: number): void {
     const keep = Math.min(blocks, this.kv.blocks);
-    const texels = (blocks * this.kv.blockSize * this.rowTexels);
+    const texels = blocks * this.kv.blockSize * this.rowTexels;
     const keptRows = Math.ceil((keep * this.kv.blockSize * this.rowTexels) / KV_TEXTURE_WIDTH);
     const encoder = this.device.createCommandEncoder();
     const old: GPUTexture[] = [];

@@ -8,7 +8,7 @@
 // blocks both hold.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KvRows } from '../../src/engine/kv-cache.js';
-import type { KvCache } from '../../src/models/model.js';
+import { kvCacheBytes, type KvCache } from '../../src/models/model.js';
 import type { KvLayer } from '../../src/runtime/ops/attention.js';
 import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvTypeOf } from '../../src/runtime/tensors.js';
 import { Harness } from './harness.js';
@@ -71,10 +71,10 @@ describe('KvRows.resize', () => {
     const v = h.kvCache(fill(3 * blockFloats, 2), 'v', 'f32');
     const cache = kvCache(blockSize, 3, { k, v });
     const rows = new KvRows(h.device, cache, ROW_FLOATS);
-    const before = rows.allocatedBytes();
+    const before = kvCacheBytes(cache);
     rows.resize(20);
     expect(cache.blocks).toBe(20);
-    const grown = rows.allocatedBytes();
+    const grown = kvCacheBytes(cache);
     expect(grown).toBeGreaterThan(before);
     expect(cache.layers[0]!.k).not.toBe(k);
     for (const [t, texture] of [cache.layers[0]!.k, cache.layers[0]!.v].entries()) {
@@ -84,7 +84,7 @@ describe('KvRows.resize', () => {
     rows.write([15], blockSize, new Uint8Array(rows.bytes(blockSize)));
     rows.resize(2);
     expect(cache.blocks).toBe(2);
-    expect(rows.allocatedBytes()).toBeLessThan(grown);
+    expect(kvCacheBytes(cache)).toBeLessThan(grown);
     for (const [t, texture] of [cache.layers[0]!.k, cache.layers[0]!.v].entries()) {
       expect(await h.readKvCache(texture, 2 * blockFloats)).toEqual(fill(2 * blockFloats, t + 1));
     }
