@@ -60,6 +60,7 @@ async function serve(model: string, args: string[], cacheDir: string): Promise<S
   }
 }
 
+/** node-llama-cpp's contextSize is per sequence. */
 async function childLlama(gguf: string, contextSize: number): Promise<number> {
   const { getLlama, LlamaLogLevel } = await import('node-llama-cpp');
   const llama = await getLlama({ gpu: false, build: 'never', usePrebuiltBinaries: true, logLevel: LlamaLogLevel.error, progressLogs: false });
@@ -107,12 +108,14 @@ for (const [name, args] of [['defaults', []], ['4 x 8192 (--ctx-size 32768 --par
   const run = await serve(model, [...args], cacheDir).catch((e: Error) => ({ peakMiB: NaN, memory: undefined, error: e.message }));
   const m = run.memory;
   rows.push(`| ours, ${name} | ${run.peakMiB.toFixed(0)} | ${mib(m?.kv_cache_bytes)} | ${mib(m?.kv_cache_max_bytes)} | ${mib(m?.weights_bytes)} | ${mib(m?.other_bytes)} |`);
+  console.error(rows.at(-1));
 }
 if (!(process.env.BENCH_SKIP ?? '').includes('llama')) {
   const gguf = join(tmpdir(), 'mlxcel-bench-qwen3-0.6b-q4_0.gguf');
   writeBenchGgufQ4_0(gguf);
   console.error('llama.cpp: 4 x 8192, f16 KV');
-  rows.push(`| llama.cpp, 4 x 8192, f16 KV | ${(await runLlama(gguf, 32768)).toFixed(0)} | | | | |`);
+  rows.push(`| llama.cpp, 4 x 8192, f16 KV | ${(await runLlama(gguf, 8192)).toFixed(0)} | | | | |`);
+  console.error(rows.at(-1));
 }
 const perToken = (k: 'f32' | 'f16') => kvTokenBytes({ layers: shape.layers, kvHeads: shape.kvHeads, headDim: shape.headDim }, { k, v: k });
 console.log(`KV bytes per token: f32 ${perToken('f32')}, f16 ${perToken('f16')}\n`);

@@ -4,7 +4,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ForwardRunner } from '../src/engine/forward.js';
 import { loadEngine } from '../src/engine/load.js';
-import { greedy, openRunner, SERVER_KV_TYPES, TEST_BACKEND } from './helpers/model-harness.js';
+import { F32_KV_TYPES, greedy, openRunner, SERVER_KV_TYPES, TEST_BACKEND } from './helpers/model-harness.js';
 import { STORIES_DIR as MODEL, storiesExpected as expected } from './helpers/stories-expected.js';
 
 describe('stories260k', () => {
@@ -74,7 +74,7 @@ describe('stories260k', () => {
   // llama.cpp's own f16 cache moves them by ~6e-3, llama-oracle.ts): 1e-2 bounds it, while
   // a misplaced key or value moves them by ~1.
   it.each([
-    [{ k: 'f32', v: 'f32' }, 1e-4],
+    [F32_KV_TYPES, 1e-4],
     [SERVER_KV_TYPES, 1e-2],
   ] as const)('final-position logits match the reference (KV cache %o, within %d)', async (kvTypes, tolerance) => {
     const runner = await openRunner(MODEL, 256, { kvTypes });

@@ -13,6 +13,8 @@ export const TEST_BACKEND = (process.env.MLXCEL_TEST_BACKEND ?? 'opengles') as B
 
 /** The KV cache types the server runs with by default. */
 export const SERVER_KV_TYPES: KvTypes = { k: ENGINE_DEFAULTS.cacheTypeK, v: ENGINE_DEFAULTS.cacheTypeV };
+/** An f32 KV cache: for comparisons with f32 references. */
+export const F32_KV_TYPES: KvTypes = { k: 'f32', v: 'f32' };
 
 let gpu: Promise<Gpu> | undefined;
 
