@@ -1,5 +1,6 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
+import type { VisionEncoder } from '../models/gemma3-vision.js';
 import type { LoadOptions } from '../models/model.js';
 import type { KvType } from '../runtime/tensors.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
@@ -12,6 +13,8 @@ export interface Engine {
   readonly tokenizer: TextTokenizer;
   /** e.g. "llvmpipe (LLVM 15, 256 bits) via opengles". */
   readonly adapterDescription: string;
+  /** A vision-language model's image encoder: its soft tokens go in GenerationRequest.images. */
+  readonly vision?: VisionEncoder;
   /**
    * Queues a request and streams its tokens. The prompt must fit the context
    * (callers check `info.contextSize` first and answer 400). Throws QueueFullError
@@ -61,6 +64,8 @@ export interface EngineOptions {
   /** Total KV tokens, divided among the slots; default: each slot gets the model's
    *  max_position_embeddings, capped so the total stays at most 8192. */
   contextSize?: number;
+  /** MLXCEL_REQUEST_MEMORY_BUDGET in bytes: lowers the request memory budget (./memory-budget.ts). */
+  requestMemoryBudget?: number;
   /** Decode slots (--parallel); default 4. */
   parallel?: number;
   /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the

@@ -11,6 +11,7 @@ import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTextureRows, storag
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource, type VectorSource } from './checkpoint.js';
 import type { ConfigReader, ModelConfig, Rope } from './config.js';
 import { readFamilyConfig } from './registry.js';
+import { listCheckpointTensors } from './safetensors.js';
 import { ropeAttentionFactor, ropeInvFreq } from './rope.js';
 
 /** Buffers for one pass of up to maxTokens tokens, reused by every layer. */
@@ -77,6 +78,11 @@ export interface BuildContext {
    * maps them to the checkpoint's) here and in vector and has.
    */
   matrix(...sources: MatrixSource[]): GpuWeight;
+  /**
+   * A mixture of experts' matrices stacked expert after expert, each expert's sources in
+   * order (gate then up, say), every part of the weight holding whole experts (Ops.moeMatmul).
+   */
+  experts(perExpert: MatrixSource[][]): GpuWeight;
   /** A GLU's gate and up matrices as one weight for Ops.gatedLinear (loadMatrix `glu`). */
   gluMatrix(gate: MatrixSource, up: MatrixSource): GpuWeight;
   /** Loads an f32 vector tensor, checking its length; several concatenate into one buffer; `shift` is added to each value. */
@@ -84,13 +90,38 @@ export interface BuildContext {
   has(name: string): boolean;
   /** The tables of a RoPE (cached: layers that share one share its buffer). */
   rope(rope: Rope): RopeTables;
-  /** A [max tokens, width] f32 buffer for a family's own intermediate values (cached by label). */
-  scratch(label: string, width: number): GPUBuffer;
+  /**
+   * A [rows, width] buffer of 32-bit values for a family's or a block's own intermediate
+   * values, rows by default the pass's max tokens (cached by label: blocks that run one
+   * after another share it).
+   */
+  scratch(label: string, width: number, rows?: number): GPUBuffer;
+  /**
+   * A recurrent layer's state, `floats` 32-bit values per state slot (one slot per engine
+   * slot), zeroed; the engine copies a slot's values to fork a sequence (LoadedModel.states).
+   */
+  state(label: string, floats: number): GPUBuffer;
   act: Activations;
   kv: KvCache;
   meta: BatchMeta;
   /** An embedding model's output: the head pools and normalises instead of sampling (layers.ts head). */
   pooled?: PooledOutput;
+  /** The buffers through which a vision-language family takes images' soft tokens (made on first call). */
+  imageInputs(): ImageInputs;
+}
+
+/**
+ * Where the engine puts a pass's image soft tokens for a vision-language family: each
+ * image token's embedding row, the flags of the tokens that take one, and how far each
+ * token attends (its own position, or its image's last: bidirectional within an image).
+ */
+export interface ImageInputs {
+  /** [maxTokens, hidden] f32, at the rows of the pass's image tokens. */
+  rows: GPUBuffer;
+  /** [maxTokens] u32: 1 for a token whose embedding is its row of `rows`. */
+  flags: GPUBuffer;
+  /** [maxTokens] u32: the last position each token attends to (Ops.attention keyEnd). */
+  keyEnd: GPUBuffer;
 }
 
 /**
@@ -175,6 +206,16 @@ export interface LoadedModel {
   weightBytes: number;
   /** Loaded as an embedding model (LoadOptions.pooling). */
   pooled?: PooledOutput;
+  /** A vision-language family's image inputs, which the engine fills each pass. */
+  images?: ImageInputs;
+  /** The recurrent layers' states (BuildContext.state), each [stateSlots, slotBytes]; none for a transformer. */
+  states: RecurrentState[];
+}
+
+/** One recurrent layer's state buffer: slot s holds bytes [s * slotBytes, (s + 1) * slotBytes). */
+export interface RecurrentState {
+  buffer: GPUBuffer;
+  slotBytes: number;
 }
 
 export interface LoadOptions {
@@ -191,6 +232,8 @@ export interface LoadOptions {
   /** Longest sequence in tokens (sizes the block table). */
   maxContext: number;
   blockSize: number;
+  /** Recurrent state slots (the engine's slots; SeqChunk.state). Default maxSeqs. */
+  stateSlots?: number;
   /** Load as an embedding model: the head pools the final hidden states (no LM head, no sampling). */
   pooling?: Pooling;
   /** With pooling 'rank' on a decoder: its answer tokens. */
@@ -225,6 +268,16 @@ function kvCache(device: GPUDevice, cfg: ModelConfig, shape: Omit<KvCache, 'laye
       v: kvCacheTexture(device, texels, shape.types.v, `v_cache.${i}`),
     })),
   };
+}
+
+/** Bytes of the family's tensors in checkpoint `dir`, as stored (a multimodal checkpoint's other towers left out). */
+export function checkpointWeightBytes(dir: string): number {
+  const { family } = readFamilyConfig(dir);
+  const tensors = listCheckpointTensors(dir);
+  const names = checkpointNames(family, tensors.keys());
+  let bytes = 0;
+  for (const [name, t] of tensors) if (names.isFamily(name)) bytes += t.info.data_offsets[1] - t.info.data_offsets[0];
+  return bytes;
 }
 
 export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Promise<LoadedModel> {
@@ -287,12 +340,14 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     logprobs: u32(S * 2 * (1 + MAX_TOP_LOGPROBS), 'logprobs'),
     biasEntries: storageBuffer(device, biasCapacity * BIAS_ENTRY_BYTES, 'bias_entries'),
     biasCapacity,
+    chunks: u32(4 * T, 'chunks'),
   };
   const pooled: PooledOutput | undefined = options.pooling
     ? { mode: options.pooling, width: options.pooling === 'rank' ? 1 : cfg.hidden, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end'), rankTokens: options.rankTokens }
     : undefined;
   const ropes = new Map<string, RopeTables>();
   const scratch = new Map<string, GPUBuffer>();
+  const states: RecurrentState[] = [];
   // Tied embeddings are both the embedding table and the LM head: upload once.
   const matrices = new Map<string, GpuWeight>();
   const formats = new Set<string>();
@@ -307,6 +362,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     return w;
   };
   const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
+  let images: ImageInputs | undefined;
   const ctx: BuildContext = {
     ops,
     cfg,
@@ -315,6 +371,10 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       let w = matrices.get(key);
       if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, sources.map(inCheckpoint), cfg.quantization))));
       return w;
+    },
+    experts: (perExpert) => {
+      const unit = perExpert[0]!.reduce((n, s) => n + (s.slice?.rows ?? s.rows), 0);
+      return loaded(loadMatrix(device, gpu, ckpt, perExpert.flat().map(inCheckpoint), cfg.quantization, { unit }));
     },
     gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up].map(inCheckpoint), cfg.quantization, { glu: true })),
     vector: (sources, shift) => uploaded(loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift)),
@@ -332,11 +392,19 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       }
       return tables;
     },
-    scratch: (label, width) => {
+    scratch: (label, width, rows = T) => {
       let b = scratch.get(label);
-      if (!b) scratch.set(label, (b = f32(T * width, label)));
+      if (!b) scratch.set(label, (b = f32(rows * width, label)));
+      if (b.size < rows * width * 4) throw new Error(`scratch buffer ${label}: asked for ${rows * width * 4} bytes, made with ${b.size}`);
       return b;
     },
+    state: (label, floats) => {
+      const slotBytes = floats * 4;
+      const buffer = storageBuffer(device, (options.stateSlots ?? S) * slotBytes, label);
+      states.push({ buffer, slotBytes });
+      return buffer;
+    },
+    imageInputs: () => (images ??= { rows: f32(T * cfg.hidden, 'image_rows'), flags: u32(T, 'image_flags'), keyEnd: u32(T, 'key_end') }),
     act,
     kv,
     meta,
@@ -348,5 +416,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images };
 }

@@ -16,7 +16,7 @@ import { parseStruct, type StructLayout } from './wgsl-struct.js';
 // Resolves to src/kernels from both src/runtime (tsx, vitest) and dist/runtime (built).
 const KERNEL_DIR = fileURLToPath(new URL('../../src/kernels/', import.meta.url));
 
-export type WeightFormat = 'f32' | 'f16' | 'bf16' | 'q4' | 'q8';
+export type WeightFormat = 'f32' | 'f16' | 'bf16' | 'q4' | 'q8' | 'mxfp4';
 
 /** q4 / q8: MLX affine quantization, packed words in a texture (formats/affine.wgsl). */
 export function isAffine(format: WeightFormat): format is 'q4' | 'q8' {

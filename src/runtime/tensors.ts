@@ -1,6 +1,6 @@
 // GPU buffers for activations and weights. A weight whose bytes exceed one binding is
-// split by rows into parts, each its own buffer (float formats) or texture (packed q4/q8);
-// ops dispatch once per part.
+// split by rows into parts, each its own buffer (float formats, MXFP4) or texture (packed
+// q4/q8); ops dispatch once per part.
 import { isAffine, type WeightFormat } from './kernel-source.js';
 import './webgpu-globals.js';
 
@@ -38,10 +38,12 @@ export function uniformBuffer(device: GPUDevice, data: ArrayBuffer, label = 'par
 export interface WeightPart {
   rowStart: number;
   rows: number;
-  /** Float formats: a storage buffer. q4/q8: an rgba32uint texture (packedTexture). */
+  /** Float formats and MXFP4 (its blocks): a storage buffer. q4/q8: an rgba32uint texture (packedTexture). */
   data: GPUBuffer | GPUTexture;
   /** q4/q8: each group's scale and bias side by side (interleaveAffine), in an rgba32uint texture (affineTexture). */
   affine?: GPUTexture;
+  /** MXFP4: each block's e8m0 scale byte, in block order (formats/mxfp4.wgsl). */
+  scales?: GPUBuffer;
 }
 
 /** How q4/q8 scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
@@ -79,16 +81,20 @@ export interface GpuWeight {
  */
 export const GLU_BLOCK_ROWS = 16;
 
-/** Bytes of one row of data in each format. */
+/** Bytes of one row of data in each format (MXFP4: its blocks; a scale byte per 32 values beside them). */
 export function rowBytes(format: WeightFormat, cols: number): number {
   switch (format) {
     case 'f32': return cols * 4;
     case 'f16':
     case 'bf16': return cols * 2;
-    case 'q4': return cols / 2;
+    case 'q4':
+    case 'mxfp4': return cols / 2;
     case 'q8': return cols;
   }
 }
+
+/** Values per MXFP4 block (one e8m0 scale each). */
+export const MXFP4_BLOCK = 32;
 
 /**
  * Texels per row of a packed-weight texture (formats/affine.wgsl PACKED_WIDTH, set from

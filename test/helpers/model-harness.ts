@@ -25,12 +25,13 @@ export function testGpu(): Promise<Gpu> {
 }
 
 /**
- * With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts meant for GPUs.
+ * With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts
+ * meant for GPUs; `maxTokens` is the pass's token capacity (greedy's prefill chunk; default 128).
  * The KV cache has the server's default types unless `kvTypes` names others.
  */
-export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean; kvTypes?: KvTypes } = {}): Promise<ForwardRunner> {
+export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean; maxTokens?: number; kvTypes?: KvTypes } = {}): Promise<ForwardRunner> {
   const gpu = await testGpu();
-  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16, kvTypes: o.kvTypes ?? SERVER_KV_TYPES });
+  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: o.maxTokens ?? 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16, kvTypes: o.kvTypes ?? SERVER_KV_TYPES });
   return new ForwardRunner(model);
 }
 

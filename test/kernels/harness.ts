@@ -6,11 +6,12 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { affineTexture, filledBuffer, KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTypeOf, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type KvType, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { affineTexture, filledBuffer, KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTypeOf, MXFP4_BLOCK, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type KvType, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine, widenPacked, type QuantBits } from '../../src/models/quantize.js';
 import { TEST_BACKEND } from '../helpers/model-harness.js';
+import { decodeMxfp4, quantizeMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
 
 /** A quiet NaN with a payload: a poisoned word that a kernel rewrote (even with NaN) shows up. */
 export const POISON_BITS = 0x7fc0dead;
@@ -188,9 +189,10 @@ export class Harness {
   /**
    * `storedBits` (q4: 2 or 3, q8: 5 or 6): quantized at that width and widened to the
    * format's as the loader does for such checkpoints (widenPacked); the reference decodes
-   * the stored width.
+   * the stored width. `mxfp4`: the blocks to upload as they are (else `host` quantized to
+   * MXFP4, test/helpers/mxfp4.ts), decoded for the reference by that file's table.
    */
-  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat; storedBits?: QuantBits } = {}): TestWeight {
+  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat; storedBits?: QuantBits; mxfp4?: Mxfp4 } = {}): TestWeight {
     if (host.length !== rows * cols) throw new Error(`weight: ${host.length} values for [${rows}, ${cols}]`);
     const partRows = opts.parts ?? [rows];
     if (partRows.reduce((a, b) => a + b, 0) !== rows) throw new Error(`weight: parts ${partRows} do not sum to ${rows}`);
@@ -200,7 +202,13 @@ export class Harness {
     let bound: Float32Array | undefined;
     const scaleFormat = opts.scaleFormat ?? 'bf16';
     let scaleBytes: ((a: 'scales' | 'biases', from: number, to: number) => Uint8Array) | undefined;
+    let mxfp4: Mxfp4 | undefined;
     switch (format) {
+      case 'mxfp4':
+        mxfp4 = opts.mxfp4 ?? quantizeMxfp4(host);
+        bytes = mxfp4.blocks;
+        effective = Float32Array.from(decodeMxfp4(mxfp4));
+        break;
       case 'f32':
         bytes = new Uint8Array(host.slice().buffer);
         effective = host.slice();
@@ -257,6 +265,10 @@ export class Harness {
         const reader = (which: 'scales' | 'biases', partStart: number) => (dst: Uint8Array, first: number, count: number) =>
           dst.set(scaleBytes!(which, (partStart + first) * groupsPerRow, (partStart + first + count) * groupsPerRow));
         part.affine = affineTexture(this.device, n, groupsPerRow, SCALE_BYTES[scaleFormat], label, reader('scales', rowStart), reader('biases', rowStart));
+      }
+      if (mxfp4) {
+        const blocksPerRow = cols / MXFP4_BLOCK;
+        part.scales = this.uploadBytes(mxfp4.scales.subarray(rowStart * blocksPerRow, (rowStart + n) * blocksPerRow), `${label}.scales`);
       }
       parts.push(part);
       rowStart += n;

@@ -17,6 +17,9 @@
 // the cache holds them exactly (checked bit for bit, as read back widened) and the
 // reference attends over the same values with the same tolerance; the rounding of a
 // computed key or value is rope-kv-write.test.ts's.
+// With sinks (GPT-OSS), each head's sink logit joins the softmax's denominator: the
+// reference adds exp(sink - max) to the sum (the max over scores and sink), and the sinks
+// are drawn around the scores' range so that they move the output.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BatchMeta } from '../../src/runtime/ops.js';
 import type { KvTypes } from '../../src/models/model.js';
@@ -41,8 +44,8 @@ afterAll(() => {
 const U = 2 ** -24;
 const MAX_TOKENS = 32;
 
-/** `types`: the cache's key and value types (default f32 both). */
-interface Config { heads: number; kvHeads: number; headDim: number; blockSize: number; qScale: number; types?: KvTypes }
+/** `types`: the cache's key and value types (default f32 both); `sinks`: per-head sink logits. */
+interface Config { heads: number; kvHeads: number; headDim: number; blockSize: number; qScale: number; types?: KvTypes; sinks?: boolean }
 /** A sequence: `history` positions already cached, then `chunk` new tokens in pass 1, then one decode token in pass 2. */
 interface SeqSpec { history: number; chunk: number }
 
@@ -109,8 +112,9 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
     tokenTable: h.poisoned(MAX_TOKENS, POISON_BITS, 'token_table'),
     blockTable: h.poisoned(tableEntries + 4, POISON_BITS, 'block_table'),
   };
+  const sinks = cfg.sinks ? randVec(rand, heads, 3) : undefined;
   const dispatches = h.ops.attention('self_attn', { q: qBuf, k: kBuf, v: vBuf, heads, kvHeads, cache: { k: kCacheTex, v: vCacheTex }, blockSize }, outBuf, {
-    headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)), scale,
+    headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)), scale, sinks: sinks && h.uploadF32(sinks, 'sinks'),
   }, meta);
 
   // Block table in sequence order (offsets differ from the token order below).
@@ -181,10 +185,11 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
           scores[j] = dot * Math.fround(scale);
           magMax = Math.max(magMax, mag);
         }
-        const mx = Math.max(...scores);
+        const sink = sinks?.[hd];
+        const mx = Math.max(...scores, sink ?? -Infinity);
         const gap = mx - Math.min(...scores);
         const w = scores.map((x) => Math.exp(x - mx));
-        const sum = w.reduce((a, b) => a + b, 0);
+        const sum = w.reduce((a, b) => a + b, sink === undefined ? 0 : Math.exp(sink - mx));
         const ds = (headDim + 2) * U * scale * magMax;
         const rel = 2 * ds + (2 * L + 2 * (3 + 2 * gap) + 16) * U;
         for (let d = 0; d < headDim; d++) {
@@ -223,6 +228,8 @@ describe('rope_kv_write + attention, paged cache, several sequences per pass', (
     runScenario(cpu, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 9, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 4));
   it('peaked softmax (large scores): 6/3 heads, head_dim 8, block 1', () =>
     runScenario(cpu, { heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 5, chunk: 4 }, { history: 2, chunk: 1 }, { history: 0, chunk: 2 }], [2, 0, 1], 5));
+  it('attention sinks: GQA 6/2 heads, head_dim 16, block 4', () =>
+    runScenario(cpu, { heads: 6, kvHeads: 2, headDim: 16, blockSize: 4, qScale: 3, sinks: true }, mixed, [1, 0, 3, 2], 11));
 });
 
 describe('GPU layout: pass 2 (decode only) through attention_decode_workgroup.wgsl, on llvmpipe', () => {
@@ -236,6 +243,8 @@ describe('GPU layout: pass 2 (decode only) through attention_decode_workgroup.wg
     runScenario(gpuLayout, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 40, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 7));
   it('peaked softmax (large scores): 6/3 heads, head_dim 8 (fewer output vectors than invocations), block 1', () =>
     runScenario(gpuLayout, { heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 35, chunk: 4 }, { history: 2, chunk: 1 }], [1, 0], 8));
+  it('attention sinks: GQA 6/2 heads, head_dim 16, block 4, contexts of 1 to 40 positions', () =>
+    runScenario(gpuLayout, { heads: 6, kvHeads: 2, headDim: 16, blockSize: 4, qScale: 3, sinks: true }, [{ history: 38, chunk: 1 }, { history: 0, chunk: 0 }], [1, 0], 12));
 });
 
 describe('f16 KV cache (rgba16float texels), keys and values typed apart', () => {

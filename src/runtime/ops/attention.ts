@@ -25,11 +25,16 @@ export interface RopeOptions {
   eps?: number;
 }
 
-/** How Ops.attention scores: q times scale, each score soft-capped (0: not), over the last `window` positions (0: all). */
+/**
+ * How Ops.attention scores: q times scale, each score soft-capped (0: not), over the last
+ * `window` positions (0: all); with `sinks` ([heads] f32), each head's sink logit joins its
+ * softmax's denominator (attention_io.wgsl).
+ */
 export interface AttentionScores {
   scale: number;
   softcap?: number;
   window?: number;
+  sinks?: GPUBuffer;
 }
 
 /**
@@ -106,10 +111,19 @@ export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope:
  * still writes each token at its own position.
  */
 export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
+  return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), ...cachedAttention(ops, label, inputs, out, rope, meta)];
+}
+
+/**
+ * Ops.attention without the cache append: the step's queries attend to keys and values
+ * already in the cache (an encoder-decoder's cross-attention over the encoder's output,
+ * written once per input by Ops.ropeKvWrite), each up to its keyEnd (else its position).
+ */
+export function cachedAttention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
   if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
   if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
   const params = ops.params('attention_io', {
-    heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0,
+    heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0, has_sinks: rope.sinks !== undefined,
   });
   // The group's registers grow with head_dim; past 128 a group compiles slowly.
   const group = rope.headDim <= 128 ? ATTENTION_GROUP : 1;
@@ -121,7 +135,7 @@ export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GP
   const variant = { KV_READ: read, D4: rope.headDim / 4, ...(read === 'storage' ? kvVariant(inputs.cache) : {}) };
   const attend = (pipeline: GPUComputePipeline, workgroups: Dispatch['workgroups']) =>
     kvDispatch(inputs.cache, { label: `${label}.attention`, pipeline, workgroups }, (k_cache, v_cache) => ops.bind(`${label}.attention`, pipeline, params, {
-      q: inputs.q, k_cache, v_cache, token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
+      q: inputs.q, k_cache, v_cache, token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out, sinks: rope.sinks ?? ops.dummy,
     }));
   /** attention.wgsl over groups of tq tokens x hq heads. */
   const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
@@ -139,5 +153,5 @@ export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GP
     const pipeline = ops.pipelines.get('attention_decode_workgroup', variant, { KV_WIDTH: KV_TEXTURE_WIDTH });
     decode = attend(pipeline, (s) => [decodeOnly(s) ? s.tokens * inputs.heads : 0]);
   }
-  return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
+  return [decode, grouped(group, 1, prefillChunk)];
 }

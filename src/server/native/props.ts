@@ -4,6 +4,7 @@
 // reference lists them, and again as llama-server's slot object has them (n_ctx, and the
 // /completion generation_settings of a request that sets nothing under params).
 import { Router } from 'express';
+import type { EngineStats } from '../../engine/types.js';
 import { samplingFrom } from '../generation-params.js';
 import { serverLoopDetection } from '../loop-policy.js';
 import { capabilities, type Services } from '../services.js';
@@ -38,6 +39,8 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults, serv
     const body = JSON.stringify({
       default_generation_settings: { ...defaults, seed: 0, loop_detection, n_ctx: engine.info.contextSize, params },
       total_slots: engine.stats().slots,
+      // Request memory admission: the budget, and the weights plus the requests' reservations.
+      request_memory: requestMemory(engine.stats().requestMemory),
       model_path: engine.info.path,
       // is_sleeping: llama-server's, true while --sleep-idle-seconds has the model unloaded.
       is_sleeping: engine.isSleeping(),
@@ -53,4 +56,9 @@ export function propsRoutes(models: ModelState, defaults: SamplingDefaults, serv
     res.type('application/json').send(body.replace('"seed":0', `"seed":${seedText}`));
   });
   return router;
+}
+
+/** /props' request_memory: null where the engine keeps no budget (asleep, or an embedding-only server). */
+function requestMemory(memory: EngineStats['requestMemory']): { budget_bytes: number; in_use_bytes: number } | null {
+  return memory ? { budget_bytes: memory.budgetBytes, in_use_bytes: memory.inUseBytes } : null;
 }
