@@ -9,6 +9,7 @@ import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
 import { IMAGE_MODELS_UNSUPPORTED, SERVED_KINDS } from './models/model-kinds.js';
 import type { Backend } from './runtime/gpu.js';
+import { KV_TYPES, type KvType } from './runtime/tensors.js';
 import { POOLINGS, type Pooling } from './runtime/ops/pooling.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/responses/routes.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
@@ -40,6 +41,9 @@ export interface ServeOptions {
   /** --kv-unified: the slots share one KV pool; undefined = off. */
   kvUnified?: boolean;
   batchSize?: number;
+  /** --cache-type-k / --cache-type-v; undefined = the engine's default. */
+  cacheTypeK?: KvType;
+  cacheTypeV?: KvType;
   maxQueue?: number;
   apiKey?: string;
   /** --cors-origins: origins sent CORS headers; undefined = any ("*"). */
@@ -154,6 +158,8 @@ const FLAGS: Flag[] = [
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
   { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: `sequences decoded together (slots) (default: ${ENGINE_DEFAULTS.parallel})` },
   { name: 'kv-unified', short: 'kvu', negation: 'no-kv-unified', env: ['LLAMA_ARG_KV_UNIFIED'], help: 'one KV pool shared by the slots: a request may use the whole --ctx-size while the others leave room (default: off, each slot gets ctx-size / parallel)' },
+  { name: 'cache-type-k', short: 'ctk', env: ['LLAMA_ARG_CACHE_TYPE_K'], value: 'TYPE', help: `KV cache type of the keys: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeK})` },
+  { name: 'cache-type-v', short: 'ctv', env: ['LLAMA_ARG_CACHE_TYPE_V'], value: 'TYPE', help: `KV cache type of the values: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeV})` },
   { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: `tokens per forward pass, the prefill chunk (default: ${ENGINE_DEFAULTS.batchSize})` },
   { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: `requests that may wait for a slot before 503 (default: ${ENGINE_DEFAULTS.maxQueue})` },
   // LLAMA_API_KEY is llama-server's own name for this one.
@@ -331,6 +337,8 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       parallel: optionalInteger('parallel', 1),
       kvUnified: getSwitch('kv-unified'),
       batchSize: optionalInteger('batch-size', 1),
+      cacheTypeK: kvType('cache-type-k', get('cache-type-k')),
+      cacheTypeV: kvType('cache-type-v', get('cache-type-v')),
       maxQueue: optionalInteger('max-queue', 0),
       apiKey: get('api-key'),
       corsOrigins: originList('cors-origins', get('cors-origins')),
@@ -475,6 +483,13 @@ function loopPolicyOption(env: Readonly<Record<string, string | undefined>>): Pa
   } catch (err) {
     throw new CliError((err as Error).message);
   }
+}
+
+/** --cache-type-k / --cache-type-v: a KV type this server stores; undefined when unset. */
+function kvType(name: string, text: string | undefined): KvType | undefined {
+  if (text === undefined) return undefined;
+  if (!(KV_TYPES as readonly string[]).includes(text)) throw new CliError(`--${name} must be one of ${KV_TYPES.join(', ')}, got "${text}"`);
+  return text as KvType;
 }
 
 /** --cors-origins: a comma-separated list; undefined (any origin) when unset or when it holds "*". */

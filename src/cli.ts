@@ -199,6 +199,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       contextSize: options.ctxSize,
       parallel: options.parallel,
       kvUnified: options.kvUnified,
+      cacheTypeK: options.cacheTypeK,
+      cacheTypeV: options.cacheTypeV,
       batchSize: options.batchSize,
       maxQueue: options.maxQueue,
       backend: options.backend,

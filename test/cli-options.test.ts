@@ -127,6 +127,14 @@ describe('parseCli', () => {
     expect(() => parse(['-hf', 'org/model:'])).toThrow(CliError);
   });
 
+  it('reads the KV cache types from -ctk / -ctv, their long names or llama-server\'s variables, f32 or f16', () => {
+    expect(parse([])).toMatchObject({ options: { cacheTypeK: undefined, cacheTypeV: undefined } });
+    expect(parse(['-ctk', 'f32', '--cache-type-v', 'f16'])).toMatchObject({ options: { cacheTypeK: 'f32', cacheTypeV: 'f16' } });
+    expect(parse([], { LLAMA_ARG_CACHE_TYPE_K: 'f16', LLAMA_ARG_CACHE_TYPE_V: 'f32' })).toMatchObject({ options: { cacheTypeK: 'f16', cacheTypeV: 'f32' } });
+    expect(parse(['-ctv', 'f16'], { LLAMA_ARG_CACHE_TYPE_V: 'f32' })).toMatchObject({ options: { cacheTypeV: 'f16' } });
+    expect(() => parse(['-ctk', 'q8_0'])).toThrow('--cache-type-k must be one of f32, f16, got "q8_0"');
+  });
+
   it('treats ctx-size 0 as the model default', () => {
     expect(parse(['-c', '0'])).toMatchObject({ options: { ctxSize: undefined } });
   });

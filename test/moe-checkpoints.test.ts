@@ -26,7 +26,7 @@ import { listCheckpointTensors, readSafetensorsBytes, writeSafetensors, type Saf
 import { TextTokenizer } from '../src/models/tokenizer.js';
 import { HfReference } from './helpers/hf-reference.js';
 import { maxLogitsLogProbDiff } from './helpers/llama-oracle.js';
-import { greedy, openRunner, testGpu } from './helpers/model-harness.js';
+import { F32_KV_TYPES, greedy, openRunner, testGpu } from './helpers/model-harness.js';
 import { ORACLE_STORY } from './helpers/oracle-cases.js';
 import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
@@ -94,7 +94,7 @@ describe('mixture-of-experts checkpoints', () => {
   /** Ours against the reference on checkpoint `dir`: greedy tokens and the prompt's log-probs. */
   async function expectReference(dir: string, window = Infinity): Promise<Awaited<ReturnType<typeof greedy>>> {
     const prompt = await promptOf(dir);
-    const ours = await greedy(await openRunner(dir), prompt, STEPS);
+    const ours = await greedy(await openRunner(dir, 256, { kvTypes: F32_KV_TYPES }), prompt, STEPS);
     const reference = new HfReference(dir, window);
     const diff = maxLogitsLogProbDiff(ours.promptLogits, reference.logits(prompt));
     if (process.env.ORACLE_VERBOSE) console.info(`${dir}: max log-prob diff ${diff.toExponential(2)}`);
@@ -108,7 +108,7 @@ describe('mixture-of-experts checkpoints', () => {
     const stacked = `${dir}-switch`;
     stackExperts(dir, stacked);
     expect([...listCheckpointTensors(stacked).keys()].some((n) => n.includes('.experts.'))).toBe(false);
-    const ours = await greedy(await openRunner(stacked), await promptOf(stacked), STEPS);
+    const ours = await greedy(await openRunner(stacked, 256, { kvTypes: F32_KV_TYPES }), await promptOf(stacked), STEPS);
     expect(ours.tokens).toEqual(perExpert.tokens);
     expect(maxLogitsLogProbDiff(ours.promptLogits, perExpert.promptLogits)).toBeLessThan(1e-6);
   }
@@ -116,7 +116,7 @@ describe('mixture-of-experts checkpoints', () => {
   it('qwen3_moe, dense layer 1 between sparse layers (6 experts, top-3): reference, and the same from switch_mlp tensors and through 16 KiB bindings', async () => {
     const ours = await expectReference(base);
     await expectStackedSame(base, ours);
-    const model = await loadModel({ ...(await testGpu()), maxBinding: 16 * 1024 }, base, { maxTokens: 128, maxSeqs: 1, kvTokens: 256, maxContext: 256, blockSize: 16 });
+    const model = await loadModel({ ...(await testGpu()), maxBinding: 16 * 1024 }, base, { maxTokens: 128, maxSeqs: 1, kvTokens: 256, maxContext: 256, blockSize: 16, kvTypes: F32_KV_TYPES });
     const split = await greedy(new ForwardRunner(model), await promptOf(base), STEPS);
     expect(split.tokens).toEqual(ours.tokens);
     expect(maxLogitsLogProbDiff(split.promptLogits, ours.promptLogits)).toBeLessThan(1e-6);
@@ -126,7 +126,7 @@ describe('mixture-of-experts checkpoints', () => {
     const q = join(tmp, 'qwen3-moe-q4');
     const modules = Object.fromEntries(Array.from({ length: 6 }, (_, e) => [`model.layers.0.mlp.experts.${e}.down_proj`, { bits: 8 as const, groupSize: 32 }]));
     quantizeCheckpoint(base, q, { bits: 4, groupSize: 32, modules });
-    const model = await loadModel(await testGpu(), q, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16 });
+    const model = await loadModel(await testGpu(), q, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16, kvTypes: F32_KV_TYPES });
     expect(model.weightFormat).toContain('q8 g32');
     expect(model.weightFormat).toContain('q4 g32');
     const ours = await expectReference(q);

@@ -13,12 +13,13 @@
 // inside the conv window and the scan), and the 32 decode steps run far past the conv
 // window. Tolerance: both sides compute in f32 but llama.cpp's scan, conv and norms sum in
 // other orders; a real bug (the state lost at a chunk boundary, a conv tap off by one, the
-// wrong norm group) moves log-probs by far more than 1e-2.
+// wrong norm group) moves log-probs by far more than 1e-2. Both sides' KV caches are f32.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, it } from 'vitest';
 import { disposeOracle } from './helpers/llama-oracle.js';
+import { F32_KV_TYPES } from './helpers/model-harness.js';
 import { expectMatchesLlamaCpp } from './helpers/oracle-cases.js';
 import type { RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
@@ -41,7 +42,7 @@ describe('hybrid families vs llama.cpp on random checkpoints', () => {
   afterAll(() => disposeOracle());
   for (const [i, c] of CASES.entries()) {
     it(c.label, async () => {
-      await expectMatchesLlamaCpp(c, join(tmp, `${i}-${c.arch}`), { bos: true, steps: STEPS, tolerance: LOGPROB_TOLERANCE, maxTokens: 5 });
+      await expectMatchesLlamaCpp(c, join(tmp, `${i}-${c.arch}`), { bos: true, steps: STEPS, tolerance: LOGPROB_TOLERANCE, maxTokens: 5, kvTypes: F32_KV_TYPES });
     });
   }
 });

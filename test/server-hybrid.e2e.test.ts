@@ -11,10 +11,11 @@
 // shift answers 400, slot files 501, and a recurrent draft model stops the load.
 // Request memory admission (every model; here this one's): the engine's budget is its
 // weights plus ADMITTED bytes, which admits this file's requests (at most three choices of
-// ~50 tokens: each ~1 KiB of KV per token plus ~20 KiB of Mamba-2 state, and ~16 KiB of
-// activations for a prefill chunk) but not one whose max_tokens can fill the context
-// (256 tokens of KV alone): that one answers 503 request_memory_budget_exceeded, streamed
-// or not, while the others are served; a budget below the weights stops the load.
+// ~50 tokens: each ~1 KiB of KV per token in the f32 KV cache this file configures, plus
+// ~20 KiB of Mamba-2 state, and ~16 KiB of activations for a prefill chunk) but not one
+// whose max_tokens can fill the context (256 tokens of KV alone): that one answers 503
+// request_memory_budget_exceeded, streamed or not, while the others are served; a budget
+// below the weights stops the load.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +32,7 @@ const dir = makeRandomCheckpoint(model, mkdtempSync(join(tmpdir(), 'mlxcel-hybri
 const budget = checkpointWeightBytes(dir) + ADMITTED;
 const live = useLive({
   model: dir,
-  engine: { parallel: 3, contextSize: 768, batchSize: 8, warmup: false, requestMemoryBudget: budget },
+  engine: { parallel: 3, contextSize: 768, batchSize: 8, warmup: false, requestMemoryBudget: budget, cacheTypeK: 'f32', cacheTypeV: 'f32' },
   server: { slotSavePath: mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-')), metrics: true },
 });
 const shifting = useServer(live, { server: { sampling: { context_shift: true } } });

@@ -120,6 +120,15 @@ describe('GET /props', () => {
       // Request memory admission: the budget, and the weights plus the requests in flight.
       request_memory: { budget_bytes: expect.any(Number), in_use_bytes: expect.any(Number) },
       is_sleeping: false,
+      memory: {
+        weights_bytes: live.engine.stats().memory.weights,
+        kv_cache_bytes: expect.any(Number),
+        kv_cache_max_bytes: expect.any(Number),
+        kv_cache_tokens: expect.any(Number),
+        // Two slots of 512 positions, and as many for the prompt cache.
+        kv_cache_max_tokens: 2048,
+        other_bytes: expect.any(Number),
+      },
       speculative: null,
       model_path: expect.stringMatching(/stories260k$/),
       // What the server serves: a chat model only here.
@@ -175,10 +184,14 @@ const METRICS: Array<[name: string, type: string, help: string]> = [
   ['mlxcel_speculative_accepted_tokens_total', 'counter', 'Drafted tokens the target model accepted'],
   ['mlxcel_batch_current_size', 'gauge', 'Current active batch size'],
   ['mlxcel_cache_pool_active', 'gauge', 'Active cache entries'],
+  ['mlxcel_memory_weights_bytes', 'gauge', 'GPU bytes of the model weights'],
+  ['mlxcel_memory_kv_cache_bytes', 'gauge', 'GPU bytes of the KV cache allocated now'],
+  ['mlxcel_memory_kv_cache_max_bytes', 'gauge', 'GPU bytes the KV cache may grow to'],
+  ['mlxcel_memory_other_bytes', 'gauge', 'GPU bytes of the other buffers: activations, batch metadata, kernel parameters'],
   ['mlxcel_request_memory_budget_bytes', 'gauge', 'Request memory budget in bytes'],
   ['mlxcel_request_memory_in_use_bytes', 'gauge', 'Request memory in use in bytes: the weights and the reservations of the requests in flight'],
   ['mlxcel_kv_cache_usage_ratio', 'gauge', 'Fraction of the KV cache blocks held by running requests (1 = full)'],
-  ['mlxcel_kv_cache_config_info', 'gauge', 'The KV cache layout: tokens per block and blocks in the pool'],
+  ['mlxcel_kv_cache_config_info', 'gauge', 'The KV cache layout: tokens per block and the blocks the pool may grow to'],
   ['vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches'],
   ['vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed'],
   ['vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage'],
@@ -203,6 +216,12 @@ describe('GET /metrics', () => {
       if (!INFO_GAUGES.includes(name)) expect(values.has(name), name).toBe(true);
     }
     expect([...values.keys()].sort()).toEqual(METRICS.map(([n]) => n).filter((n) => !INFO_GAUGES.includes(n)).sort());
+    // The memory gauges are the engine's figures, as /props reports them.
+    const m = live.engine.stats().memory;
+    expect(['weights', 'kv_cache', 'kv_cache_max', 'other'].map((n) => values.get(`mlxcel_memory_${n}_bytes`))).toEqual([m.weights, m.kv, m.kvMax, m.other]);
+    expect(m.weights).toBeGreaterThan(0);
+    expect(m.other).toBeGreaterThan(0);
+    expect(m.kv).toBeLessThanOrEqual(m.kvMax);
   });
 
   it('counts finished chat completions once, streamed or not, and leaves out cancelled chat streams and streaming completions', async () => {
@@ -299,6 +318,8 @@ describe('GET /metrics', () => {
     expect(Number(labels.block_size)).toBe(cacheStats.block_size);
     const blocks = Number(labels.num_gpu_blocks);
     expect(blocks).toBe(live.engine.stats().kv!.blocks);
+    // The pool's capacity: the blocks it may grow to, not those its textures hold now.
+    expect(blocks * cacheStats.block_size).toBe(live.engine.stats().memory.kvMaxTokens);
     expect([idleScrape.running, idleScrape.waiting, idleScrape.usage]).toEqual([0, 0, 0]);
     // No LoRA adapters, stamped with the scrape's time.
     const [lora] = idleScrape.lora;

@@ -35,6 +35,8 @@ import { rng } from './helpers/rng.js';
 const mediaRoot = mkdtempSync(join(tmpdir(), 'vision-media-'));
 const live = useLive({
   model: { arch: 'gemma3_text', tokenizer: 'gemma3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tie: true, seed: 5, multimodal: true },
+  // An f32 KV cache, as the CPU reference's decoder keeps its keys and values.
+  engine: { cacheTypeK: 'f32', cacheTypeV: 'f32' },
   server: { media: { mediaPath: mediaRoot, allowPrivateUrls: true } },
 });
 const strict = useServer(live, { server: { media: { maxImages: 1 } } });

@@ -70,13 +70,14 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
     const output = await startupOutput([]);
     expect(output).not.toMatch(DAWN_NOISE);
     const facts = startupFacts(output);
-    expect(facts, output).toHaveLength(6);
-    const [listening, adapter, model, context, budget, loaded] = facts;
+    expect(facts, output).toHaveLength(7);
+    const [listening, adapter, model, context, budget, memory, loaded] = facts;
     expect(listening).toMatch(/^mlxcel-server: listening on http:\/\/127\.0\.0\.1:\d+$/);
     expect(adapter).toMatch(/^mlxcel-server: adapter .+ via \w+/);
     expect(model).toMatch(/^mlxcel-server: model stories260k \(llama, f32, [\d.]+ MiB\) from \S*models\/stories260k$/);
     expect(context).toMatch(/^mlxcel-server: context \d+ tokens per slot, 4 slots$/);
     expect(budget).toMatch(/^mlxcel-server: request memory budget [\d.]+ [KMGT]?i?B \(.+\), [\d.]+ [KMGT]?i?B of it for requests$/);
+    expect(memory).toMatch(/^mlxcel-server: GPU memory: weights \d+ B \([\d.]+ MiB\), KV cache \d+ B \([\d.]+ MiB\) of at most \d+ B \([\d.]+ MiB\) \(K f16, V f16\), other \d+ B \([\d.]+ MiB\)$/);
     expect(loaded).toMatch(/^mlxcel-server: loaded in \d+\.\d s$/);
   });
 

@@ -11,7 +11,7 @@ import { readModelConfig } from '../models/config.js';
 import { loadModel, type LoadedModel } from '../models/model.js';
 import { ENCODERS } from '../models/registry.js';
 import { TextTokenizer } from '../models/tokenizer.js';
-import { QueueFullError } from './types.js';
+import { modelMemory, QueueFullError, type EngineMemory } from './types.js';
 
 const BLOCK_SIZE = 16;
 
@@ -96,6 +96,8 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
     kvTokens: contextSize + maxSeqs * BLOCK_SIZE,
     maxContext: contextSize,
     blockSize: BLOCK_SIZE,
+    // One pass's transient keys and values: kept at full precision, as an encoder computes them.
+    kvTypes: { k: 'f32', v: 'f32' },
     pooling,
   });
   const info: EmbedderInfo = {
@@ -165,6 +167,11 @@ export class Embedder {
       size: model.maxSeqs * model.pooled!.width * 4,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
+  }
+
+  /** The model's GPU memory. */
+  memory(): EngineMemory {
+    return modelMemory([this.model]);
   }
 
   /** Requests waiting or running. */

@@ -6,7 +6,7 @@
 // llama-server's generation routes do in embedding mode.
 import type { Engine, SlotFileResult } from './engine.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
-import { zeroCounters, type EngineStats, type GenerationEvent } from './types.js';
+import { zeroCounters, type EngineMemory, type EngineStats, type GenerationEvent } from './types.js';
 import { disabledCacheStats } from './prompt-cache.js';
 
 /** What turns generation off when -m is a Whisper checkpoint (AppOptions.generationDisabledBy). */
@@ -27,6 +27,8 @@ export interface JobWorker {
   tokenizer: TextTokenizer;
   /** Requests waiting or running. */
   pending: number;
+  /** The GPU memory it holds (EngineStats.memory). */
+  memory(): EngineMemory;
   close(): Promise<void>;
 }
 
@@ -59,6 +61,7 @@ export class EmbeddingOnlyEngine implements Engine {
       queueDepth: Math.max(0, pending - 1),
       slotStates: [pending > 0 ? 'decoding' : 'idle', ...Array.from({ length: Math.max(0, pending - 1) }, () => 'queued' as const)],
       counters: zeroCounters(),
+      memory: this.embedder.memory(),
     };
   }
 

@@ -2,6 +2,7 @@
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
 import type { VisionEncoder } from '../models/gemma3-vision.js';
 import type { LoadOptions } from '../models/model.js';
+import type { KvType } from '../runtime/tensors.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { PromptCacheStats } from './prompt-cache.js';
 import type { SpeculativeOptions } from './speculative.js';
@@ -70,6 +71,12 @@ export interface EngineOptions {
   /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the
    *  context is the total, not the per-slot share). Default off. */
   kvUnified?: boolean;
+  /** How the KV cache stores keys and values (--cache-type-k, --cache-type-v); default ENGINE_DEFAULTS'. */
+  cacheTypeK?: KvType;
+  cacheTypeV?: KvType;
+  /** KV positions allocated at load, and how long the engine stays idle before the pool shrinks back towards them; default ENGINE_DEFAULTS'. */
+  kvInitialTokens?: number;
+  kvShrinkIdleMs?: number;
   /** Tokens per forward pass: the prefill chunk (--batch-size); default 512. */
   batchSize?: number;
   /** Requests that may wait for a slot (--max-queue); default 64. */
@@ -104,6 +111,13 @@ export const ENGINE_DEFAULTS = {
   parallel: 4,
   /** Tokens per forward pass. */
   batchSize: 512,
+  /** The KV cache's keys and values: f16, as llama-server's. */
+  cacheTypeK: 'f16' as KvType,
+  cacheTypeV: 'f16' as KvType,
+  /** KV positions allocated at load (at most one sequence's context): the pool doubles from there as sequences need blocks. */
+  kvInitialTokens: 1024,
+  /** Idle milliseconds before the KV pool shrinks. */
+  kvShrinkIdleMs: 5000,
   /** Requests waiting for a slot before QueueFullError. */
   maxQueue: 64,
   /** Prompt-cache blocks. */

@@ -9,7 +9,7 @@ import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
 import { loadGemma3Vision } from '../models/gemma3-vision.js';
 import { readFamilyConfig } from '../models/registry.js';
-import { checkpointWeightBytes, loadModel } from '../models/model.js';
+import { checkpointWeightBytes, kvTokenBytes, loadModel, type KvTypes } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
 import { memoryBudget, RequestMemory } from './memory-budget.js';
@@ -57,7 +57,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const total = options.contextSize && options.contextSize > 0 ? options.contextSize : Math.min(maxPositions, slots * perSlot);
   const seqContext = unified ? total : perSlot;
   const slotBlocks = Math.max(slots * Math.ceil(perSlot / BLOCK_SIZE), Math.ceil(seqContext / BLOCK_SIZE));
-  const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
+  const kvTypes: KvTypes = { k: options.cacheTypeK ?? ENGINE_DEFAULTS.cacheTypeK, v: options.cacheTypeV ?? ENGINE_DEFAULTS.cacheTypeV };
+  const blockBytes = BLOCK_SIZE * kvTokenBytes(cfg, kvTypes);
   // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
   // cached prefix or a shifted context.
   const recurrent = cfg.recurrent === true;
@@ -68,7 +69,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   // A draft model gets a KV pool of its own for the slots' contexts (no prompt cache).
   const draftDir = options.speculative?.kind === 'draft-model' ? draftModelDir(options.speculative.draftModel) : undefined;
   const draftCfg = draftDir === undefined ? undefined : readModelConfig(draftDir);
-  const draftKvBytes = draftCfg ? slotBlocks * draftCfg.layers * 2 * BLOCK_SIZE * draftCfg.kvHeads * draftCfg.headDim * 4 : 0;
+  const draftKvBytes = draftCfg ? slotBlocks * BLOCK_SIZE * kvTokenBytes(draftCfg, kvTypes) : 0;
   const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
   options.log?.(`adapter ${gpu.description}`);
   // On a CPU adapter the weights and the KV cache are host memory (llvmpipe zero-fills each
@@ -100,6 +101,9 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     // A verify round samples at each drafted position as well as after the last token.
     maxSeqs: slots * (1 + (options.speculative?.nMax ?? 0)),
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
+    // The pool grows from there as sequences need blocks, up to the slots' contexts and the prompt cache's.
+    kvInitialTokens: Math.min(seqContext, options.kvInitialTokens ?? ENGINE_DEFAULTS.kvInitialTokens),
+    kvTypes,
     maxContext: seqContext,
     blockSize: BLOCK_SIZE,
     // With speculative decoding, a snapshot slot per slot for a verify round's state.
@@ -133,6 +137,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       maxTokens: batchSize,
       maxSeqs: slots,
       kvTokens: slotBlocks * BLOCK_SIZE,
+      kvTypes,
       maxContext: seqContext,
       blockSize: BLOCK_SIZE,
     });
@@ -160,6 +165,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     kvUnified: unified,
+    kvShrinkIdleMs: options.kvShrinkIdleMs ?? ENGINE_DEFAULTS.kvShrinkIdleMs,
     ...(options.speculative ? { speculative: options.speculative } : {}),
     ...(drafter ? { drafter } : {}),
     ...(vision ? { vision } : {}),
@@ -172,6 +178,9 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });
+  const m = engine.stats().memory;
+  const bytes = (n: number) => `${n} B (${(n / 2 ** 20).toFixed(1)} MiB)`;
+  options.log?.(`GPU memory: weights ${bytes(m.weights)}, KV cache ${bytes(m.kv)} of at most ${bytes(m.kvMax)} (K ${kvTypes.k}, V ${kvTypes.v}), other ${bytes(m.other)}`);
   return { engine, release: () => gpu.device.destroy() };
 }
 

@@ -36,6 +36,7 @@ import { RecurrentStates } from './recurrent-state.js';
 import { SlotStore } from './slot-store.js';
 import { Speculation, StepCost, type SpeculativeOptions } from './speculative.js';
 import {
+  modelMemory,
   QueueFullError,
   XTC_THRESHOLD,
   zeroCounters,
@@ -105,6 +106,8 @@ export interface SchedulerOptions {
    * reserved and neither happens.
    */
   kvUnified: boolean;
+  /** How long the engine stays idle before the KV pool shrinks back (BlockAllocator.shrink). */
+  kvShrinkIdleMs: number;
   cache: Omit<PromptCacheOptions, 'blockSize'>;
   /** Speculative decoding; absent = off. */
   speculative?: SpeculativeOptions;
@@ -129,6 +132,8 @@ export class Scheduler implements Engine {
   private readonly stepCost = new StepCost();
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
+  /** The KV pool's shrink, pending while the engine is idle. */
+  private shrinkTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly counters: EngineCounters = zeroCounters();
 
@@ -141,7 +146,7 @@ export class Scheduler implements Engine {
   ) {
     this.vision = options.vision;
     const kv = runner.model.kv;
-    this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
+    this.blocks = new BlockAllocator(kv.blocks, kv.blockSize, { initial: kv.blocks, max: kv.maxBlocks, resize: (blocks) => this.rows.resize(blocks) });
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
@@ -149,7 +154,8 @@ export class Scheduler implements Engine {
     const { cfg } = runner.model;
     this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, {
       slots: options.slots,
-      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, dtype: 'f32' },
+      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim },
+      types: kv.types,
       contextSize: info.contextSize,
       blockBytes: options.cache.blockBytes,
       capacityBytes: options.cache.capacityBytes,
@@ -190,6 +196,7 @@ export class Scheduler implements Engine {
     const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first, settle))];
     // Start on the next turn of the event loop, so requests that arrive together (a
     // burst of clients) are admitted into the same first step.
+    clearTimeout(this.shrinkTimer);
     this.loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.run());
     return seqs.map((seq) => seq.events);
   }
@@ -210,8 +217,9 @@ export class Scheduler implements Engine {
         ...Array.from({ length: queued }, () => 'queued' as const),
       ],
       counters: { ...this.counters },
-      memory: { budgetBytes: this.options.memory.budgetBytes, inUseBytes: this.options.memory.inUseBytes },
-      kv: { blockSize: this.blocks.blockSize, blocks: this.blocks.blocks, usedBlocks: used.size, slotBlocks },
+      memory: modelMemory([this.runner.model, ...(this.options.drafter ? [this.options.drafter.model] : [])]),
+      requestMemory: { budgetBytes: this.options.memory.budgetBytes, inUseBytes: this.options.memory.inUseBytes },
+      kv: { blockSize: this.blocks.blockSize, blocks: this.blocks.max, usedBlocks: used.size, slotBlocks },
     };
   }
 
@@ -241,6 +249,7 @@ export class Scheduler implements Engine {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.shrinkTimer);
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
     await this.loop;
     await this.tokenizer.close();
@@ -301,6 +310,22 @@ export class Scheduler implements Engine {
     // No await between the last admit() and this line: a request queued after it starts
     // a new loop.
     this.loop = undefined;
+    if (this.active.length === 0 && this.waiting.size === 0) {
+      this.shrinkTimer = setTimeout(() => this.shrinkKv(), this.options.kvShrinkIdleMs).unref();
+    }
+  }
+
+  /**
+   * Gives the KV pool's unused growth back while no sequence runs: the prompt cache's
+   * blocks past the smaller size move below it first (unless a slot action holds them).
+   */
+  private shrinkKv(): void {
+    if (this.loop || this.closed) return;
+    this.blocks.shrink((moves) => {
+      if (!this.cache.move(moves)) return false;
+      this.rows.copyBlocks([...moves].map(([from, to]) => ({ from, to, rows: this.blocks.blockSize })));
+      return true;
+    });
   }
 
   /**

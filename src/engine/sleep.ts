@@ -9,7 +9,7 @@ import type { VisionEncoder } from '../models/gemma3-vision.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import type { PromptCacheStats } from './prompt-cache.js';
-import type { EngineCounters, EngineStats, KvStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
+import { NO_MEMORY, type EngineCounters, type EngineStats, type KvStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from './types.js';
 
 /** A loaded engine and how to free its GPU device once it is closed. */
 export interface Awake {
@@ -91,6 +91,7 @@ export class SleepingEngine implements Engine {
           queueDepth: 0,
           slotStates: Array.from({ length: this.slots }, () => 'idle' as const),
           counters,
+          memory: NO_MEMORY,
           ...(this.kv ? { kv: { ...this.kv, usedBlocks: 0, slotBlocks: Array.from({ length: this.slots }, () => 0) } } : {}),
         };
   }

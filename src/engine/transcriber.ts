@@ -16,7 +16,7 @@ import { openGpu, type Backend, type Gpu } from '../runtime/gpu.js';
 import { HOP, LogMel, SAMPLE_RATE } from '../models/mel.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { whisperConfig, WhisperModel, WINDOW_FRAMES } from '../models/whisper.js';
-import { QueueFullError } from './types.js';
+import { NO_MEMORY, QueueFullError, type EngineMemory } from './types.js';
 
 /** openai-whisper's language codes and names, in its token order. */
 export const WHISPER_LANGUAGES: Readonly<Record<string, string>> = {
@@ -225,6 +225,12 @@ export class Transcriber {
   /** Requests waiting or running. */
   get pending(): number {
     return this.queue.length + (this.running ? 1 : 0);
+  }
+
+  /** The device's GPU memory: the model's weights, and the rest (its buffers and caches) as other. */
+  memory(): EngineMemory {
+    const { weightBytes } = this.model;
+    return { ...NO_MEMORY, weights: weightBytes, other: this.model.ops.gpu.memory.bytes() - weightBytes };
   }
 
   /**

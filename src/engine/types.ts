@@ -1,5 +1,6 @@
 // The engine's contract with the layers above it. The engine speaks token ids; text,
 // stop strings and wire formats live above (src/chat, src/server).
+import { kvCacheBytes, type LoadedModel } from '../models/model.js';
 
 export interface DryParams {
   multiplier: number;
@@ -229,16 +230,51 @@ export interface EngineStats {
   /** One entry per slot, then one per queued request. */
   slotStates: SlotState[];
   counters: EngineCounters;
+  memory: EngineMemory;
   /** Request memory admission (./memory-budget.ts): the budget, and the weights plus the requests' reservations. */
-  memory?: { budgetBytes: number; inUseBytes: number };
+  requestMemory?: { budgetBytes: number; inUseBytes: number };
   /** The paged KV pool; absent for an engine without one (embedding only). */
   kv?: KvStats;
+}
+
+/** GPU memory in bytes (GET /props memory, the /metrics mlxcel_memory_* gauges, the startup line). */
+export interface EngineMemory {
+  /** The weights as uploaded (a draft model's included). */
+  weights: number;
+  /** The KV cache's textures now, and what the pool may grow to. */
+  kv: number;
+  kvMax: number;
+  /** Positions the KV pool holds now, and may grow to (the main model's, across all sequences and the prompt cache). */
+  kvTokens: number;
+  kvMaxTokens: number;
+  /** Every other buffer and texture on the device: activations, batch metadata, kernel parameters. */
+  other: number;
+}
+
+/** No GPU memory held (an engine asleep, or none loaded). */
+export const NO_MEMORY: EngineMemory = { weights: 0, kv: 0, kvMax: 0, kvTokens: 0, kvMaxTokens: 0, other: 0 };
+
+/** The GPU memory of `models`, which share one device: their weights and KV caches, and the rest of the device's. */
+export function modelMemory(models: LoadedModel[]): EngineMemory {
+  const sum = (f: (m: LoadedModel) => number) => models.reduce((n, m) => n + f(m), 0);
+  const weights = sum((m) => m.weightBytes);
+  const kv = sum((m) => kvCacheBytes(m.kv));
+  const { blocks, maxBlocks, blockSize } = models[0]!.kv;
+  return {
+    weights,
+    kv,
+    kvMax: sum((m) => kvCacheBytes(m.kv, m.kv.maxBlocks)),
+    kvTokens: blocks * blockSize,
+    kvMaxTokens: maxBlocks * blockSize,
+    other: models[0]!.ops.gpu.memory.bytes() - weights - kv,
+  };
 }
 
 /** The paged KV pool as the model server protocol's gauges report it. */
 export interface KvStats {
   /** Tokens per block. */
   blockSize: number;
+  /** Blocks the pool may grow to (its capacity; the textures may hold fewer now). */
   blocks: number;
   /** Blocks the running sequences hold (one shared by several counts once); blocks only the
    *  prompt cache keeps are reusable and not counted. */

@@ -147,7 +147,7 @@ export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { 
     : undefined;
   const rope = spec.rope ? ctx.rope(spec.rope) : { rotaryDim: 0 };
   return ops.attention(p, {
-    q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, kCache: kv.k[layer]!, vCache: kv.v[layer]!, blockSize: kv.blockSize,
+    q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, cache: kv.layers[layer]!, blockSize: kv.blockSize,
   }, act.attn, {
     headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
     sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined,

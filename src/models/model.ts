@@ -1,12 +1,13 @@
 // A loaded decoder model on the GPU: its weights, activation and KV buffers, and the
 // forward pass recorded once. The engine fills the batch metadata and replays it.
-import type { Gpu } from '../runtime/gpu.js';
+import { textureBytes, type Gpu } from '../runtime/gpu.js';
 import { isAffine } from '../runtime/kernel-source.js';
 import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAMS_BYTES } from '../runtime/ops/sampling.js';
 import { Ops, type BatchMeta } from '../runtime/ops.js';
 import { SEQ_NORM_BYTES, type Pooling } from '../runtime/ops/pooling.js';
 import type { Program } from '../runtime/program.js';
-import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
+import type { KvLayer } from '../runtime/ops/attention.js';
+import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTextureRows, storageBuffer, type GpuWeight, type KvType } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource, type VectorSource } from './checkpoint.js';
 import type { ConfigReader, ModelConfig, Rope } from './config.js';
 import { readFamilyConfig } from './registry.js';
@@ -31,12 +32,33 @@ export interface Activations {
   logits: GPUBuffer;
 }
 
+/** The keys' and values' types in the KV cache. */
+export interface KvTypes {
+  k: KvType;
+  v: KvType;
+}
+
+/**
+ * The paged KV cache's textures: `blocks` blocks of blockSize positions per layer now, up
+ * to maxBlocks as the engine grows the pool (engine/kv-cache.ts KvRows.resize replaces the
+ * layers' textures).
+ */
 export interface KvCache {
   blockSize: number;
   blocks: number;
-  /** Per layer (tensors.ts kvCacheTexture). */
-  k: GPUTexture[];
-  v: GPUTexture[];
+  maxBlocks: number;
+  types: KvTypes;
+  /** Values of one position's keys (or values) in one layer: kvHeads * headDim. */
+  kvDim: number;
+  /** Bytes of one position's keys and values across all layers. */
+  tokenBytes: number;
+  layers: KvLayer[];
+}
+
+/** Bytes of a KV cache's textures when they hold `blocks` blocks (default: as many as now). */
+export function kvCacheBytes(kv: KvCache, blocks = kv.blocks): number {
+  const rows = kvTextureRows((blocks * kv.blockSize * kv.kvDim) / 4);
+  return kv.layers.length * KV_TEXTURE_WIDTH * rows * (KV_TEXEL_BYTES[kv.types.k] + KV_TEXEL_BYTES[kv.types.v]);
 }
 
 /** One RoPE's tables as Ops.attention takes them (RopeOptions). */
@@ -180,6 +202,8 @@ export interface LoadedModel {
   maxTableEntries: number;
   /** The matrices' stored formats, e.g. "bf16" or "q4 g64" (several: comma-separated). */
   weightFormat: string;
+  /** Bytes of the weights on the GPU: matrices and vectors as uploaded. */
+  weightBytes: number;
   /** Loaded as an embedding model (LoadOptions.pooling). */
   pooled?: PooledOutput;
   /** A vision-language family's image inputs, which the engine fills each pass. */
@@ -199,8 +223,12 @@ export interface LoadOptions {
   maxTokens: number;
   /** Sequences per forward pass. */
   maxSeqs: number;
-  /** KV capacity in tokens across all sequences. */
+  /** KV capacity in tokens across all sequences: the most the pool may grow to. */
   kvTokens: number;
+  /** KV tokens allocated at load (default kvTokens), rounded up to whole blocks. */
+  kvInitialTokens?: number;
+  /** The KV cache's types. */
+  kvTypes: KvTypes;
   /** Longest sequence in tokens (sizes the block table). */
   maxContext: number;
   blockSize: number;
@@ -219,6 +247,27 @@ export interface LoadProgress {
   tensors: number;
   tensorsTotal: number;
   pipelines: number;
+}
+
+/** Bytes of one position's keys and values across all layers of a model of `cfg`'s shape. */
+export function kvTokenBytes(cfg: Pick<ModelConfig, 'layers' | 'kvHeads' | 'headDim'>, types: KvTypes): number {
+  const bytes = (t: KvType) => (t === 'f16' ? 2 : 4);
+  return cfg.layers * cfg.kvHeads * cfg.headDim * (bytes(types.k) + bytes(types.v));
+}
+
+/** A model's KV cache textures for `blocks` blocks. */
+function kvCache(device: GPUDevice, cfg: ModelConfig, shape: Omit<KvCache, 'layers' | 'tokenBytes' | 'kvDim'>): KvCache {
+  const kvDim = cfg.kvHeads * cfg.headDim;
+  const texels = (shape.blocks * shape.blockSize * kvDim) / 4;
+  return {
+    ...shape,
+    kvDim,
+    tokenBytes: kvTokenBytes(cfg, shape.types),
+    layers: Array.from({ length: cfg.layers }, (_, i) => ({
+      k: kvCacheTexture(device, texels, shape.types.k, `k_cache.${i}`),
+      v: kvCacheTexture(device, texels, shape.types.v, `v_cache.${i}`),
+    })),
+  };
 }
 
 /** Bytes of the family's tensors in checkpoint `dir`, as stored (a multimodal checkpoint's other towers left out). */
@@ -272,14 +321,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   };
   // Quantized linear layers read their input through one shared texture: size it for the widest.
   if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.h.size, act.attn.size, act.gate.size, act.headIn.size));
-  const blocks = Math.ceil(options.kvTokens / options.blockSize);
-  const kvTexels = (blocks * options.blockSize * kvDim) / 4;
-  const kv: KvCache = {
-    blockSize: options.blockSize,
-    blocks,
-    k: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `k_cache.${i}`)),
-    v: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `v_cache.${i}`)),
-  };
+  const maxBlocks = Math.ceil(options.kvTokens / options.blockSize);
+  const blocks = Math.min(maxBlocks, Math.ceil((options.kvInitialTokens ?? options.kvTokens) / options.blockSize));
+  const kv = kvCache(device, cfg, { blockSize: options.blockSize, blocks, maxBlocks, types: options.kvTypes });
   const maxTableEntries = S * Math.ceil(options.maxContext / options.blockSize);
   // Penalties name at most every token of each sequence's context, logit_bias at most
   // MAX_LOGIT_BIAS_TOKENS more.
@@ -307,7 +351,13 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   // Tied embeddings are both the embedding table and the LM head: upload once.
   const matrices = new Map<string, GpuWeight>();
   const formats = new Set<string>();
+  let weightBytes = 0;
+  const uploaded = <T extends GPUBuffer | GPUTexture>(data: T): T => {
+    weightBytes += 'size' in data ? data.size : textureBytes(data);
+    return data;
+  };
   const loaded = (w: GpuWeight) => {
+    for (const part of w.parts) [part.data, part.affine].forEach((d) => d && uploaded(d));
     formats.add(isAffine(w.format) ? (w.stored ? `${w.stored} (as ${w.format} g${w.groupSize})` : `${w.format} g${w.groupSize}`) : w.format);
     return w;
   };
@@ -327,7 +377,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       return loaded(loadMatrix(device, gpu, ckpt, perExpert.flat().map(inCheckpoint), cfg.quantization, { unit }));
     },
     gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up].map(inCheckpoint), cfg.quantization, { glu: true })),
-    vector: (sources, shift) => loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift),
+    vector: (sources, shift) => uploaded(loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift)),
     has: (name) => ckpt.has(names.of(name)),
     rope: (r) => {
       const key = JSON.stringify(r);
@@ -366,5 +416,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), pooled, states, images };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images };
 }

@@ -66,8 +66,8 @@ export function vitEncoder(ops: Ops, load: VisionLoader, spec: VitSpec): { dispa
     keyEnd: filled('key_end', new Uint32Array(N).fill(N - 1)),
   };
   const kvTexels = (blocks * KV_BLOCK * V) / 4;
-  const kCache = kvCacheTexture(device, kvTexels, 'vision.k_cache');
-  const vCache = kvCacheTexture(device, kvTexels, 'vision.v_cache');
+  // The tower's keys and values live for one image: kept in f32, as its activations.
+  const cache = { k: kvCacheTexture(device, kvTexels, 'f32', 'vision.k_cache'), v: kvCacheTexture(device, kvTexels, 'f32', 'vision.v_cache') };
   const buffers = { patches: f32(N * spec.patchValues, 'patches'), h: f32(N * V, 'h') };
   const [xn, q, k, v, attn] = ['xn', 'q', 'k', 'v', 'attn'].map((label) => f32(N * V, label)) as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
   const hiddenAct = f32(N * I, 'mlp');
@@ -93,7 +93,7 @@ export function vitEncoder(ops: Ops, load: VisionLoader, spec: VitSpec): { dispa
     dispatches.push(
       layerNorm(`${l}.layer_norm1`, xn),
       ...ops.linear(`${l}.self_attn.qkv`, qkv.w, xn, [q, k, v], { bias: qkv.bias }),
-      ...ops.attention(`${l}.self_attn`, { q, k, v, heads, kvHeads: heads, kCache, vCache, blockSize: KV_BLOCK }, attn, { headDim, rotaryDim: 0, scale: headDim ** -0.5 }, meta),
+      ...ops.attention(`${l}.self_attn`, { q, k, v, heads, kvHeads: heads, cache, blockSize: KV_BLOCK }, attn, { headDim, rotaryDim: 0, scale: headDim ** -0.5 }, meta),
       ...ops.linear(`${l}.self_attn.out_proj`, o.w, attn, h, { bias: o.bias, accumulate: true }),
       layerNorm(`${l}.layer_norm2`, xn),
       ...ops.linear(`${l}.mlp.fc1`, fc1.w, xn, hiddenAct, { bias: fc1.bias }),

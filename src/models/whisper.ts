@@ -11,10 +11,11 @@
 // (encoder.blocks.N.attn.query, ...) is mapped onto them (MLX_NAMES), its channels-last
 // convolution weights read tap-major. The convolutions run as im2col.wgsl plus a linear
 // layer, attention through the paged-KV kernels with identity block tables.
-import { mapRead, type Gpu } from '../runtime/gpu.js';
+import { mapRead, textureBytes, type Gpu } from '../runtime/gpu.js';
 import { Ops } from '../runtime/ops.js';
 import { Program, type StepShape } from '../runtime/program.js';
 import { filledBuffer, kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
+import type { KvLayer } from '../runtime/ops/attention.js';
 import { Checkpoint, loadMatrix, loadVector } from './checkpoint.js';
 import { configReader, readQuantization, type Json, type Quantization } from './config.js';
 
@@ -153,6 +154,8 @@ export class WhisperModel {
     readonly ops: Ops,
     /** The matrices' stored formats, e.g. "f16" or "q4 g64". */
     readonly weightFormat: string,
+    /** Bytes of the weights on the GPU, as uploaded. */
+    readonly weightBytes: number,
     private readonly programs: WhisperPrograms,
     private readonly buffers: WhisperBuffers,
   ) {
@@ -174,12 +177,21 @@ export class WhisperModel {
     const range = (n: number, f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
     if (cfg.quantization) ops.reserveMatmulInput(4 * Math.max(P * Math.max(cfg.encoderFfn, KERNEL_TAPS * D), WINDOW_FRAMES * KERNEL_TAPS * melBins, T * cfg.decoderFfn));
     const formats = new Set<string>();
+    let weightBytes = 0;
+    const counted = (w: GpuWeight): GpuWeight => {
+      for (const part of w.parts) for (const d of [part.data, part.affine]) if (d) weightBytes += 'size' in d ? d.size : textureBytes(d);
+      return w;
+    };
     const matrix = (prefix: string, rows: number, cols: number): GpuWeight => {
-      const w = loadMatrix(device, gpu, ckpt, [{ prefix: named(prefix), rows, cols }], cfg.quantization);
+      const w = counted(loadMatrix(device, gpu, ckpt, [{ prefix: named(prefix), rows, cols }], cfg.quantization));
       formats.add(w.groupSize ? `${w.format} g${w.groupSize}` : w.format);
       return w;
     };
-    const vector = (name: string, length: number) => loadVector(device, ckpt, [{ name: named(name), length }]);
+    const vector = (name: string, length: number) => {
+      const v = loadVector(device, ckpt, [{ name: named(name), length }]);
+      weightBytes += v.size;
+      return v;
+    };
     // The conv weights are [out, in, taps] (transformers) or [out, taps, in] (MLX): read as [out, in * taps].
     const convMatrix = (prefix: string, channels: number) => {
       const name = named(`${prefix}.weight`);
@@ -189,14 +201,15 @@ export class WhisperModel {
       }
       const data = ckpt.readF32(name);
       const part = filledBuffer(device, data.byteLength, name, (dst) => dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)));
-      return { format: 'f32', rows: D, cols: channels * KERNEL_TAPS, groupSize: 0, parts: [{ rowStart: 0, rows: D, data: part }] } satisfies GpuWeight;
+      return counted({ format: 'f32', rows: D, cols: channels * KERNEL_TAPS, groupSize: 0, parts: [{ rowStart: 0, rows: D, data: part }] });
     };
     const table = (data: Float32Array, rows: number, label: string): GpuWeight => {
       if (data.length !== rows * D) throw new Error(`${dir}: ${label} holds ${data.length} values, expected [${rows}, ${D}]`);
       const part = filledBuffer(device, data.byteLength, label, (dst) => dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)));
-      return { format: 'f32', rows, cols: D, groupSize: 0, parts: [{ rowStart: 0, rows, data: part }] };
+      return counted({ format: 'f32', rows, cols: D, groupSize: 0, parts: [{ rowStart: 0, rows, data: part }] });
     };
-    const cache = (rows: number, heads: number, label: string) => kvCacheTexture(device, (rows * heads * (D / heads)) / 4, label);
+    // Keys and values of one window (the encoder's, cross-attention's) and one decoding (self-attention's), kept in f32.
+    const cache = (rows: number, heads: number, label: string) => kvCacheTexture(device, (rows * heads * (D / heads)) / 4, 'f32', label);
     const layerNorm = (name: string, x: GPUBuffer, out?: GPUBuffer) =>
       ops.layernorm(name, x, vector(`${name}.weight`, D), vector(`${name}.bias`, D), { width: D, eps: 1e-5, out });
     const linear = (name: string, x: GPUBuffer, y: GPUBuffer, rows: number, cols: number, opts: { bias?: boolean; accumulate?: boolean; perSeq?: boolean } = {}) =>
@@ -243,7 +256,7 @@ export class WhisperModel {
         ...linear(`${l}.self_attn.q_proj`, exn, eq, D, D),
         ...linear(`${l}.self_attn.k_proj`, exn, ek, D, D, { bias: false }),
         ...linear(`${l}.self_attn.v_proj`, exn, ev, D, D),
-        ...ops.attention(`${l}.self_attn`, { q: eq, k: ek, v: ev, heads: cfg.encoderHeads, kvHeads: cfg.encoderHeads, kCache: encCache.k, vCache: encCache.v, blockSize: KV_BLOCK },
+        ...ops.attention(`${l}.self_attn`, { q: eq, k: ek, v: ev, heads: cfg.encoderHeads, kvHeads: cfg.encoderHeads, cache: encCache, blockSize: KV_BLOCK },
           eattn, { headDim: encHeadDim, rotaryDim: 0, scale: encHeadDim ** -0.5 }, enc),
         ...linear(`${l}.self_attn.out_proj`, eattn, eh, D, D, { accumulate: true }),
         layerNorm(`${l}.final_layer_norm`, eh, exn),
@@ -262,7 +275,7 @@ export class WhisperModel {
       programs.encoder.add(
         ...linear(`${a}.k_proj`, eh, ek, D, D, { bias: false }),
         ...linear(`${a}.v_proj`, eh, ev, D, D),
-        ops.ropeKvWrite(`${a}.kv_write`, { q: eq, k: ek, v: ev, heads: cfg.decoderHeads, kvHeads: cfg.decoderHeads, kCache: c.k, vCache: c.v, blockSize: KV_BLOCK },
+        ops.ropeKvWrite(`${a}.kv_write`, { q: eq, k: ek, v: ev, heads: cfg.decoderHeads, kvHeads: cfg.decoderHeads, cache: c, blockSize: KV_BLOCK },
           { headDim: decHeadDim, rotaryDim: 0 }, enc),
       );
     });
@@ -283,18 +296,18 @@ export class WhisperModel {
     for (let i = 0; i < cfg.decoderLayers; i++) {
       const l = `model.decoder.layers.${i}`;
       const self = { k: cache(T, cfg.decoderHeads, `self_k.${i}`), v: cache(T, cfg.decoderHeads, `self_v.${i}`) };
-      const inputs = (kCache: GPUTexture, vCache: GPUTexture) => ({ q: dq, k: dk, v: dv, heads: cfg.decoderHeads, kvHeads: cfg.decoderHeads, kCache, vCache, blockSize: KV_BLOCK });
+      const inputs = (cache: KvLayer) => ({ q: dq, k: dk, v: dv, heads: cfg.decoderHeads, kvHeads: cfg.decoderHeads, cache, blockSize: KV_BLOCK });
       const scores = { headDim: decHeadDim, rotaryDim: 0, scale: decHeadDim ** -0.5 };
       programs.decoder.add(
         layerNorm(`${l}.self_attn_layer_norm`, dh, dxn),
         ...linear(`${l}.self_attn.q_proj`, dxn, dq, D, D),
         ...linear(`${l}.self_attn.k_proj`, dxn, dk, D, D, { bias: false }),
         ...linear(`${l}.self_attn.v_proj`, dxn, dv, D, D),
-        ...ops.attention(`${l}.self_attn`, inputs(self.k, self.v), dattn, scores, dec),
+        ...ops.attention(`${l}.self_attn`, inputs(self), dattn, scores, dec),
         ...linear(`${l}.self_attn.out_proj`, dattn, dh, D, D, { accumulate: true }),
         layerNorm(`${l}.encoder_attn_layer_norm`, dh, dxn),
         ...linear(`${l}.encoder_attn.q_proj`, dxn, dq, D, D),
-        ...ops.cachedAttention(`${l}.encoder_attn`, inputs(cross[i]!.k, cross[i]!.v), dattn, scores, crossKeys),
+        ...ops.cachedAttention(`${l}.encoder_attn`, inputs(cross[i]!), dattn, scores, crossKeys),
         ...linear(`${l}.encoder_attn.out_proj`, dattn, dh, D, D, { accumulate: true }),
         layerNorm(`${l}.final_layer_norm`, dh, dxn),
         ...linear(`${l}.fc1`, dxn, dffn, cfg.decoderFfn, D),
@@ -312,7 +325,7 @@ export class WhisperModel {
     ckpt.close();
     const error = await device.popErrorScope();
     if (error) throw new Error(`building the whisper forward pass: ${error.message}`);
-    return new WhisperModel(cfg, ops, [...formats].join(', '), programs, buffers);
+    return new WhisperModel(cfg, ops, [...formats].join(', '), weightBytes, programs, buffers);
   }
 
   /** Runs one window's encoder on its mel frames ([3000, num_mel_bins], time-major) and fills the cross-attention caches. */

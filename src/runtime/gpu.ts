@@ -28,6 +28,54 @@ export interface Gpu {
    * between them (../engine/forward.ts).
    */
   submitRunsInline: boolean;
+  /** Bytes of the device's live buffers and textures (trackMemory). */
+  memory: GpuMemory;
+}
+
+/** Bytes of a device's buffers and textures, counted as they are created and destroyed (or collected). */
+export interface GpuMemory {
+  bytes(): number;
+}
+
+/** Bytes per texel of the texture formats the runtime creates. */
+const TEXEL_BYTES: Partial<Record<GPUTextureFormat, number>> = { rgba32float: 16, rgba32uint: 16, rgba16float: 8 };
+
+/** Bytes of a texture of one of the formats the runtime creates. */
+export function textureBytes(t: GPUTexture): number {
+  const texel = TEXEL_BYTES[t.format];
+  if (texel === undefined) throw new Error(`no texel size for ${t.format}`);
+  return t.width * t.height * t.depthOrArrayLayers * texel;
+}
+
+/**
+ * Counts the bytes `device` allocates: its createBuffer and createTexture are wrapped so
+ * that each object adds its size, and takes it back when destroyed or garbage-collected.
+ */
+function trackMemory(device: GPUDevice): GpuMemory {
+  let bytes = 0;
+  const live = new FinalizationRegistry<{ size: number; freed: boolean }>((entry) => {
+    if (!entry.freed) bytes -= entry.size;
+  });
+  const track = <T extends GPUBuffer | GPUTexture>(object: T, size: number): T => {
+    const entry = { size, freed: false };
+    bytes += size;
+    live.register(object, entry);
+    const destroy = object.destroy.bind(object);
+    object.destroy = () => {
+      if (!entry.freed) bytes -= size;
+      entry.freed = true;
+      destroy();
+    };
+    return object;
+  };
+  const createBuffer = device.createBuffer.bind(device);
+  const createTexture = device.createTexture.bind(device);
+  device.createBuffer = (d) => track(createBuffer(d), d.size);
+  device.createTexture = (d) => {
+    const t = createTexture(d);
+    return track(t, textureBytes(t));
+  };
+  return { bytes: () => bytes };
 }
 
 // dawn.node crashes if the GPU object is collected while the process lives: keep it here.
@@ -141,6 +189,7 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
       maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
     },
   });
+  const memory = trackMemory(device);
   device.addEventListener('uncapturederror', (e) => {
     console.error('WebGPU error:', (e as GPUUncapturedErrorEvent).error.message);
   });
@@ -156,6 +205,7 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
     maxTextureRows: l.maxTextureDimension2D,
     readOnlyStorageTextures: gpu.wgslLanguageFeatures.has('readonly_and_readwrite_storage_textures'),
     submitRunsInline: backend === 'opengles' || backend === 'opengl',
+    memory,
   };
 }
 

@@ -280,19 +280,38 @@ export function weightData(device: GPUDevice, format: WeightFormat, rows: number
 /** Texels per row of a KV cache texture (kv_cache.wgsl KV_WIDTH): a power of two, at most WebGPU's smallest maxTextureDimension2D. */
 export const KV_TEXTURE_WIDTH = 4096;
 
+/** How the KV cache stores keys or values (--cache-type-k / --cache-type-v). */
+export type KvType = 'f32' | 'f16';
+export const KV_TYPES: readonly KvType[] = ['f32', 'f16'];
+
+/** The texture format of each KV type: four values per texel (kv_cache.wgsl). */
+const KV_TEXEL_FORMAT: Record<KvType, GPUTextureFormat> = { f32: 'rgba32float', f16: 'rgba16float' };
+/** Bytes of one KV texel (four values) of each type. */
+export const KV_TEXEL_BYTES: Record<KvType, number> = { f32: 16, f16: 8 };
+
+/** Texture rows of a KV cache texture holding `vec4s` texels (kvCacheTexture). */
+export function kvTextureRows(vec4s: number): number {
+  return textureRows(Math.ceil(vec4s / KV_TEXTURE_WIDTH));
+}
+
 /**
- * One layer's keys or values: `vec4s` vec4s of f32, flat in an rgba32float texture
+ * One layer's keys or values: `vec4s` texels of four values of `type`, flat in a texture
  * (kv_cache.wgsl), written through storage bindings, read through storage or sampled ones
- * (attention_io.wgsl KV_READ), and readable by copies (tests).
+ * (attention_io.wgsl KV_READ), and moved by copies (growth, block copies, slot files).
  */
-export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
-  const rows = textureRows(Math.ceil(vec4s / KV_TEXTURE_WIDTH));
+export function kvCacheTexture(device: GPUDevice, vec4s: number, type: KvType, label: string): GPUTexture {
+  const rows = kvTextureRows(vec4s);
   const max = device.limits.maxTextureDimension2D;
   if (rows > max) throw new Error(`${label}: ${vec4s} texels need ${rows} rows of ${KV_TEXTURE_WIDTH}, past this adapter's ${max}; lower --ctx-size or --parallel`);
   return device.createTexture({
     label,
     size: [KV_TEXTURE_WIDTH, rows],
-    format: 'rgba32float',
+    format: KV_TEXEL_FORMAT[type],
     usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST,
   });
+}
+
+/** The KV type a KV cache texture stores. */
+export function kvTypeOf(texture: GPUTexture): KvType {
+  return texture.format === KV_TEXEL_FORMAT.f16 ? 'f16' : 'f32';
 }

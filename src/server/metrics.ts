@@ -71,11 +71,16 @@ export class ServerMetrics {
     engineCounter('mlxcel_speculative_draft_tokens_total', 'Tokens drafted for speculative decoding', (s) => s.counters.draft_tokens);
     engineCounter('mlxcel_speculative_accepted_tokens_total', 'Drafted tokens the target model accepted', (s) => s.counters.draft_accepted_tokens);
     gauge('mlxcel_batch_current_size', 'Current active batch size', (s) => s.activeSequences);
-    gauge('mlxcel_request_memory_budget_bytes', 'Request memory budget in bytes', (s) => s.memory?.budgetBytes ?? 0);
-    gauge('mlxcel_request_memory_in_use_bytes', 'Request memory in use in bytes: the weights and the reservations of the requests in flight', (s) => s.memory?.inUseBytes ?? 0);
+    gauge('mlxcel_request_memory_budget_bytes', 'Request memory budget in bytes', (s) => s.requestMemory?.budgetBytes ?? 0);
+    gauge('mlxcel_request_memory_in_use_bytes', 'Request memory in use in bytes: the weights and the reservations of the requests in flight', (s) => s.requestMemory?.inUseBytes ?? 0);
     // Each active sequence holds one KV-cache allocation, as /health's cache_pool_active says.
     gauge('mlxcel_cache_pool_active', 'Active cache entries', (s) => s.activeSequences);
+    gauge('mlxcel_memory_weights_bytes', 'GPU bytes of the model weights', (s) => s.memory.weights);
+    gauge('mlxcel_memory_kv_cache_bytes', 'GPU bytes of the KV cache allocated now', (s) => s.memory.kv);
+    gauge('mlxcel_memory_kv_cache_max_bytes', 'GPU bytes the KV cache may grow to', (s) => s.memory.kvMax);
+    gauge('mlxcel_memory_other_bytes', 'GPU bytes of the other buffers: activations, batch metadata, kernel parameters', (s) => s.memory.other);
 
+    // Usage is of the pool's capacity (the blocks it may grow to), which a router sees.
     const kvUsage = (s: EngineStats) => (s.kv && s.kv.blocks > 0 ? s.kv.usedBlocks / s.kv.blocks : 0);
     gauge('mlxcel_kv_cache_usage_ratio', 'Fraction of the KV cache blocks held by running requests (1 = full)', kvUsage);
     gauge('vllm:num_requests_running', 'Number of requests in model execution batches', (s) => s.activeSequences);
@@ -93,7 +98,7 @@ export class ServerMetrics {
           if (kv) this.set({ block_size: kv.blockSize, num_gpu_blocks: kv.blocks }, 1);
         },
       });
-    cacheInfo('mlxcel_kv_cache_config_info', 'The KV cache layout: tokens per block and blocks in the pool');
+    cacheInfo('mlxcel_kv_cache_config_info', 'The KV cache layout: tokens per block and the blocks the pool may grow to');
     cacheInfo('vllm:cache_config_info', 'Information of the LLMEngine CacheConfig');
     // The protocol's LoRA gauge, which the picker's default (vLLM) mapping reads too: no
     // adapters are served, and the value is the time of the scrape, as vLLM's.

@@ -6,6 +6,7 @@
 import type { Json, ModelConfig } from '../../src/models/config.js';
 import type { Activations, BuildContext, Family } from '../../src/models/model.js';
 import { familyConfig } from '../../src/models/registry.js';
+import type { KvLayer } from '../../src/runtime/ops/attention.js';
 import type { Ops } from '../../src/runtime/ops.js';
 import type { GpuWeight } from '../../src/runtime/tensors.js';
 
@@ -66,7 +67,7 @@ export function familyTensors(json: Json, has: (name: string) => boolean): Famil
     state: () => buffer,
     imageInputs: () => ({ rows: buffer, flags: buffer, keyEnd: buffer }),
     act: anyKey<Activations>(buffer),
-    kv: { blockSize: 16, blocks: 1, k: Array(cfg.layers).fill({}), v: Array(cfg.layers).fill({}) },
+    kv: { blockSize: 16, blocks: 1, maxBlocks: 1, types: { k: 'f32', v: 'f32' }, kvDim: cfg.kvHeads * cfg.headDim, tokenBytes: 0, layers: Array.from({ length: cfg.layers }, () => ({}) as KvLayer) },
     meta: anyKey<BuildContext['meta']>(buffer),
   };
   build(ctx);

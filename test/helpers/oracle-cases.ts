@@ -2,6 +2,7 @@
 // writer, the HF reference and our engine against it), the prompt the oracle tests share, and
 // the family oracle tests' comparison (test/oracle-families.test.ts, test/oracle-hybrid.test.ts).
 import { expect } from 'vitest';
+import type { KvTypes } from '../../src/models/model.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import { writeGgufFromHf } from './gguf-writer.js';
 import { logSoftmax, maxLogProbDiff, oracleGreedy, type OracleResult } from './llama-oracle.js';
@@ -36,6 +37,8 @@ export interface FamilyComparison {
   tolerance: number;
   /** Our pass's token capacity: the prefill chunk (default openRunner's). */
   maxTokens?: number;
+  /** Our KV cache's types (default openRunner's: the server's). */
+  kvTypes?: KvTypes;
   /** llama.cpp's run (default oracleGreedy; a test may share runs between cases). */
   oracle?: (gguf: string, prompt: number[]) => Promise<OracleResult>;
 }
@@ -57,7 +60,7 @@ export async function expectMatchesLlamaCpp(
   const tokenizer = await TextTokenizer.load(dir);
   const prompt = [...(o.bos ? [ck.bosId] : []), ...tokenizer.encode(ORACLE_STORY, false)];
   const expected = await (o.oracle ?? ((g, p) => oracleGreedy(g, p, o.steps)))(gguf, prompt);
-  const ours = await greedy(await openRunner(dir, 256, { maxTokens: o.maxTokens }), prompt, o.steps);
+  const ours = await greedy(await openRunner(dir, 256, { maxTokens: o.maxTokens, kvTypes: o.kvTypes }), prompt, o.steps);
   const diff = maxLogProbDiff(ours.promptLogits, expected.firstLogProbs);
   if (process.env.ORACLE_VERBOSE) console.info(`${c.arch}: max log-prob diff ${diff.toExponential(2)}`);
   expect(ours.tokens).toEqual(expected.tokens);

@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { affineTexture, filledBuffer, KV_TEXTURE_WIDTH, kvCacheTexture, MXFP4_BLOCK, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { affineTexture, filledBuffer, KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTypeOf, MXFP4_BLOCK, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type KvType, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import type { WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine, widenPacked, type QuantBits } from '../../src/models/quantize.js';
@@ -21,6 +21,11 @@ export const POISON_U32 = 0xdeadbeef;
 // Deterministic random inputs.
 
 export { rng } from '../helpers/rng.js';
+
+/** `data` as a KV cache of `type` holds it: f16 rounds each value to nearest even (NaNs become one NaN). */
+export function kvRound(data: Float32Array, type: KvType): Float32Array {
+  return type === 'f16' ? f16ToF32(f32ToF16(data)) : data;
+}
 
 export function randomF32(rand: () => number, n: number, lo = -1, hi = 1): Float32Array {
   const out = new Float32Array(n);
@@ -118,30 +123,34 @@ export class Harness {
     if (err) throw new Error(`GPU error: ${err.message}`);
   }
 
-  /** A KV cache texture as the engine allocates them (kvCacheTexture), holding `data` ([slots, kv_dim] f32, flat). */
-  kvCache(data: Float32Array, label = 'kv_cache'): GPUTexture {
-    const texture = kvCacheTexture(this.device, data.length / 4, label);
+  /** A KV cache texture of `type` as the engine allocates them (kvCacheTexture), holding `data` ([slots, kv_dim], flat; f16 rounds it, kvRound). */
+  kvCache(data: Float32Array, label = 'kv_cache', type: KvType = 'f32'): GPUTexture {
+    const texture = kvCacheTexture(this.device, data.length / 4, type, label);
     this.writeKvCache(texture, data);
     return texture;
   }
 
-  /** Overwrites a KV cache texture's first rows with `data`, and the rest of the last of them with zeros. */
+  /** Overwrites a KV cache texture's first rows with `data` (in its type), and the rest of the last of them with zeros. */
   writeKvCache(texture: GPUTexture, data: Float32Array): void {
     const rowFloats = KV_TEXTURE_WIDTH * 4;
     const padded = new Float32Array(Math.ceil(data.length / rowFloats) * rowFloats);
     padded.set(data);
-    this.device.queue.writeTexture({ texture }, padded, { bytesPerRow: rowFloats * 4 }, [KV_TEXTURE_WIDTH, padded.length / rowFloats]);
+    const f16 = kvTypeOf(texture) === 'f16';
+    const bytes = f16 ? f32ToF16(padded) : padded;
+    this.device.queue.writeTexture({ texture }, bytes, { bytesPerRow: KV_TEXTURE_WIDTH * KV_TEXEL_BYTES[kvTypeOf(texture)] }, [KV_TEXTURE_WIDTH, padded.length / rowFloats]);
   }
 
-  /** Reads back the first `floats` values of a KV cache texture. */
+  /** Reads back the first `floats` values of a KV cache texture, as f32. */
   async readKvCache(texture: GPUTexture, floats: number): Promise<Float32Array> {
-    const rowBytes = KV_TEXTURE_WIDTH * 16;
+    const type = kvTypeOf(texture);
+    const rowBytes = KV_TEXTURE_WIDTH * KV_TEXEL_BYTES[type];
     const rows = Math.ceil(floats / (KV_TEXTURE_WIDTH * 4));
     const staging = this.device.createBuffer({ label: 'kv_readback', size: rows * rowBytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const encoder = this.device.createCommandEncoder();
     encoder.copyTextureToBuffer({ texture }, { buffer: staging, bytesPerRow: rowBytes }, [KV_TEXTURE_WIDTH, rows]);
     this.device.queue.submit([encoder.finish()]);
-    const data = new Float32Array(await mapRead(staging), 0, floats);
+    const raw = await mapRead(staging);
+    const data = type === 'f16' ? f16ToF32(new Uint16Array(raw, 0, floats)) : new Float32Array(raw, 0, floats);
     staging.destroy();
     return data;
   }
