@@ -193,6 +193,11 @@ interface Job {
   done: boolean;
 }
 
+/** Whether the job may go on: not finished, and not past its deadline. */
+function live(job: Job): boolean {
+  return !job.done && performance.now() <= job.deadline;
+}
+
 /** One window's decode. */
 interface WindowResult {
   tokens: number[];
@@ -299,8 +304,7 @@ export class Transcriber {
     let emitted = '';
     const allText: number[] = [];
     let seek = 0;
-    const live = () => !job.done && performance.now() <= job.deadline;
-    while (seek < contentFrames && live()) {
+    while (seek < contentFrames && live(job)) {
       const segmentFrames = Math.min(WINDOW_FRAMES, contentFrames - seek);
       const offset = (seek * HOP) / SAMPLE_RATE;
       await this.model.encode(this.mel.window30s(audio, seek * HOP));
@@ -352,7 +356,7 @@ export class Transcriber {
       seek += Math.max(1, advance);
       emitted = this.emitText(job, allText, emitted, seek >= contentFrames);
     }
-    if (!live()) throw new TranscribeTimeoutError(this.limits.timeoutMs);
+    if (!live(job)) throw new TranscribeTimeoutError(this.limits.timeoutMs);
     return { text: tokenizer.decode(allText).trim(), language: language ?? 'en', duration: round(audio.length / SAMPLE_RATE), segments };
   }
 
@@ -397,7 +401,7 @@ export class Transcriber {
     pos += sot.length - 1;
     const tokens: number[] = [];
     let sumLogprob = 0;
-    while (tokens.length < sampleLength && pos < this.model.cfg.targetPositions && !job.done) {
+    while (tokens.length < sampleLength && pos < this.model.cfg.targetPositions && live(job)) {
       this.applyRules(logits, tokens, timestamps);
       const next = temperature > 0 ? this.sample(logits, temperature) : argmax(logits);
       sumLogprob += logSoftmax(logits)[next]!;
