@@ -1,5 +1,5 @@
-// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
-// or 8), one token per workgroup row: decode's matvec in the layout for GPUs
+// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 2,
+// 3, 4, 5, 6 or 8), one token per workgroup row: decode's matvec in the layout for GPUs
 // (matvec_q.wgsl is the CPU layout; Ops.linear picks by Gpu.isCpu).
 // Bindings and constants as matvec_q.wgsl: 0 params, 1 step, 2-4 W (formats/affine.wgsl),
 // 5 X and 10 the norm weight (matvec_input.wgsl, with the RMSNorm fused under NORM),
@@ -32,7 +32,7 @@ var<workgroup> part_ss: array<f32, WG>;
 // Row n's dot product with its token's X over chunk `chunk`, the affine map applied.
 fn chunk_row(n: u32, chunk: u32, xc: XChunk, row_texels: u32, groups: u32) -> f32 {
   let sb = w_scale_bias(w_affine_entry(n, chunk * 32u / GROUP_SIZE, groups));
-  return sb.x * chunk_dot(w_row_texel(n, chunk * (BITS / 4u), row_texels), xc.x) + sb.y * xc.xsum;
+  return sb.x * chunk_dot(w_row_texel(n, 0u, row_texels), chunk, xc.x) + sb.y * xc.xsum;
 }
 
 @compute @workgroup_size(WG)
@@ -47,7 +47,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   // row (valid memory) and are not written.
   let a = min(n0 + r, p.N - 1u);
   let b = min(n0 + 16u + r, p.N - 1u);
-  let row_texels = (p.K / 32u) * (BITS / 4u);
+  let row_texels = w_row_texels(p.K);
   let groups = p.K / GROUP_SIZE;
   var sa = 0.0;
   var sb = 0.0;

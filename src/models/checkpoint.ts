@@ -70,7 +70,7 @@ export class Checkpoint {
   }
 }
 
-/** Float dtypes: of float weights, and of q4/q8 scales and biases. */
+/** Float dtypes: of float weights, and of affine scales and biases. */
 const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
 
 /**
@@ -138,13 +138,6 @@ function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantizati
   return { prefix, first, ...m };
 }
 
-/**
- * The kernels' packed formats: q4 holds 2-, 3- and 4-bit values, q8 5-, 6- and 8-bit ones
- * (each value widened to the format's field at load: the same q, scale and bias).
- */
-function packedFormat(bits: number): 'q4' | 'q8' {
-  return bits <= 4 ? 'q4' : 'q8';
-}
 
 function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: number, dtype: string, quant?: Quantization): StoredMatrix {
   const name = `${prefix}.weight`;
@@ -167,7 +160,7 @@ function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: nu
   if (!Number.isInteger(cols) || cols % 32 !== 0 || groups * q.groupSize !== cols || biases!.shape[1] !== groups || scales!.shape[0] !== ckpt.entry(name).info.shape[0] || biases!.shape[0] !== scales!.shape[0]) {
     throw new Error(`${shapes}: do not match ${q.bits}-bit, group size ${q.groupSize} rows`);
   }
-  return { rows, cols, format: packedFormat(q.bits), bits: q.bits, groupSize: q.groupSize, scaleFormat };
+  return { rows, cols, format: `q${q.bits}`, bits: q.bits, groupSize: q.groupSize, scaleFormat };
 }
 
 /** Reads a run's bytes in the loaded layout into dst, from byte `from` of its first row on. */
@@ -210,11 +203,16 @@ function convertingReader(ckpt: Checkpoint, name: string, first: number, rows: n
   };
 }
 
-/** A row of `from`-bit packed values as `to`-bit ones (widenPacked). */
+/**
+ * A row of `from`-bit packed values as `to`-bit ones (widenPacked; copied where the widths
+ * are equal), the rest of dst (a padded row's end) zeros.
+ */
 function widenRow(cols: number, from: QuantBits, to: QuantBits): (src: Uint8Array, dst: Uint8Array) => void {
   const s = new Uint32Array((cols * from) / 32);
   const d = new Uint32Array((cols * to) / 32);
   return (src, dst) => {
+    dst.fill(0);
+    if (from === to) { dst.set(src); return; }
     new Uint8Array(s.buffer).set(src);
     widenPacked(s, from, d, to, cols);
     dst.set(new Uint8Array(d.buffer));
@@ -271,7 +269,7 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
  * stack their matrices' rows into one weight (same format and width), so one dispatch
  * computes them all (Ops.linear writes each source's rows to its own output).
  * `glu`: the prefixes are a SwiGLU's gate and up. Where the quantized kernels can apply the
- * SwiGLU themselves (q4/q8, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
+ * SwiGLU themselves (affine formats, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
  * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
  */
 export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, matrices: MatrixSource[], quant?: Quantization, options: { glu?: boolean } = {}): GpuWeight {
@@ -279,8 +277,10 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   const prefixes = sources.map((s) => (s.first === 0 ? s.prefix : `${s.prefix}[${s.first}:${s.first + s.rows}]`));
   const { cols, scaleFormat } = sources[0]!;
   // Stacked affine matrices of different bit widths or group sizes load in the widest
-  // format and the smallest group (each group's scale and bias repeated), exactly.
-  const format = sources.some((s) => s.format === 'q8') ? 'q8' : sources[0]!.format;
+  // format and the smallest group (each value in a wider field, each group's scale and
+  // bias repeated), exactly.
+  const widest = sources.reduce((a, s) => (s.bits > a.bits ? s : a));
+  const format = widest.format;
   const groupSize = Math.min(...sources.map((s) => s.groupSize));
   for (const s of sources) {
     if (s.cols !== cols || isAffine(s.format) !== isAffine(format) || (!isAffine(format) && s.format !== format) || s.scaleFormat !== scaleFormat) {
@@ -293,15 +293,17 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   const bytesPerRow = rowBytes(format, cols);
   const groupsPerRow = groupSize ? cols / groupSize : 0;
   const valueBytes = scaleFormat ? SCALE_BYTES[scaleFormat] : 0;
-  const loadedBits = format === 'q8' ? 8 : 4;
-  // Each run's rows in the loaded layout: straight from the file where that is how they are stored.
+  const loadedBits = widest.bits as QuantBits;
+  // Each run's rows in the loaded layout: straight from the file where that is how they are
+  // stored, else converted a block of rows at a time (widened, or padded to whole texels).
   const runs = (what: 'weight' | 'scales' | 'biases'): RowRun[] => order.map((r) => {
     const s = sources[r.source]!;
     const name = `${s.prefix}.${what}`;
     const first = s.first + r.first;
     if (what === 'weight') {
-      if (!isAffine(format) || s.bits === loadedBits) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * bytesPerRow + from) };
-      return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, (cols * s.bits) / 8, bytesPerRow, widenRow(cols, s.bits as QuantBits, loadedBits)) };
+      const fileRowBytes = isAffine(format) ? (cols * s.bits) / 8 : bytesPerRow;
+      if (fileRowBytes === bytesPerRow) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * bytesPerRow + from) };
+      return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, fileRowBytes, bytesPerRow, widenRow(cols, s.bits as QuantBits, loadedBits)) };
     }
     const rowBytesOut = groupsPerRow * valueBytes;
     if (s.groupSize === groupSize) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * rowBytesOut + from) };

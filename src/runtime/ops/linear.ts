@@ -1,5 +1,5 @@
 // The linear layers: Y = X W^T in every weight format (matmul.wgsl; matvec_q.wgsl,
-// matvec_q_workgroup.wgsl and matmul_q.wgsl for q4/q8), stacked projections, the fused
+// matvec_q_workgroup.wgsl and matmul_q.wgsl for the affine formats), stacked projections, the fused
 // input RMSNorm and the GLU epilogue; and the gated MLP's activation (glu.wgsl).
 import type { Dispatch, StepShape, Upload } from '../program.js';
 import { isAffine, kernelEnum, type Variant } from '../kernel-source.js';
@@ -150,7 +150,7 @@ export function linear(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: G
 
 /**
  * out = act(X W_gate^T) * (X W_up^T), X normed first with `norm`, for a weight loaded
- * with loadMatrix's `glu`. Where its rows are interleaved (GpuWeight.gluBlock: q4/q8), one
+ * with loadMatrix's `glu`. Where its rows are interleaved (GpuWeight.gluBlock: affine formats), one
  * dispatch whose kernel applies the GLU to its finished rows (linear_out.wgsl glu);
  * otherwise the stacked projection into out and `up`, then glu.wgsl in place.
  */
@@ -176,7 +176,7 @@ export function glu(ops: Ops, gate: GPUBuffer, up: GPUBuffer | undefined, width:
 /** The GLU epilogue's preconditions: interleaved blocks that match the kernels' rows, whole block pairs per part, and nothing added after the SwiGLU. */
 function checkGlu(label: string, w: GpuWeight, opts: LinearOptions): void {
   const pair = 2 * GLU_BLOCK_ROWS;
-  if (!isAffine(w.format) || w.gluBlock !== GLU_BLOCK_ROWS) throw new Error(`${label}: the GLU epilogue needs a q4/q8 weight interleaved in blocks of ${GLU_BLOCK_ROWS} rows`);
+  if (!isAffine(w.format) || w.gluBlock !== GLU_BLOCK_ROWS) throw new Error(`${label}: the GLU epilogue needs an affine weight interleaved in blocks of ${GLU_BLOCK_ROWS} rows`);
   if (w.parts.some((part) => part.rowStart % pair !== 0 || part.rows % pair !== 0)) throw new Error(`${label}: a part of an interleaved gate/up weight splits a block pair`);
   if (opts.bias || opts.accumulate || opts.perSeq) throw new Error(`${label}: bias, accumulate and perSeq do not combine with the GLU epilogue`);
 }
