@@ -83,6 +83,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     maxContext: seqContext,
     blockSize: BLOCK_SIZE,
     onProgress: options.onLoadProgress,
+    warmShaders: options.warmShaders === true && options.warmup !== false,
   });
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);
