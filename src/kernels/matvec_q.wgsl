@@ -3,8 +3,8 @@
 // packed weights once per token is the whole cost. The layout for CPU adapters (llvmpipe);
 // matvec_q_workgroup.wgsl is the one for GPUs (Ops.linear picks by Gpu.isCpu).
 // Bindings: 0 params, 1 step, 2-4 W (formats/affine.wgsl), 5 X and 10 the norm weight
-// (matvec_input.wgsl, which fuses the RMSNorm under NORM); outputs 6-9, params and GLU's
-// row layout are linear_out.wgsl's (GLU a constant here).
+// (matvec_input.wgsl, which fuses the RMSNorm under NORM); outputs 6-9, params and the GLU
+// row layout are linear_out.wgsl's.
 // Plan: one invocation per R = 32 output rows of one token (gid.y), four tiles of
 // PACKED_TILE_ROWS = 8 rows, so each tile's texels for a chunk are adjacent; workgroups of
 // 16 (512 rows: a 1024-row projection still has two). Each X chunk (8 vec4, the same for
@@ -18,7 +18,6 @@
 #include "formats/affine"
 #include "linear_out"
 #include "matvec_input"
-override GLU: bool = false;
 const R: u32 = 32u;
 // The rows as vec4s.
 const RV: u32 = R / 4u;
@@ -89,7 +88,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   var acc: Acc;
   k_loop(m, rows, &acc);
   let scale = norm_scale(acc.ss);
-  if (GLU) {
+  if (p.glu != 0u) {
     // Vectors 0 to RV/2 - 1 hold gate rows, the rest the matching up rows (linear_out.wgsl).
     // The loop runs RV times, as long as the array, so that it unrolls (see above).
     for (var i = 0u; i < RV; i++) {

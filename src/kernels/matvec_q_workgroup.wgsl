@@ -3,7 +3,7 @@
 // (matvec_q.wgsl is the CPU layout; Ops.linear picks by Gpu.isCpu).
 // Bindings and constants as matvec_q.wgsl: 0 params, 1 step, 2-4 W (formats/affine.wgsl),
 // 5 X and 10 the norm weight (matvec_input.wgsl, with the RMSNorm fused under NORM),
-// 6-9 the outputs (linear_out.wgsl, GLU a constant as in matvec_q).
+// 6-9 the outputs (linear_out.wgsl).
 // Plan: a workgroup owns 16 rows: tiles j and j + 2 (PACKED_TILE_ROWS = 8 rows each) of a
 // 32-row block (j = wid.x % 2), so a gated weight's gate rows meet their up rows, 16 rows
 // further (linear_out.wgsl), in one workgroup. Invocation t takes row t % 8 of both tiles
@@ -18,7 +18,6 @@
 #include "formats/affine"
 #include "linear_out"
 #include "matvec_input"
-override GLU: bool = false;
 const WG: u32 = 128u;
 // Rows per tile: PACKED_TILE_ROWS, whose value (8) the coalescing above assumes.
 const TILE: u32 = 8u;
@@ -72,7 +71,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     ss += part_ss[lane * TILE];
   }
   let scale = norm_scale(ss);
-  if (GLU) {
+  if (p.glu != 0u) {
     store_y(m, (p.n_offset + block) / 2u + j + t, glu(sa * scale, sb * scale));
     return;
   }

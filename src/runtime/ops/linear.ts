@@ -107,7 +107,7 @@ export function linear(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: G
     const q = ops.weightConstants(w);
     const input = matvecInput(ops, x, w.cols);
     const norm = normInput(ops, w.cols, opts.norm?.weight);
-    const constants = { ...q, NORM: opts.norm !== undefined, GLU: opts.glu === true };
+    const constants = { ...q, NORM: opts.norm !== undefined };
     const cpu = ops.gpu.isCpu;
     const variant = { ...ops.affineVariant(w, cpu), ...input.variant, ...norm.variant };
     variants.push({
