@@ -106,7 +106,8 @@ struct ChunkWords { lo: vec4<u32>, hi: vec4<u32> }
 
 // The words of chunk `chunk` of the row whose texel 0 is at `row` (its texel t at
 // row + t * PACKED_TILE_ROWS). The chunk starts at word chunk * BITS, word (chunk * BITS) % 4
-// of its first texel; with at most 6 words from word 3 on, it ends within the next texel.
+// of its first texel, and ends within the next one: 3- and 5-bit chunks start at any word,
+// 6-bit ones at word 0 or 2, so start + BITS <= 8.
 fn chunk_words(row: u32, chunk: u32) -> ChunkWords {
   let first = chunk * BITS;
   let at = row + (first / 4u) * PACKED_TILE_ROWS;
