@@ -3,7 +3,9 @@
 // step (the rotary embedding and KV append, then attention), timed at several context
 // lengths, for this checkout and, with A_DIR, another one, on one device with the trees'
 // cases interleaved. A tree's Ops is used as that tree defines it: before 9f1170d
-// Ops.attention took (q, kCache, vCache, out, shape, meta) and the caches were buffers.
+// Ops.attention took (q, kCache, vCache, out, shape, meta) and the caches were buffers;
+// before the KV types (--cache-type-k/-v) kvCacheTexture took no type and the inputs named
+// kCache and vCache. This checkout runs with f16 and with f32 caches.
 // This checkout also runs in the other adapter kind's layout (Ops told the adapter is, or
 // is not, a CPU): attention_decode_workgroup.wgsl, the GPU layout, on llvmpipe, and
 // attention.wgsl on a GPU, so one run on a GPU machine compares the two.
@@ -44,7 +46,7 @@ const values = (i: number) => Math.sin(i * 0.37) * 0.5;
  * The decode-step dispatches of one layer's attention at context `ctx`, built with the Ops of
  * the tree in `dir` (told the adapter is the other kind with `otherLayout`).
  */
-async function layer(dir: string, ctx: number, otherLayout: boolean): Promise<{ dispatches: Dispatch[]; shape: StepShape }> {
+async function layer(dir: string, ctx: number, otherLayout: boolean, kv?: 'f32' | 'f16'): Promise<{ dispatches: Dispatch[]; shape: StepShape }> {
   const { Ops } = await import(`${dir}/src/runtime/ops.ts`);
   const tensors = await import(`${dir}/src/runtime/tensors.ts`);
   const ops = new Ops(otherLayout ? { ...gpu, isCpu: !gpu.isCpu } : gpu);
@@ -57,17 +59,21 @@ async function layer(dir: string, ctx: number, otherLayout: boolean): Promise<{ 
     blockTable: words(Array.from({ length: TOKENS * blocksPerSeq }, (_, i) => i)),
   };
   const cacheFloats = TOKENS * blocksPerSeq * blockSize * kvHeads * headDim;
-  const cache = (label: string) => (tensors.kvCacheTexture ? tensors.kvCacheTexture(device, cacheFloats / 4, label) : buffer(cacheFloats, values));
+  const cache = (label: string) => {
+    if (!tensors.kvCacheTexture) return buffer(cacheFloats, values);
+    return kv ? tensors.kvCacheTexture(device, cacheFloats / 4, kv, label) : tensors.kvCacheTexture(device, cacheFloats / 4, label);
+  };
+  const [kCache, vCache] = [cache('k_cache'), cache('v_cache')];
   const a = {
     q: buffer(TOKENS * heads * headDim, values), k: buffer(TOKENS * kvHeads * headDim, values), v: buffer(TOKENS * kvHeads * headDim, values),
-    heads, kvHeads, kCache: cache('k_cache'), vCache: cache('v_cache'), blockSize,
+    heads, kvHeads, blockSize, ...(kv ? { cache: { k: kCache, v: vCache } } : { kCache, vCache }),
   };
   const out = buffer(TOKENS * heads * headDim, () => 0);
   const rope = { headDim, invFreq: buffer(headDim / 2, (i) => 1 / 1e6 ** ((2 * i) / headDim)), headNorm: buffer(2 * headDim, () => 1), eps: 1e-6 };
   const scale = 1 / Math.sqrt(headDim);
   const all: Dispatch[] = tensors.kvCacheTexture
     ? ops.attention('layer', a, out, { ...rope, scale }, meta)
-    : [ops.ropeKvWrite('layer.rope_kv_write', a, rope, meta), ...ops.attention(a.q, a.kCache, a.vCache, out, { heads, kvHeads, headDim, blockSize, scale }, meta)];
+    : [ops.ropeKvWrite('layer.rope_kv_write', a, rope, meta), ...ops.attention(a.q, kCache, vCache, out, { heads, kvHeads, headDim, blockSize, scale }, meta)];
   return { dispatches: all.filter((d) => d.workgroups(shape)[0] > 0), shape };
 }
 
@@ -88,18 +94,19 @@ async function time(c: { dispatches: Dispatch[]; shape: StepShape }, reps: numbe
   return performance.now() - t;
 }
 
-const variants = [
+const variants: Array<{ dir: string; otherLayout: boolean; kv?: 'f32' | 'f16' }> = [
   ...(process.env.A_DIR ? [{ dir: resolve(process.env.A_DIR), otherLayout: false }] : []),
-  { dir: resolve('.'), otherLayout: false },
-  { dir: resolve('.'), otherLayout: true },
+  { dir: resolve('.'), otherLayout: false, kv: 'f32' },
+  { dir: resolve('.'), otherLayout: false, kv: 'f16' },
+  { dir: resolve('.'), otherLayout: true, kv: 'f16' },
 ];
 const cases = [];
 for (const ctx of CONTEXTS) {
   for (const v of variants) {
-    const c = await layer(v.dir, ctx, v.otherLayout);
+    const c = await layer(v.dir, ctx, v.otherLayout, v.kv);
     await time(c, 5);
     const layout = gpu.isCpu !== v.otherLayout ? 'CPU' : 'GPU';
-    cases.push({ name: `${v.dir}, ${layout} layout`, ctx, c, us: [] as number[] });
+    cases.push({ name: `${v.dir}, ${layout} layout${v.kv ? `, ${v.kv} KV` : ''}`, ctx, c, us: [] as number[] });
   }
 }
 for (let r = 0; r < ROUNDS; r++) {

@@ -6,7 +6,8 @@
 // GEMMA3_1B and PHI4_MINI (bench/decode-prefill.ts BENCH_SHAPE) show what other families'
 // layer layouts cost: Gemma 3's four norms a layer (two after a block, before the residual
 // add), q/k norms, GELU, 5:1 sliding layers; Phi-4-mini's fused qkv and gate_up, RoPE over
-// 3/4 of each head and a longrope table.
+// 3/4 of each head and a longrope table. QWEN3_30B_A3B is the mixture of experts (128
+// experts, top 8, expert FFN 768), its experts stacked as mlx-lm writes them (switch_mlp).
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { f32ToBf16 } from '../src/models/half.js';
@@ -19,7 +20,7 @@ export interface BenchShape {
   /** For tables, e.g. Qwen3-0.6B. */
   label: string;
   /** config.json model_type. */
-  family: 'qwen3' | 'gemma3_text' | 'phi3';
+  family: 'qwen3' | 'gemma3_text' | 'phi3' | 'qwen3_moe';
   hidden: number;
   layers: number;
   heads: number;
@@ -29,6 +30,8 @@ export interface BenchShape {
   vocab: number;
   groupSize: number;
   bits: number;
+  /** A mixture of experts in every layer's MLP (family qwen3_moe): expert count, experts per token, each one's FFN width. */
+  moe?: { experts: number; topK: number; intermediate: number };
 }
 
 export const QWEN3_06B: BenchShape = {
@@ -51,7 +54,16 @@ export const PHI4_MINI: BenchShape = {
   hidden: 3072, layers: 32, heads: 24, kvHeads: 8, headDim: 128, intermediate: 8192, vocab: 200064, groupSize: 64, bits: 4,
 };
 
-export const BENCH_SHAPES: Record<string, BenchShape> = { [QWEN3_06B.name]: QWEN3_06B, [GEMMA3_1B.name]: GEMMA3_1B, [PHI4_MINI.name]: PHI4_MINI };
+/** Qwen/Qwen3-30B-A3B's shape (its embeddings tied here, as the other bench shapes': one LM head to read). */
+export const QWEN3_30B_A3B: BenchShape = {
+  name: 'qwen3-30b-a3b', label: 'Qwen3-30B-A3B', family: 'qwen3_moe',
+  hidden: 2048, layers: 48, heads: 32, kvHeads: 4, headDim: 128, intermediate: 6144, vocab: 151936, groupSize: 64, bits: 4,
+  moe: { experts: 128, topK: 8, intermediate: 768 },
+};
+
+export const BENCH_SHAPES: Record<string, BenchShape> = {
+  [QWEN3_06B.name]: QWEN3_06B, [GEMMA3_1B.name]: GEMMA3_1B, [PHI4_MINI.name]: PHI4_MINI, [QWEN3_30B_A3B.name]: QWEN3_30B_A3B,
+};
 
 function randomWords(n: number, seed: number): Uint32Array {
   const out = new Uint32Array(n);
@@ -65,18 +77,23 @@ function randomWords(n: number, seed: number): Uint32Array {
   return out;
 }
 
-/** Packed `bits`-bit [rows, cols] with scales such that weights have std ~ 1/sqrt(cols). */
-function quantized(name: string, rows: number, cols: number, seed: number, g: number, bits: number): SafetensorsWriteTensor[] {
-  const groups = (rows * cols) / g;
+/**
+ * Packed `bits`-bit [rows, cols] with scales such that weights have std ~ 1/sqrt(cols); with
+ * `stack`, [stack, rows, cols] (mlx-lm's stacked experts).
+ */
+function quantized(name: string, rows: number, cols: number, seed: number, g: number, bits: number, stack?: number): SafetensorsWriteTensor[] {
+  const n = stack ?? 1;
+  const lead = stack ? [stack, rows] : [rows];
+  const groups = (n * rows * cols) / g;
   // Uniform values 0..2^bits - 1 (std 4.6 for 4 bits); centre them with bias = -top / 2 * scale.
   const top = 2 ** bits - 1;
   const scale = 1 / Math.sqrt(cols) / Math.sqrt((top * (top + 2)) / 12);
   const scales = f32ToBf16(new Float32Array(groups).fill(scale));
   const biases = f32ToBf16(new Float32Array(groups).fill((-top / 2) * scale));
   return [
-    { name: `${name}.weight`, dtype: 'U32', shape: [rows, (cols * bits) / 32], data: randomWords((rows * cols * bits) / 32, seed) },
-    { name: `${name}.scales`, dtype: 'BF16', shape: [rows, cols / g], data: scales },
-    { name: `${name}.biases`, dtype: 'BF16', shape: [rows, cols / g], data: biases },
+    { name: `${name}.weight`, dtype: 'U32', shape: [...lead, (cols * bits) / 32], data: randomWords((n * rows * cols * bits) / 32, seed) },
+    { name: `${name}.scales`, dtype: 'BF16', shape: [...lead, cols / g], data: scales },
+    { name: `${name}.biases`, dtype: 'BF16', shape: [...lead, cols / g], data: biases },
   ];
 }
 
@@ -114,6 +131,18 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
       ...quantized(`${p}.self_attn.k_proj`, kv, s.hidden, seed + 2, g, s.bits),
       ...quantized(`${p}.self_attn.v_proj`, kv, s.hidden, seed + 3, g, s.bits),
       ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4, g, s.bits),
+    );
+    if (s.moe) {
+      const { experts: E, intermediate: I } = s.moe;
+      tensors.push(
+        ...quantized(`${p}.mlp.gate`, E, s.hidden, seed + 8, g, s.bits),
+        ...quantized(`${p}.mlp.switch_mlp.gate_proj`, I, s.hidden, seed + 5, g, s.bits, E),
+        ...quantized(`${p}.mlp.switch_mlp.up_proj`, I, s.hidden, seed + 6, g, s.bits, E),
+        ...quantized(`${p}.mlp.switch_mlp.down_proj`, s.hidden, I, seed + 7, g, s.bits, E),
+      );
+      continue;
+    }
+    tensors.push(
       ...quantized(`${p}.mlp.gate_proj`, s.intermediate, s.hidden, seed + 5, g, s.bits),
       ...quantized(`${p}.mlp.up_proj`, s.intermediate, s.hidden, seed + 6, g, s.bits),
       ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g, s.bits),
@@ -141,11 +170,14 @@ export function writeBenchFiles(dir: string, s: BenchShape = QWEN3_06B, extra: R
   };
   let config: Record<string, unknown>;
   let tokenizer: string;
-  if (s.family === 'qwen3') {
+  if (s.family === 'qwen3' || s.family === 'qwen3_moe') {
     tokenizer = 'qwen3';
+    const moe = s.moe && {
+      num_experts: s.moe.experts, num_experts_per_tok: s.moe.topK, moe_intermediate_size: s.moe.intermediate, norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [],
+    };
     config = {
-      architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', ...sizes, head_dim: s.headDim,
-      rms_norm_eps: 1e-6, rope_theta: 1000000, max_position_embeddings: 40960, bos_token_id: 151643, eos_token_id: 151645,
+      architectures: [s.moe ? 'Qwen3MoeForCausalLM' : 'Qwen3ForCausalLM'], model_type: s.family, ...sizes, head_dim: s.headDim,
+      rms_norm_eps: 1e-6, rope_theta: 1000000, max_position_embeddings: 40960, bos_token_id: 151643, eos_token_id: 151645, ...moe,
     };
   } else if (s.family === 'gemma3_text') {
     tokenizer = 'gemma3';

@@ -55,13 +55,14 @@ function randomBytes(n: number, seed: number): Uint8Array {
   return new Uint8Array(words.buffer, 0, n);
 }
 
-function q4_0(name: string, rows: number, cols: number, seed: number): Tensor {
+/** A [rows, cols] Q4_0 matrix, or with `stack` [stack, rows, cols] (llama.cpp's stacked experts). */
+function q4_0(name: string, rows: number, cols: number, seed: number, stack?: number): Tensor {
   if (cols % Q4_0_BLOCK !== 0) throw new Error(`${name}: ${cols} columns is not a multiple of ${Q4_0_BLOCK}`);
-  const blocks = (rows * cols) / Q4_0_BLOCK;
+  const blocks = ((stack ?? 1) * rows * cols) / Q4_0_BLOCK;
   const nbytes = blocks * Q4_0_BLOCK_BYTES;
   return {
     name,
-    dims: [cols, rows],
+    dims: stack ? [cols, rows, stack] : [cols, rows],
     type: GGML_Q4_0,
     nbytes,
     data: () => {
@@ -108,6 +109,18 @@ function planTensors(s: Shape): Tensor[] {
       q4_0(`${p}.attn_output.weight`, s.hidden, q, seed + 4),
       filled(`${p}.attn_q_norm.weight`, s.headDim),
       filled(`${p}.attn_k_norm.weight`, s.headDim),
+    );
+    if (s.moe) {
+      const { experts: E, intermediate: I } = s.moe;
+      out.push(
+        q4_0(`${p}.ffn_gate_inp.weight`, E, s.hidden, seed + 8),
+        q4_0(`${p}.ffn_gate_exps.weight`, I, s.hidden, seed + 5, E),
+        q4_0(`${p}.ffn_up_exps.weight`, I, s.hidden, seed + 6, E),
+        q4_0(`${p}.ffn_down_exps.weight`, s.hidden, I, seed + 7, E),
+      );
+      continue;
+    }
+    out.push(
       q4_0(`${p}.ffn_gate.weight`, s.intermediate, s.hidden, seed + 5),
       q4_0(`${p}.ffn_up.weight`, s.intermediate, s.hidden, seed + 6),
       q4_0(`${p}.ffn_down.weight`, s.hidden, s.intermediate, seed + 7),
@@ -117,9 +130,13 @@ function planTensors(s: Shape): Tensor[] {
   return out;
 }
 
-/** Bytes of the Q4_0 matrices one decode token reads (every linear layer plus the tied output). */
+/**
+ * Bytes of the Q4_0 matrices one decode token reads (every linear layer plus the tied
+ * output; of stacked experts, the chosen topK's share).
+ */
 export function q4_0DecodeBytes(s: Shape = QWEN3_06B): number {
-  return planTensors(s).filter((t) => t.type === GGML_Q4_0).reduce((n, t) => n + t.nbytes, 0);
+  const share = (t: Tensor) => (t.dims.length === 3 && s.moe ? s.moe.topK / s.moe.experts : 1);
+  return planTensors(s).filter((t) => t.type === GGML_Q4_0).reduce((n, t) => n + t.nbytes * share(t), 0);
 }
 
 const u32 = (v: number) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
@@ -137,7 +154,8 @@ function metadataSection(s: Shape): { bytes: Buffer; count: number } {
     // The converter reads every tensor the family asks for: one-value stand-ins (only the
     // metadata is kept, and the tensor infos start with token_embd.weight, the first asked for).
     const config = JSON.parse(readFileSync(join(stub, 'config.json'), 'utf8')) as Record<string, unknown>;
-    writeSafetensors(join(stub, 'model.safetensors'), familyTensors(config, () => false).tensors.map((t) => ({
+    // Experts are asked for one by one (the GGUF writer stacks them).
+    writeSafetensors(join(stub, 'model.safetensors'), familyTensors(config, (name) => /\.experts\.0\./.test(name)).tensors.map((t) => ({
       name: t.name, dtype: 'F32' as const, shape: t.shape.map(() => 1), data: new Float32Array([0]),
     })));
     const path = join(stub, 'stub.gguf');

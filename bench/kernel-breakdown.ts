@@ -30,6 +30,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { ENGINE_DEFAULTS } from '../src/engine/engine.js';
 import { ForwardRunner, type SampleInput } from '../src/engine/forward.js';
 import { loadModel, type LoadedModel } from '../src/models/model.js';
 import { openGpu, workDone, type Backend } from '../src/runtime/gpu.js';
@@ -123,7 +124,9 @@ function checkLogits(x: Float32Array): LogitCheck {
 }
 
 /** The engine's model shapes for parallel 1, contextSize 1024 (src/engine/load.ts). */
-export const ONE_SLOT_SHAPES = { maxTokens: 512, maxSeqs: 1, kvTokens: 2048, maxContext: 1024, blockSize: 16 };
+export const ONE_SLOT_SHAPES = {
+  maxTokens: 512, maxSeqs: 1, kvTokens: 2048, maxContext: 1024, blockSize: 16, kvTypes: { k: ENGINE_DEFAULTS.cacheTypeK, v: ENGINE_DEFAULTS.cacheTypeV },
+};
 /** Greedy sampling, as the bench requests use. */
 export const GREEDY: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
 

@@ -9,6 +9,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Checkpoint } from '../src/models/checkpoint.js';
+import { ENGINE_DEFAULTS } from '../src/engine/engine.js';
 import { loadModel } from '../src/models/model.js';
 import { openGpu } from '../src/runtime/gpu.js';
 import { rowBytes } from '../src/runtime/tensors.js';
@@ -37,7 +38,7 @@ const rows: string[] = [];
 const f = (b: number) => (b / MiB).toFixed(1);
 for (const s of [QWEN3_06B, QWEN3_06B_Q3] as BenchShape[]) {
   const dir = writeBenchModel(join(tmpdir(), 'mlxcel-bench', `qwen3-0.6b-${s.bits}bit`), s);
-  const { weightFormat } = await loadModel(gpu, dir, { maxTokens: 16, maxSeqs: 1, kvTokens: 256, maxContext: 256, blockSize: 16 });
+  const { weightFormat } = await loadModel(gpu, dir, { maxTokens: 16, maxSeqs: 1, kvTokens: 256, maxContext: 256, blockSize: 16, kvTypes: { k: ENGINE_DEFAULTS.cacheTypeK, v: ENGINE_DEFAULTS.cacheTypeV } });
   const w = weightBytes(dir, s.bits);
   rows.push(`| ${s.label}, as stored (loads as ${weightFormat}) | ${f(w.packed)} | ${f(w.affine)} | ${f(w.packed + w.affine)} |`);
   if (s.bits < 4) {

@@ -2,15 +2,21 @@
 // environment variable (the flag wins when both are given). Pure, so it is unit-tested.
 import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS } from './engine/engine.js';
+import { parseByteSize } from './engine/memory-budget.js';
 import { SPECULATIVE_DEFAULTS, type SpeculativeOptions } from './engine/speculative.js';
+import { TRANSCRIBER_DEFAULTS } from './engine/transcriber.js';
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
 import { IMAGE_MODELS_UNSUPPORTED, SERVED_KINDS } from './models/model-kinds.js';
 import type { Backend } from './runtime/gpu.js';
+import { KV_TYPES, type KvType } from './runtime/tensors.js';
 import { POOLINGS, type Pooling } from './runtime/ops/pooling.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/responses/routes.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
+import { DEFAULT_MEDIA_POLICY, type MediaPolicy } from './server/media/policy.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
+import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
+import { parseStoreSpec, STORE_HELP, type StoreSpec } from './server/stores/store.js';
 
 /** --pooling's values: the embedding poolings (rank is the rerankers', chosen by --reranking). */
 const EMBEDDING_POOLINGS = POOLINGS.filter((p) => p !== 'rank');
@@ -35,6 +41,9 @@ export interface ServeOptions {
   /** --kv-unified: the slots share one KV pool; undefined = off. */
   kvUnified?: boolean;
   batchSize?: number;
+  /** --cache-type-k / --cache-type-v; undefined = the engine's default. */
+  cacheTypeK?: KvType;
+  cacheTypeV?: KvType;
   maxQueue?: number;
   apiKey?: string;
   /** --cors-origins: origins sent CORS headers; undefined = any ("*"). */
@@ -63,13 +72,21 @@ export interface ServeOptions {
   responsesStoreTtlSecs?: number;
   conversationStoreMaxEntries?: number;
   conversationStoreTtlSecs?: number;
+  /** --store: where those stores live; undefined = this process's memory. */
+  storeSpec?: StoreSpec;
+  /** --shutdown-grace-secs: how long SIGTERM/SIGINT wait for admitted requests; undefined = DEFAULT_SHUTDOWN_GRACE_SECS. */
+  shutdownGraceSecs?: number;
   /** --chat-template-kwargs: a JSON object every chat request's kwargs are merged over. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** --media-path, --max-images, --max-image-payload-size, MLXCEL_ALLOW_PRIVATE_MEDIA_URLS: those set. */
+  media?: Partial<MediaPolicy>;
   /** --spm-infill: /infill lays the suffix before the prefix. */
   spmInfill?: boolean;
   /** Prompt cache: --no-cache-prompt turns it off; undefined = the engine's defaults. */
   cachePrompt?: boolean;
   cacheCapacityBytes?: number;
+  /** MLXCEL_REQUEST_MEMORY_BUDGET in bytes, when set. */
+  requestMemoryBudget?: number;
   cacheMaxEntries?: number;
   cacheTtlSecs?: number;
   /** --sleep-idle-seconds: unload the model after this long without requests; undefined = never. */
@@ -92,6 +109,12 @@ export interface ServeOptions {
   reranking?: boolean;
   /** --reranker-model: a second model serving reranking beside the chat model. */
   rerankerModel?: ModelArg;
+  /** --stt-model: a Whisper model serving speech to text beside the chat model. */
+  sttModel?: ModelArg;
+  /** --audio-queue-depth: transcription requests that may wait before 503. */
+  audioQueueDepth?: number;
+  /** --audio-request-timeout-secs: a transcription not finished this long after it queued answers 504. */
+  audioRequestTimeoutSecs?: number;
   /** --pooling: overrides the embedding model's own pooling. */
   pooling?: Pooling;
   /** --embd-normalize: embd_normalize for requests that set none; undefined: euclidean (2). */
@@ -135,6 +158,8 @@ const FLAGS: Flag[] = [
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
   { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: `sequences decoded together (slots) (default: ${ENGINE_DEFAULTS.parallel})` },
   { name: 'kv-unified', short: 'kvu', negation: 'no-kv-unified', env: ['LLAMA_ARG_KV_UNIFIED'], help: 'one KV pool shared by the slots: a request may use the whole --ctx-size while the others leave room (default: off, each slot gets ctx-size / parallel)' },
+  { name: 'cache-type-k', short: 'ctk', env: ['LLAMA_ARG_CACHE_TYPE_K'], value: 'TYPE', help: `KV cache type of the keys: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeK})` },
+  { name: 'cache-type-v', short: 'ctv', env: ['LLAMA_ARG_CACHE_TYPE_V'], value: 'TYPE', help: `KV cache type of the values: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeV})` },
   { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: `tokens per forward pass, the prefill chunk (default: ${ENGINE_DEFAULTS.batchSize})` },
   { name: 'max-queue', env: ['LLAMA_ARG_MAX_QUEUE'], value: 'N', help: `requests that may wait for a slot before 503 (default: ${ENGINE_DEFAULTS.maxQueue})` },
   // LLAMA_API_KEY is llama-server's own name for this one.
@@ -179,6 +204,8 @@ const FLAGS: Flag[] = [
   { name: 'responses-store-ttl-secs', env: ['LLAMA_ARG_RESPONSES_STORE_TTL_SECS'], value: 'N', help: `seconds a stored response is kept, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.responses.ttlSecs})` },
   { name: 'conversation-store-max-entries', env: ['LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES'], value: 'N', help: `stored /v1/responses conversations, 0 disables them (default: ${DEFAULT_RESPONSES_OPTIONS.conversations.maxEntries})` },
   { name: 'conversation-store-ttl-secs', env: ['LLAMA_ARG_CONVERSATION_STORE_TTL_SECS'], value: 'N', help: `seconds a conversation is kept after its last use, 0 = no expiry (default: ${DEFAULT_RESPONSES_OPTIONS.conversations.ttlSecs})` },
+  { name: 'store', env: ['MLXCEL_STORE'], value: 'SPEC', help: `where stored responses and conversations live: ${STORE_HELP}; sqlite survives restarts, redis is shared by replicas (default: memory)` },
+  { name: 'shutdown-grace-secs', env: ['MLXCEL_SHUTDOWN_GRACE_SECS'], value: 'N', help: `on SIGTERM or SIGINT, refuse new work and give admitted requests this long to finish before their streams end with an error; a second signal exits at once (default: ${DEFAULT_SHUTDOWN_GRACE_SECS})` },
   // Prompt cache (GET /v1/cache/stats): llama-server's switch and variable, then its bounds.
   { name: 'cache-prompt', negation: 'no-cache-prompt', env: ['LLAMA_ARG_CACHE_PROMPT'], help: 'reuse the KV of cached prompt prefixes across requests (default: on)' },
   { name: 'cache-capacity-bytes', env: ['LLAMA_ARG_CACHE_CAPACITY_BYTES'], value: 'N', help: "prompt-cache KV bytes, on top of the slots' own (default: as many as the slots' KV)" },
@@ -201,8 +228,15 @@ const FLAGS: Flag[] = [
   { name: 'embedding-model', env: ['LLAMA_ARG_EMBEDDING_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving embeddings beside the chat model, with its own worker and queue (default: none)' },
   { name: 'reranking', aliases: ['rerank'], env: ['LLAMA_ARG_RERANKING'], help: 'serve reranking with the -m model, a sequence classifier (bge-reranker) or a generative reranker (Qwen3-Reranker) (/v1/rerank, /rerank); the generation routes answer 501 (default: off)' },
   { name: 'reranker-model', env: ['LLAMA_ARG_RERANKER_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving reranking beside the chat model, with its own worker and queue (default: none)' },
+  { name: 'stt-model', env: ['MLXCEL_STT_MODEL'], value: 'DIR|REPO', help: 'a Whisper model, directory or Hub repo, serving speech to text (/v1/audio/transcriptions, /v1/audio/translations) beside the chat model, with its own worker and queue; -m a Whisper checkpoint instead makes an audio-only server (default: none)' },
+  { name: 'audio-queue-depth', env: ['MLXCEL_AUDIO_QUEUE_DEPTH'], value: 'N', help: `transcription requests that may wait behind the running one before 503 (default: ${TRANSCRIBER_DEFAULTS.maxQueue})` },
+  { name: 'audio-request-timeout-secs', env: ['MLXCEL_AUDIO_REQUEST_TIMEOUT_SECS'], value: 'N', help: `a transcription not finished this many seconds after it queued answers 504 (default: ${TRANSCRIBER_DEFAULTS.timeoutSecs})` },
   { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${EMBEDDING_POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
   { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
+  // Media in chat content (src/server/media/): llama-server's --media-path, the REST reference's bounds.
+  { name: 'media-path', env: ['LLAMA_ARG_MEDIA_PATH'], value: 'DIR', help: 'directory whose regular files (symlinks resolved, no "..") image parts may name as file:// URLs or absolute paths (default: none, local paths are refused)' },
+  { name: 'max-images', env: ['MLXCEL_MAX_IMAGES'], value: 'N', help: `image parts per request (default: ${DEFAULT_MEDIA_POLICY.maxImages})` },
+  { name: 'max-image-payload-size', env: ['MLXCEL_MAX_IMAGE_PAYLOAD_SIZE'], value: 'BYTES', help: `bytes of one encoded image, data URI, download or file; a download past it is cut off with 413 (default: ${DEFAULT_MEDIA_POLICY.maxImagePayloadBytes})` },
   // The REST reference's image server flag; image generation models do not load yet.
   { name: 'image-model', env: ['MLXCEL_IMAGE_MODEL'], value: 'DIR|REPO', help: 'image generation model for /v1/images/generations and /v1/images/edits: not supported yet, the server exits saying so (default: none, those routes answer 501)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
@@ -212,6 +246,7 @@ const FLAGS: Flag[] = [
 /** Variables read that belong to no flag. */
 const ENVIRONMENT = [
   LOOP_POLICY_HELP,
+  'MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1: image URLs may reach loopback, private and other non-public addresses (default: refused before, during and after connecting)',
   'HF_ENDPOINT: the Hub to download from (default: https://huggingface.co); HF_HUB_OFFLINE=1: use only the cache',
 ];
 
@@ -302,6 +337,8 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       parallel: optionalInteger('parallel', 1),
       kvUnified: getSwitch('kv-unified'),
       batchSize: optionalInteger('batch-size', 1),
+      cacheTypeK: kvType('cache-type-k', get('cache-type-k')),
+      cacheTypeV: kvType('cache-type-v', get('cache-type-v')),
       maxQueue: optionalInteger('max-queue', 0),
       apiKey: get('api-key'),
       corsOrigins: originList('cors-origins', get('cors-origins')),
@@ -318,6 +355,8 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       responsesStoreTtlSecs: optionalInteger('responses-store-ttl-secs', 0),
       conversationStoreMaxEntries: optionalInteger('conversation-store-max-entries', 0),
       conversationStoreTtlSecs: optionalInteger('conversation-store-ttl-secs', 0),
+      storeSpec: storeOption(get('store')),
+      shutdownGraceSecs: optionalInteger('shutdown-grace-secs', 0),
       chatTemplateKwargs: reasoningKwargs(get('reasoning'), jsonObject('chat-template-kwargs', get('chat-template-kwargs'))),
       spmInfill: getSwitch('spm-infill'),
       cachePrompt: getSwitch('cache-prompt'),
@@ -332,14 +371,24 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       ),
       sleepIdleSeconds: optionalInteger('sleep-idle-seconds', 0),
       cacheCapacityBytes: optionalInteger('cache-capacity-bytes', 0),
+      requestMemoryBudget: requestMemoryBudgetOption(env),
       cacheMaxEntries: optionalInteger('cache-max-entries', 0),
       cacheTtlSecs: optionalInteger('cache-ttl-secs', 0),
       logVerbosity: getSwitch('verbose') ? Infinity : logVerbosity,
       ...servedJob(getSwitch('embeddings'), getSwitch('reranking')),
       rerankerModel: secondModel('reranker-model', get('reranker-model')),
       embeddingModel: secondModel('embedding-model', get('embedding-model')),
+      sttModel: secondModel('stt-model', get('stt-model')),
+      audioQueueDepth: optionalInteger('audio-queue-depth', 0),
+      audioRequestTimeoutSecs: optionalInteger('audio-request-timeout-secs', 1),
       pooling: poolingOption(get('pooling')),
       embdNormalize: optionalInteger('embd-normalize', -1),
+      media: definedFields({
+        mediaPath: get('media-path'),
+        allowPrivateUrls: env.MLXCEL_ALLOW_PRIVATE_MEDIA_URLS === '1' ? true : undefined,
+        maxImages: optionalInteger('max-images', 0),
+        maxImagePayloadBytes: optionalInteger('max-image-payload-size', 1),
+      }),
     },
   };
 }
@@ -407,6 +456,24 @@ function contextShiftOption(on: boolean | undefined): Partial<SamplingDefaults> 
   return on === undefined ? undefined : { context_shift: on };
 }
 
+/** MLXCEL_REQUEST_MEMORY_BUDGET, when set, as a byte size; zero, none and other invalid values stop startup. */
+function requestMemoryBudgetOption(env: Readonly<Record<string, string | undefined>>): number | undefined {
+  const text = env.MLXCEL_REQUEST_MEMORY_BUDGET;
+  if (text === undefined) return undefined;
+  try {
+    return parseByteSize(text, 'MLXCEL_REQUEST_MEMORY_BUDGET');
+  } catch (err) {
+    throw new CliError((err as Error).message);
+  }
+}
+
+function storeOption(text: string | undefined): StoreSpec | undefined {
+  if (text === undefined) return undefined;
+  const spec = parseStoreSpec(text);
+  if (!spec) throw new CliError(`--store must be ${STORE_HELP}, got "${text}"`);
+  return spec;
+}
+
 /** MLXCEL_LOOP_DETECTION, when set, as the server's loop_detection default. */
 function loopPolicyOption(env: Readonly<Record<string, string | undefined>>): Partial<SamplingDefaults> | undefined {
   const text = env.MLXCEL_LOOP_DETECTION;
@@ -416,6 +483,13 @@ function loopPolicyOption(env: Readonly<Record<string, string | undefined>>): Pa
   } catch (err) {
     throw new CliError((err as Error).message);
   }
+}
+
+/** --cache-type-k / --cache-type-v: a KV type this server stores; undefined when unset. */
+function kvType(name: string, text: string | undefined): KvType | undefined {
+  if (text === undefined) return undefined;
+  if (!(KV_TYPES as readonly string[]).includes(text)) throw new CliError(`--${name} must be one of ${KV_TYPES.join(', ')}, got "${text}"`);
+  return text as KvType;
 }
 
 /** --cors-origins: a comma-separated list; undefined (any origin) when unset or when it holds "*". */
@@ -481,6 +555,12 @@ function samplingOptions(get: (name: string) => string | undefined): Partial<Sam
     return [[key, kind === 'int' ? integer(f.name, text, min, max) : float(f.name, text, min, max, above)]];
   });
   return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+}
+
+/** `fields` without its undefined values; undefined when none is left. */
+function definedFields<T extends object>(fields: T): Partial<T> | undefined {
+  const defined = Object.entries(fields).filter(([, v]) => v !== undefined);
+  return defined.length > 0 ? (Object.fromEntries(defined) as Partial<T>) : undefined;
 }
 
 function mergeDefined<T extends object>(a: T | undefined, b: T | undefined): T | undefined {

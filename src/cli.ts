@@ -15,8 +15,11 @@ import { hubSettings } from './hub/settings.js';
 import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
 import { UnsupportedModelKindError } from './models/model-kinds.js';
-import { EmbeddingOnlyEngine } from './engine/embedding-only-engine.js';
+import { AUDIO_ONLY, EmbeddingOnlyEngine } from './engine/embedding-only-engine.js';
+import { isWhisperCheckpoint, loadTranscriber, TRANSCRIBER_DEFAULTS, type Transcriber } from './engine/transcriber.js';
+import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
 import { startServer } from './server/server.js';
+import { openStoreBackend, type StoreBackend } from './server/stores/store.js';
 
 /** The model shipped in the package, found from dist/ or src/ alike. */
 const BUNDLED_MODEL_DIR = fileURLToPath(new URL('../models/stories260k', import.meta.url));
@@ -47,6 +50,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     process.exitCode = 2;
     return;
   }
+  const mediaPath = options.media?.mediaPath;
+  if (mediaPath !== undefined && !isDirectory(mediaPath)) {
+    console.error(`mlxcel-server: --media-path ${mediaPath} is not a directory`);
+    process.exitCode = 2;
+    return;
+  }
   let chatTemplate = options.chatTemplate;
   if (options.chatTemplateFile !== undefined) {
     try {
@@ -65,6 +74,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       process.exitCode = 2;
       return;
     }
+  }
+  let store: StoreBackend | undefined;
+  try {
+    store = options.storeSpec && (await openStoreBackend(options.storeSpec));
+  } catch (err) {
+    console.error(`mlxcel-server: --store: ${(err as Error).message}`);
+    process.exitCode = 2;
+    return;
   }
   const verbosity = options.logVerbosity ?? DEFAULT_LOG_VERBOSITY;
   // Progress goes where the startup facts go; a bar is taken off its line for each fact.
@@ -91,11 +108,20 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   const wantsEmbedder = options.embeddings === true || options.embeddingModel !== undefined;
   const wantsReranker = options.reranking === true || options.rerankerModel !== undefined;
   const onlyJob = options.embeddings ? '--embeddings' : options.reranking ? '--reranking' : undefined;
+  // -m a Whisper checkpoint (known once it is resolved) makes an audio-only server; --stt-model
+  // serves one beside the chat model.
+  const transcriber = deferred<Transcriber | undefined>();
+  // A local -m directory's kind is known now: a text model's server never lists speech to text, not even while loading.
+  const local = options.model.kind === 'path-or-repo' && isDirectory(options.model.text) ? options.model.text : undefined;
+  const mayTranscribe = options.sttModel !== undefined || local === undefined || isWhisperCheckpoint(local);
+  let audioOnly = false;
   const server = await startServer(loading, {
     embedder: wantsEmbedder ? embedder.promise : undefined,
     reranker: wantsReranker ? reranker.promise : undefined,
-    generationDisabledBy: onlyJob,
+    transcriber: mayTranscribe ? transcriber.promise : undefined,
+    generationDisabledBy: () => (audioOnly ? AUDIO_ONLY : onlyJob),
     ...options,
+    store,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
     aliases: options.alias,
     chatTemplate,
@@ -134,6 +160,24 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     const resolved = resolveModel(arg, hub, hubOutput, rank ? '--reranker-model' : '--embedding-model');
     into.resolve(resolved.then(({ dir, id }) => loadSide(dir, id, rank)));
   };
+  const loadStt = (dir: string, id: string | undefined) => loadTranscriber({
+    modelDir: dir,
+    alias: id,
+    maxQueue: options.audioQueueDepth ?? TRANSCRIBER_DEFAULTS.maxQueue,
+    timeoutMs: (options.audioRequestTimeoutSecs ?? TRANSCRIBER_DEFAULTS.timeoutSecs) * 1000,
+    backend: options.backend,
+    log: info,
+    quietDawn: verbosity < LOG_LEVELS.trace,
+  });
+  const sttModel = options.sttModel;
+  const whisper = model.then(({ dir }) => isWhisperCheckpoint(dir));
+  transcriber.resolve(sttModel
+    ? resolveModel(sttModel, hub, hubOutput, '--stt-model').then(({ dir, id }) => loadStt(dir, id))
+    : Promise.all([model, whisper]).then(([{ dir, id }, isWhisper]) => (isWhisper && !onlyJob ? loadStt(dir, options.alias?.[0] ?? id) : undefined)));
+  const whisperAlone = whisper.then((isWhisper) => {
+    if (isWhisper && sttModel) throw new UnsupportedModelKindError('-m is a Whisper checkpoint and --stt-model names another: give one of them (-m alone serves speech to text only; --stt-model serves it beside a chat model)');
+    return isWhisper && !onlyJob;
+  });
   if (onlyJob) {
     const rank = onlyJob === '--reranking';
     const only = model.then(({ dir, id }) => loadSide(dir, options.alias?.[0] ?? id, rank));
@@ -143,18 +187,26 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   } else {
     second(options.embeddingModel, embedder, false);
     second(options.rerankerModel, reranker, true);
-    startLoading(Promise.all([model, draft]).then(([{ dir, id }, draftDir]) =>
-    loadEngine({
+    startLoading(Promise.all([model, draft, whisperAlone]).then(async ([{ dir, id }, draftDir, alone]) => {
+    if (alone) {
+      const t = (await transcriber.promise)!;
+      audioOnly = true;
+      return new EmbeddingOnlyEngine(t, AUDIO_ONLY, t.adapterDescription);
+    }
+    return loadEngine({
       modelDir: dir,
       alias: options.alias?.[0] ?? id,
       contextSize: options.ctxSize,
       parallel: options.parallel,
       kvUnified: options.kvUnified,
+      cacheTypeK: options.cacheTypeK,
+      cacheTypeV: options.cacheTypeV,
       batchSize: options.batchSize,
       maxQueue: options.maxQueue,
       backend: options.backend,
       cachePrompt: options.cachePrompt,
       cacheCapacityBytes: options.cacheCapacityBytes,
+      requestMemoryBudget: options.requestMemoryBudget,
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
       warmup: options.warmup,
@@ -164,35 +216,51 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       log: info,
       quietDawn: verbosity < LOG_LEVELS.trace,
       onLoadProgress: (progress) => load.update(progress),
-    }),
-    ));
+    });
+    }));
   }
 
   let engine: Engine;
-  const sides: Embedder[] = [];
+  const sides: Array<Embedder | Transcriber> = [];
   try {
     engine = await loading;
     if (wantsEmbedder) sides.push(await embedder.promise);
     if (wantsReranker) sides.push(await reranker.promise);
+    const stt = await transcriber.promise;
+    if (stt && !audioOnly) sides.push(stt);
   } catch (err) {
     clearBars();
     if (err instanceof HubError || err instanceof UnsupportedModelKindError) console.error(`mlxcel-server: ${err.message}`);
     else console.error(`mlxcel-server: could not load the model from ${(await model.catch(() => undefined))?.dir ?? 'its directory'}:`, err);
     await server.close();
+    await store?.close();
     process.exitCode = 1;
     return;
   }
   info(`loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
 
-  const shutdown = async () => {
+  // The first SIGTERM or SIGINT drains (new work refused, admitted requests given the grace
+  // period), then exits 0; a second one exits at once.
+  const graceSecs = options.shutdownGraceSecs ?? DEFAULT_SHUTDOWN_GRACE_SECS;
+  let stopping = false;
+  const shutdown = async (signal: NodeJS.Signals) => {
+    if (stopping) {
+      console.error(`mlxcel-server: ${signal} again: exiting without waiting`);
+      process.exit(1);
+    }
+    stopping = true;
+    info(`${signal}: draining, up to ${graceSecs} s for the requests in flight`);
+    const finished = await server.drain(graceSecs * 1000);
+    if (!finished) console.error('mlxcel-server: the grace period ran out; the requests still running ended with an error');
     await server.close();
     await engine.close();
-    // The engine of --embeddings / --reranking closes its own model.
+    // The engine of --embeddings / --reranking / an audio-only server closes its own model.
     for (const side of new Set(sides)) if (!onlyJob || side.info.id !== engine.info.id) await side.close();
+    await store?.close();
     process.exit(0);
   };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
 }
 
 interface Deferred<T> {

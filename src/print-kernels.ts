@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { ENGINE_DEFAULTS } from './engine/engine.js';
 import { loadModel } from './models/model.js';
 import { openGpu, type Backend } from './runtime/gpu.js';
 
@@ -23,7 +24,7 @@ const { values } = parseArgs({
 });
 
 const gpu = await openGpu(values.backend as Backend, { quietDawn: true });
-const model = await loadModel(values['gpu-layout'] ? { ...gpu, isCpu: false } : gpu, values.model!, { maxTokens: 16, maxSeqs: 2, kvTokens: 64, maxContext: 64, blockSize: 16 });
+const model = await loadModel(values['gpu-layout'] ? { ...gpu, isCpu: false } : gpu, values.model!, { maxTokens: 16, maxSeqs: 2, kvTokens: 64, maxContext: 64, blockSize: 16, kvTypes: { k: ENGINE_DEFAULTS.cacheTypeK, v: ENGINE_DEFAULTS.cacheTypeV } });
 const match = values.match ? new RegExp(values.match) : undefined;
 const sources = model.ops.pipelines.list().filter((s) => !match || match.test(s.key));
 if (values.out) mkdirSync(values.out, { recursive: true });

@@ -1,5 +1,5 @@
-// The pieces under the Responses and Anthropic routes, without a model: the bounded
-// store and the two wire builders fed scripted turn events,
+// The pieces under the Responses and Anthropic routes, without a model: the store flags,
+// the bounded store and the two wire builders fed scripted turn events,
 // whose streams the official SDKs' own accumulators must rebuild into the very objects
 // the sync path returns. The events are scripted, so that function calls are covered
 // whatever a random-weight model writes.
@@ -8,7 +8,7 @@ import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
 import { describe, expect, it } from 'vitest';
 import { MessageBuilder, type AnthropicEvent } from '../src/server/anthropic/output.js';
 import { parseCli } from '../src/cli-options.js';
-import { BoundedStore } from '../src/server/bounded-store.js';
+import { BoundedStore } from '../src/server/stores/bounded-store.js';
 import type { ChatEvent, TurnResult } from '../src/server/chat-turn.js';
 import { ResponseBuilder, type StreamEvent } from '../src/server/responses/output.js';
 
@@ -31,6 +31,19 @@ describe('store flags', () => {
     });
     expect(parse(['--responses-store-max-entries', '2'], env)).toMatchObject({ options: { responsesStoreMaxEntries: 2 } });
     expect(() => parse(['--responses-store-ttl-secs', '-1'])).toThrow(/--responses-store-ttl-secs must be an integer/);
+  });
+
+  it('--store and --shutdown-grace-secs, and their MLXCEL_* variables', () => {
+    expect(parse(['--store', 'sqlite:/data/r.db', '--shutdown-grace-secs', '5'])).toMatchObject({
+      options: { storeSpec: { kind: 'sqlite', path: '/data/r.db' }, shutdownGraceSecs: 5 },
+    });
+    expect(parse([], { MLXCEL_STORE: 'redis://cache:6379', MLXCEL_SHUTDOWN_GRACE_SECS: '0' })).toMatchObject({
+      options: { storeSpec: { kind: 'redis', url: 'redis://cache:6379' }, shutdownGraceSecs: 0 },
+    });
+    const defaults = parse([]);
+    expect(defaults.kind === 'serve' && [defaults.options.storeSpec, defaults.options.shutdownGraceSecs]).toEqual([undefined, undefined]);
+    expect(() => parse(['--store', 'postgres://db'])).toThrow('--store must be memory | sqlite:PATH | redis://[:PASSWORD@]HOST[:PORT][/DB], got "postgres://db"');
+    expect(() => parse(['--shutdown-grace-secs', '-1'])).toThrow(/--shutdown-grace-secs must be an integer/);
   });
 });
 

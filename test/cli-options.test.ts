@@ -18,6 +18,21 @@ describe('parseCli', () => {
     });
   });
 
+  it('reads MLXCEL_REQUEST_MEMORY_BUDGET as a byte size; zero, none and other invalid values stop startup', () => {
+    const budget = (text: string) => {
+      const command = parse([], { MLXCEL_REQUEST_MEMORY_BUDGET: text });
+      return command.kind === 'serve' ? command.options.requestMemoryBudget : undefined;
+    };
+    expect(budget('12G')).toBe(12 * 2 ** 30);
+    expect(budget('512MiB')).toBe(512 * 2 ** 20);
+    expect(budget('1.5k')).toBe(1536);
+    expect(budget('1073741824')).toBe(2 ** 30);
+    for (const bad of ['0', 'none', '', '-1G', '12X', 'G']) {
+      expect(() => parse([], { MLXCEL_REQUEST_MEMORY_BUDGET: bad }), bad).toThrow(CliError);
+    }
+    expect(() => parse([], { MLXCEL_REQUEST_MEMORY_BUDGET: 'none' })).toThrow(/MLXCEL_REQUEST_MEMORY_BUDGET must be a positive byte size/);
+  });
+
   it('reads the speculative decoding flags in llama-server spellings', () => {
     expect(serveOptions(['--spec-type', 'ngram-simple', '--draft', '8', '--draft-min=2', '--spec-ngram-size-n', '4']).speculative).toEqual({
       kind: 'prompt-lookup', nMax: 8, nMin: 2, ngram: 4, adaptive: true,
@@ -110,6 +125,14 @@ describe('parseCli', () => {
     expect(() => parse(['-hf', 'org/model', '-m', '/dir'])).toThrow('give --model or --hf-repo, not both (got "/dir" and "org/model")');
     expect(() => parse(['-hf', 'org/a/b'])).toThrow('--hf-repo must be a Hub repo id org/name[:revision], got "org/a/b"');
     expect(() => parse(['-hf', 'org/model:'])).toThrow(CliError);
+  });
+
+  it('reads the KV cache types from -ctk / -ctv, their long names or llama-server\'s variables, f32 or f16', () => {
+    expect(parse([])).toMatchObject({ options: { cacheTypeK: undefined, cacheTypeV: undefined } });
+    expect(parse(['-ctk', 'f32', '--cache-type-v', 'f16'])).toMatchObject({ options: { cacheTypeK: 'f32', cacheTypeV: 'f16' } });
+    expect(parse([], { LLAMA_ARG_CACHE_TYPE_K: 'f16', LLAMA_ARG_CACHE_TYPE_V: 'f32' })).toMatchObject({ options: { cacheTypeK: 'f16', cacheTypeV: 'f32' } });
+    expect(parse(['-ctv', 'f16'], { LLAMA_ARG_CACHE_TYPE_V: 'f32' })).toMatchObject({ options: { cacheTypeV: 'f16' } });
+    expect(() => parse(['-ctk', 'q8_0'])).toThrow('--cache-type-k must be one of f32, f16, got "q8_0"');
   });
 
   it('treats ctx-size 0 as the model default', () => {
@@ -310,8 +333,23 @@ describe('parseCli: --cors-origins', () => {
   });
 });
 
+describe('parseCli: media flags', () => {
+  it('reads --media-path, --max-images, --max-image-payload-size and MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1, only those set', () => {
+    expect(serveOptions([]).media).toBeUndefined();
+    expect(serveOptions(['--media-path', '/srv/media', '--max-images', '2', '--max-image-payload-size=4096']).media).toEqual({
+      mediaPath: '/srv/media',
+      maxImages: 2,
+      maxImagePayloadBytes: 4096,
+    });
+    expect(parse([], { MLXCEL_ALLOW_PRIVATE_MEDIA_URLS: '1', LLAMA_ARG_MEDIA_PATH: '/m' })).toMatchObject({ options: { media: { allowPrivateUrls: true, mediaPath: '/m' } } });
+    expect(parse([], { MLXCEL_ALLOW_PRIVATE_MEDIA_URLS: 'yes' })).toMatchObject({ options: { media: undefined } });
+    expect(() => parse(['--max-image-payload-size', '0'])).toThrow(CliError);
+    expect(HELP_TEXT).toContain('MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1');
+  });
+});
+
 describe('parseCli: model kinds the server cannot load yet', () => {
-  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings and reranking';
+  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings, reranking and speech to text';
 
   it('accepts the REST reference\'s --image-model and MLXCEL_IMAGE_MODEL, and answers that image models are not supported yet', () => {
     expect(parse(['--image-model', '/m/flux'])).toEqual({ kind: 'unsupported', message });

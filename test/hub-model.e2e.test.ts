@@ -97,7 +97,7 @@ describe('a model from the Hub, through the command', () => {
     const output = first.output();
     expect(output).toMatch(/^mlxcel-server: downloading test-org\/stories260k \(commit [0-9a-f]{7}\) from http:\/\/127\.0\.0\.1:\d+: 5 files, /m);
     expect(output).toMatch(/^mlxcel-server: downloaded 1\.0\d MB in \d+s$/m);
-    expect(output).toMatch(/^mlxcel-server: model test-org\/stories260k \(llama, f32\) from \S+\/hub\/models--test-org--stories260k\/snapshots\/[0-9a-f]{40}$/m);
+    expect(output).toMatch(/^mlxcel-server: model test-org\/stories260k \(llama, f32, [\d.]+ MiB\) from \S+\/hub\/models--test-org--stories260k\/snapshots\/[0-9a-f]{40}$/m);
     // Not a terminal: plain lines, no carriage returns or escape sequences.
     expect(output).not.toMatch(/[\r\x1b]/);
     const repoDir = join(home, 'hub', 'models--test-org--stories260k');

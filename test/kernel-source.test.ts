@@ -46,11 +46,11 @@ describe('kernel assembly', () => {
     expect(() => kernelSource('matvec_q', { ...matvec, X_VEC4S: undefined as unknown as number, X_UNIFORM: true })).toThrow(/a u32 constant needs a number/);
     const { W_READ: _, ...noRead } = matvec;
     expect(() => kernelSource('matvec_q', noRead)).toThrow(/formats\/affine\.wgsl:\d+: the variant has no W_READ/);
-    expect(() => kernelSource('attention', { KV_READ: 'storage', D4: 4, TQ: 1.5, HQ: 1 })).toThrow(/1\.5 is not a u32/);
+    expect(() => kernelSource('attention', { KV_READ: 'storage', K_TYPE: 'f16', V_TYPE: 'f16', D4: 4, TQ: 1.5, HQ: 1 })).toThrow(/1\.5 is not a u32/);
   });
 
   it('reads enumeration codes from the WGSL', () => {
-    expect(kernelEnum('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh'])).toEqual({ silu: 0, gelu_tanh: 1, gelu: 2, tanh: 3 });
+    expect(kernelEnum('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh', 'relu2', 'gelu_quick'])).toEqual({ silu: 0, gelu_tanh: 1, gelu: 2, tanh: 3, relu2: 4, gelu_quick: 5 });
     expect(kernelEnum('pool', 'POOL', ['mean', 'first', 'last'])).toEqual({ mean: 0, first: 1, last: 2 });
     expect(() => kernelEnum('pool', 'POOL', ['median'])).toThrow(/pool\.wgsl declares no POOL_MEDIAN/);
   });

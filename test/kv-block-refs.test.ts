@@ -2,7 +2,9 @@
 // src/engine/prompt-cache.ts), as the scheduler wires them: the cache holds one reference
 // to each block it keeps, a forked choice one to each prompt block it shares, and a block
 // returns to the pool only when its last holder lets go, whether the cache evicts it for
-// the pool, drops it in a reset, or a borrower gives it back.
+// the pool, drops it in a reset, or a borrower gives it back. And a pool that grows: it
+// doubles before the cache evicts, refuses past its maximum, and halves back while what
+// is held fits, the cache's blocks moved below the new size.
 import { describe, expect, it } from 'vitest';
 import { BlockAllocator } from '../src/engine/kv-cache.js';
 import { PromptCache } from '../src/engine/prompt-cache.js';
@@ -82,5 +84,65 @@ describe('KV block references', () => {
     expect(alloc.available).toBe(2);
     cache.reset();
     expect(alloc.available).toBe(4);
+  });
+});
+
+describe('a growing KV pool', () => {
+  /** A pool of at most 16 blocks that starts at 2, recording each resize. */
+  function growing() {
+    const sizes: number[] = [];
+    const alloc = new BlockAllocator(2, BLOCK, { initial: 2, max: 16, resize: (blocks) => sizes.push(blocks) });
+    const cache = new PromptCache(
+      { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model' },
+      (block) => alloc.release([block]),
+    );
+    alloc.reclaim = () => cache.evictForPool();
+    return { alloc, cache, sizes };
+  }
+
+  it('doubles before the cache evicts, counts the growth as available, and refuses past its maximum', () => {
+    const { alloc, cache, sizes } = growing();
+    expect(alloc.available).toBe(16);
+    const first: number[] = [];
+    expect(alloc.ensure(first, 6)).toBe(true); // 3 blocks: 2 -> 4
+    expect(sizes).toEqual([4]);
+    alloc.release(cache.donate([1, 2, 3, 4, 5, 6], first, 0));
+    const second: number[] = [];
+    expect(alloc.ensure(second, 12)).toBe(true); // 6 more: 4 -> 8 -> 16, nothing evicted
+    expect(sizes).toEqual([4, 8, 16]);
+    expect(cache.stats()).toMatchObject({ entries: 3, evictions_lru: 0 });
+    expect(alloc.available).toBe(16 - 9);
+    // At the maximum the cache gives its blocks up; past them the pool refuses.
+    const third: number[] = [];
+    expect(alloc.ensure(third, 2 * 10)).toBe(true);
+    expect(cache.stats().entries).toBe(0);
+    expect(alloc.ensure(third, 2 * 11)).toBe(false);
+  });
+
+  it('halves back while the held blocks fit, moving the high ones down, or not at all when a move is refused', () => {
+    const { alloc, cache, sizes } = growing();
+    const low: number[] = [];
+    const high: number[] = [];
+    expect(alloc.ensure(low, 8)).toBe(true); // blocks 0-3
+    expect(alloc.ensure(high, 6)).toBe(true); // blocks 4-6, pool at 8
+    expect(high).toEqual([4, 5, 6]);
+    alloc.release(low);
+    alloc.release(cache.donate([7, 8, 9, 10, 11, 12], high, 0));
+    // A move refused (a request holds the blocks): nothing changes.
+    expect(alloc.shrink(() => false)).toBe(0);
+    expect(alloc.capacity).toBe(8);
+    let moved: ReadonlyMap<number, number> | undefined;
+    expect(alloc.shrink((moves) => {
+      moved = moves;
+      return cache.move(moves);
+    })).toBe(4);
+    expect(sizes.at(-1)).toBe(4);
+    expect([...moved!.keys()]).toEqual([4, 5, 6]);
+    expect([...moved!.values()].every((b) => b < 4)).toBe(true);
+    // The cache serves the prompt from the blocks it was moved to, and the pool grows again.
+    expect(cache.borrow([7, 8, 9, 10, 11, 12, 13]).blocks).toEqual([...moved!.values()]);
+    const next: number[] = [];
+    expect(alloc.ensure(next, 4)).toBe(true);
+    expect(alloc.capacity).toBe(8);
   });
 });

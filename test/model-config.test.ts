@@ -95,6 +95,22 @@ describe('normalizeConfig: spellings', () => {
     expect([...ropeFreqDivisors(spellings[0]!)].map((v) => +v.toFixed(5))).toEqual([1, 1.29398, 7.66739, 8, 8, 8, 8, 8]);
   });
 
+  it("reads GPT-OSS's yarn rope_scaling as transformers' _compute_yarn_parameters does", () => {
+    const gptOss = { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, original_max_position_embeddings: 4096, truncate: false };
+    const c = norm({ head_dim: 64, rope_theta: 150000, max_position_embeddings: 131072, rope_scaling: gptOss });
+    expect(c.ropeScaling).toEqual({ type: 'yarn', factor: 32, originalMaxPositions: 4096, betaFast: 32, betaSlow: 1, truncate: false, attentionFactor: 1 + 0.1 * Math.log(32) });
+    expect(ropeAttentionFactor(c)).toBeCloseTo(1.34657, 5);
+    // Frequencies 6-19 of 32: the correction range is dims 8.09 to 17.40 (untruncated), or 8
+    // to 18 rounded out (truncate, the default); below it kept, above it divided by 32.
+    expect([...ropeFreqDivisors(c)].slice(6, 20).map((v) => +v.toFixed(5))).toEqual(
+      [1, 1, 1, 1.1043, 1.24775, 1.43403, 1.68569, 2.04449, 2.59733, 3.55994, 5.65625, 13.75752, 32, 32]);
+    const truncated = norm({ head_dim: 64, rope_theta: 150000, max_position_embeddings: 131072, rope_scaling: { ...gptOss, truncate: true } });
+    expect([...ropeFreqDivisors(truncated)].slice(6, 20).map((v) => +v.toFixed(5))).toEqual(
+      [1, 1, 1, 1.10727, 1.24031, 1.40969, 1.63265, 1.93939, 2.38806, 3.1068, 4.44444, 7.80488, 32, 32]);
+    expect(() => norm({ head_dim: 64, max_position_embeddings: 4096, rope_scaling: gptOss })).toThrow(
+      'config.json: rope_scaling.factor 32 differs from max_position_embeddings / original_max_position_embeddings = 1');
+  });
+
   it('takes llama3 original_max_position_embeddings from the top level or max_position_embeddings as v5 does', () => {
     const { original_max_position_embeddings: _o, ...partial } = llama3;
     const top = norm({ rope_scaling: { rope_type: 'llama3', ...partial }, original_max_position_embeddings: 32 });
@@ -148,8 +164,8 @@ describe('normalizeConfig: per-family fields', () => {
 
 describe('normalizeConfig: refusals', () => {
   it('refuses rope types rope.ts does not implement, naming the type and file', () => {
-    expect(refusal({ rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 32 } }))
-      .toBe('config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3, longrope)');
+    expect(refusal({ rope_scaling: { rope_type: 'dynamic', factor: 4, original_max_position_embeddings: 32 } }))
+      .toBe('config.json: rope_scaling.rope_type "dynamic" is not supported (supported: default, linear, llama3, longrope, yarn)');
     expect(refusal({ rope_scaling: { type: 'dynamic', factor: 2 } })).toMatch(/^config\.json: rope_scaling\.rope_type "dynamic" is not supported/);
     expect(refusal({ rope_scaling: { type: 'su' } })).toBe('config.json: rope_scaling.short_factor must be a list of positive numbers, got undefined');
     expect(refusal({ rope_scaling: { rope_type: 'linear', type: 'dynamic', factor: 2 } }))
@@ -206,15 +222,58 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ model_type: 'gemma2', hidden_activation: 'relu' })).toBe('config.json: hidden_activation "relu" is not supported (supported: "gelu_pytorch_tanh", "gelu_new", "gelu")');
     expect(refusal({ model_type: 'gemma3_text', layer_types: ['full_attention'] })).toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
     expect(refusal({ model_type: 'smollm3', no_rope_layers: [1, 2] })).toBe('config.json: no_rope_layers must be 0 or 1 for each of the 2 layers');
-    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2\)$/);
+    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gpt_oss, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2, lfm2, nemotron_h, granitemoehybrid\)$/);
+  });
+
+  it('refuses mixture-of-experts settings it cannot honour, naming the field', () => {
+    const qwen = { model_type: 'qwen3_moe', num_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: 32 };
+    expect(refusal({ ...qwen, num_experts: undefined })).toBe('config.json: num_experts is missing');
+    expect(refusal({ ...qwen, num_experts_per_tok: 9 })).toBe('config.json: num_experts_per_tok 9 exceeds num_experts 8');
+    expect(refusal({ ...qwen, mlp_only_layers: [2] })).toBe('config.json: mlp_only_layers must be a list of layer indices below 2, got [2]');
+    expect(refusal({ ...qwen, norm_topk_prob: 'yes' })).toBe('config.json: norm_topk_prob must be true or false, got "yes"');
+    expect(refusal({ ...qwen, use_sliding_window: true })).toBe('config.json: use_sliding_window true is not supported (supported: false)');
+    const mixtral = { model_type: 'mixtral', num_local_experts: 8, num_experts_per_tok: 2 };
+    expect(refusal({ ...mixtral, hidden_act: 'gelu' })).toBe('config.json: hidden_act "gelu" is not supported (supported: "silu")');
+    expect(refusal({ ...mixtral, num_local_experts: 0 })).toBe('config.json: num_local_experts must be a positive integer, got 0');
+    expect(refusal({ ...mixtral, sliding_window: 0 })).toBe('config.json: sliding_window must be a positive integer, got 0');
+  });
+
+  it('refuses GPT-OSS settings it cannot honour, naming the field', () => {
+    const gptOss = { model_type: 'gpt_oss', attention_bias: true, num_local_experts: 4, num_experts_per_tok: 2, sliding_window: 128 };
+    expect(refusal({ ...gptOss, attention_bias: false })).toBe('config.json: attention_bias false is not supported (supported: true)');
+    expect(refusal({ ...gptOss, experts_per_token: 3 })).toBe('config.json: experts_per_token 3 disagrees with num_experts_per_tok 2');
+    expect(refusal({ ...gptOss, num_experts_per_tok: 5 })).toBe('config.json: num_experts_per_tok 5 exceeds num_local_experts 4');
+    expect(refusal({ ...gptOss, swiglu_limit: -1 })).toBe('config.json: swiglu_limit must be positive, got -1');
+    expect(refusal({ ...gptOss, sliding_window: null })).toBe('config.json: sliding_window is missing');
+    expect(refusal({ ...gptOss, layer_types: ['chunked_attention', 'full_attention'] }))
+      .toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
+    expect(refusal({ ...gptOss, hidden_act: 'gelu' })).toBe('config.json: hidden_act "gelu" is not supported (supported: "silu")');
+  });
+
+  it('refuses hybrid state-space settings it cannot honour, naming the field', () => {
+    const nemotron = { model_type: 'nemotron_h', hybrid_override_pattern: 'M*', mamba_num_heads: 4, mamba_head_dim: 16, ssm_state_size: 16, n_groups: 2 };
+    expect(refusal({ ...nemotron, hybrid_override_pattern: 'ME' })).toBe('config.json: hybrid_override_pattern "E" is not supported (M: Mamba-2, *: attention, -: MLP)');
+    expect(refusal({ ...nemotron, hybrid_override_pattern: 'M' })).toBe('config.json: hybrid_override_pattern must be a string of num_hidden_layers (2) characters, got "M"');
+    expect(refusal({ ...nemotron, n_groups: 3 })).toBe('config.json: n_groups 3 does not divide mamba_num_heads 4');
+    expect(refusal({ ...nemotron, mlp_hidden_act: 'gelu' })).toBe('config.json: mlp_hidden_act "gelu" is not supported (supported: "relu2")');
+    expect(refusal({ ...nemotron, time_step_limit: [0.001, 0.1] })).toBe('config.json: time_step_limit [0.001,0.1] is not supported (only (0, inf): no clamp)');
+    expect(refusal({ ...nemotron, conv_kernel: 9 })).toBe('config.json: conv_kernel 9 is not supported (2 to 8)');
+    const lfm2 = { model_type: 'lfm2', layer_types: ['conv', 'full_attention'] };
+    expect(refusal({ ...lfm2, conv_bias: true })).toBe('config.json: conv_bias true is not supported (supported: false)');
+    expect(refusal({ ...lfm2, layer_types: ['conv', 'sliding_attention'] })).toBe('config.json: layer_types must list num_hidden_layers (2) of "full_attention" and "conv", got ["conv","sliding_attention"]');
+    const granite = { model_type: 'granitemoehybrid', layer_types: ['mamba', 'attention'], shared_intermediate_size: 64, mamba_n_heads: 8, mamba_d_head: 16, mamba_expand: 2, mamba_d_state: 16 };
+    expect(refusal({ ...granite, num_local_experts: 8 })).toBe('config.json: num_experts_per_tok is missing');
+    expect(refusal({ ...granite, num_local_experts: 2, num_experts_per_tok: 3 })).toBe('config.json: num_experts_per_tok 3 exceeds num_local_experts 2');
+    expect(refusal({ ...granite, mamba_expand: 3 })).toBe('config.json: mamba_expand 3 * hidden_size 64 is not mamba_n_heads * mamba_d_head (128)');
   });
 
   it('refuses quantization it cannot read', () => {
     expect(refusal({ quantization: { group_size: 64, bits: 7 } })).toBe('config.json: quantization.bits 7 is not supported (MLX affine 2, 3, 4, 5, 6, 8 bits)');
     expect(refusal({ quantization: { group_size: 16, bits: 4 } })).toBe('config.json: quantization.group_size 16 is not supported (32, 64, 128)');
     expect(refusal({ quantization_config: { quant_method: 'gptq', bits: 4, group_size: 128 } }))
-      .toBe('config.json: quantization_config.quant_method "gptq" is not supported (MLX affine quantization only)');
-    expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'mxfp4' } })).toBe('config.json: quantization.mode "mxfp4" is not supported (affine only)');
+      .toBe('config.json: quantization_config.quant_method "gptq" is not supported (MLX affine quantization, or mxfp4)');
+    expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'nvfp4' } })).toBe('config.json: quantization.mode "nvfp4" is not supported (supported: "affine", "mxfp4")');
+    expect(refusal({ quantization: { group_size: 64, bits: 4, mode: 'mxfp4' } })).toBe('config.json: quantization.mode mxfp4 takes bits 4 and group_size 32, got 4 and 64');
     expect(refusal({ quantization: { group_size: 64, bits: 4, 'model.layers.0.mlp.down_proj': { bits: 1, group_size: 64 } } }))
       .toBe('config.json: quantization.model.layers.0.mlp.down_proj.bits 1 is not supported (MLX affine 2, 3, 4, 5, 6, 8 bits)');
   });
@@ -247,8 +306,8 @@ describe('readModelConfig', () => {
   });
 
   it('names the file in a refusal', () => {
-    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
-    expect(() => readModelConfig(dir)).toThrow(`${join(dir, 'config.json')}: rope_scaling.rope_type "yarn" is not supported`);
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_scaling: { rope_type: 'dynamic', factor: 4 } }));
+    expect(() => readModelConfig(dir)).toThrow(`${join(dir, 'config.json')}: rope_scaling.rope_type "dynamic" is not supported`);
   });
 });
 

@@ -12,7 +12,7 @@ import { moduleQuantization, readModelConfig } from '../src/models/config.js';
 import { loadModel } from '../src/models/model.js';
 import { dequantizeAffine, quantizeCheckpoint, type QuantBits, type QuantizeOptions } from '../src/models/quantize.js';
 import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, writeSafetensors, type SafetensorsWriteTensor } from '../src/models/safetensors.js';
-import { greedy, openRunner, testGpu } from './helpers/model-harness.js';
+import { greedy, openRunner, SERVER_KV_TYPES, testGpu } from './helpers/model-harness.js';
 import { makeRandomCheckpoint } from './helpers/random-checkpoint.js';
 
 /** Writes the f32 checkpoint that a quantized one stands for (each module at its own bits and group size). */
@@ -106,7 +106,7 @@ describe('quantized weights', () => {
     const tensors = listCheckpointTensors(q);
     expect(tensors.get('model.embed_tokens.weight')!.info.dtype).toBe('BF16');
     expect(tensors.get('model.layers.1.mlp.down_proj.weight')!.info.shape).toEqual([128, (256 * 6) / 32]);
-    const model = await loadModel(await testGpu(), q, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16 });
+    const model = await loadModel(await testGpu(), q, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16, kvTypes: SERVER_KV_TYPES });
     expect(model.weightFormat.split(', ').sort()).toEqual(['bf16', 'q3 g64', 'q3 g64+q3 g128 (as q3 g64)', 'q3 g64+q6 g64 (as q6 g64)', 'q6 g64', 'q8 g32']);
     await expectMatchesDequantized(q, 'mixed');
   });
@@ -146,7 +146,7 @@ describe('quantized weights', () => {
       c.quantization_config = c.quantization;
       writeFileSync(configPath, JSON.stringify(c));
     };
-    const load = async () => loadModel(await testGpu(), q, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16 });
+    const load = async () => loadModel(await testGpu(), q, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16, kvTypes: SERVER_KV_TYPES });
     edit((c) => { c.quantization.bits = 7; });
     await expect(load()).rejects.toThrow(/quantization\.bits 7 is not supported/);
     edit((c) => { c.quantization.group_size = 16; });
@@ -155,15 +155,15 @@ describe('quantized weights', () => {
     await expect(load()).rejects.toThrow(/model\.layers\.0\.mlp\.down_proj\.weight .*do not match 4-bit, group size 64/);
     edit((c) => { c.quantization['model.layers.1.mlp.up_proj'] = false; });
     await expect(load()).rejects.toThrow(/model\.layers\.1\.mlp\.up_proj\.weight: packed uint32 weight without quantization/);
-    edit((c) => { c.quantization.mode = 'mxfp4'; });
-    await expect(load()).rejects.toThrow(/quantization\.mode "mxfp4" is not supported/);
+    edit((c) => { c.quantization.mode = 'nvfp4'; });
+    await expect(load()).rejects.toThrow(/quantization\.mode "nvfp4" is not supported/);
     // A tensor whose shape the config does not give.
     edit((c) => { c.num_key_value_heads = 1; });
     await expect(load()).rejects.toThrow(/model\.layers\.0\.self_attn\.k_proj\.weight holds \[64, 128\] values, expected \[32, 128\]/);
     // A float k_proj between quantized q_proj and v_proj: one stacked weight cannot hold both.
     const mixed = join(root, 'refuse-stack');
     quantizeCheckpoint(base, mixed, { bits: 4, groupSize: 64, modules: { 'model.layers.0.self_attn.k_proj': false } });
-    await expect(loadModel(await testGpu(), mixed, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16 }))
+    await expect(loadModel(await testGpu(), mixed, { maxTokens: 16, maxSeqs: 1, kvTokens: 32, maxContext: 32, blockSize: 16, kvTypes: SERVER_KV_TYPES }))
       .rejects.toThrow(/model\.layers\.0\.self_attn\.q_proj \+ model\.layers\.0\.self_attn\.k_proj \+ model\.layers\.0\.self_attn\.v_proj: matrices of different widths or formats \(4-bit, bf16, 4-bit\) cannot be stacked/);
   });
 

@@ -3,6 +3,8 @@
 // contents with "\n" after <s>, so token counts can be rebuilt by hand).
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { useLive, useServer } from './helpers/live-server.js';
 import { storiesCase } from './helpers/stories-expected.js';
@@ -148,17 +150,49 @@ describe('errors on the Messages routes', () => {
     }
   });
 
-  it('refuse images (base64, url, inside tool_result) on a text-only model', async () => {
+  it('answer 501 for images (base64, url, inside tool_result) on a model without a vision tower, as chat completions does, fetching nothing', async () => {
+    // A URL the server could reach were it to fetch: the site counts requests.
+    const hits: string[] = [];
+    const site = createServer((req, res) => {
+      hits.push(req.url ?? '');
+      res.end();
+    });
+    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(site.address() as AddressInfo).port}/cat.png`;
     const image = (source: Record<string, string>) => ({ type: 'image' as const, source });
+    const hint = /^image input is not supported - hint: the loaded model takes text only/;
     for (const content of [
       [image({ type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' }), { type: 'text', text: 'What is this?' }],
-      [image({ type: 'url', url: 'https://example.com/cat.png' })],
+      [image({ type: 'url', url })],
       [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [image({ type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' })] }],
     ]) {
       const err = await live.anthropic.messages.create({ model: 'm', max_tokens: 1, messages: ask(content as never) }).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(Anthropic.BadRequestError);
-      expect((err as InstanceType<typeof Anthropic.BadRequestError>).error).toEqual(envelope('invalid_request_error', /text only; image input is not supported/));
+      expect(err).toBeInstanceOf(Anthropic.APIError);
+      expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(501);
+      expect((err as InstanceType<typeof Anthropic.APIError>).error).toEqual(envelope('api_error', hint));
     }
+    const openai = new OpenAI({ baseURL: `${live.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const parts: Array<[OpenAI.ChatCompletionContentPart | Record<string, unknown>, RegExp]> = [
+      [{ type: 'image_url', image_url: { url, detail: 'high' } }, hint],
+      [{ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }, hint],
+      [{ type: 'image_url', image_url: { url: 'file:///tmp/cat.png' } }, hint],
+      [{ type: 'image_url', image_url: { url: '/tmp/cat.png', detail: 'low' } }, hint],
+      [{ type: 'video_url', video_url: { url, fps: 2 } }, /^video input is not supported - hint: /],
+      [{ type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } }, /^audio input is not supported - hint: /],
+    ];
+    for (const [part, message] of parts) {
+      const err = await openai.chat.completions.create({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'text', text: 'Look:' }, part as never] }] }).catch((e: unknown) => e);
+      expect(err, JSON.stringify(part)).toBeInstanceOf(OpenAI.APIError);
+      expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(501);
+      expect((err as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ type: 'not_supported_error', message: expect.stringMatching(message) });
+    }
+    // Video with audio is refused for every model; an image part without a url is malformed.
+    const both = await live.post('/v1/chat/completions', { messages: [{ role: 'user', content: [parts[4]![0], parts[5]![0]] }] });
+    expect(both).toMatchObject({ status: 400, body: { error: { type: 'invalid_request_error', message: 'Combined video and audio inputs are not supported' } } });
+    const malformed = await live.post('/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: {} }] }] });
+    expect(malformed).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('messages[0].content[0].image_url.url is required') } } });
+    site.close();
+    expect(hits).toEqual([]);
   });
 
   it('take the key from x-api-key, as the SDK sends it, and answer 401 in the envelope', async () => {

@@ -57,7 +57,16 @@ async function release(held: HeldRequest[]): Promise<void> {
 describe('GET /slots', () => {
   it('lists every slot, then every queued request', async () => {
     const { url } = plain.server;
-    const entry = (id: number, state: string) => ({ id, state, model: 'stories260k', context_size: 512, n_ctx: 512, is_processing: state === 'decoding' });
+    // A running request holds KV blocks; an idle slot and a queued request hold none.
+    const entry = (id: number, state: string) => ({
+      id,
+      state,
+      model: 'stories260k',
+      context_size: 512,
+      n_ctx: 512,
+      is_processing: state === 'decoding',
+      kv_blocks: state === 'decoding' ? expect.any(Number) : 0,
+    });
     expect(await getSlots(url)).toEqual([entry(0, 'idle'), entry(1, 'idle')]);
     // context_size is the per-slot value /health reports.
     expect(((await (await fetch(`${url}/health`)).json()) as { context_size: number }).context_size).toBe(512);
@@ -108,7 +117,18 @@ describe('GET /props', () => {
         params: expect.objectContaining({ n_predict: -1, temperature: 0.8, top_k: 40, seed: 4294967295 }),
       },
       total_slots: 2,
+      // Request memory admission: the budget, and the weights plus the requests in flight.
+      request_memory: { budget_bytes: expect.any(Number), in_use_bytes: expect.any(Number) },
       is_sleeping: false,
+      memory: {
+        weights_bytes: live.engine.stats().memory.weights,
+        kv_cache_bytes: expect.any(Number),
+        kv_cache_max_bytes: expect.any(Number),
+        kv_cache_tokens: expect.any(Number),
+        // Two slots of 512 positions, and as many for the prompt cache.
+        kv_cache_max_tokens: 2048,
+        other_bytes: expect.any(Number),
+      },
       speculative: null,
       model_path: expect.stringMatching(/stories260k$/),
       // What the server serves: a chat model only here.
@@ -164,7 +184,21 @@ const METRICS: Array<[name: string, type: string, help: string]> = [
   ['mlxcel_speculative_accepted_tokens_total', 'counter', 'Drafted tokens the target model accepted'],
   ['mlxcel_batch_current_size', 'gauge', 'Current active batch size'],
   ['mlxcel_cache_pool_active', 'gauge', 'Active cache entries'],
+  ['mlxcel_memory_weights_bytes', 'gauge', 'GPU bytes of the model weights'],
+  ['mlxcel_memory_kv_cache_bytes', 'gauge', 'GPU bytes of the KV cache allocated now'],
+  ['mlxcel_memory_kv_cache_max_bytes', 'gauge', 'GPU bytes the KV cache may grow to'],
+  ['mlxcel_memory_other_bytes', 'gauge', 'GPU bytes of the other buffers: activations, batch metadata, kernel parameters'],
+  ['mlxcel_request_memory_budget_bytes', 'gauge', 'Request memory budget in bytes'],
+  ['mlxcel_request_memory_in_use_bytes', 'gauge', 'Request memory in use in bytes: the weights and the reservations of the requests in flight'],
+  ['mlxcel_kv_cache_usage_ratio', 'gauge', 'Fraction of the KV cache blocks held by running requests (1 = full)'],
+  ['mlxcel_kv_cache_config_info', 'gauge', 'The KV cache layout: tokens per block and the blocks the pool may grow to'],
+  ['vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches'],
+  ['vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed'],
+  ['vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage'],
+  ['vllm:cache_config_info', 'gauge', 'Information of the LLMEngine CacheConfig'],
+  ['vllm:lora_requests_info', 'gauge', 'Running stats on lora requests.'],
 ];
+const INFO_GAUGES = ['mlxcel_kv_cache_config_info', 'vllm:cache_config_info', 'vllm:lora_requests_info'];
 
 async function scrape(url: string) {
   const res = await fetch(`${url}/metrics`);
@@ -179,9 +213,15 @@ describe('GET /metrics', () => {
     for (const [name, kind, text] of METRICS) {
       expect(type.get(name), name).toBe(kind);
       expect(help.get(name), name).toBe(text);
-      expect(values.has(name), name).toBe(true);
+      if (!INFO_GAUGES.includes(name)) expect(values.has(name), name).toBe(true);
     }
-    expect([...values.keys()].sort()).toEqual(METRICS.map(([n]) => n).sort());
+    expect([...values.keys()].sort()).toEqual(METRICS.map(([n]) => n).filter((n) => !INFO_GAUGES.includes(n)).sort());
+    // The memory gauges are the engine's figures, as /props reports them.
+    const m = live.engine.stats().memory;
+    expect(['weights', 'kv_cache', 'kv_cache_max', 'other'].map((n) => values.get(`mlxcel_memory_${n}_bytes`))).toEqual([m.weights, m.kv, m.kvMax, m.other]);
+    expect(m.weights).toBeGreaterThan(0);
+    expect(m.other).toBeGreaterThan(0);
+    expect(m.kv).toBeLessThanOrEqual(m.kvMax);
   });
 
   it('counts finished chat completions once, streamed or not, and leaves out cancelled chat streams and streaming completions', async () => {
@@ -256,6 +296,60 @@ describe('GET /metrics', () => {
     expect(gauges((await scrape(url)).values)).toEqual([2, 2, 0, 0, 0]);
   });
 
+  it("serves the endpoint picker's gauges (vLLM names and mlxcel twins) in agreement with /slots and /v1/cache/stats", async () => {
+    const { url } = plain.server;
+    const cacheStats = (await (await fetch(`${url}/v1/cache/stats`)).json()) as { block_size: number };
+    const picker = async () => {
+      const { values, samples } = await scrape(url);
+      const info = (name: string) => samples.filter((x) => x.name === name).map(({ labels, value }) => ({ labels, value }));
+      return {
+        running: values.get('vllm:num_requests_running')!,
+        waiting: values.get('vllm:num_requests_waiting')!,
+        usage: values.get('vllm:kv_cache_usage_perc')!,
+        info: info('vllm:cache_config_info'),
+        lora: info('vllm:lora_requests_info'),
+        twins: [values.get('mlxcel_batch_current_size'), values.get('mlxcel_queue_depth'), values.get('mlxcel_kv_cache_usage_ratio'), info('mlxcel_kv_cache_config_info')],
+      };
+    };
+    const idleScrape = await picker();
+    expect(idleScrape.info).toHaveLength(1);
+    const [{ labels, value }] = idleScrape.info;
+    expect(value).toBe(1);
+    expect(Number(labels.block_size)).toBe(cacheStats.block_size);
+    const blocks = Number(labels.num_gpu_blocks);
+    expect(blocks).toBe(live.engine.stats().kv!.blocks);
+    // The pool's capacity: the blocks it may grow to, not those its textures hold now.
+    expect(blocks * cacheStats.block_size).toBe(live.engine.stats().memory.kvMaxTokens);
+    expect([idleScrape.running, idleScrape.waiting, idleScrape.usage]).toEqual([0, 0, 0]);
+    // No LoRA adapters, stamped with the scrape's time.
+    const [lora] = idleScrape.lora;
+    expect(lora!.labels).toEqual({ max_lora: '0', running_lora_adapters: '', waiting_lora_adapters: '' });
+    expect(Math.abs(lora!.value - Date.now() / 1000)).toBeLessThan(60);
+
+    const held = await saturate(url);
+    // Decoding grows the running requests' blocks: compare a scrape taken between two
+    // /slots reads that agree.
+    let agreed = false;
+    for (let i = 0; i < 50 && !agreed; i++) {
+      const before = await getSlots(url);
+      const scraped = await picker();
+      const after = await getSlots(url);
+      const held = (slots: typeof before) => slots.reduce((sum, s) => sum + s.kv_blocks, 0);
+      if (held(before) !== held(after)) continue;
+      agreed = true;
+      expect(scraped.running).toBe(countState(before, 'decoding'));
+      expect(scraped.waiting).toBe(countState(before, 'queued'));
+      expect([scraped.running, scraped.waiting]).toEqual([2, 1]);
+      expect(held(before)).toBeGreaterThan(0);
+      expect(scraped.usage).toBeCloseTo(held(before) / blocks, 12);
+      expect(scraped.twins).toEqual([scraped.running, scraped.waiting, scraped.usage, scraped.info]);
+    }
+    expect(agreed, 'a scrape between two agreeing /slots reads').toBe(true);
+    await release(held);
+    const after = await picker();
+    expect([after.running, after.waiting, after.usage]).toEqual([0, 0, 0]);
+  });
+
   it('is absent without --metrics, and --metrics-port serves it on its own listener', async () => {
     const { server, openai: client } = tuned;
     const missing = await fetch(`${server.url}/metrics`);
@@ -284,5 +378,65 @@ describe('GET /metrics', () => {
       expect((await fetch(url, { headers: { Authorization: 'Bearer secret' } })).status, url).toBe(200);
     }
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+});
+
+describe('liveness, readiness and draining', () => {
+  const status = async (url: string) => {
+    const res = await fetch(url);
+    return [res.status, await res.json()];
+  };
+
+  it('GET /live and GET /ready answer ready once loaded, and /ready is 503 while the model loads', async () => {
+    expect(await status(`${plain.server.url}/live`)).toEqual([200, { status: 'alive' }]);
+    expect(await status(`${plain.server.url}/ready`)).toEqual([200, { status: 'ready' }]);
+    const loading = await serveOn(new Promise<never>(() => {}));
+    servers.push(loading);
+    expect(await status(`${loading.url}/live`)).toEqual([200, { status: 'alive' }]);
+    expect(await status(`${loading.url}/ready`)).toEqual([503, { status: 'loading model' }]);
+  });
+
+  it('a drain refuses new work with 503 and Retry-After, lets an admitted stream finish, and ends the rest with an error event when the grace runs out', async () => {
+    const draining = await serve([]);
+    // Admitted before the drain: a short stream that finishes in time, and four requests that cannot.
+    const short = draining.postSse('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Lily' }], max_tokens: 6, stream: true });
+    const chat = draining.request('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 480, stream: true });
+    const responses = draining.request('/v1/responses', { model: 'm', input: 'Once upon a time', max_output_tokens: 480, stream: true });
+    const messages = draining.request('/v1/messages', { model: 'm', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 480, stream: true });
+    const whole = draining.request('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 480 });
+    await waitFor(() => live.engine.stats().activeSequences + live.engine.stats().queueDepth === 5, 10_000, 'all five admitted');
+    const drained = draining.server.drain(1000);
+
+    expect(await status(`${draining.url}/ready`)).toEqual([503, { status: 'draining' }]);
+    const refused = await draining.request('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(((await refused.json()) as { error: { type: string; message: string } }).error).toMatchObject({
+      type: 'server_busy',
+      message: 'The server is shutting down and takes no new requests; retry on another replica.',
+    });
+    // Reads keep answering.
+    expect((await fetch(`${draining.url}/v1/models`)).status).toBe(200);
+
+    const events = await short;
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(events.at(-2).choices[0].finish_reason).toBe('length');
+
+    const grace = /did not finish within its 1 s grace period \(--shutdown-grace-secs\)/;
+    const chatText = await (await chat).text();
+    expect(chatText).toMatch(/"type":"server_busy"/);
+    expect(chatText).toMatch(grace);
+    expect(chatText.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    const responsesText = await (await responses).text();
+    expect(responsesText).toMatch(/event: response\.failed\n/);
+    expect(responsesText).toMatch(grace);
+    const messagesText = await (await messages).text();
+    expect(messagesText).toMatch(/event: error\n/);
+    expect(messagesText).toMatch(grace);
+    const wholeAnswer = await whole;
+    expect(wholeAnswer.status).toBe(503);
+    expect(((await wholeAnswer.json()) as { error: { message: string } }).error.message).toMatch(grace);
+    expect(await drained).toBe(false);
+    await idle();
   });
 });

@@ -3,7 +3,8 @@
 // cached_tokens, /v1/cache/stats), as llama-server counts it (an identical prompt reuses
 // all but its last token), greedy output with a hit equals the cold output, the bounds (entries,
 // bytes, TTL) evict, reset frees and is idempotent, concurrent requests share a prefix, a
-// cancelled request donates only the blocks it completed, and --no-cache-prompt gives the
+// cancelled request donates only the blocks it completed, the KV pool grows and shrinks
+// under the cache without changing what it serves, and --no-cache-prompt gives the
 // fixed disabled payload that cache_prompt: true cannot change.
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
@@ -16,8 +17,8 @@ import { storiesCases } from './helpers/stories-expected.js';
 /** 200 tokens of greedy story (expected.json case 0): prompts cut from it share prefixes. */
 const STORY = storiesCases[0]!.expected_token_ids;
 const BLOCK = 16;
-/** KV bytes of one 16-token block of stories260k: 5 layers x (K, V) x 16 x 4 heads x 8 dims x f32. */
-const BLOCK_BYTES = 5 * 2 * 16 * 4 * 8 * 4;
+/** KV bytes of one 16-token block of stories260k: 5 layers x (K, V) x 16 x 4 heads x 8 dims x f16 (the default cache type). */
+const BLOCK_BYTES = 5 * 2 * 16 * 4 * 8 * 2;
 const prompt = (from: number, n: number) => [1, ...STORY.slice(from, from + n)];
 
 const main = useLive({ model: 'models/stories260k', engine: { parallel: 2 } });
@@ -322,6 +323,30 @@ describe('bounds', () => {
     expect((await complete(url, { prompt: [...p, 4] })).timings.cache_n).toBe(0);
     const s = await stats(url);
     expect(s.evictions_ttl).toBeGreaterThan(0);
+  });
+});
+
+describe('the KV pool', () => {
+  it('grows as sequences and cached prompts fill it, and shrinks back when idle, moving the cached blocks it keeps', async () => {
+    // 64 positions (4 blocks) at load; at most 8 cached blocks, so a second prompt evicts the first.
+    const { server } = await serve({ kvInitialTokens: 64, kvShrinkIdleMs: 1000, cacheMaxEntries: 8 });
+    const { url } = server;
+    const kvTokens = async () => ((await (await fetch(`${url}/props`)).json()) as { memory: { kv_cache_tokens: number; kv_cache_max_tokens: number } }).memory;
+    // Two slots of 512 positions and 8 blocks of prompt cache at most.
+    expect(await kvTokens()).toMatchObject({ kv_cache_tokens: 64, kv_cache_max_tokens: 2 * 512 + 8 * BLOCK });
+    await complete(url, { prompt: prompt(0, 99) }); // 115 written: 8 blocks, kept by the cache
+    expect((await kvTokens()).kv_cache_tokens).toBe(128);
+    // Another 8 blocks: the pool doubles rather than evict, then the cache drops the first prompt's.
+    const second = [1, 9, ...STORY.slice(100, 198)];
+    await complete(url, { prompt: second });
+    expect((await kvTokens()).kv_cache_tokens).toBe(256);
+    expect(await stats(url)).toMatchObject({ entries: 8, evictions_lru: 8 });
+    // Idle: back to the 8 blocks the cache holds, its blocks moved down into them.
+    await waitFor(async () => (await kvTokens()).kv_cache_tokens === 128, 10_000, 'the pool shrank');
+    const extended = [...second, 5, 6];
+    const hit = await complete(url, { prompt: extended });
+    expect(hit.timings.cache_n).toBe(100);
+    expect(hit.content).toBe((await complete(url, { prompt: extended, cache_prompt: false })).content);
   });
 });
 

@@ -363,7 +363,6 @@ describe('refusals', () => {
       [{ input: 'x', background: true }, /background responses are not supported/],
       [{ input: 'x', text: { format: { type: 'json_object' } } }, /json_object/],
       [{ input: 'x', tool_choice: 'required' }, /tool_choice "required" needs at least one tool/],
-      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AAAA' }] }] }, /text only; image input/],
     ];
     for (const [body, message] of cases) {
       const err = await badRequest(live.openai.responses.create({ ...greedy, ...body } as never));
@@ -372,6 +371,13 @@ describe('refusals', () => {
       // input_tokens applies the same checks.
       if (!('background' in body)) expect((await live.post('/v1/responses/input_tokens', body)).status).toBe(400);
     }
+    // input_image parts are read, and refused with 501 by a model without a vision tower.
+    const image = { input: [{ role: 'user', content: [{ type: 'input_text', text: 'What is this?' }, { type: 'input_image', image_url: 'data:image/png;base64,AAAA', detail: 'auto' }] }] };
+    const err = await live.openai.responses.create({ ...greedy, ...image } as never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(501);
+    expect((err as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ type: 'not_supported_error', message: expect.stringMatching(/^image input is not supported - hint: /) });
+    expect((await live.post('/v1/responses/input_tokens', image)).status).toBe(501);
     // truncation "disabled" and background false are fine.
     expect((await live.openai.responses.create({ ...greedy, input: 'Lily', truncation: 'disabled', background: false, max_output_tokens: 1 })).status).toBe('incomplete');
   });

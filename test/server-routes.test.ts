@@ -112,8 +112,8 @@ describe('request errors', () => {
     ['/v1/chat/completions', chat('hi', { n: 0 }), 'n must be >= 1'],
     [
       '/v1/chat/completions',
-      { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] },
-      'messages[0].content[0].type must be one of: text',
+      { messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'x' } }] }] },
+      'messages[0].content[0].type must be one of: text, image_url, video_url, input_audio',
     ],
     ['/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 'text' }] }] }, 'messages[0].content[0].text is required'],
     ['/v1/chat/completions', [1, 2], 'request body must be object'],
@@ -270,21 +270,14 @@ describe('error paths', () => {
 describe('documented routes this server cannot serve', () => {
   const SERVED = 'this server serves text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)';
   const image = (path: string) => `POST ${path} needs an image generation model, and image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${SERVED}`;
-  const audio = 'audio models (a Whisper or Kokoro checkpoint served with -m) are not supported yet';
-  const whisper = (path: string) => `POST ${path} needs a Whisper speech-to-text model, and ${audio}; ${SERVED}`;
-  const kokoro = (path: string) => `POST ${path} needs a Kokoro text-to-speech model, and ${audio}; ${SERVED}`;
+  const kokoro = (path: string) => `POST ${path} needs a Kokoro text-to-speech model, and text-to-speech models (a Kokoro checkpoint served with -m) are not supported yet; ${SERVED}`;
+  const speechToText = 'This server does not serve speech to text. Start it with `-m` a Whisper checkpoint (an audio-only server) or `--stt-model DIR|repo` (a Whisper model beside the chat model)';
   const embeddings = 'This server does not support embeddings. Start it with `--embeddings` (the -m model serves embeddings) or `--embedding-model DIR|repo` (a second model beside the chat model)';
   const reranking = 'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)';
 
   it.each([
     ...['/v1/images/generations', '/images/generations', '/v1/images/edits', '/images/edits'].map((p) => ['POST', p, 'not_implemented', image(p)]),
     ...['/v1/audio/speech', '/audio/speech'].map((p) => ['POST', p, 'not_implemented', kokoro(p)]),
-    ...['/v1/audio/transcriptions', '/audio/transcriptions', '/v1/audio/translations', '/audio/translations'].map((p) => [
-      'POST',
-      p,
-      'not_implemented',
-      whisper(p),
-    ]),
     ['GET', '/v1/realtime', 'not_implemented', `GET /v1/realtime needs a Nemotron VoiceChat checkpoint, and these are not supported yet; ${SERVED}`],
     ...['/v1/embeddings', '/embedding', '/embeddings'].map((p) => ['POST', p, 'not_supported_error', embeddings]),
     ...['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'].map((p) => ['POST', p, 'not_supported_error', reranking]),
@@ -294,6 +287,24 @@ describe('documented routes this server cannot serve', () => {
     const res = await fetch(url + path, { method, ...(method === 'POST' ? { body: '{not json' } : {}) });
     expect(res.status).toBe(501);
     expect(await res.json()).toEqual({ error: { message, type, code: null } });
+  });
+
+  it.each(['/v1/audio/transcriptions', '/audio/transcriptions', '/v1/audio/translations', '/audio/translations'])('POST %s: 501 for a valid upload, 400 for a malformed one', async (path) => {
+    const url = await serve(await FakeEngine.create());
+    const form = (file: boolean) => {
+      const f = new FormData();
+      if (file) f.append('file', new Blob([new Uint8Array(64)]), 'a.wav');
+      f.append('model', 'whisper-1');
+      return f;
+    };
+    const valid = await fetch(url + path, { method: 'POST', body: form(true) });
+    expect(valid.status).toBe(501);
+    expect(await valid.json()).toEqual({ error: { message: speechToText, type: 'not_supported_error', code: null } });
+    const missing = await fetch(url + path, { method: 'POST', body: form(false) });
+    expect(missing.status).toBe(400);
+    expect(((await missing.json()) as { error: { message: string } }).error.message).toMatch(/^file is required/);
+    const json = await fetch(url + path, { method: 'POST', body: '{not json' });
+    expect(json.status).toBe(400);
   });
 
   it('answers a WebSocket upgrade on /v1/realtime with the 501', async () => {

@@ -1,6 +1,7 @@
 // --sleep-idle-seconds through the real server and engine on stories260k: after the idle
 // spell the engine closes and destroys its GPU device (/props.is_sleeping turns true) while
-// /health, /slots and the cache stats keep answering; the next requests wait while the
+// /health, /slots and the cache stats keep answering (and /ready says it sleeps, and the
+// model server gauges read an empty KV pool of the same shape); the next requests wait while the
 // model loads again and then give the same greedy output as before the sleep, through the
 // openai client too, with the counters carried across.
 import { describe, expect, it } from 'vitest';
@@ -26,8 +27,13 @@ describe('--sleep-idle-seconds', () => {
     const before = await ask();
     expect(onceUponATime.expected_text.startsWith(before.choices[0]!.text)).toBe(true);
     expect(await sleeping()).toBe(false);
+    expect(await get('/ready')).toEqual({ status: 200, body: { status: 'ready' } });
+    const pool = live.engine.stats().kv!;
 
     await waitFor(sleeping, 10_000, 'the engine to sleep');
+    expect(await get('/ready')).toEqual({ status: 503, body: { status: 'sleeping' } });
+    expect(await get('/live')).toEqual({ status: 200, body: { status: 'alive' } });
+    expect(live.engine.stats().kv).toEqual({ blockSize: pool.blockSize, blocks: pool.blocks, usedBlocks: 0, slotBlocks: [0, 0] });
     expect(lines.some((l) => l.startsWith('sleeping after 1 s idle'))).toBe(true);
     const health = await get<{ status: string; observability: { sequences_completed: number } }>('/health');
     expect(health.status).toBe(200);
@@ -50,6 +56,7 @@ describe('--sleep-idle-seconds', () => {
     expect(after.map((r) => (typeof r === 'string' ? r : r.choices[0]!.text))).toEqual([before.choices[0]!.text, before.choices[0]!.text, before.choices[0]!.text]);
     expect(lines.filter((l) => l.startsWith('awake again'))).toHaveLength(1);
     expect(await sleeping()).toBe(false);
+    expect((await get('/ready')).status).toBe(200);
     expect((await get<{ observability: { sequences_completed: number } }>('/health')).body.observability.sequences_completed).toBe(4);
     expect((await get<PromptCacheStats>('/v1/cache/stats')).body.lookups).toBe(4);
 

@@ -1,8 +1,9 @@
 // POST /slots/:id?action=save|restore|erase through the real server and engine on
 // stories260k (llama-server's request and response shapes): a slot's tokens and KV go to a
 // file under --slot-save-path and come back, reproducing the same continuation from the
-// restored prefix (cached_tokens shows it was used); erase clears the slot's cache; a file
-// of another model, or a damaged one, is refused; file names stay inside the directory;
+// restored prefix (cached_tokens shows it was used), from a version 1 file (f32 KV,
+// converted to the f16 cache) as well; erase clears the slot's cache; a file of another
+// model, a damaged one or one of a later version is refused; file names stay inside the directory;
 // without --slot-save-path the actions answer 501 naming it. A request's id_slot runs it in
 // that slot (queued until the slot is free), so the actions act on what it left there.
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -11,6 +12,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PromptCacheStats } from '../src/engine/prompt-cache.js';
+import { f16ToF32 } from '../src/models/half.js';
 import { useLive, useServer } from './helpers/live-server.js';
 import { waitFor } from './helpers/server-load.js';
 import { storiesCases } from './helpers/stories-expected.js';
@@ -32,6 +34,22 @@ async function complete(body: Record<string, unknown>): Promise<{ content: strin
   return res.body as never;
 }
 
+/** A version 2 slot file of f16 keys and values rewritten as version 1 (one f32 dtype for both). */
+function asVersion1(file: Buffer): Buffer {
+  const jsonEnd = 16 + file.readUInt32LE(12);
+  const { k_dtype, v_dtype, ...header } = JSON.parse(file.toString('utf8', 16, jsonEnd)) as Record<string, unknown>;
+  expect([k_dtype, v_dtype]).toEqual(['f16', 'f16']);
+  const json = Buffer.from(JSON.stringify({ ...header, dtype: 'f32' }));
+  const head = Buffer.alloc(16);
+  file.copy(head, 0, 0, 8);
+  head.writeUInt32LE(1, 8);
+  head.writeUInt32LE(json.length, 12);
+  const ids = file.subarray(jsonEnd, jsonEnd + 4 * (header.tokens as number));
+  const halves = new Uint8Array(file.subarray(jsonEnd + ids.length));
+  const kv = f16ToF32(new Uint16Array(halves.buffer));
+  return Buffer.concat([head, json, ids, Buffer.from(kv.buffer)]);
+}
+
 async function stats(): Promise<PromptCacheStats> {
   return (await (await fetch(`${live.url}/v1/cache/stats`)).json()) as PromptCacheStats;
 }
@@ -47,8 +65,9 @@ describe('slot save, erase, restore', () => {
     expect(saved.status).toBe(200);
     const size = statSync(join(dir, 'story.bin')).size;
     expect(saved.body).toEqual({ id_slot: 0, filename: 'story.bin', n_saved: written, n_written: size, timings: { save_ms: expect.any(Number) } });
-    // Header, token ids, and f32 keys and values of 5 layers x 32 dims per position.
-    expect(size).toBeGreaterThan(written * (4 + 5 * 2 * 32 * 4));
+    // Header, token ids, and f16 keys and values (the default cache type) of 5 layers x 32 dims per position.
+    expect(size).toBeGreaterThan(written * (4 + 5 * 2 * 32 * 2));
+    expect(size).toBeLessThan(written * (4 + 5 * 2 * 32 * 4));
 
     expect((await live.post('/slots/0?action=erase')).body).toEqual({ id_slot: 0, n_erased: written });
     expect((await stats()).entries).toBe(0);
@@ -69,6 +88,15 @@ describe('slot save, erase, restore', () => {
     const warm = await complete({ prompt: extended });
     expect(warm.tokens_cached).toBe(p.length);
     expect(warm.content).toBe((await complete({ prompt: extended, cache_prompt: false })).content);
+
+    // The same slot as a version 1 file (f32 keys and values): converted to the f16 cache on
+    // restore, exactly the KV the f16 file held.
+    writeFileSync(join(dir, 'story-v1.bin'), asVersion1(readFileSync(join(dir, 'story.bin'))));
+    await live.post('/v1/cache/reset');
+    expect((await live.post('/slots/0?action=restore', { filename: 'story-v1.bin' })).body).toMatchObject({ n_restored: written });
+    const fromV1 = await complete({ prompt: p });
+    expect(fromV1.tokens_cached).toBe(p.length - 1);
+    expect(fromV1.content).toBe(original.content);
   });
 
   it('refuses a file of another model or a damaged one with 400, and restores nothing', async () => {
@@ -83,11 +111,15 @@ describe('slot save, erase, restore', () => {
     writeFileSync(join(dir, 'other.bin'), other);
     writeFileSync(join(dir, 'short.bin'), good.subarray(0, good.length - 8));
     writeFileSync(join(dir, 'junk.bin'), 'not a slot file');
+    const future = Buffer.from(good);
+    future.writeUInt32LE(9, 8);
+    writeFileSync(join(dir, 'future.bin'), future);
     await live.post('/v1/cache/reset');
     const cases: Array<[string, RegExp]> = [
       ['other.bin', /saved from another model/],
       ['short.bin', /truncated/],
       ['junk.bin', /not a slot file/],
+      ['future.bin', /slot file version 9, this server reads 1 and 2/],
       ['missing.bin', /no slot file "missing.bin"/],
     ];
     for (const [filename, message] of cases) {

@@ -9,10 +9,10 @@ import { describe, expect, it } from 'vitest';
 import { ForwardRunner } from '../src/engine/forward.js';
 import { loadModel } from '../src/models/model.js';
 import { warmerHelps } from '../src/runtime/shader-warmer.js';
-import { greedy, testGpu } from './helpers/model-harness.js';
+import { greedy, SERVER_KV_TYPES, testGpu } from './helpers/model-harness.js';
 
 const MODEL = 'models/stories260k';
-const OPTIONS = { maxTokens: 16, maxSeqs: 1, kvTokens: 64, maxContext: 64, blockSize: 16 };
+const OPTIONS = { maxTokens: 16, maxSeqs: 1, kvTokens: 64, maxContext: 64, blockSize: 16, kvTypes: SERVER_KV_TYPES };
 const PROMPT = [1, 403, 407, 261, 378];
 
 describe('shader warmer', () => {

@@ -1,9 +1,10 @@
 // The real trained stories260k model reproduces llama2.c's greedy outputs token for token
-// (expected.json was cross-checked by run.c, a numpy reference and llama.cpp).
+// (expected.json was cross-checked by run.c, a numpy reference and llama.cpp), with the
+// default f16 KV cache; its logits match the f32 reference with an f32 cache too.
 import { describe, expect, it, vi } from 'vitest';
 import { ForwardRunner } from '../src/engine/forward.js';
 import { loadEngine } from '../src/engine/load.js';
-import { greedy, openRunner, TEST_BACKEND } from './helpers/model-harness.js';
+import { F32_KV_TYPES, greedy, openRunner, SERVER_KV_TYPES, TEST_BACKEND } from './helpers/model-harness.js';
 import { STORIES_DIR as MODEL, storiesExpected as expected } from './helpers/stories-expected.js';
 
 describe('stories260k', () => {
@@ -67,13 +68,20 @@ describe('stories260k', () => {
     );
   });
 
-  it('final-position logits match the reference within 1e-4', async () => {
-    const runner = await openRunner(MODEL);
+  // f32 throughout with an f32 KV cache: only the summation order differs from the numpy
+  // reference (observed 6e-6). The default f16 cache rounds every key and value to 11
+  // significant bits (2^-12 relative at most), which moves these logits by 5e-3 (observed;
+  // llama.cpp's own f16 cache moves them by ~6e-3, llama-oracle.ts): 1e-2 bounds it, while
+  // a misplaced key or value moves them by ~1.
+  it.each([
+    [F32_KV_TYPES, 1e-4],
+    [SERVER_KV_TYPES, 1e-2],
+  ] as const)('final-position logits match the reference (KV cache %o, within %d)', async (kvTypes, tolerance) => {
+    const runner = await openRunner(MODEL, 256, { kvTypes });
     const { prompt_token_ids: prompt, logits: refLogits } = expected.reference_logits;
     const { promptLogits } = await greedy(runner, prompt, 1);
     let maxDiff = 0;
     for (let i = 0; i < refLogits.length; i++) maxDiff = Math.max(maxDiff, Math.abs(promptLogits[i] - refLogits[i]));
-    // f32 throughout; only the summation order differs from the numpy reference.
-    expect(maxDiff).toBeLessThan(1e-4);
+    expect(maxDiff).toBeLessThan(tolerance);
   });
 });

@@ -8,6 +8,7 @@ import type {
   GenerationRequest,
   LoopDetection,
   Priority,
+  PromptImage,
   PromptProgress,
   SamplingParams,
   Timings,
@@ -49,6 +50,8 @@ export interface TextGenerationParams {
   cachePrompt?: boolean;
   /** --context-shift: a full context drops its older half after `keep` tokens (GenerationRequest.contextShift). */
   contextShift?: { keep: number };
+  /** A vision-language model's image soft tokens in the prompt (GenerationRequest.images). */
+  images?: PromptImage[];
 }
 
 export interface Usage {
@@ -105,7 +108,7 @@ export function generateTexts(engine: Engine, choices: TextGenerationParams[]): 
 }
 
 function engineRequest(params: TextGenerationParams): GenerationRequest {
-  const { promptTokens, maxTokens, sampling, signal, priority, slot, constraint, logprobs, postSamplingProbs, loopDetection, cachePrompt, contextShift, onProgress } = params;
+  const { promptTokens, maxTokens, sampling, signal, priority, slot, constraint, logprobs, postSamplingProbs, loopDetection, cachePrompt, contextShift, onProgress, images } = params;
   return {
     promptTokens,
     maxTokens,
@@ -120,6 +123,7 @@ function engineRequest(params: TextGenerationParams): GenerationRequest {
     ...(contextShift ? { contextShift } : {}),
     ...(onProgress ? { progress: true } : {}),
     ...(postSamplingProbs ? { postSamplingProbs: true } : {}),
+    ...(images ? { images } : {}),
   };
 }
 
@@ -224,6 +228,9 @@ async function* textEvents(
     return;
   }
   if (!signal?.aborted) throw new Error('engine ended a generation without a done event');
+  // A client that left ends its generation quietly; a signal aborted with an error of its
+  // own (the server's shutdown deadline) fails it with that error.
+  if (signal.reason instanceof Error && signal.reason.name !== 'AbortError') throw signal.reason;
 }
 
 /** llama-server-style timings measured here, for generations this layer ends itself. */

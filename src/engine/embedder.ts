@@ -11,11 +11,9 @@ import { readModelConfig } from '../models/config.js';
 import { loadModel, type LoadedModel } from '../models/model.js';
 import { ENCODERS } from '../models/registry.js';
 import { TextTokenizer } from '../models/tokenizer.js';
-import { QueueFullError } from './types.js';
+import { modelMemory, QueueFullError, type EngineMemory } from './types.js';
 
 const BLOCK_SIZE = 16;
-/** Dispatches a submitted piece of a pass holds where a submit runs its work inline (as ForwardRunner). */
-const INLINE_PIECE = 12;
 
 export interface EmbedderInfo {
   /** Directory name or --alias: the id shown in responses. */
@@ -98,6 +96,8 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
     kvTokens: contextSize + maxSeqs * BLOCK_SIZE,
     maxContext: contextSize,
     blockSize: BLOCK_SIZE,
+    // One pass's transient keys and values: kept at full precision, as an encoder computes them.
+    kvTypes: { k: 'f32', v: 'f32' },
     pooling,
   });
   const info: EmbedderInfo = {
@@ -167,6 +167,11 @@ export class Embedder {
       size: model.maxSeqs * model.pooled!.width * 4,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
+  }
+
+  /** The model's GPU memory. */
+  memory(): EngineMemory {
+    return modelMemory([this.model]);
   }
 
   /** Requests waiting or running. */
@@ -264,8 +269,7 @@ export class Embedder {
   private async run(inputs: EmbedInput[]): Promise<Float32Array[]> {
     const { model } = this;
     const { meta, ops } = model;
-    const { device, submitRunsInline } = ops.gpu;
-    const queue = device.queue;
+    const queue = ops.gpu.device.queue;
     const n = inputs.reduce((s, x) => s + x.tokens.length, 0);
     const tokens = new Uint32Array(n);
     const pos = new Uint32Array(n);
@@ -297,19 +301,8 @@ export class Embedder {
     queue.writeBuffer(model.pooled!.norms, 0, packSeqNorms(norms));
     const shape = { tokens: n, seqs: inputs.length, bias: 0 };
     ops.writeStep(shape);
-    const dispatches = model.program.dispatches.length;
-    const last = submitRunsInline ? Math.max(0, dispatches - INLINE_PIECE) : 0;
-    for (let from = 0; from < last; from += INLINE_PIECE) {
-      const piece = device.createCommandEncoder();
-      model.program.encode(piece, shape, undefined, from, Math.min(from + INLINE_PIECE, last));
-      queue.submit([piece.finish()]);
-      await new Promise((r) => setImmediate(r));
-    }
-    const encoder = device.createCommandEncoder();
-    model.program.encode(encoder, shape, undefined, last);
     const width = model.pooled!.width;
-    encoder.copyBufferToBuffer(model.pooled!.out, 0, this.staging, 0, inputs.length * width * 4);
-    queue.submit([encoder.finish()]);
+    await model.program.submit(ops.gpu, shape, { finish: (encoder) => encoder.copyBufferToBuffer(model.pooled!.out, 0, this.staging, 0, inputs.length * width * 4) });
     const data = new Float32Array(await mapRead(this.staging), 0, inputs.length * width);
     return inputs.map((x, s) => data.slice(s * width, s * width + x.dims));
   }

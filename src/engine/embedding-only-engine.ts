@@ -1,18 +1,35 @@
-// The engine of a server started with --embeddings (or --reranking): the -m model serves
-// that job alone, through its Embedder. What the routes ask of an Engine (its id, tokenizer,
-// context, stats for /health, /props and /v1/models) comes from the embedder; generation
-// throws GenerationDisabledError, which the server answers with 501 naming the flag, as
+// The engine of a server whose -m model serves one job other than text generation:
+// embeddings (--embeddings), reranking (--reranking) or speech to text (a Whisper
+// checkpoint). What the routes ask of an Engine (its id, tokenizer, context, stats for
+// /health, /props and /v1/models) comes from that model's worker; generation throws
+// GenerationDisabledError, which the server answers with 501 naming what turned it off, as
 // llama-server's generation routes do in embedding mode.
 import type { Engine, SlotFileResult } from './engine.js';
-import type { Embedder } from './embedder.js';
-import { zeroCounters, type EngineStats, type GenerationEvent } from './types.js';
+import type { TextTokenizer } from '../models/tokenizer.js';
+import { zeroCounters, type EngineMemory, type EngineStats, type GenerationEvent } from './types.js';
 import { disabledCacheStats } from './prompt-cache.js';
 
-/** Generation is off: the server answers 501, naming the flag that turned it off. */
+/** What turns generation off when -m is a Whisper checkpoint (AppOptions.generationDisabledBy). */
+export const AUDIO_ONLY = 'a Whisper speech-to-text checkpoint';
+
+/** Generation is off: the server answers 501, naming the flag (or the model kind) that turned it off. */
 export class GenerationDisabledError extends Error {
-  constructor(flag: string) {
-    super(`This server was started with \`${flag}\`: it serves ${flag === '--reranking' ? 'reranking' : 'embeddings'} only. Start it without \`${flag}\` for text generation (--embedding-model / --reranker-model serve a second model beside a chat model).`);
+  constructor(by: string) {
+    super(by === AUDIO_ONLY
+      ? `This server's model (-m) is ${AUDIO_ONLY}: it serves speech to text only (/v1/audio/transcriptions, /v1/audio/translations). Serve a chat model with -m and the Whisper checkpoint beside it with --stt-model for both.`
+      : `This server was started with \`${by}\`: it serves ${by === '--reranking' ? 'reranking' : 'embeddings'} only. Start it without \`${by}\` for text generation (--embedding-model / --reranker-model serve a second model beside a chat model).`);
   }
+}
+
+/** The worker of the one job (an Embedder, a Transcriber). */
+export interface JobWorker {
+  info: { id: string; path: string; architecture: string; vocabSize: number; contextSize: number };
+  tokenizer: TextTokenizer;
+  /** Requests waiting or running. */
+  pending: number;
+  /** The GPU memory it holds (EngineStats.memory). */
+  memory(): EngineMemory;
+  close(): Promise<void>;
 }
 
 export class EmbeddingOnlyEngine implements Engine {
@@ -20,7 +37,7 @@ export class EmbeddingOnlyEngine implements Engine {
   readonly tokenizer;
   readonly adapterDescription: string;
 
-  constructor(private readonly embedder: Embedder, private readonly flag: string, adapterDescription: string) {
+  constructor(private readonly embedder: JobWorker, private readonly flag: string, adapterDescription: string) {
     const i = embedder.info;
     this.info = { id: i.id, path: i.path, architecture: i.architecture, vocabSize: i.vocabSize, contextSize: i.contextSize, eosTokenIds: [] };
     this.tokenizer = embedder.tokenizer;
@@ -35,7 +52,7 @@ export class EmbeddingOnlyEngine implements Engine {
     throw new GenerationDisabledError(this.flag);
   }
 
-  /** One slot: the embedder's worker; its queue is the requests waiting or running. */
+  /** One slot: the worker; its queue is the requests waiting or running. */
   stats(): EngineStats {
     const pending = this.embedder.pending;
     return {
@@ -44,6 +61,7 @@ export class EmbeddingOnlyEngine implements Engine {
       queueDepth: Math.max(0, pending - 1),
       slotStates: [pending > 0 ? 'decoding' : 'idle', ...Array.from({ length: Math.max(0, pending - 1) }, () => 'queued' as const)],
       counters: zeroCounters(),
+      memory: this.embedder.memory(),
     };
   }
 

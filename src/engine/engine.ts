@@ -1,6 +1,8 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
+import type { VisionEncoder } from '../models/gemma3-vision.js';
 import type { LoadOptions } from '../models/model.js';
+import type { KvType } from '../runtime/tensors.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { PromptCacheStats } from './prompt-cache.js';
 import type { SpeculativeOptions } from './speculative.js';
@@ -11,6 +13,8 @@ export interface Engine {
   readonly tokenizer: TextTokenizer;
   /** e.g. "llvmpipe (LLVM 15, 256 bits) via opengles". */
   readonly adapterDescription: string;
+  /** A vision-language model's image encoder: its soft tokens go in GenerationRequest.images. */
+  readonly vision?: VisionEncoder;
   /**
    * Queues a request and streams its tokens. The prompt must fit the context
    * (callers check `info.contextSize` first and answer 400). Throws QueueFullError
@@ -60,11 +64,19 @@ export interface EngineOptions {
   /** Total KV tokens, divided among the slots; default: each slot gets the model's
    *  max_position_embeddings, capped so the total stays at most 8192. */
   contextSize?: number;
+  /** MLXCEL_REQUEST_MEMORY_BUDGET in bytes: lowers the request memory budget (./memory-budget.ts). */
+  requestMemoryBudget?: number;
   /** Decode slots (--parallel); default 4. */
   parallel?: number;
   /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the
    *  context is the total, not the per-slot share). Default off. */
   kvUnified?: boolean;
+  /** How the KV cache stores keys and values (--cache-type-k, --cache-type-v); default ENGINE_DEFAULTS'. */
+  cacheTypeK?: KvType;
+  cacheTypeV?: KvType;
+  /** KV positions allocated at load, and how long the engine stays idle before the pool shrinks back towards them; default ENGINE_DEFAULTS'. */
+  kvInitialTokens?: number;
+  kvShrinkIdleMs?: number;
   /** Tokens per forward pass: the prefill chunk (--batch-size); default 512. */
   batchSize?: number;
   /** Requests that may wait for a slot (--max-queue); default 64. */
@@ -105,6 +117,13 @@ export const ENGINE_DEFAULTS = {
   parallel: 4,
   /** Tokens per forward pass. */
   batchSize: 512,
+  /** The KV cache's keys and values: f16, as llama-server's. */
+  cacheTypeK: 'f16' as KvType,
+  cacheTypeV: 'f16' as KvType,
+  /** KV positions allocated at load (at most one sequence's context): the pool doubles from there as sequences need blocks. */
+  kvInitialTokens: 1024,
+  /** Idle milliseconds before the KV pool shrinks. */
+  kvShrinkIdleMs: 5000,
   /** Requests waiting for a slot before QueueFullError. */
   maxQueue: 64,
   /** Prompt-cache blocks. */

@@ -50,6 +50,11 @@ export interface SeqChunk {
   startPos: number;
   /** KV block ids covering positions 0 .. startPos + tokens.length - 1. */
   table: number[];
+  /**
+   * The recurrent state slot the chunk continues from and leaves its state in (a recurrent
+   * model's; its slot). Default 0. A chunk at position 0 starts from a zero state.
+   */
+  state?: number;
   /** Present when this chunk ends with a token whose successor is sampled. */
   sample?: SampleInput;
   /**
@@ -62,6 +67,16 @@ export interface SeqChunk {
    * same last-token logits, after `sample`.
    */
   forks?: SampleInput[];
+  /** Images whose soft tokens lie in this chunk, each whole (a vision-language model's). */
+  images?: ChunkImage[];
+}
+
+/** One image's soft tokens in a chunk: they replace the embeddings of tokens at .. at + n - 1, which attend to each other both ways. */
+export interface ChunkImage {
+  /** Index of the first in the chunk's tokens. */
+  at: number;
+  /** [n, hidden] embeddings. */
+  rows: Float32Array;
 }
 
 const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
@@ -72,9 +87,6 @@ const LOGPROB_WORDS = 2 * (1 + MAX_TOP_LOGPROBS);
 const WARMUP_TOKENS = [5, 3, 1];
 /** Ends a sequence's logprob list early (sample.wgsl). */
 const NO_TOKEN = 0xffffffff;
-/** Dispatches a submitted piece of a pass holds where a submit runs its work inline: about
- *  one decoder layer's, so the event loop waits at most a layer's time. */
-const INLINE_PIECE = 12;
 
 export class ForwardRunner {
   private readonly staging: GPUBuffer;
@@ -127,8 +139,10 @@ export class ForwardRunner {
     const tables: number[] = [];
     const seqLast: number[] = [];
     const samples: SampleInput[] = [];
+    const chunkMeta = new Uint32Array(4 * chunks.length);
     let t = 0;
-    for (const c of chunks) {
+    for (const [i, c] of chunks.entries()) {
+      chunkMeta.set([t, c.tokens.length, c.state ?? 0, c.startPos], 4 * i);
       const tableOffset = tables.length;
       tables.push(...c.table);
       for (let i = 0; i < c.tokens.length; i++, t++) {
@@ -148,30 +162,25 @@ export class ForwardRunner {
     }
     if (tables.length > model.maxTableEntries) throw new Error('block table overflow');
     if (samples.length > model.maxSeqs) throw new Error(`${samples.length} sampled sequences exceed ${model.maxSeqs}`);
+    if (model.images) this.writeImages(chunks, pos);
+    else if (chunks.some((c) => c.images)) throw new Error('this model takes no images');
     queue.writeBuffer(meta.tokens, 0, tokens);
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
     queue.writeBuffer(meta.blockTable, 0, Uint32Array.from(tables));
+    queue.writeBuffer(meta.chunks, 0, chunkMeta);
     const nSeqs = samples.length;
     const nBias = nSeqs > 0 ? this.writeSampling(seqLast, samples) : 0;
-    const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias };
+    const shape = { tokens: nTokens, seqs: nSeqs, bias: nBias, chunks: chunks.length };
     model.ops.writeStep(shape);
-    const { device, submitRunsInline } = model.ops.gpu;
-    // Where a submit runs its work inline, all but the last piece of the pass go first,
-    // each followed by a turn of the event loop.
-    const last = submitRunsInline ? Math.max(0, model.program.dispatches.length - INLINE_PIECE) : 0;
-    for (let from = 0; from < last; from += INLINE_PIECE) {
-      const piece = device.createCommandEncoder();
-      model.program.encode(piece, shape, only, from, Math.min(from + INLINE_PIECE, last));
-      queue.submit([piece.finish()]);
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    const encoder = device.createCommandEncoder();
-    model.program.encode(encoder, shape, only, last);
     const wantLogprobs = samples.some((s) => s.topLogprobs !== undefined);
-    if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
-    if (wantLogprobs) encoder.copyBufferToBuffer(meta.logprobs, 0, this.staging, model.maxSeqs * 4, nSeqs * LOGPROB_WORDS * 4);
-    queue.submit([encoder.finish()]);
+    await model.program.submit(model.ops.gpu, shape, {
+      only,
+      finish: (encoder) => {
+        if (nSeqs > 0) encoder.copyBufferToBuffer(meta.sampled, 0, this.staging, 0, nSeqs * 4);
+        if (wantLogprobs) encoder.copyBufferToBuffer(meta.logprobs, 0, this.staging, model.maxSeqs * 4, nSeqs * LOGPROB_WORDS * 4);
+      },
+    });
     // Waiting even when nothing is read back lets HTTP events (a client hanging up)
     // run between the chunks of a long prompt.
     if (nSeqs === 0) {
@@ -194,6 +203,31 @@ export class ForwardRunner {
       }
       return out;
     });
+  }
+
+  /**
+   * A vision-language model's image inputs for the pass: each token attends to its own
+   * position, an image's tokens to their image's last; the image tokens' rows and flags.
+   */
+  private writeImages(chunks: SeqChunk[], pos: Uint32Array): void {
+    const images = this.model.images!;
+    const queue = this.model.ops.gpu.device.queue;
+    const hidden = this.model.cfg.hidden;
+    const keyEnd = pos.slice();
+    const flags = new Uint32Array(pos.length);
+    let first = 0;
+    for (const c of chunks) {
+      for (const image of c.images ?? []) {
+        const n = image.rows.length / hidden;
+        const start = first + image.at;
+        keyEnd.fill(pos[start + n - 1]!, start, start + n);
+        flags.fill(1, start, start + n);
+        queue.writeBuffer(images.rows, start * hidden * 4, image.rows);
+      }
+      first += c.tokens.length;
+    }
+    queue.writeBuffer(images.keyEnd, 0, keyEnd);
+    queue.writeBuffer(images.flags, 0, flags);
   }
 
   /** Writes per-sequence sampler params, masks and penalties; returns the entry count. */

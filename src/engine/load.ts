@@ -7,15 +7,23 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { openGpu, type Backend } from '../runtime/gpu.js';
 import { readModelConfig } from '../models/config.js';
-import { loadModel } from '../models/model.js';
+import { loadGemma3Vision } from '../models/gemma3-vision.js';
+import { readFamilyConfig } from '../models/registry.js';
+import { checkpointWeightBytes, kvTokenBytes, loadModel, type KvTypes } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
+import { memoryBudget, RequestMemory } from './memory-budget.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
 import { SleepingEngine, type Awake } from './sleep.js';
 
 const BLOCK_SIZE = 16;
+
+/** Bytes in GiB, one decimal (MiB below one GiB). */
+function size(bytes: number): string {
+  return bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(1)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
 /** Default KV budget across all slots when --ctx-size is not given. */
 const DEFAULT_TOTAL_CONTEXT = 8192;
 
@@ -32,7 +40,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const dir = resolve(options.modelDir);
   const slots = options.parallel ?? ENGINE_DEFAULTS.parallel;
   const batchSize = options.batchSize ?? ENGINE_DEFAULTS.batchSize;
-  const cfg = readModelConfig(dir);
+  // The family's reading: a hybrid's recurrent layers turn the prompt cache off before its KV is sized.
+  const { cfg } = readFamilyConfig(dir);
   const maxPositions = cfg.maxPositions;
   // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
   // slot gets the model's trained length within a total budget.
@@ -48,24 +57,36 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const total = options.contextSize && options.contextSize > 0 ? options.contextSize : Math.min(maxPositions, slots * perSlot);
   const seqContext = unified ? total : perSlot;
   const slotBlocks = Math.max(slots * Math.ceil(perSlot / BLOCK_SIZE), Math.ceil(seqContext / BLOCK_SIZE));
-  const blockBytes = cfg.layers * 2 * BLOCK_SIZE * cfg.kvHeads * cfg.headDim * 4;
-  const cacheOn = options.cachePrompt !== false;
+  const kvTypes: KvTypes = { k: options.cacheTypeK ?? ENGINE_DEFAULTS.cacheTypeK, v: options.cacheTypeV ?? ENGINE_DEFAULTS.cacheTypeV };
+  const blockBytes = BLOCK_SIZE * kvTokenBytes(cfg, kvTypes);
+  // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
+  // cached prefix or a shifted context.
+  const recurrent = cfg.recurrent === true;
+  const cacheOn = options.cachePrompt !== false && !recurrent;
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
   const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
   // A draft model gets a KV pool of its own for the slots' contexts (no prompt cache).
   const draftDir = options.speculative?.kind === 'draft-model' ? draftModelDir(options.speculative.draftModel) : undefined;
   const draftCfg = draftDir === undefined ? undefined : readModelConfig(draftDir);
-  const draftKvBytes = draftCfg ? slotBlocks * draftCfg.layers * 2 * BLOCK_SIZE * draftCfg.kvHeads * draftCfg.headDim * 4 : 0;
+  const draftKvBytes = draftCfg ? slotBlocks * BLOCK_SIZE * kvTokenBytes(draftCfg, kvTypes) : 0;
   const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
   options.log?.(`adapter ${gpu.description}`);
-  // On a CPU adapter the KV cache is host memory (llvmpipe zero-fills each texture as it
-  // creates it): a cache the machine cannot hold would start loading, then die to the
-  // out-of-memory killer. WebGPU reports no GPU memory to check against.
+  // On a CPU adapter the weights and the KV cache are host memory (llvmpipe zero-fills each
+  // texture as it creates it): a model the machine cannot hold would start loading, then
+  // die to the out-of-memory killer. WebGPU reports no GPU memory to check against.
   const kvBytes = (slotBlocks + cacheBlocks) * blockBytes + draftKvBytes;
+  const weightBytes = checkpointWeightBytes(dir);
   if (gpu.isCpu && kvBytes > freemem()) {
-    const gib = (b: number) => (b / 2 ** 30).toFixed(1);
-    throw new Error(`a KV cache of ${gib(kvBytes)} GiB (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${gib(freemem())} GiB of free memory; lower --ctx-size or --parallel`);
+    throw new Error(`a KV cache of ${size(kvBytes)} (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${size(freemem())} of free memory; lower --ctx-size or --parallel`);
+  }
+  if (gpu.isCpu && weightBytes + kvBytes > freemem()) {
+    throw new Error(`the checkpoint's weights (${size(weightBytes)}) and a KV cache of ${size(kvBytes)} exceed the ${size(freemem())} of free memory this CPU adapter (${gpu.description}) has`);
+  }
+  const budget = memoryBudget(gpu.isCpu, options.requestMemoryBudget);
+  if (weightBytes > budget.bytes) {
+    gpu.device.destroy();
+    throw new Error(`the checkpoint's weights (${weightBytes} bytes, ${size(weightBytes)}) do not fit the request memory budget of ${budget.bytes} bytes (${size(budget.bytes)}, from ${budget.from})`);
   }
   const tokenizer = await TextTokenizer.load(dir);
   if (draftDir !== undefined) {
@@ -80,8 +101,13 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     // A verify round samples at each drafted position as well as after the last token.
     maxSeqs: slots * (1 + (options.speculative?.nMax ?? 0)),
     kvTokens: (slotBlocks + cacheBlocks) * BLOCK_SIZE,
+    // The pool grows from there as sequences need blocks, up to the slots' contexts and the prompt cache's.
+    kvInitialTokens: Math.min(seqContext, options.kvInitialTokens ?? ENGINE_DEFAULTS.kvInitialTokens),
+    kvTypes,
     maxContext: seqContext,
     blockSize: BLOCK_SIZE,
+    // With speculative decoding, a snapshot slot per slot for a verify round's state.
+    stateSlots: options.speculative ? 2 * slots : slots,
     onProgress: options.onLoadProgress,
     warmShaders: options.warmShaders === true && options.warmup !== false,
   });
@@ -94,34 +120,56 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     vocabSize: model.cfg.vocab,
     contextSize: seqContext,
     eosTokenIds: [...eos],
+    ...(recurrent ? { recurrent } : {}),
     ...(options.speculative ? { speculative: { kind: options.speculative.kind, nMax: options.speculative.nMax, ...(draftDir ? { draftModel: draftDir } : {}) } } : {}),
   };
-  options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}) from ${dir}`);
+  options.log?.(`model ${info.id} (${info.architecture}, ${model.weightFormat}, ${size(weightBytes)}) from ${dir}`);
   options.log?.(unified
     ? `context ${seqContext} tokens per sequence, one KV pool shared by ${slots} slot${slots === 1 ? '' : 's'} (--kv-unified)`
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
+  if (recurrent && options.cachePrompt !== false) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
+  const vision = await loadGemma3Vision(gpu, dir);
+  if (vision) options.log?.(`vision tower: ${vision.tokensPerImage} soft tokens per image`);
   let drafter: DraftModel | undefined;
   if (draftDir !== undefined) {
     const draft = await loadModel(gpu, draftDir, {
       maxTokens: batchSize,
       maxSeqs: slots,
       kvTokens: slotBlocks * BLOCK_SIZE,
+      kvTypes,
       maxContext: seqContext,
       blockSize: BLOCK_SIZE,
     });
+    if (draft.states.length > 0) {
+      gpu.device.destroy();
+      throw new Error(`draft model ${draftDir} (${draft.cfg.modelType}) has recurrent layers, whose state cannot be rolled back to the kept position of a verify round: use a transformer draft model`);
+    }
     options.log?.(`draft model ${basename(draftDir)} (${draft.cfg.modelType}, ${draft.weightFormat}) from ${draftDir}`);
     const draftRunner = new ForwardRunner(draft);
     if (options.warmup !== false) await draftRunner.warmUp();
     drafter = new DraftModel(draftRunner);
   }
+  options.log?.(`request memory budget ${size(budget.bytes)} (${budget.from}), ${size(budget.bytes - weightBytes)} of it for requests`);
+  const qkv = (cfg.heads + 2 * cfg.kvHeads) * cfg.headDim;
+  const memory = new RequestMemory(budget.bytes, weightBytes, {
+    kvBytesPerToken: blockBytes / BLOCK_SIZE,
+    // With speculative decoding, each sequence's state has a snapshot too.
+    stateBytes: (options.speculative ? 2 : 1) * model.states.reduce((n, s) => n + s.slotBytes, 0),
+    activationBytesPerToken: 4 * (2 * cfg.hidden + qkv + 2 * cfg.intermediate),
+    chunkTokens: batchSize,
+    contextSize: seqContext,
+  });
   const engine = new Scheduler(info, tokenizer, gpu.description, runner, {
+    memory,
     slots,
     maxQueue: options.maxQueue ?? ENGINE_DEFAULTS.maxQueue,
     kvUnified: unified,
+    kvShrinkIdleMs: options.kvShrinkIdleMs ?? ENGINE_DEFAULTS.kvShrinkIdleMs,
     ...(options.speculative ? { speculative: options.speculative } : {}),
     ...(drafter ? { drafter } : {}),
+    ...(vision ? { vision } : {}),
     cache: {
       enabled: cacheOn,
       blockBytes,
@@ -131,6 +179,9 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });
+  const m = engine.stats().memory;
+  const bytes = (n: number) => `${n} B (${(n / 2 ** 20).toFixed(1)} MiB)`;
+  options.log?.(`GPU memory: weights ${bytes(m.weights)}, KV cache ${bytes(m.kv)} of at most ${bytes(m.kvMax)} (K ${kvTypes.k}, V ${kvTypes.v}), other ${bytes(m.other)}`);
   return { engine, release: () => gpu.device.destroy() };
 }
 

@@ -239,6 +239,21 @@ export class PromptCache {
     return giveBack;
   }
 
+  /**
+   * Moves cached blocks to other block ids (their KV copied there by the caller), when no
+   * request holds any of them; false, and nothing moved, otherwise.
+   */
+  move(moves: ReadonlyMap<number, number>): boolean {
+    const moved = [...moves.keys()].map((block) => this.byBlock.get(block));
+    if (moved.some((e) => e === undefined || e.refs > 0)) return false;
+    for (const e of moved as Entry[]) this.byBlock.delete(e.block);
+    for (const e of moved as Entry[]) {
+      e.block = moves.get(e.block)!;
+      this.byBlock.set(e.block, e);
+    }
+    return true;
+  }
+
   /** Blocks evictForPool could give the pool now: unborrowed ones that nobody else holds (`sole`). */
   reclaimable(sole: (block: number) => boolean): number {
     let n = 0;

@@ -23,16 +23,20 @@ import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import type { DraftModel, DraftRequest } from './drafters/draft-model.js';
-import { ForwardRunner, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
+import type { VisionEncoder } from '../models/gemma3-vision.js';
+import { ForwardRunner, type ChunkImage, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
 import { BlockAllocator, KvRows, type BlockCopy } from './kv-cache.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
+import type { RequestMemory } from './memory-budget.js';
+import { RecurrentStates } from './recurrent-state.js';
 import { SlotStore } from './slot-store.js';
 import { Speculation, StepCost, type SpeculativeOptions } from './speculative.js';
 import {
+  modelMemory,
   QueueFullError,
   XTC_THRESHOLD,
   zeroCounters,
@@ -54,6 +58,8 @@ interface Sequence {
   events: Channel<GenerationEvent>;
   /** Its events are closed (finished, or cancelled by the client): an active one leaves at the next fill. */
   closed: boolean;
+  /** Gives back its share of its request's memory reservation; cleared once called. */
+  settle?: () => void;
   rng: Rng;
   /** KV blocks, in position order. */
   table: number[];
@@ -100,24 +106,34 @@ export interface SchedulerOptions {
    * reserved and neither happens.
    */
   kvUnified: boolean;
+  /** How long the engine stays idle before the KV pool shrinks back (BlockAllocator.shrink). */
+  kvShrinkIdleMs: number;
   cache: Omit<PromptCacheOptions, 'blockSize'>;
   /** Speculative decoding; absent = off. */
   speculative?: SpeculativeOptions;
+  /** The model's image encoder (Engine.vision). */
+  vision?: VisionEncoder;
   /** The draft model, when speculative.kind is 'draft-model'. */
   drafter?: DraftModel;
+  /** Request memory admission: each request reserves its estimate until its last choice ends. */
+  memory: RequestMemory;
 }
 
 export class Scheduler implements Engine {
+  readonly vision?: VisionEncoder;
   private readonly waiting = new PriorityQueue<Sequence>();
   private readonly active: Sequence[] = [];
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
   private readonly rows: KvRows;
+  private readonly states: RecurrentStates;
   private readonly slotStore: SlotStore;
   private readonly eos: Set<number>;
   private readonly stepCost = new StepCost();
   /** The engine loop while it runs; cleared by the loop itself when it finds no work. */
   private loop: Promise<void> | undefined;
+  /** The KV pool's shrink, pending while the engine is idle. */
+  private shrinkTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly counters: EngineCounters = zeroCounters();
 
@@ -128,15 +144,18 @@ export class Scheduler implements Engine {
     private readonly runner: ForwardRunner,
     private readonly options: SchedulerOptions,
   ) {
+    this.vision = options.vision;
     const kv = runner.model.kv;
-    this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
+    this.blocks = new BlockAllocator(kv.blocks, kv.blockSize, { initial: kv.blocks, max: kv.maxBlocks, resize: (blocks) => this.rows.resize(blocks) });
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
+    this.states = new RecurrentStates(runner.model.ops.gpu.device, runner.model.states);
     const { cfg } = runner.model;
     this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, {
       slots: options.slots,
-      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, dtype: 'f32' },
+      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim },
+      types: kv.types,
       contextSize: info.contextSize,
       blockBytes: options.cache.blockBytes,
       capacityBytes: options.cache.capacityBytes,
@@ -156,6 +175,9 @@ export class Scheduler implements Engine {
     const free = this.options.slots - this.active.length;
     if (this.waiting.size + reqs.length - 1 - free >= this.options.maxQueue) throw new QueueFullError(this.waiting.size);
     if (prompt.length === 0) throw new Error('empty prompt');
+    const { hidden } = this.runner.model.cfg;
+    const image = reqs[0]!.images?.find((im) => im.rows.length / hidden > this.runner.model.maxTokens);
+    if (image) throw new Error(`an image of ${image.rows.length / hidden} tokens does not fit one prefill chunk of ${this.runner.model.maxTokens} (--batch-size)`);
     if (prompt.length >= this.info.contextSize) {
       throw new Error(`prompt of ${prompt.length} tokens does not fit the context of ${this.info.contextSize}`);
     }
@@ -164,17 +186,28 @@ export class Scheduler implements Engine {
     }
     const slot = reqs[0]!.slot;
     if (slot !== undefined && !(Number.isInteger(slot) && slot >= 0 && slot < this.options.slots)) throw new Error(`no slot ${slot}`);
-    const first = this.enqueue(reqs[0]!);
-    const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first))];
+    const maxTokens = Math.max(...reqs.map((r) => r.maxTokens));
+    const release = this.options.memory.reserve(this.options.memory.estimate(prompt.length, maxTokens, reqs.length));
+    let open = reqs.length;
+    const settle = () => {
+      if (--open === 0) release();
+    };
+    const first = this.enqueue(reqs[0]!, undefined, settle);
+    const seqs = [first, ...reqs.slice(1).map((req) => this.enqueue(req, first, settle))];
     // Start on the next turn of the event loop, so requests that arrive together (a
     // burst of clients) are admitted into the same first step.
+    clearTimeout(this.shrinkTimer);
     this.loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.run());
     return seqs.map((seq) => seq.events);
   }
 
   stats(): EngineStats {
     const queued = this.waiting.size;
-    const busy = new Set(this.active.filter((s) => !s.closed).map((s) => s.slot));
+    const running = this.active.filter((s) => !s.closed);
+    const busy = new Set(running.map((s) => s.slot));
+    const slotBlocks = Array.from({ length: this.options.slots }, () => 0);
+    for (const seq of running) slotBlocks[seq.slot] = seq.table.length;
+    const used = new Set(running.flatMap((s) => s.table));
     return {
       slots: this.options.slots,
       activeSequences: busy.size,
@@ -184,6 +217,9 @@ export class Scheduler implements Engine {
         ...Array.from({ length: queued }, () => 'queued' as const),
       ],
       counters: { ...this.counters },
+      memory: modelMemory([this.runner.model, ...(this.options.drafter ? [this.options.drafter.model] : [])]),
+      requestMemory: { budgetBytes: this.options.memory.budgetBytes, inUseBytes: this.options.memory.inUseBytes },
+      kv: { blockSize: this.blocks.blockSize, blocks: this.blocks.max, usedBlocks: used.size, slotBlocks },
     };
   }
 
@@ -213,14 +249,16 @@ export class Scheduler implements Engine {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.shrinkTimer);
     for (const seq of [...this.waiting.drain(), ...this.active]) this.cancel(seq);
     await this.loop;
     await this.tokenizer.close();
   }
 
-  private enqueue(req: GenerationRequest, parent?: Sequence): Sequence {
+  private enqueue(req: GenerationRequest, parent: Sequence | undefined, settle: () => void): Sequence {
     const seq: Sequence = {
       req,
+      settle,
       slot: -1,
       ...(!parent && req.slot !== undefined ? { pinned: req.slot } : {}),
       events: undefined as unknown as Channel<GenerationEvent>,
@@ -253,6 +291,7 @@ export class Scheduler implements Engine {
   private cancel(seq: Sequence): void {
     if (seq.closed) return;
     seq.closed = true;
+    this.settle(seq);
     seq.events.close();
     // A waiting sequence holds nothing; an active one is dropped at the next step.
     this.waiting.remove(seq);
@@ -271,6 +310,22 @@ export class Scheduler implements Engine {
     // No await between the last admit() and this line: a request queued after it starts
     // a new loop.
     this.loop = undefined;
+    if (this.active.length === 0 && this.waiting.size === 0) {
+      this.shrinkTimer = setTimeout(() => this.shrinkKv(), this.options.kvShrinkIdleMs).unref();
+    }
+  }
+
+  /**
+   * Gives the KV pool's unused growth back while no sequence runs: the prompt cache's
+   * blocks past the smaller size move below it first (unless a slot action holds them).
+   */
+  private shrinkKv(): void {
+    if (this.loop || this.closed) return;
+    this.blocks.shrink((moves) => {
+      if (!this.cache.move(moves)) return false;
+      this.rows.copyBlocks([...moves].map(([from, to]) => ({ from, to, rows: this.blocks.blockSize })));
+      return true;
+    });
   }
 
   /**
@@ -325,7 +380,7 @@ export class Scheduler implements Engine {
    * then the rows of a partly matching block copied into a block of its own.
    */
   private borrowPrefix(seq: Sequence): void {
-    const { blocks, partial } = this.cache.borrow(seq.req.promptTokens);
+    const { blocks, partial } = this.cache.borrow(this.cacheTokens(seq, seq.req.promptTokens));
     seq.table.push(...blocks);
     seq.borrowed = blocks.length;
     seq.cached = blocks.length * this.blocks.blockSize;
@@ -371,7 +426,7 @@ export class Scheduler implements Engine {
         continue;
       }
       if (drafts.length === 0) {
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, sample: this.draw(seq) }, forks: [] });
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, state: seq.slot, sample: this.draw(seq) }, forks: [] });
       } else {
         // Each position draws as plain decode would after the drafts before it.
         const verify: SampleInput[] = [];
@@ -382,7 +437,9 @@ export class Scheduler implements Engine {
         }
         const sample = this.draw(seq, drafts);
         rng.push(seq.rng.save());
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, sample, verify }, forks: [], round: { drafts, rng } });
+        // A recurrent state advances through every drafted token: keep it to go back to.
+        this.states.copy(seq.slot, [this.snapshotSlot(seq)]);
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, state: seq.slot, sample, verify }, forks: [], round: { drafts, rng } });
         spare -= drafts.length;
         tokens += drafts.length;
       }
@@ -397,9 +454,13 @@ export class Scheduler implements Engine {
       }
       // A fork between its fork and its first token.
       if (seq.prefilled === seq.tokens.length) continue;
-      const n = Math.min(budget - tokens, seq.tokens.length - seq.prefilled);
-      const end = seq.prefilled + n;
-      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table };
+      const end = this.chunkEnd(seq, Math.min(seq.prefilled + budget - tokens, seq.tokens.length));
+      // An image that does not fit what this step has left waits for the next.
+      if (end === seq.prefilled) continue;
+      const n = end - seq.prefilled;
+      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, state: seq.slot };
+      const images = this.chunkImages(seq, end);
+      if (images.length > 0) chunk.images = images;
       let forks: Sequence[] = [];
       if (end === seq.tokens.length) {
         chunk.sample = this.draw(seq);
@@ -417,8 +478,9 @@ export class Scheduler implements Engine {
     const t0 = performance.now();
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
     if (prefills === 0) this.stepCost.observe(tokens, performance.now() - t0);
-    // After the pass that wrote the blocks they copy, before the next one reads them.
+    // After the pass that wrote the blocks and states they copy, before the next one reads them.
     this.rows.copyBlocks(copies);
+    for (const { seq, forks } of batch) this.states.copy(seq.slot, forks.map((f) => f.slot));
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
@@ -445,7 +507,8 @@ export class Scheduler implements Engine {
   /**
    * Forks the choices waiting for `parent`, whose prompt this step finishes: each gives back
    * the blocks it held for its prompt, shares the prompt's full blocks and gets a copy of
-   * the partly filled last one (copied after the pass that writes it).
+   * the partly filled last one, and of a recurrent model's state (copied after the pass
+   * that writes them).
    */
   private fork(parent: Sequence, copies: BlockCopy[]): Sequence[] {
     const forks = this.active.filter((s) => s.parent === parent && !s.closed);
@@ -527,10 +590,23 @@ export class Scheduler implements Engine {
     this.counters.draft_tokens += drafts.length;
     this.counters.draft_accepted_tokens += kept;
     seq.rng.restore(round.rng[kept]!);
+    const start = seq.tokens.length - 1;
     for (let i = 0; i <= kept; i++) {
       this.accept(seq, results[i]!);
       if (seq.closed || !seq.decoding) break;
     }
+    // A recurrent state went through the rejected drafts too: back to before the round, and
+    // the kept tokens prefilled again (the last one's logits give the next token).
+    if (kept < drafts.length && this.states.any && !seq.closed && seq.decoding) {
+      this.states.copy(this.snapshotSlot(seq), [seq.slot]);
+      seq.prefilled = start;
+      seq.decoding = false;
+    }
+  }
+
+  /** Where a speculating sequence's recurrent state waits out a verify round (LoadedModel state slots past the engine's). */
+  private snapshotSlot(seq: Sequence): number {
+    return this.options.slots + seq.slot;
   }
 
   /** Handles one sampled token: emit it, or finish the sequence. */
@@ -563,7 +639,7 @@ export class Scheduler implements Engine {
    */
   private shift(seq: Sequence): boolean {
     const shift = seq.req.contextShift;
-    if (!shift) return false;
+    if (!shift || seq.req.images?.length) return false;
     const written = seq.tokens.length - 1;
     const keep = Math.min(Math.max(shift.keep, 0), written);
     const discard = Math.floor((written - keep) / 2);
@@ -607,10 +683,46 @@ export class Scheduler implements Engine {
     this.release(seq);
     seq.events.close(error);
     seq.closed = true;
+    this.settle(seq);
+  }
+
+  /** Gives back a closed sequence's share of its request's memory reservation (once). */
+  private settle(seq: Sequence): void {
+    const settle = seq.settle;
+    seq.settle = undefined;
+    settle?.();
   }
 
   private usesCache(seq: Sequence): boolean {
     return this.cache.enabled && seq.req.cachePrompt !== false;
+  }
+
+  /** `tokens` as the prompt cache knows them: each image's tokens as ids past the vocabulary, from its key. */
+  private cacheTokens(seq: Sequence, tokens: number[]): number[] {
+    const images = seq.req.images;
+    if (!images?.length) return tokens;
+    const { hidden, vocab } = this.runner.model.cfg;
+    const keyed = [...tokens];
+    for (const im of images) {
+      for (let i = 0; i < im.rows.length / hidden && im.start + i < keyed.length; i++) keyed[im.start + i] = vocab + ((im.key + i) % 2 ** 30);
+    }
+    return keyed;
+  }
+
+  /** Where a prefill chunk that could run to `end` stops: before an image it would cut in two. */
+  private chunkEnd(seq: Sequence, end: number): number {
+    const { hidden } = this.runner.model.cfg;
+    const cut = seq.req.images?.find((im) => Math.max(im.start, seq.prefilled) < end && im.start + im.rows.length / hidden > end);
+    return cut ? Math.max(seq.prefilled, Math.min(end, cut.start)) : end;
+  }
+
+  /** The images whose tokens lie in the chunk from seq.prefilled to `end`: an image partly served by the prompt cache, its rest. */
+  private chunkImages(seq: Sequence, end: number): ChunkImage[] {
+    const { hidden } = this.runner.model.cfg;
+    const from = seq.prefilled;
+    return (seq.req.images ?? [])
+      .filter((im) => im.start < end && im.start + im.rows.length / hidden > from)
+      .map((im) => (im.start >= from ? { at: im.start - from, rows: im.rows } : { at: 0, rows: im.rows.subarray((from - im.start) * hidden) }));
   }
 
   /**
@@ -624,7 +736,7 @@ export class Scheduler implements Engine {
       this.blocks.release(table);
       return this.slotStore.finished(seq.slot, []);
     }
-    const history = seq.tokens.slice(0, seq.written);
+    const history = this.cacheTokens(seq, seq.tokens.slice(0, seq.written));
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
     this.slotStore.finished(seq.slot, history);
   }

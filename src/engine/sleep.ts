@@ -5,10 +5,11 @@
 // nothing happened. The tokenizer and the model's facts stay, so the routes keep answering
 // and /props tells it is asleep; counters carry across sleeps. The prompt cache and the
 // slots' caches do not survive a sleep (their KV is gone).
+import type { VisionEncoder } from '../models/gemma3-vision.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import type { PromptCacheStats } from './prompt-cache.js';
-import type { EngineCounters, EngineStats, GenerationEvent, GenerationRequest, ModelInfo } from './types.js';
+import { NO_MEMORY, type EngineCounters, type EngineStats, type KvStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from './types.js';
 
 /** A loaded engine and how to free its GPU device once it is closed. */
 export interface Awake {
@@ -23,6 +24,7 @@ export class SleepingEngine implements Engine {
   readonly info: ModelInfo;
   readonly tokenizer: TextTokenizer;
   readonly adapterDescription: string;
+  readonly vision?: VisionEncoder;
   private awake: Awake | undefined;
   /** A sleep or a wake in progress; the other waits for it. */
   private transition: Promise<void> | undefined;
@@ -31,6 +33,8 @@ export class SleepingEngine implements Engine {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly slots: number;
+  /** The KV pool's shape, reported empty while asleep. */
+  private readonly kv: Pick<KvStats, 'blockSize' | 'blocks'> | undefined;
   /** What the engines before the current one counted. */
   private readonly counted: EngineCounters;
   private readonly cacheCounted: Pick<PromptCacheStats, (typeof CACHE_COUNTERS)[number]>;
@@ -45,8 +49,12 @@ export class SleepingEngine implements Engine {
   ) {
     this.awake = first;
     ({ info: this.info, tokenizer: this.tokenizer, adapterDescription: this.adapterDescription } = first.engine);
+    // Images encode on the awake engine's device, waking it as a request does.
+    const vision = first.engine.vision;
+    if (vision) this.vision = { ...vision, encode: (image) => this.whileAwake((engine) => engine.vision!.encode(image)) };
     const stats = first.engine.stats();
     this.slots = stats.slots;
+    this.kv = stats.kv && { blockSize: stats.kv.blockSize, blocks: stats.kv.blocks };
     this.counted = zeroCounters(stats.counters);
     this.asleepCache = emptied(first.engine.cacheStats());
     this.cacheCounted = Object.fromEntries(CACHE_COUNTERS.map((k) => [k, 0])) as SleepingEngine['cacheCounted'];
@@ -77,7 +85,15 @@ export class SleepingEngine implements Engine {
     for (const k of Object.keys(counters) as Array<keyof EngineCounters>) counters[k] += current?.counters[k] ?? 0;
     return current
       ? { ...current, counters }
-      : { slots: this.slots, activeSequences: 0, queueDepth: 0, slotStates: Array.from({ length: this.slots }, () => 'idle' as const), counters };
+      : {
+          slots: this.slots,
+          activeSequences: 0,
+          queueDepth: 0,
+          slotStates: Array.from({ length: this.slots }, () => 'idle' as const),
+          counters,
+          memory: NO_MEMORY,
+          ...(this.kv ? { kv: { ...this.kv, usedBlocks: 0, slotBlocks: Array.from({ length: this.slots }, () => 0) } } : {}),
+        };
   }
 
   cacheStats(): PromptCacheStats {

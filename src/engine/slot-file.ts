@@ -1,25 +1,39 @@
 // A slot file (POST /slots/:id?action=save|restore): a slot's tokens and their KV, read
 // back from the GPU. Layout, little-endian:
 //   magic "MLXCELKV" | u32 version | u32 header bytes | header JSON (SlotFileHeader)
-//   | u32 tokens[n] | f32 KV: per layer, keys then values, each [n, kvHeads * headDim]
+//   | u32 tokens[n] | KV: per layer, keys then values, each [n, kvHeads * headDim] values
+//     of the header's k_dtype and v_dtype
 // The header names the model (the prompt cache's model identity) and the KV layout; a file
 // whose header differs from the loaded model's is refused rather than read as garbage.
-const MAGIC = 'MLXCELKV';
-const VERSION = 1;
+// Version 1 files (f32 keys and values) still load. A file whose KV types differ from the
+// cache's is converted on restore (f32 to f16 rounds to nearest even, as the cache's own
+// stores do).
+import { f16ToF32, f32ToF16 } from '../models/half.js';
+import type { KvType } from '../runtime/tensors.js';
 
-export interface SlotFileHeader {
+const MAGIC = 'MLXCELKV';
+const VERSION = 2;
+
+/** The model and KV layout a slot file must match to be read into the cache. */
+export interface SlotLayout {
   model: string;
   layers: number;
   kv_heads: number;
   head_dim: number;
-  dtype: 'f32';
+}
+
+export interface SlotFileHeader extends SlotLayout {
+  k_dtype: KvType;
+  v_dtype: KvType;
   tokens: number;
 }
 
 /** A file that is not a slot file of the loaded model. */
 export class SlotFileError extends Error {}
 
-export function encodeSlotFile(header: SlotFileHeader, tokens: number[], kv: Float32Array): Buffer {
+const VALUE_BYTES: Record<KvType, number> = { f32: 4, f16: 2 };
+
+export function encodeSlotFile(header: SlotFileHeader, tokens: number[], kv: Uint8Array): Buffer {
   const json = Buffer.from(JSON.stringify(header));
   const head = Buffer.alloc(16);
   head.write(MAGIC, 0, 'latin1');
@@ -29,29 +43,58 @@ export function encodeSlotFile(header: SlotFileHeader, tokens: number[], kv: Flo
   return Buffer.concat([head, json, ids, Buffer.from(kv.buffer, kv.byteOffset, kv.byteLength)]);
 }
 
-/** Reads a slot file written for a model with header `expected` (its tokens field aside). */
-export function decodeSlotFile(data: Buffer, expected: Omit<SlotFileHeader, 'tokens'>): { tokens: number[]; kv: Float32Array } {
+/**
+ * Reads a slot file written for a model of `layout`, its KV converted to the cache's
+ * `types` (per layer, keys then values, as KvRows.write takes them).
+ */
+export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvType; v: KvType }): { tokens: number[]; kv: Uint8Array } {
   if (data.length < 16 || data.toString('latin1', 0, 8) !== MAGIC) throw new SlotFileError('not a slot file');
   const version = data.readUInt32LE(8);
-  if (version !== VERSION) throw new SlotFileError(`slot file version ${version}, this server reads ${VERSION}`);
+  if (version !== 1 && version !== VERSION) throw new SlotFileError(`slot file version ${version}, this server reads 1 and ${VERSION}`);
   const jsonEnd = 16 + data.readUInt32LE(12);
   let header: SlotFileHeader;
   try {
-    header = JSON.parse(data.toString('utf8', 16, jsonEnd)) as SlotFileHeader;
+    const json = JSON.parse(data.toString('utf8', 16, jsonEnd)) as SlotFileHeader & { dtype?: string };
+    // Version 1 stored f32 keys and values under one `dtype`.
+    header = version === 1 ? { ...json, k_dtype: 'f32', v_dtype: 'f32' } : json;
   } catch {
     throw new SlotFileError('the slot file header is not valid JSON');
   }
-  for (const key of Object.keys(expected) as Array<keyof typeof expected>) {
-    if (header[key] !== expected[key]) {
-      const what = key === 'model' ? 'was saved from another model' : `has ${key} ${String(header[key])}, the loaded model ${String(expected[key])}`;
+  for (const key of Object.keys(layout) as Array<keyof SlotLayout>) {
+    if (header[key] !== layout[key]) {
+      const what = key === 'model' ? 'was saved from another model' : `has ${key} ${String(header[key])}, the loaded model ${String(layout[key])}`;
       throw new SlotFileError(`the slot file ${what}`);
     }
   }
+  for (const side of ['k_dtype', 'v_dtype'] as const) {
+    if (!(header[side] in VALUE_BYTES)) throw new SlotFileError(`the slot file has ${side} ${String(header[side])}, not f32 or f16`);
+  }
   const n = header.tokens;
-  const rowFloats = expected.kv_heads * expected.head_dim;
-  const kvFloats = expected.layers * 2 * n * rowFloats;
-  if (!Number.isInteger(n) || n < 0 || data.length !== jsonEnd + 4 * n + 4 * kvFloats) throw new SlotFileError('the slot file is truncated or its size does not match its header');
+  const rowValues = layout.kv_heads * layout.head_dim;
+  const stored = { k: header.k_dtype, v: header.v_dtype };
+  const layerBytes = n * rowValues * (VALUE_BYTES[stored.k] + VALUE_BYTES[stored.v]);
+  if (!Number.isInteger(n) || n < 0 || data.length !== jsonEnd + 4 * n + layout.layers * layerBytes) throw new SlotFileError('the slot file is truncated or its size does not match its header');
   // Copied out: the file's buffer offsets need not be 4-byte aligned.
-  const body = new Uint8Array(data.subarray(jsonEnd)).buffer;
-  return { tokens: [...new Uint32Array(body, 0, n)], kv: new Float32Array(body, 4 * n, kvFloats) };
+  const body = new Uint8Array(data.subarray(jsonEnd));
+  const kv = body.subarray(4 * n);
+  return {
+    tokens: [...new Uint32Array(body.buffer, 0, n)],
+    kv: stored.k === types.k && stored.v === types.v ? kv : convertKv(kv, layout.layers, n * rowValues, stored, types),
+  };
+}
+
+/** KV bytes (per layer, `values` keys then `values` values) converted from types `from` to `to`. */
+function convertKv(kv: Uint8Array, layers: number, values: number, from: { k: KvType; v: KvType }, to: { k: KvType; v: KvType }): Uint8Array {
+  const out = new Uint8Array(layers * values * (VALUE_BYTES[to.k] + VALUE_BYTES[to.v]));
+  let [i, o] = [0, 0];
+  for (let l = 0; l < layers; l++) {
+    for (const side of ['k', 'v'] as const) {
+      const src = kv.slice(i, (i += values * VALUE_BYTES[from[side]]));
+      const dst = out.subarray(o, (o += values * VALUE_BYTES[to[side]]));
+      if (from[side] === to[side]) dst.set(src);
+      else if (from[side] === 'f32') new Uint16Array(dst.buffer, dst.byteOffset, values).set(f32ToF16(new Float32Array(src.buffer)));
+      else new Float32Array(dst.buffer, dst.byteOffset, values).set(f16ToF32(new Uint16Array(src.buffer)));
+    }
+  }
+  return out;
 }

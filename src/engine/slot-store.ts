@@ -7,12 +7,15 @@ import { readFile, writeFile } from 'node:fs/promises';
 import type { SlotFileResult } from './engine.js';
 import type { BlockAllocator, KvRows } from './kv-cache.js';
 import type { PromptCache } from './prompt-cache.js';
-import { decodeSlotFile, encodeSlotFile, SlotFileError, type SlotFileHeader } from './slot-file.js';
+import type { KvTypes } from '../models/model.js';
+import { decodeSlotFile, encodeSlotFile, SlotFileError, type SlotLayout } from './slot-file.js';
 
 export interface SlotStoreOptions {
   slots: number;
   /** What a slot file must match: the model and its KV layout. */
-  layout: Omit<SlotFileHeader, 'tokens'>;
+  layout: SlotLayout;
+  /** The cache's KV types: what a file is written in, and what a file read is converted to. */
+  types: KvTypes;
   /** A sequence's longest context: a longer file is refused. */
   contextSize: number;
   blockBytes: number;
@@ -50,7 +53,8 @@ export class SlotStore {
     try {
       const tokens = this.tokens[slot].slice(0, held.tokens);
       const kv = await this.rows.read(held.blocks, held.tokens);
-      const data = encodeSlotFile({ ...this.options.layout, tokens: tokens.length }, tokens, kv);
+      const { k, v } = this.options.types;
+      const data = encodeSlotFile({ ...this.options.layout, k_dtype: k, v_dtype: v, tokens: tokens.length }, tokens, kv);
       await writeFile(path, data);
       return { tokens: tokens.length, bytes: data.length };
     } finally {
@@ -60,7 +64,7 @@ export class SlotStore {
 
   async restore(slot: number, path: string): Promise<SlotFileResult> {
     const data = await readFile(path);
-    const { tokens, kv } = decodeSlotFile(data, this.options.layout);
+    const { tokens, kv } = decodeSlotFile(data, this.options.layout, this.options.types);
     if (!this.cache.enabled) throw new SlotFileError('the prompt cache is off (--no-cache-prompt): a restored slot has nowhere to live');
     if (tokens.length > this.options.contextSize) throw new SlotFileError(`the slot file holds ${tokens.length} tokens, more than the context of ${this.options.contextSize}`);
     if (Math.ceil(tokens.length / this.blocks.blockSize) * this.options.blockBytes > this.options.capacityBytes) {

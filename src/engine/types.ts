@@ -1,5 +1,6 @@
 // The engine's contract with the layers above it. The engine speaks token ids; text,
 // stop strings and wire formats live above (src/chat, src/server).
+import { kvCacheBytes, type LoadedModel } from '../models/model.js';
 
 export interface DryParams {
   multiplier: number;
@@ -113,6 +114,22 @@ export interface GenerationRequest {
    * `keep` and go on (llama-server's context shift) instead of finishing with 'length'.
    */
   contextShift?: { keep: number };
+  /**
+   * Images' soft tokens (a vision-language model's), in prompt order: each replaces the
+   * embeddings of its run of image tokens in promptTokens. The prompt cache knows an
+   * image's tokens by the image's key (ids past the vocabulary), so only the same picture
+   * reuses them; what is left of an image after a cached prefix is prefilled within one
+   * chunk. A prompt with images is not context-shifted.
+   */
+  images?: PromptImage[];
+}
+
+/** One image in a prompt: rows [n, hidden] replace the embeddings of promptTokens[start .. start + n - 1]. */
+export interface PromptImage {
+  start: number;
+  rows: Float32Array;
+  /** 30 bits from a hash of the decoded pixels: the image's identity in the prompt cache. */
+  key: number;
 }
 
 /**
@@ -213,6 +230,57 @@ export interface EngineStats {
   /** One entry per slot, then one per queued request. */
   slotStates: SlotState[];
   counters: EngineCounters;
+  memory: EngineMemory;
+  /** Request memory admission (./memory-budget.ts): the budget, and the weights plus the requests' reservations. */
+  requestMemory?: { budgetBytes: number; inUseBytes: number };
+  /** The paged KV pool; absent for an engine without one (embedding only). */
+  kv?: KvStats;
+}
+
+/** GPU memory in bytes (GET /props memory, the /metrics mlxcel_memory_* gauges, the startup line). */
+export interface EngineMemory {
+  /** The weights as uploaded (a draft model's included). */
+  weights: number;
+  /** The KV cache's textures now, and what the pool may grow to. */
+  kv: number;
+  kvMax: number;
+  /** Positions the KV pool holds now, and may grow to (the main model's, across all sequences and the prompt cache). */
+  kvTokens: number;
+  kvMaxTokens: number;
+  /** Every other buffer and texture on the device: activations, batch metadata, kernel parameters. */
+  other: number;
+}
+
+/** No GPU memory held (an engine asleep, or none loaded). */
+export const NO_MEMORY: EngineMemory = { weights: 0, kv: 0, kvMax: 0, kvTokens: 0, kvMaxTokens: 0, other: 0 };
+
+/** The GPU memory of `models`, which share one device: their weights and KV caches, and the rest of the device's. */
+export function modelMemory(models: LoadedModel[]): EngineMemory {
+  const sum = (f: (m: LoadedModel) => number) => models.reduce((n, m) => n + f(m), 0);
+  const weights = sum((m) => m.weightBytes);
+  const kv = sum((m) => kvCacheBytes(m.kv));
+  const { blocks, maxBlocks, blockSize } = models[0]!.kv;
+  return {
+    weights,
+    kv,
+    kvMax: sum((m) => kvCacheBytes(m.kv, m.kv.maxBlocks)),
+    kvTokens: blocks * blockSize,
+    kvMaxTokens: maxBlocks * blockSize,
+    other: models[0]!.ops.gpu.memory.bytes() - weights - kv,
+  };
+}
+
+/** The paged KV pool as the model server protocol's gauges report it. */
+export interface KvStats {
+  /** Tokens per block. */
+  blockSize: number;
+  /** Blocks the pool may grow to (its capacity; the textures may hold fewer now). */
+  blocks: number;
+  /** Blocks the running sequences hold (one shared by several counts once); blocks only the
+   *  prompt cache keeps are reusable and not counted. */
+  usedBlocks: number;
+  /** Per slot, the blocks its sequence holds (0 when idle). */
+  slotBlocks: number[];
 }
 
 export interface ModelInfo {
@@ -229,4 +297,9 @@ export interface ModelInfo {
   /** Speculative decoding, when on: the drafter, the most tokens it drafts per round, and
    *  the draft model's directory when it is one. */
   speculative?: { kind: string; nMax: number; draftModel?: string };
+  /**
+   * The model carries recurrent state (hybrid state-space layers: Nemotron-H, LFM2, Granite
+   * 4.0-H): the prompt cache, slot files and context shift are off for it.
+   */
+  recurrent?: true;
 }

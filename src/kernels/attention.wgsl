@@ -32,8 +32,9 @@ fn attend_one(m: u32, h: u32, kv_row: u32) {
     qs[d] = q[qo + d] * p.scale;
     acc[d] = vec4<f32>(0.0);
   }
-  var run_max = MASKED;
-  var run_sum = 0.0;
+  let start = softmax_start(h);
+  var run_max = start.x;
+  var run_sum = start.y;
   for (var j = first_key(pos); j <= pos; j++) {
     let base = kv_base(table, j, kv_row);
     var s4 = vec4<f32>(0.0);
@@ -90,7 +91,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       qs[r][d] = q[(m * p.heads + h0 + r % HQ) * D4 + d] * p.scale;
       acc[r][d] = vec4<f32>(0.0);
     }
-    run_max[r] = MASKED;
+    let start = softmax_start(h0 + r % HQ);
+    run_max[r] = start.x;
+    run_sum[r] = start.y;
   }
   for (var j = lo; j <= last; j++) {
     let base = kv_base(table, j, kv_row);

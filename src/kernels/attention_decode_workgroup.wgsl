@@ -37,8 +37,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
 
   var acc: array<vec4<f32>, PER>;
-  var run_max = MASKED;
-  var run_sum = 0.0;
+  let start = softmax_start(h);
+  var run_max = start.x;
+  var run_sum = start.y;
   for (var t0 = first_key(pos); t0 <= pos; t0 += WG) {
     var s = MASKED;
     if (t0 + lid <= pos) {
@@ -49,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     scores[lid] = s;
     workgroupBarrier();
-    // Position t0 is in the tile, so the tile's max is a real score.
+    // Position t0 is in the tile, so the tile's max is a real score (or the sink).
     var new_max = run_max;
     for (var i = 0u; i < WG; i++) { new_max = max(new_max, scores[i]); }
     weights[lid] = exp(s - new_max);

@@ -25,14 +25,19 @@ fn erf_approx(x: f32) -> f32 {
 }
 
 // A gated MLP's activation of its gate, by code: SiLU, GELU with the tanh approximation
-// (gelu_pytorch_tanh), GELU (erf), tanh (a sequence classifier's pooler). The host reads
-// these codes (runtime/kernel-source.ts kernelEnum).
+// (gelu_pytorch_tanh), GELU (erf), tanh (a sequence classifier's pooler), squared ReLU
+// (Nemotron-H's plain MLP), quick GELU x * sigmoid(1.702 x) (GPT-OSS's experts). The host
+// reads these codes (runtime/kernel-source.ts kernelEnum).
 const ACT_SILU: u32 = 0u;
 const ACT_GELU_TANH: u32 = 1u;
 const ACT_GELU: u32 = 2u;
 const ACT_TANH: u32 = 3u;
+const ACT_RELU2: u32 = 4u;
+const ACT_GELU_QUICK: u32 = 5u;
 fn activate(x: f32, act: u32) -> f32 {
+  if (act == ACT_RELU2) { let r = max(x, 0.0); return r * r; }
   if (act == ACT_TANH) { return tanh_sat(x); }
+  if (act == ACT_GELU_QUICK) { return x / (1.0 + exp(-1.702 * x)); }
   if (act == ACT_GELU_TANH) { return 0.5 * x * (1.0 + tanh_sat(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
   if (act == ACT_GELU) { return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
   return x / (1.0 + exp(-x));

@@ -1,14 +1,19 @@
 // The paged KV cache, shared by its writer (rope_kv_write.wgsl) and its readers
 // (attention.wgsl, attention_decode_workgroup.wgsl). Per layer, keys and values are each
-// [blocks * block_size, kv_heads * head_dim] f32, flat in an rgba32float texture KV_WIDTH
-// texels wide (runtime/tensors.ts kvCacheTexture): vec4 i at texel (i % KV_WIDTH,
-// i / KV_WIDTH). A sequence's position j lives in row (slot) block_table[table + j /
-// block_size] * block_size + j % block_size, where `table` is where its entries start in
-// block_table (token_table[m] for token m). The kernel declares block_table and
-// p.block_size, and the textures: write-only storage bindings in the writer; in the readers
-// read-only storage bindings where WGSL allows them, else sampled ones (attention_io.wgsl
-// includes those). One dispatch may not both write and read a texture, so
-// the append is a dispatch of its own.
+// [blocks * block_size, kv_heads * head_dim], flat in a texture KV_WIDTH texels wide
+// (runtime/tensors.ts kvCacheTexture): vec4 i at texel (i % KV_WIDTH, i / KV_WIDTH).
+// Keys and values each have their type (K_TYPE, V_TYPE): f32, an rgba32float texel, or
+// f16, an rgba16float texel, half the bytes; loads widen to f32, so the kernels compute in
+// f32 either way and need no shader-f16. The writer rounds a value to f16 itself
+// (kv_round) before the store: some adapters' stores to rgba16float truncate (llvmpipe's
+// do), and a value f16 holds exactly converts exactly.
+// A sequence's position j lives in row (slot) block_table[table + j / block_size] *
+// block_size + j % block_size, where `table` is where its entries start in block_table
+// (token_table[m] for token m). The kernel declares block_table and p.block_size, and the
+// textures: write-only storage bindings in the writer; in the readers read-only storage
+// bindings where WGSL allows them, else sampled ones (attention_io.wgsl includes those).
+// One dispatch may not both write and read a texture, so the append is a dispatch of its
+// own.
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per invocation
 // is a per-lane scalar loop (four per vec4), while a texel load is one gather for all the
 // lanes.
@@ -21,4 +26,9 @@ fn kv_texel(i: u32) -> vec2<u32> {
 // Cache row of position j of the sequence whose block table starts at `table`.
 fn kv_slot(table: u32, j: u32) -> u32 {
   return block_table[table + j / p.block_size] * p.block_size + j % p.block_size;
+}
+
+// x rounded to the nearest f16 values (ties to even: pack2x16float's rounding, core WGSL).
+fn kv_round(x: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>(unpack2x16float(pack2x16float(x.xy)), unpack2x16float(pack2x16float(x.zw)));
 }

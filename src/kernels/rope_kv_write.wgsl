@@ -10,7 +10,7 @@
 // [rot_dim / 2], 5 the norm weights [2 * head_dim], q's then k's (read only with NORM; any
 // buffer otherwise), 6 k and 7 v [M, kv_heads, head_dim], 8 token_table [M] (offset of the
 // token's sequence in block_table), 9 block_table, 10 k_cache and 11 v_cache (write-only
-// textures). All but the tables are arrays of vec4s, the pairs four at a time
+// textures of K_TYPE and V_TYPE, kv_cache.wgsl). All but the tables are arrays of vec4s, the pairs four at a time
 // (head_dim % 8 == 0 and rot_dim % 8 == 0).
 // Plan: one invocation per (token, head) of q's heads then k's, walking its pairs; a k
 // head's invocation also copies the same head of v. The q/k branch is per head, outside the
@@ -32,8 +32,20 @@ struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: 
 @group(0) @binding(7) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> token_table: array<u32>;
 @group(0) @binding(9) var<storage, read> block_table: array<u32>;
+#if K_TYPE == f16
+@group(0) @binding(10) var k_cache: texture_storage_2d<rgba16float, write>;
+fn store_k(i: u32, x: vec4<f32>) { textureStore(k_cache, kv_texel(i), kv_round(x)); }
+#else
 @group(0) @binding(10) var k_cache: texture_storage_2d<rgba32float, write>;
+fn store_k(i: u32, x: vec4<f32>) { textureStore(k_cache, kv_texel(i), x); }
+#endif
+#if V_TYPE == f16
+@group(0) @binding(11) var v_cache: texture_storage_2d<rgba16float, write>;
+fn store_v(i: u32, x: vec4<f32>) { textureStore(v_cache, kv_texel(i), kv_round(x)); }
+#else
 @group(0) @binding(11) var v_cache: texture_storage_2d<rgba32float, write>;
+fn store_v(i: u32, x: vec4<f32>) { textureStore(v_cache, kv_texel(i), x); }
+#endif
 
 fn load(is_k: bool, i: u32) -> vec4<f32> {
   if (is_k) { return k[i]; }
@@ -42,7 +54,7 @@ fn load(is_k: bool, i: u32) -> vec4<f32> {
 
 // Writes output vector i: q's in place, k's into the cache (i is then a cache index).
 fn store(is_k: bool, i: u32, x: vec4<f32>) {
-  if (is_k) { textureStore(k_cache, kv_texel(i), x); } else { q[i] = x; }
+  if (is_k) { store_k(i, x); } else { q[i] = x; }
 }
 
 @compute @workgroup_size(64)
@@ -64,7 +76,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     base = (m * p.kv_heads + kh) * d4;
     out = (kv_slot(token_table[m], pos) * p.kv_heads + kh) * d4;
     w_base = d4;
-    for (var i = 0u; i < d4; i++) { textureStore(v_cache, kv_texel(out + i), v[base + i]); }
+    for (var i = 0u; i < d4; i++) { store_v(out + i, v[base + i]); }
   }
   let rot4 = p.rot_dim / 4u;
   let half = rot4 / 2u;

@@ -52,7 +52,7 @@ export const bert: Family = {
         program.add(
           ...linear(`${l}.attention.self.qkv`, act.h, [act.q, act.k, act.v], [H, H], qkvNames),
           ...ops.attention(`${l}.attention`, {
-            q: act.q, k: act.k, v: act.v, heads, kvHeads: heads, kCache: kv.k[i]!, vCache: kv.v[i]!, blockSize: kv.blockSize,
+            q: act.q, k: act.k, v: act.v, heads, kvHeads: heads, cache: kv.layers[i]!, blockSize: kv.blockSize,
           }, act.attn, { headDim, rotaryDim: 0, scale: headDim ** -0.5 }, { ...meta, keyEnd: pooled.keyEnd }),
           ...linear(`${l}.attention.output.dense`, act.attn, act.xn, [H, H]),
           layerNorm(`${l}.attention.output.LayerNorm`, act.xn),

@@ -1,13 +1,13 @@
 // Reads a checkpoint's tensors (single or sharded safetensors) straight into GPU buffers:
 // each tensor's bytes go from the file into a buffer mapped at creation, with no second
-// host copy. Quantized (MLX affine) weights stay packed; only their per-group scales and
-// biases, and the small vectors (norms, biases), are widened to f32 on the host.
+// host copy. Quantized (MLX affine, MXFP4) weights stay packed; only MLX's per-group scales
+// and biases, and the small vectors (norms, biases), are widened to f32 on the host.
 import { closeSync, openSync, readSync } from 'node:fs';
 import { moduleQuantization, type Quantization } from './config.js';
 import { widenPacked, type QuantBits } from './quantize.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
 import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
-import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
+import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, MXFP4_BLOCK, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -79,10 +79,10 @@ const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', 
  * `shift` is added to every value as it loads (Gemma's norms scale by 1 + w).
  */
 export function loadVector(device: GPUDevice, ckpt: Checkpoint, sources: VectorSource[], shift = 0): GPUBuffer {
-  const parts = sources.map(({ name, length }) => {
+  const parts = sources.map(({ name, length, slice }) => {
     const v = ckpt.readF32(name);
     if (v.length !== length) throw new Error(`${ckpt.dir}: ${name} has ${v.length} values, expected ${length}`);
-    return v;
+    return slice ? v.subarray(slice.first, slice.first + slice.length) : v;
   });
   const names = sources.map((s) => s.name);
   const data = new Float32Array(parts.reduce((n, v) => n + v.length, 0));
@@ -103,18 +103,25 @@ interface StoredMatrix {
   bits: number;
   groupSize: number;
   scaleFormat?: ScaleFormat;
+  /** MXFP4: the suffixes of its blocks' and scales' tensors after the prefix (GPT-OSS's `_blocks`, `_scales`; MLX's `.weight`, `.scales`). */
+  mxfp4?: [string, string];
 }
 
 /** A vector tensor (a norm's weight, a bias) of `length` values. */
 export interface VectorSource {
   name: string;
   length: number;
+  /** The tensor's shape where it is not [length] (a conv weight [channels, 1, kernel]); only the value count is checked. */
+  shape?: number[];
+  /** Only values [first, first + length) of it (one expert's biases of a stacked tensor). */
+  slice?: { first: number; length: number };
 }
 
 /**
  * A matrix loadMatrix stacks: `<prefix>.weight` of [rows, cols] (cols counts values, however
  * packed), or with `slice` only rows [first, first + rows) of it: one matrix of a fused
- * projection (Phi-3's qkv_proj, gate_up_proj).
+ * projection (Phi-3's qkv_proj, gate_up_proj). A tensor of more dimensions counts its leading
+ * ones as rows: mlx-lm's stacked experts [experts, rows, cols] are [experts * rows, cols].
  */
 export interface MatrixSource {
   prefix: string;
@@ -125,19 +132,62 @@ export interface MatrixSource {
 
 function storedMatrix(ckpt: Checkpoint, source: MatrixSource, quant?: Quantization): StoredMatrix & { prefix: string; first: number } {
   const { prefix, slice } = source;
+  if (!ckpt.has(`${prefix}.weight`) && ckpt.has(`${prefix}_blocks`)) return mxfp4Matrix(ckpt, source);
   const name = `${prefix}.weight`;
   const t = ckpt.entry(name).info;
-  const [all, stored] = t.shape;
+  const all = leadingRows(t.shape);
+  const stored = t.shape.at(-1)!;
   const first = slice?.first ?? 0;
-  const rows = slice?.rows ?? all!;
-  const m = storedFormat(ckpt, prefix, rows, stored!, t.dtype, quant);
-  if (t.shape.length !== 2 || all !== source.rows || m.cols !== source.cols) {
+  const rows = slice?.rows ?? all;
+  const m = storedFormat(ckpt, prefix, rows, stored, t.dtype, quant);
+  if (t.shape.length < 2 || all !== source.rows || m.cols !== source.cols) {
     throw new Error(`${ckpt.dir}: ${name} holds [${all}, ${m.cols}] values, expected [${source.rows}, ${source.cols}]`);
   }
-  if (first + rows > all!) throw new Error(`${name}: rows ${first}..${first + rows} of ${all}`);
+  if (first + rows > all) throw new Error(`${name}: rows ${first}..${first + rows} of ${all}`);
   return { prefix, first, ...m };
 }
 
+/**
+ * An MXFP4 matrix as GPT-OSS stores its experts (formats/mxfp4.wgsl): `<prefix>_blocks`
+ * [..., rows, cols / 32, 16] uint8, 32 e2m1 codes a block, and `<prefix>_scales` [..., rows,
+ * cols / 32] uint8, the e8m0 scale of each block; leading dimensions count as rows.
+ */
+function mxfp4Matrix(ckpt: Checkpoint, source: MatrixSource): StoredMatrix & { prefix: string; first: number } {
+  const { prefix, slice } = source;
+  const [blocks, scales] = [ckpt.entry(`${prefix}_blocks`).info, ckpt.entry(`${prefix}_scales`).info];
+  const shape = blocks.shape;
+  const shapes = `${prefix}_blocks ${blocks.dtype} [${shape.join(', ')}], ${prefix}_scales ${scales.dtype} [${scales.shape.join(', ')}]`;
+  if (blocks.dtype !== 'U8' || scales.dtype !== 'U8' || shape.length < 3 || shape.at(-1) !== MXFP4_BLOCK / 2 || scales.shape.join() !== shape.slice(0, -1).join()) {
+    throw new Error(`${ckpt.dir}: ${shapes}: not MXFP4 blocks of ${MXFP4_BLOCK} values and their scales`);
+  }
+  const all = leadingRows(shape.slice(0, -1));
+  const cols = shape.at(-2)! * MXFP4_BLOCK;
+  if (all !== source.rows || cols !== source.cols) throw new Error(`${ckpt.dir}: ${shapes} hold [${all}, ${cols}] values, expected [${source.rows}, ${source.cols}]`);
+  const first = slice?.first ?? 0;
+  const rows = slice?.rows ?? all;
+  if (first + rows > all) throw new Error(`${prefix}: rows ${first}..${first + rows} of ${all}`);
+  return { prefix, first, rows, cols, format: 'mxfp4', bits: 0, groupSize: MXFP4_BLOCK, mxfp4: ['_blocks', '_scales'] };
+}
+
+/**
+ * An MXFP4 matrix as MLX's mxfp4 mode stores it (mlx-lm's GPT-OSS experts): `<prefix>.weight`
+ * uint32 [..., rows, cols / 8], eight e2m1 codes a word from the low bits up (GPT-OSS's
+ * blocks, read as words), and `<prefix>.scales` uint8 [..., rows, cols / 32].
+ */
+function mlxMxfp4(ckpt: Checkpoint, prefix: string, rows: number, words: number): StoredMatrix {
+  const scales = ckpt.entry(`${prefix}.scales`).info;
+  const weight = ckpt.entry(`${prefix}.weight`).info;
+  const cols = words * 8;
+  if (scales.dtype !== 'U8' || scales.shape.at(-1)! * MXFP4_BLOCK !== cols || leadingRows(scales.shape) !== leadingRows(weight.shape) || ckpt.has(`${prefix}.biases`)) {
+    throw new Error(`${prefix}.weight [${weight.shape.join(', ')}], scales ${scales.dtype} [${scales.shape.join(', ')}]: not MLX mxfp4 (uint8 scales per ${MXFP4_BLOCK} values, no biases)`);
+  }
+  return { rows, cols, format: 'mxfp4', bits: 0, groupSize: MXFP4_BLOCK, mxfp4: ['.weight', '.scales'] };
+}
+
+/** Rows of a tensor of `shape` read as a matrix: the product of all but its last dimension. */
+function leadingRows(shape: number[]): number {
+  return shape.slice(0, -1).reduce((a, b) => a * b, 1);
+}
 
 function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: number, dtype: string, quant?: Quantization): StoredMatrix {
   const name = `${prefix}.weight`;
@@ -149,15 +199,16 @@ function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: nu
     return { rows, cols: stored, format, bits: 0, groupSize: 0 };
   }
   if (!q || !ckpt.has(`${prefix}.scales`)) throw new Error(`${name}: packed uint32 weight without quantization config and scales`);
+  if (q.mode === 'mxfp4') return mlxMxfp4(ckpt, prefix, rows, stored);
   const [scales, biases] = ['scales', 'biases'].map((what) => ckpt.entry(`${prefix}.${what}`).info);
   const scaleFormat = FLOAT_FORMATS[scales!.dtype];
   if (!scaleFormat || biases!.dtype !== scales!.dtype) throw new Error(`${prefix}: scales / biases dtypes ${scales!.dtype} / ${biases!.dtype} are not one of F32, F16, BF16`);
   // The config's bits and group size must account for the stored shapes exactly, or the
   // weight would load as other numbers.
   const cols = (stored * 32) / q.bits;
-  const groups = scales!.shape[1]!;
+  const groups = scales!.shape.at(-1)!;
   const shapes = `${name} [${stored}] words, scales [${scales!.shape.join(', ')}], biases [${biases!.shape.join(', ')}]`;
-  if (!Number.isInteger(cols) || cols % 32 !== 0 || groups * q.groupSize !== cols || biases!.shape[1] !== groups || scales!.shape[0] !== ckpt.entry(name).info.shape[0] || biases!.shape[0] !== scales!.shape[0]) {
+  if (!Number.isInteger(cols) || cols % 32 !== 0 || groups * q.groupSize !== cols || biases!.shape.at(-1) !== groups || leadingRows(scales!.shape) !== leadingRows(ckpt.entry(name).info.shape) || leadingRows(biases!.shape) !== leadingRows(scales!.shape)) {
     throw new Error(`${shapes}: do not match ${q.bits}-bit, group size ${q.groupSize} rows`);
   }
   return { rows, cols, format: `q${q.bits}`, bits: q.bits, groupSize: q.groupSize, scaleFormat };
@@ -271,8 +322,10 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
  * `glu`: the prefixes are a SwiGLU's gate and up. Where the quantized kernels can apply the
  * SwiGLU themselves (affine formats, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
  * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
+ * `unit`: every part holds a whole number of units of this many rows (a mixture of experts'
+ * stacked experts: each expert's rows in one binding).
  */
-export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, matrices: MatrixSource[], quant?: Quantization, options: { glu?: boolean } = {}): GpuWeight {
+export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxTextureRows: number }, ckpt: Checkpoint, matrices: MatrixSource[], quant?: Quantization, options: { glu?: boolean; unit?: number } = {}): GpuWeight {
   const sources = matrices.map((m) => storedMatrix(ckpt, m, quant));
   const prefixes = sources.map((s) => (s.first === 0 ? s.prefix : `${s.prefix}[${s.first}:${s.first + s.rows}]`));
   const { cols, scaleFormat } = sources[0]!;
@@ -296,10 +349,14 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   const loadedBits = widest.bits as QuantBits;
   // Each run's rows in the loaded layout: straight from the file where that is how they are
   // stored, else converted a block of rows at a time (widened, or padded to whole texels).
+  // MXFP4: the blocks and a scale byte per block (mxfp4Matrix).
+  const mxfp4 = format === 'mxfp4';
+  const tensorName = (s: StoredMatrix & { prefix: string }, what: 'weight' | 'scales' | 'biases') => (s.mxfp4 ? s.prefix + s.mxfp4[what === 'weight' ? 0 : 1] : `${s.prefix}.${what}`);
   const runs = (what: 'weight' | 'scales' | 'biases'): RowRun[] => order.map((r) => {
     const s = sources[r.source]!;
-    const name = `${s.prefix}.${what}`;
+    const name = tensorName(s, what);
     const first = s.first + r.first;
+    if (mxfp4 && what === 'scales') return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * groupsPerRow + from) };
     if (what === 'weight') {
       const fileRowBytes = isAffine(format) ? (cols * s.bits) / 8 : bytesPerRow;
       if (fileRowBytes === bytesPerRow) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * bytesPerRow + from) };
@@ -311,9 +368,12 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, rowBytesOut / times, rowBytesOut, repeatGroups(groupsPerRow / times, valueBytes, times)) };
   });
   const [weights, scales, biases] = [runs('weight'), runs('scales'), runs('biases')];
-  // An interleaved weight's parts hold whole gate/up block pairs.
   const pairRows = 2 * GLU_BLOCK_ROWS;
-  const perPart = glu ? Math.max(pairRows, Math.floor(rowsPerPart(format, cols, limits) / pairRows) * pairRows) : rowsPerPart(format, cols, limits);
+  // An interleaved weight's parts hold whole gate/up block pairs, an expert weight's whole experts.
+  const unit = glu ? pairRows : (options.unit ?? 1);
+  const fits = rowsPerPart(format, cols, limits);
+  if (unit > fits) throw new Error(`${prefixes[0]}: ${unit} rows of ${rowBytes(format, cols)} bytes must share one binding, which holds ${fits}`);
+  const perPart = unit === 1 ? fits : Math.floor(fits / unit) * unit;
   const parts: WeightPart[] = [];
   for (let rowStart = 0; rowStart < rows; rowStart += perPart) {
     const n = Math.min(perPart, rows - rowStart);
@@ -330,6 +390,7 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
         readStacked(runs, groupBytes, dst.subarray(0, count * groupBytes), (rowStart + first) * groupBytes);
       part.affine = affineTexture(device, n, groupsPerRow, SCALE_BYTES[scaleFormat], label, reader(scales), reader(biases));
     }
+    if (mxfp4) part.scales = filledBuffer(device, n * groupsPerRow, `${label}.scales`, (dst) => readStacked(scales, groupsPerRow, dst, rowStart * groupsPerRow));
     parts.push(part);
   }
   const weight: GpuWeight = { format, rows, cols, groupSize, scaleFormat, parts };

@@ -16,12 +16,18 @@ export type RopeScaling =
   | { type: 'linear'; factor: number }
   | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number }
   /** Phi-3's: per-frequency divisors, short up to originalMaxPositions of context, long past it; rotated values times attentionFactor. */
-  | { type: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; attentionFactor: number };
+  | { type: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; attentionFactor: number }
+  /**
+   * YaRN (GPT-OSS): frequencies above the correction range kept, below it divided by
+   * factor, a linear ramp between (rope.ts); rotated values times attentionFactor.
+   */
+  | { type: 'yarn'; factor: number; originalMaxPositions: number; betaFast: number; betaSlow: number; truncate: boolean; attentionFactor: number };
 
-/** MLX affine quantization of one module (QUANT_BITS x QUANT_GROUP_SIZES). */
+/** MLX quantization of one module: affine (QUANT_BITS x QUANT_GROUP_SIZES), or mxfp4 (4 bits, groups of 32). */
 export interface ModuleQuantization {
   bits: QuantBits;
   groupSize: number;
+  mode?: 'mxfp4';
 }
 
 /** The checkpoint-wide quantization, and per-module overrides by module path (false: not quantized). */
@@ -62,6 +68,8 @@ export interface ModelConfig {
   /** Ids that end generation: config eos plus generation_config eos (which may be a list). */
   eosTokenIds: number[];
   bosTokenId?: number;
+  /** Set by a hybrid family's configure where layers carry recurrent state (LoadedModel.states). */
+  recurrent?: true;
 }
 
 export type RopeConfig = Pick<ModelConfig, 'rotaryDim' | 'ropeTheta' | 'ropeScaling'>;
@@ -234,9 +242,36 @@ function ropeDict(c: Json, name: string, d: unknown, file: string): Rope {
     case 'longrope':
     case 'su':
       return { ropeTheta, ropeScaling: longrope(c, d, name, file) };
+    case 'yarn':
+      return { ropeTheta, ropeScaling: yarn(c, d, name, file) };
     default:
-      return f.fail('rope_type', `"${type}" is not supported (supported: default, linear, llama3, longrope)`);
+      return f.fail('rope_type', `"${type}" is not supported (supported: default, linear, llama3, longrope, yarn)`);
   }
+}
+
+/**
+ * YaRN as transformers' _compute_yarn_parameters reads it: factor, beta_fast (32), beta_slow
+ * (1), truncate (true: the correction range rounded out to whole dims), and the attention
+ * factor attention_factor, else get_mscale(factor, mscale) / get_mscale(factor,
+ * mscale_all_dim) where both are given, else get_mscale(factor) = 0.1 ln(factor) + 1. Where
+ * the dict gives original_max_position_embeddings, transformers versions differ on whether
+ * max_position_embeddings / original replaces factor; a config on which they disagree is refused.
+ */
+function yarn(c: Json, d: Json, name: string, file: string): RopeScaling {
+  const f = fields(d, file, `${name}.`);
+  const factor = f.positive('factor');
+  const originalMaxPositions = llama3Context(c, d, name, file);
+  if (d.original_max_position_embeddings != null) {
+    const ratio = fields(c, file).count('max_position_embeddings') / originalMaxPositions;
+    if (ratio !== factor) f.fail('factor', `${factor} differs from max_position_embeddings / original_max_position_embeddings = ${ratio}`);
+  }
+  const mscale = (m: number) => (factor <= 1 ? 1 : 0.1 * m * Math.log(factor) + 1);
+  const m = f.optional('mscale');
+  const mAll = f.optional('mscale_all_dim');
+  const attentionFactor = f.optional('attention_factor') ?? (m && mAll ? mscale(m) / mscale(mAll) : mscale(1));
+  return {
+    type: 'yarn', factor, originalMaxPositions, betaFast: f.positive('beta_fast', 32), betaSlow: f.positive('beta_slow', 1), truncate: f.bool('truncate', true), attentionFactor,
+  };
 }
 
 /**
@@ -269,14 +304,16 @@ function llama3Context(c: Json, d: Json, name: string, file: string): number {
   return inner ?? outer ?? fields(c, file).count('max_position_embeddings');
 }
 
-/** MLX affine quantization (`quantization`, or the `quantization_config` copy mlx-lm also writes). */
-function quantization(json: Json, file: string): Quantization | undefined {
+/** MLX quantization (`quantization`, or the `quantization_config` copy mlx-lm also writes). */
+export function readQuantization(json: Json, file: string): Quantization | undefined {
   const name = json.quantization != null ? 'quantization' : 'quantization_config';
   const q = json[name];
   if (q == null) return undefined;
   if (!isObject(q)) throw new Error(`${file}: ${name} must be an object, got ${show(q)}`);
   const f = fields(q, file, `${name}.`);
-  if (name === 'quantization_config' && q.quant_method != null) f.fail('quant_method', `${show(q.quant_method)} is not supported (MLX affine quantization only)`);
+  // GPT-OSS's mxfp4: its quantized tensors name themselves (<prefix>_blocks, _scales: checkpoint.ts).
+  if (name === 'quantization_config' && q.quant_method === 'mxfp4') return undefined;
+  if (name === 'quantization_config' && q.quant_method != null) f.fail('quant_method', `${show(q.quant_method)} is not supported (MLX affine quantization, or mxfp4)`);
   const all = moduleFields(q, file, `${name}.`, DEFAULT_GROUP_SIZE);
   // Per-module entries (mixed-bit checkpoints): a module path with its own block, or false
   // for a module kept in float.
@@ -288,10 +325,17 @@ function quantization(json: Json, file: string): Quantization | undefined {
   return { ...all, modules };
 }
 
-/** bits and group_size of a quantization block or a module's entry in it, checked against what the engine loads. */
+/**
+ * mode, bits and group_size of a quantization block or a module's entry in it, checked
+ * against what the engine loads: affine, or mxfp4 (MLX's, as mlx-lm writes GPT-OSS's experts).
+ */
 function moduleFields(q: Json, file: string, prefix: string, defaultGroup: number): ModuleQuantization {
   const f = fields(q, file, prefix);
-  if (q.mode != null && q.mode !== 'affine') f.fail('mode', `${show(q.mode)} is not supported (affine only)`);
+  const mode = f.oneOf('mode', ['affine', 'mxfp4'], 'affine');
+  if (mode === 'mxfp4') {
+    if (q.bits !== 4 || (q.group_size ?? 32) !== 32) f.fail('mode', `mxfp4 takes bits 4 and group_size 32, got ${show(q.bits)} and ${show(q.group_size)}`);
+    return { bits: 4, groupSize: 32, mode };
+  }
   const bits = f.number('bits');
   if (!isQuantBits(bits)) f.fail('bits', `${bits} is not supported (MLX affine ${QUANT_BITS.join(', ')} bits)`);
   const groupSize = f.count('group_size', defaultGroup);
@@ -336,7 +380,7 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
     rotaryDim: rotaryDim(c, headDim, file),
     maxPositions: f.count('max_position_embeddings', 4096),
     tieEmbeddings: tie === true,
-    quantization: quantization(json, file),
+    quantization: readQuantization(json, file),
     eosTokenIds: [...new Set(eos)],
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : undefined,
   };

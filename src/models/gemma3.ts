@@ -4,8 +4,9 @@
 // unscaled on sliding layers, rope_theta with rope_scaling on global ones (v5 spells both
 // as rope_parameters per layer type). A multimodal checkpoint (Gemma3ForConditionalGeneration)
 // keeps the decoder under language_model.model. (as published, and as mlx-vlm saves it) or
-// model.language_model. (as transformers 4.52+ saves it); its vision_tower and
-// multi_modal_projector tensors are not read.
+// model.language_model. (as transformers 4.52+ saves it); its image encoder is
+// ./gemma3-vision.ts, whose soft tokens replace the image tokens' embeddings here, and
+// the tokens of one image attend to each other both ways (ImageInputs).
 import { Program } from '../runtime/program.js';
 import type { ConfigReader, Rope } from './config.js';
 import { attention, embed, head, mlp } from './layers.js';
@@ -30,14 +31,17 @@ export const gemma3: Family = {
     const global: Rope = cfg.layerRopes?.full_attention ?? cfg;
     const local: Rope = cfg.layerRopes?.sliding_attention ?? { ropeTheta: c.positive('rope_local_base_freq', 10000) };
     const norms = { eps: cfg.rmsEps, plusOne: true };
+    const vision = c.raw.vision_config != null;
     return (ctx) => {
       const program = new Program();
       program.add(...embed(ctx, Math.sqrt(cfg.hidden)));
+      const images = vision ? ctx.imageInputs() : undefined;
+      if (images) program.add(ctx.ops.embedOverride(ctx.act.h, images.rows, images.flags, cfg.hidden));
       for (let i = 0; i < cfg.layers; i++) {
         const sliding = types[i] === 'sliding_attention';
         program.add(...attention(ctx, i, {
           norms, inputNorm: 'input_layernorm', postNorm: 'post_attention_layernorm', qkNorm: 'head',
-          rope: sliding ? local : global, window: sliding ? window : undefined, scale, softcap,
+          rope: sliding ? local : global, window: sliding ? window : undefined, scale, softcap, keyEnd: images?.keyEnd,
         }));
         program.add(...mlp(ctx, i, { norms, inputNorm: 'pre_feedforward_layernorm', postNorm: 'post_feedforward_layernorm', activation }));
       }

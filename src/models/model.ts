@@ -1,16 +1,18 @@
 // A loaded decoder model on the GPU: its weights, activation and KV buffers, and the
 // forward pass recorded once. The engine fills the batch metadata and replays it.
-import type { Gpu } from '../runtime/gpu.js';
+import { textureBytes, type Gpu } from '../runtime/gpu.js';
 import { isAffine } from '../runtime/kernel-source.js';
 import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAMS_BYTES } from '../runtime/ops/sampling.js';
 import { Ops, type BatchMeta } from '../runtime/ops.js';
 import { ShaderWarmer, warmerHelps } from '../runtime/shader-warmer.js';
 import { SEQ_NORM_BYTES, type Pooling } from '../runtime/ops/pooling.js';
 import type { Program } from '../runtime/program.js';
-import { kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
+import type { KvLayer } from '../runtime/ops/attention.js';
+import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTextureRows, storageBuffer, type GpuWeight, type KvType } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource, type VectorSource } from './checkpoint.js';
 import type { ConfigReader, ModelConfig, Rope } from './config.js';
 import { readFamilyConfig } from './registry.js';
+import { listCheckpointTensors } from './safetensors.js';
 import { ropeAttentionFactor, ropeInvFreq } from './rope.js';
 
 /** Buffers for one pass of up to maxTokens tokens, reused by every layer. */
@@ -31,12 +33,33 @@ export interface Activations {
   logits: GPUBuffer;
 }
 
+/** The keys' and values' types in the KV cache. */
+export interface KvTypes {
+  k: KvType;
+  v: KvType;
+}
+
+/**
+ * The paged KV cache's textures: `blocks` blocks of blockSize positions per layer now, up
+ * to maxBlocks as the engine grows the pool (engine/kv-cache.ts KvRows.resize replaces the
+ * layers' textures).
+ */
 export interface KvCache {
   blockSize: number;
   blocks: number;
-  /** Per layer (tensors.ts kvCacheTexture). */
-  k: GPUTexture[];
-  v: GPUTexture[];
+  maxBlocks: number;
+  types: KvTypes;
+  /** Values of one position's keys (or values) in one layer: kvHeads * headDim. */
+  kvDim: number;
+  /** Bytes of one position's keys and values across all layers. */
+  tokenBytes: number;
+  layers: KvLayer[];
+}
+
+/** Bytes of a KV cache's textures when they hold `blocks` blocks (default: as many as now). */
+export function kvCacheBytes(kv: KvCache, blocks = kv.blocks): number {
+  const rows = kvTextureRows((blocks * kv.blockSize * kv.kvDim) / 4);
+  return kv.layers.length * KV_TEXTURE_WIDTH * rows * (KV_TEXEL_BYTES[kv.types.k] + KV_TEXEL_BYTES[kv.types.v]);
 }
 
 /** One RoPE's tables as Ops.attention takes them (RopeOptions). */
@@ -56,6 +79,11 @@ export interface BuildContext {
    * maps them to the checkpoint's) here and in vector and has.
    */
   matrix(...sources: MatrixSource[]): GpuWeight;
+  /**
+   * A mixture of experts' matrices stacked expert after expert, each expert's sources in
+   * order (gate then up, say), every part of the weight holding whole experts (Ops.moeMatmul).
+   */
+  experts(perExpert: MatrixSource[][]): GpuWeight;
   /** A GLU's gate and up matrices as one weight for Ops.gatedLinear (loadMatrix `glu`). */
   gluMatrix(gate: MatrixSource, up: MatrixSource): GpuWeight;
   /** Loads an f32 vector tensor, checking its length; several concatenate into one buffer; `shift` is added to each value. */
@@ -63,13 +91,38 @@ export interface BuildContext {
   has(name: string): boolean;
   /** The tables of a RoPE (cached: layers that share one share its buffer). */
   rope(rope: Rope): RopeTables;
-  /** A [max tokens, width] f32 buffer for a family's own intermediate values (cached by label). */
-  scratch(label: string, width: number): GPUBuffer;
+  /**
+   * A [rows, width] buffer of 32-bit values for a family's or a block's own intermediate
+   * values, rows by default the pass's max tokens (cached by label: blocks that run one
+   * after another share it).
+   */
+  scratch(label: string, width: number, rows?: number): GPUBuffer;
+  /**
+   * A recurrent layer's state, `floats` 32-bit values per state slot (one slot per engine
+   * slot), zeroed; the engine copies a slot's values to fork a sequence (LoadedModel.states).
+   */
+  state(label: string, floats: number): GPUBuffer;
   act: Activations;
   kv: KvCache;
   meta: BatchMeta;
   /** An embedding model's output: the head pools and normalises instead of sampling (layers.ts head). */
   pooled?: PooledOutput;
+  /** The buffers through which a vision-language family takes images' soft tokens (made on first call). */
+  imageInputs(): ImageInputs;
+}
+
+/**
+ * Where the engine puts a pass's image soft tokens for a vision-language family: each
+ * image token's embedding row, the flags of the tokens that take one, and how far each
+ * token attends (its own position, or its image's last: bidirectional within an image).
+ */
+export interface ImageInputs {
+  /** [maxTokens, hidden] f32, at the rows of the pass's image tokens. */
+  rows: GPUBuffer;
+  /** [maxTokens] u32: 1 for a token whose embedding is its row of `rows`. */
+  flags: GPUBuffer;
+  /** [maxTokens] u32: the last position each token attends to (Ops.attention keyEnd). */
+  keyEnd: GPUBuffer;
 }
 
 /**
@@ -150,8 +203,20 @@ export interface LoadedModel {
   maxTableEntries: number;
   /** The matrices' stored formats, e.g. "bf16" or "q4 g64" (several: comma-separated). */
   weightFormat: string;
+  /** Bytes of the weights on the GPU: matrices and vectors as uploaded. */
+  weightBytes: number;
   /** Loaded as an embedding model (LoadOptions.pooling). */
   pooled?: PooledOutput;
+  /** A vision-language family's image inputs, which the engine fills each pass. */
+  images?: ImageInputs;
+  /** The recurrent layers' states (BuildContext.state), each [stateSlots, slotBytes]; none for a transformer. */
+  states: RecurrentState[];
+}
+
+/** One recurrent layer's state buffer: slot s holds bytes [s * slotBytes, (s + 1) * slotBytes). */
+export interface RecurrentState {
+  buffer: GPUBuffer;
+  slotBytes: number;
 }
 
 export interface LoadOptions {
@@ -159,11 +224,17 @@ export interface LoadOptions {
   maxTokens: number;
   /** Sequences per forward pass. */
   maxSeqs: number;
-  /** KV capacity in tokens across all sequences. */
+  /** KV capacity in tokens across all sequences: the most the pool may grow to. */
   kvTokens: number;
+  /** KV tokens allocated at load (default kvTokens), rounded up to whole blocks. */
+  kvInitialTokens?: number;
+  /** The KV cache's types. */
+  kvTypes: KvTypes;
   /** Longest sequence in tokens (sizes the block table). */
   maxContext: number;
   blockSize: number;
+  /** Recurrent state slots (the engine's slots; SeqChunk.state). Default maxSeqs. */
+  stateSlots?: number;
   /** Load as an embedding model: the head pools the final hidden states (no LM head, no sampling). */
   pooling?: Pooling;
   /** With pooling 'rank' on a decoder: its answer tokens. */
@@ -183,6 +254,37 @@ export interface LoadProgress {
   tensors: number;
   tensorsTotal: number;
   pipelines: number;
+}
+
+/** Bytes of one position's keys and values across all layers of a model of `cfg`'s shape. */
+export function kvTokenBytes(cfg: Pick<ModelConfig, 'layers' | 'kvHeads' | 'headDim'>, types: KvTypes): number {
+  const bytes = (t: KvType) => (t === 'f16' ? 2 : 4);
+  return cfg.layers * cfg.kvHeads * cfg.headDim * (bytes(types.k) + bytes(types.v));
+}
+
+/** A model's KV cache textures for `blocks` blocks. */
+function kvCache(device: GPUDevice, cfg: ModelConfig, shape: Omit<KvCache, 'layers' | 'tokenBytes' | 'kvDim'>): KvCache {
+  const kvDim = cfg.kvHeads * cfg.headDim;
+  const texels = (shape.blocks * shape.blockSize * kvDim) / 4;
+  return {
+    ...shape,
+    kvDim,
+    tokenBytes: kvTokenBytes(cfg, shape.types),
+    layers: Array.from({ length: cfg.layers }, (_, i) => ({
+      k: kvCacheTexture(device, texels, shape.types.k, `k_cache.${i}`),
+      v: kvCacheTexture(device, texels, shape.types.v, `v_cache.${i}`),
+    })),
+  };
+}
+
+/** Bytes of the family's tensors in checkpoint `dir`, as stored (a multimodal checkpoint's other towers left out). */
+export function checkpointWeightBytes(dir: string): number {
+  const { family } = readFamilyConfig(dir);
+  const tensors = listCheckpointTensors(dir);
+  const names = checkpointNames(family, tensors.keys());
+  let bytes = 0;
+  for (const [name, t] of tensors) if (names.isFamily(name)) bytes += t.info.data_offsets[1] - t.info.data_offsets[0];
+  return bytes;
 }
 
 export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Promise<LoadedModel> {
@@ -227,14 +329,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   };
   // Quantized linear layers read their input through one shared texture: size it for the widest.
   if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.h.size, act.attn.size, act.gate.size, act.headIn.size));
-  const blocks = Math.ceil(options.kvTokens / options.blockSize);
-  const kvTexels = (blocks * options.blockSize * kvDim) / 4;
-  const kv: KvCache = {
-    blockSize: options.blockSize,
-    blocks,
-    k: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `k_cache.${i}`)),
-    v: Array.from({ length: cfg.layers }, (_, i) => kvCacheTexture(device, kvTexels, `v_cache.${i}`)),
-  };
+  const maxBlocks = Math.ceil(options.kvTokens / options.blockSize);
+  const blocks = Math.min(maxBlocks, Math.ceil((options.kvInitialTokens ?? options.kvTokens) / options.blockSize));
+  const kv = kvCache(device, cfg, { blockSize: options.blockSize, blocks, maxBlocks, types: options.kvTypes });
   const maxTableEntries = S * Math.ceil(options.maxContext / options.blockSize);
   // Penalties name at most every token of each sequence's context, logit_bias at most
   // MAX_LOGIT_BIAS_TOKENS more.
@@ -251,20 +348,29 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     logprobs: u32(S * 2 * (1 + MAX_TOP_LOGPROBS), 'logprobs'),
     biasEntries: storageBuffer(device, biasCapacity * BIAS_ENTRY_BYTES, 'bias_entries'),
     biasCapacity,
+    chunks: u32(4 * T, 'chunks'),
   };
   const pooled: PooledOutput | undefined = options.pooling
     ? { mode: options.pooling, width: options.pooling === 'rank' ? 1 : cfg.hidden, out: f32(S * cfg.hidden, 'pooled'), norms: storageBuffer(device, S * SEQ_NORM_BYTES, 'seq_norms'), keyEnd: u32(T, 'key_end'), rankTokens: options.rankTokens }
     : undefined;
   const ropes = new Map<string, RopeTables>();
   const scratch = new Map<string, GPUBuffer>();
+  const states: RecurrentState[] = [];
   // Tied embeddings are both the embedding table and the LM head: upload once.
   const matrices = new Map<string, GpuWeight>();
   const formats = new Set<string>();
+  let weightBytes = 0;
+  const uploaded = <T extends GPUBuffer | GPUTexture>(data: T): T => {
+    weightBytes += 'size' in data ? data.size : textureBytes(data);
+    return data;
+  };
   const loaded = (w: GpuWeight) => {
+    for (const part of w.parts) [part.data, part.affine].forEach((d) => d && uploaded(d));
     formats.add(isAffine(w.format) ? (w.stored ? `${w.stored} (as ${w.format} g${w.groupSize})` : `${w.format} g${w.groupSize}`) : w.format);
     return w;
   };
   const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
+  let images: ImageInputs | undefined;
   const ctx: BuildContext = {
     ops,
     cfg,
@@ -274,8 +380,12 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       if (!w) matrices.set(key, (w = loaded(loadMatrix(device, gpu, ckpt, sources.map(inCheckpoint), cfg.quantization))));
       return w;
     },
+    experts: (perExpert) => {
+      const unit = perExpert[0]!.reduce((n, s) => n + (s.slice?.rows ?? s.rows), 0);
+      return loaded(loadMatrix(device, gpu, ckpt, perExpert.flat().map(inCheckpoint), cfg.quantization, { unit }));
+    },
     gluMatrix: (gate, up) => loaded(loadMatrix(device, gpu, ckpt, [gate, up].map(inCheckpoint), cfg.quantization, { glu: true })),
-    vector: (sources, shift) => loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift),
+    vector: (sources, shift) => uploaded(loadVector(device, ckpt, [sources].flat().map((s) => ({ ...s, name: names.of(s.name) })), shift)),
     has: (name) => ckpt.has(names.of(name)),
     rope: (r) => {
       const key = JSON.stringify(r);
@@ -290,11 +400,19 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       }
       return tables;
     },
-    scratch: (label, width) => {
+    scratch: (label, width, rows = T) => {
       let b = scratch.get(label);
-      if (!b) scratch.set(label, (b = f32(T * width, label)));
+      if (!b) scratch.set(label, (b = f32(rows * width, label)));
+      if (b.size < rows * width * 4) throw new Error(`scratch buffer ${label}: asked for ${rows * width * 4} bytes, made with ${b.size}`);
       return b;
     },
+    state: (label, floats) => {
+      const slotBytes = floats * 4;
+      const buffer = storageBuffer(device, (options.stateSlots ?? S) * slotBytes, label);
+      states.push({ buffer, slotBytes });
+      return buffer;
+    },
+    imageInputs: () => (images ??= { rows: f32(T * cfg.hidden, 'image_rows'), flags: u32(T, 'image_flags'), keyEnd: u32(T, 'key_end') }),
     act,
     kv,
     meta,
@@ -316,5 +434,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     ops.pipelines.warmer?.close();
     throw new Error(`building the ${family.name} forward pass: ${error.message}`);
   }
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), pooled };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images };
 }

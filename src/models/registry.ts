@@ -3,15 +3,21 @@ import { bert } from './bert.js';
 import { configReader, normalizeConfig, readConfigFiles, type Json, type ModelConfig } from './config.js';
 import { gemma2 } from './gemma2.js';
 import { gemma3 } from './gemma3.js';
+import { gptOss } from './gpt_oss.js';
 import { granite } from './granite.js';
+import { granitemoehybrid } from './granitemoehybrid.js';
+import { lfm2 } from './lfm2.js';
 import { llama } from './llama.js';
 import { mistral } from './mistral.js';
+import { mixtral } from './mixtral.js';
+import { nemotronH } from './nemotron-h.js';
 import type { BuildContext, Family } from './model.js';
 import { olmo2 } from './olmo2.js';
 import { phi3 } from './phi3.js';
 import type { Program } from '../runtime/program.js';
 import { qwen2 } from './qwen2.js';
 import { qwen3 } from './qwen3.js';
+import { qwen3Moe } from './qwen3-moe.js';
 import { smollm3 } from './smollm3.js';
 
 const FAMILIES: Record<string, Family> = {
@@ -21,6 +27,9 @@ const FAMILIES: Record<string, Family> = {
   mistral,
   qwen2,
   qwen3,
+  qwen3_moe: qwen3Moe,
+  mixtral,
+  gpt_oss: gptOss,
   gemma2,
   gemma3,
   gemma3_text: gemma3,
@@ -28,6 +37,9 @@ const FAMILIES: Record<string, Family> = {
   smollm3,
   granite,
   olmo2,
+  lfm2,
+  nemotron_h: nemotronH,
+  granitemoehybrid,
 };
 
 /** Bidirectional encoders: served as embedding models and rerankers only. */

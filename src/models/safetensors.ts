@@ -98,13 +98,15 @@ export interface CheckpointTensor {
 
 /**
  * Every tensor of a Hugging Face checkpoint directory: `model.safetensors`, or the shards
- * named by `model.safetensors.index.json`. Headers only; read data with readSafetensorsBytes.
+ * named by `model.safetensors.index.json` (mlx-whisper's `weights.safetensors` where neither
+ * is there). Headers only; read data with readSafetensorsBytes.
  */
 export function listCheckpointTensors(dir: string): Map<string, CheckpointTensor> {
   const index = join(dir, 'model.safetensors.index.json');
+  const single = !existsSync(join(dir, 'model.safetensors')) && existsSync(join(dir, 'weights.safetensors')) ? 'weights.safetensors' : 'model.safetensors';
   const files = existsSync(index)
     ? [...new Set(Object.values((JSON.parse(readFileSync(index, 'utf8')) as { weight_map: Record<string, string> }).weight_map))]
-    : ['model.safetensors'];
+    : [single];
   const out = new Map<string, CheckpointTensor>();
   for (const file of files) {
     const path = join(dir, file);
@@ -127,7 +129,7 @@ export function readTensorF32(tensor: CheckpointTensor): Float32Array {
 
 export interface SafetensorsWriteTensor {
   name: string;
-  dtype: 'F32' | 'F16' | 'BF16' | 'U32';
+  dtype: 'F32' | 'F16' | 'BF16' | 'U32' | 'U8';
   shape: number[];
   /** Little-endian element data; F16/BF16 as raw 16-bit patterns (e.g. a Uint16Array). */
   data: Uint8Array | Float32Array | Uint16Array | Uint32Array | Int32Array;

@@ -30,6 +30,54 @@ export interface Gpu {
    * between them (../engine/forward.ts).
    */
   submitRunsInline: boolean;
+  /** Bytes of the device's live buffers and textures (trackMemory). */
+  memory: GpuMemory;
+}
+
+/** Bytes of a device's buffers and textures, counted as they are created and destroyed (or collected). */
+export interface GpuMemory {
+  bytes(): number;
+}
+
+/** Bytes per texel of the texture formats the runtime creates. */
+const TEXEL_BYTES: Partial<Record<GPUTextureFormat, number>> = { rgba32float: 16, rgba32uint: 16, rgba16float: 8 };
+
+/** Bytes of a texture of one of the formats the runtime creates. */
+export function textureBytes(t: GPUTexture): number {
+  const texel = TEXEL_BYTES[t.format];
+  if (texel === undefined) throw new Error(`no texel size for ${t.format}`);
+  return t.width * t.height * t.depthOrArrayLayers * texel;
+}
+
+/**
+ * Counts the bytes `device` allocates: its createBuffer and createTexture are wrapped so
+ * that each object adds its size, and takes it back when destroyed or garbage-collected.
+ */
+function trackMemory(device: GPUDevice): GpuMemory {
+  let bytes = 0;
+  const live = new FinalizationRegistry<{ size: number; freed: boolean }>((entry) => {
+    if (!entry.freed) bytes -= entry.size;
+  });
+  const track = <T extends GPUBuffer | GPUTexture>(object: T, size: number): T => {
+    const entry = { size, freed: false };
+    bytes += size;
+    live.register(object, entry);
+    const destroy = object.destroy.bind(object);
+    object.destroy = () => {
+      if (!entry.freed) bytes -= size;
+      entry.freed = true;
+      destroy();
+    };
+    return object;
+  };
+  const createBuffer = device.createBuffer.bind(device);
+  const createTexture = device.createTexture.bind(device);
+  device.createBuffer = (d) => track(createBuffer(d), d.size);
+  device.createTexture = (d) => {
+    const t = createTexture(d);
+    return track(t, textureBytes(t));
+  };
+  return { bytes: () => bytes };
 }
 
 // dawn.node crashes if the GPU object is collected while the process lives: keep it here.
@@ -46,6 +94,12 @@ function nativeBackendFor(platform: NodeJS.Platform): Backend {
  * driver allows more, says so at each adapter request: from native code, to fd 2.
  */
 const LIMIT_NOTICE = /^Warning: maxDynamic(Uniform|Storage)BuffersPerPipelineLayout artificially reduced from \d+ to \d+ to fit dynamic offset allocation limit\.$/;
+
+/**
+ * With the Vulkan loader installed but no Vulkan driver (libvulkan1 comes with many packages),
+ * Dawn's Vulkan attempt prints the failed instance creation, with the place in VulkanError.cpp.
+ */
+const NO_VULKAN_DRIVER = /^Warning: vkCreateInstance|^\s+at CheckVkSuccessImpl \(|^$/;
 
 /**
  * Whether Dawn would find the Vulkan loader, which it looks for beside dawn.node, beside the
@@ -67,7 +121,8 @@ function vulkanLoaderFound(): boolean {
   });
 }
 
-async function tryAdapter(backend: Backend, quiet: boolean): Promise<{ gpu: GPU; adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
+/** `drop`: the lines Dawn writes to stderr during the adapter request that are not printed. */
+async function tryAdapter(backend: Backend, drop: RegExp | undefined): Promise<{ gpu: GPU; adapter: GPUAdapter; backend: Backend; compat: boolean } | undefined> {
   const options: string[] = [];
   let compat = false;
   if (backend === 'opengles' || backend === 'opengl') {
@@ -92,7 +147,7 @@ async function tryAdapter(backend: Backend, quiet: boolean): Promise<{ gpu: GPU;
   instances.push(gpu);
   // Dawn enumerates adapters, and prints its notices, within the call itself.
   const request = () => gpu.requestAdapter(compat ? { featureLevel: 'compatibility' } : { powerPreference: 'high-performance' });
-  const adapter = await (quiet ? withoutStderrLines(LIMIT_NOTICE, request) : request());
+  const adapter = await (drop ? withoutStderrLines(drop, request) : request());
   return adapter ? { gpu, adapter, backend, compat } : undefined;
 }
 
@@ -104,7 +159,8 @@ export const MISSING_ADAPTER_HELP =
 export interface OpenOptions {
   /**
    * Keep Dawn's startup noise off stderr: under `auto`, no Vulkan attempt without the Vulkan
-   * loader, and no limit notices (LIMIT_NOTICE). Default: Dawn prints what it prints.
+   * loader and no word of one that finds no driver (NO_VULKAN_DRIVER), and no limit notices
+   * (LIMIT_NOTICE). Default: Dawn prints what it prints.
    */
   quietDawn?: boolean;
 }
@@ -115,7 +171,9 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
     requested !== 'auto' ? [requested] : quietDawn && native === 'vulkan' && !vulkanLoaderFound() ? ['opengles'] : [native, 'opengles'];
   let found: Awaited<ReturnType<typeof tryAdapter>>;
   for (const backend of order) {
-    found = await tryAdapter(backend, quietDawn).catch(() => undefined);
+    // Under auto, a Vulkan attempt that finds no driver is not worth a word: another backend follows.
+    const drop = !quietDawn ? undefined : requested === 'auto' && backend === 'vulkan' ? new RegExp(`${LIMIT_NOTICE.source}|${NO_VULKAN_DRIVER.source}`) : LIMIT_NOTICE;
+    found = await tryAdapter(backend, drop).catch(() => undefined);
     if (found) break;
   }
   if (!found) throw new Error(MISSING_ADAPTER_HELP + (requested === 'auto' ? '' : ` (requested backend: ${requested})`));
@@ -133,6 +191,7 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
       maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
     },
   });
+  const memory = trackMemory(device);
   device.addEventListener('uncapturederror', (e) => {
     console.error('WebGPU error:', (e as GPUUncapturedErrorEvent).error.message);
   });
@@ -149,6 +208,7 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
     maxTextureRows: l.maxTextureDimension2D,
     readOnlyStorageTextures: gpu.wgslLanguageFeatures.has('readonly_and_readwrite_storage_textures'),
     submitRunsInline: backend === 'opengles' || backend === 'opengl',
+    memory,
   };
 }
 

@@ -18,7 +18,7 @@ const KERNEL_DIR = fileURLToPath(new URL('../../src/kernels/', import.meta.url))
 
 /** MLX affine quantization at its stored bit width, packed words in a texture (formats/affine.wgsl). */
 export type AffineFormat = 'q2' | 'q3' | 'q4' | 'q5' | 'q6' | 'q8';
-export type WeightFormat = 'f32' | 'f16' | 'bf16' | AffineFormat;
+export type WeightFormat = 'f32' | 'f16' | 'bf16' | AffineFormat | 'mxfp4';
 
 /** Bits per value of each affine format (formats/affine.wgsl BITS). */
 export const AFFINE_BITS: Record<AffineFormat, number> = { q2: 2, q3: 3, q4: 4, q5: 5, q6: 6, q8: 8 };

@@ -9,12 +9,15 @@ import type { StepShape } from './program.js';
 import { AFFINE_BITS, formatFile, isAffine, kernelEnum, kernelStruct, type Variant } from './kernel-source.js';
 import { packStruct, type StructValues } from './wgsl-struct.js';
 import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, uniformBuffer, type GpuWeight, type ScaleFormat, type WeightPart } from './tensors.js';
-import { attention, ropeKvWrite } from './ops/attention.js';
-import { embedding } from './ops/embedding.js';
+import { attention, cachedAttention, ropeKvWrite } from './ops/attention.js';
+import { im2col } from './ops/conv.js';
+import { embedOverride, embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
+import { moeCombine, moeMatmul, moeRoute } from './ops/moe.js';
 import { layernorm, rmsnorm } from './ops/norms.js';
-import { embdNormalize, pool } from './ops/pooling.js';
+import { embdNormalize, patchPool, pool } from './ops/pooling.js';
 import { logitBias, sample } from './ops/sampling.js';
+import { rmsnormGated, ssmConv, ssmScan } from './ops/ssm.js';
 
 export const ceil = (a: number, b: number) => Math.ceil(a / b);
 
@@ -46,11 +49,21 @@ export class Ops {
   readonly glu = method(this, glu);
   readonly reserveMatmulInput = method(this, reserveMatmulInput);
   readonly embedding = method(this, embedding);
+  readonly embedOverride = method(this, embedOverride);
   readonly rmsnorm = method(this, rmsnorm);
   readonly layernorm = method(this, layernorm);
   readonly ropeKvWrite = method(this, ropeKvWrite);
   readonly attention = method(this, attention);
+  readonly moeRoute = method(this, moeRoute);
+  readonly moeMatmul = method(this, moeMatmul);
+  readonly moeCombine = method(this, moeCombine);
+  readonly ssmConv = method(this, ssmConv);
+  readonly ssmScan = method(this, ssmScan);
+  readonly rmsnormGated = method(this, rmsnormGated);
+  readonly cachedAttention = method(this, cachedAttention);
+  readonly im2col = method(this, im2col);
   readonly pool = method(this, pool);
+  readonly patchPool = method(this, patchPool);
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);
   readonly sample = method(this, sample);
@@ -80,8 +93,9 @@ export class Ops {
     return this.gpu.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries });
   }
 
-  /** A weight part's data (formats/*.wgsl w_data, or readers/affine_*.wgsl w_packed and w_affine). */
+  /** A weight part's data (formats/*.wgsl w_data and MXFP4's w_scales, or readers/affine_*.wgsl w_packed and w_affine). */
   weightBindings(part: WeightPart): Resources {
+    if (part.scales) return { w_data: part.data as GPUBuffer, w_scales: part.scales };
     if (!part.affine) return { w_data: part.data as GPUBuffer };
     return { w_packed: (part.data as GPUTexture).createView(), w_affine: part.affine.createView() };
   }
@@ -147,4 +161,9 @@ export interface BatchMeta {
   biasEntries: GPUBuffer;
   /** Capacity of biasEntries in entries. */
   biasCapacity: number;
+  /**
+   * [max tokens] vec4<u32>, one per sequence chunk of the pass: its first token, its token
+   * count, its recurrent state slot and its start position (the recurrent layers' kernels).
+   */
+  chunks: GPUBuffer;
 }

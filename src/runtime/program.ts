@@ -1,7 +1,12 @@
 // A forward pass recorded once as a list of dispatches with their bind groups; each step
 // replays it into one command encoder with workgroup counts for that step's shape.
+import type { Gpu } from './gpu.js';
+
 /** WebGPU's guaranteed per-dimension dispatch limit. */
 const MAX_WORKGROUPS = 65535;
+/** Dispatches a submitted piece of a pass holds where a submit runs its work inline: about
+ *  one decoder layer's, so the event loop waits at most a layer's time. */
+const INLINE_PIECE = 12;
 
 export interface StepShape {
   /** Tokens in the pass. */
@@ -10,6 +15,8 @@ export interface StepShape {
   seqs: number;
   /** Logit penalty entries (logit_bias.wgsl). */
   bias: number;
+  /** Sequence chunks in the pass, one per sequence (BatchMeta.chunks; the recurrent layers' kernels). */
+  chunks?: number;
 }
 
 export interface Dispatch {
@@ -45,6 +52,27 @@ export class Program {
 
   add(...d: Dispatch[]): void {
     this.dispatches.push(...d);
+  }
+
+  /**
+   * Replays the pass for `shape` into `gpu`'s queue (the step uniform written by the
+   * caller). Where a submit runs its work inline (Gpu.submitRunsInline), all but the last
+   * INLINE_PIECE dispatches go first in pieces of that many, each followed by a turn of the
+   * event loop. `finish` records into the last piece's encoder after it (readback copies).
+   */
+  async submit(gpu: Pick<Gpu, 'device' | 'submitRunsInline'>, shape: StepShape, options: { only?: (d: Dispatch) => boolean; finish?: (encoder: GPUCommandEncoder) => void } = {}): Promise<void> {
+    const { device } = gpu;
+    const last = gpu.submitRunsInline ? Math.max(0, this.dispatches.length - INLINE_PIECE) : 0;
+    for (let from = 0; from < last; from += INLINE_PIECE) {
+      const piece = device.createCommandEncoder();
+      this.encode(piece, shape, options.only, from, Math.min(from + INLINE_PIECE, last));
+      device.queue.submit([piece.finish()]);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const encoder = device.createCommandEncoder();
+    this.encode(encoder, shape, options.only, last);
+    options.finish?.(encoder);
+    device.queue.submit([encoder.finish()]);
   }
 
   /**

@@ -1,6 +1,6 @@
 // GPU buffers for activations and weights. A weight whose bytes exceed one binding is
-// split by rows into parts, each its own buffer (float formats) or texture (packed affine);
-// ops dispatch once per part.
+// split by rows into parts, each its own buffer (float formats, MXFP4) or texture (packed
+// affine); ops dispatch once per part.
 import { AFFINE_BITS, isAffine, type WeightFormat } from './kernel-source.js';
 import './webgpu-globals.js';
 
@@ -38,10 +38,12 @@ export function uniformBuffer(device: GPUDevice, data: ArrayBuffer, label = 'par
 export interface WeightPart {
   rowStart: number;
   rows: number;
-  /** Float formats: a storage buffer. Affine: an rgba32uint texture (packedTexture). */
+  /** Float formats and MXFP4 (its blocks): a storage buffer. Affine: an rgba32uint texture (packedTexture). */
   data: GPUBuffer | GPUTexture;
   /** Affine: each group's scale and bias side by side (interleaveAffine), in an rgba32uint texture (affineTexture). */
   affine?: GPUTexture;
+  /** MXFP4: each block's e8m0 scale byte, in block order (formats/mxfp4.wgsl). */
+  scales?: GPUBuffer;
 }
 
 /** How affine scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
@@ -83,12 +85,17 @@ export const GLU_BLOCK_ROWS = 16;
 /**
  * Bytes of one row of data in each format as loaded: an affine row's bit stream padded to
  * whole 16-byte texels (formats/affine.wgsl w_row_texels), which only rows of 2-, 3-, 5- and
- * 6-bit values whose width is not a multiple of 128 (64 for 2- and 6-bit) need.
+ * 6-bit values whose width is not a multiple of 128 (64 for 2- and 6-bit) need; MXFP4 its
+ * blocks (a scale byte per 32 values beside them).
  */
 export function rowBytes(format: WeightFormat, cols: number): number {
   if (isAffine(format)) return Math.ceil((cols * AFFINE_BITS[format]) / 128) * 16;
+  if (format === 'mxfp4') return cols / 2;
   return format === 'f32' ? cols * 4 : cols * 2;
 }
+
+/** Values per MXFP4 block (one e8m0 scale each). */
+export const MXFP4_BLOCK = 32;
 
 /**
  * Texels per row of a packed-weight texture (formats/affine.wgsl PACKED_WIDTH, set from
@@ -274,19 +281,38 @@ export function weightData(device: GPUDevice, format: WeightFormat, rows: number
 /** Texels per row of a KV cache texture (kv_cache.wgsl KV_WIDTH): a power of two, at most WebGPU's smallest maxTextureDimension2D. */
 export const KV_TEXTURE_WIDTH = 4096;
 
+/** How the KV cache stores keys or values (--cache-type-k / --cache-type-v). */
+export type KvType = 'f32' | 'f16';
+export const KV_TYPES: readonly KvType[] = ['f32', 'f16'];
+
+/** The texture format of each KV type: four values per texel (kv_cache.wgsl). */
+const KV_TEXEL_FORMAT: Record<KvType, GPUTextureFormat> = { f32: 'rgba32float', f16: 'rgba16float' };
+/** Bytes of one KV texel (four values) of each type. */
+export const KV_TEXEL_BYTES: Record<KvType, number> = { f32: 16, f16: 8 };
+
+/** Texture rows of a KV cache texture holding `vec4s` texels (kvCacheTexture). */
+export function kvTextureRows(vec4s: number): number {
+  return textureRows(Math.ceil(vec4s / KV_TEXTURE_WIDTH));
+}
+
 /**
- * One layer's keys or values: `vec4s` vec4s of f32, flat in an rgba32float texture
+ * One layer's keys or values: `vec4s` texels of four values of `type`, flat in a texture
  * (kv_cache.wgsl), written through storage bindings, read through storage or sampled ones
- * (attention_io.wgsl KV_READ), and readable by copies (tests).
+ * (attention_io.wgsl KV_READ), and moved by copies (growth, block copies, slot files).
  */
-export function kvCacheTexture(device: GPUDevice, vec4s: number, label: string): GPUTexture {
-  const rows = textureRows(Math.ceil(vec4s / KV_TEXTURE_WIDTH));
+export function kvCacheTexture(device: GPUDevice, vec4s: number, type: KvType, label: string): GPUTexture {
+  const rows = kvTextureRows(vec4s);
   const max = device.limits.maxTextureDimension2D;
   if (rows > max) throw new Error(`${label}: ${vec4s} texels need ${rows} rows of ${KV_TEXTURE_WIDTH}, past this adapter's ${max}; lower --ctx-size or --parallel`);
   return device.createTexture({
     label,
     size: [KV_TEXTURE_WIDTH, rows],
-    format: 'rgba32float',
+    format: KV_TEXEL_FORMAT[type],
     usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST,
   });
+}
+
+/** The KV type a KV cache texture stores. */
+export function kvTypeOf(texture: GPUTexture): KvType {
+  return texture.format === KV_TEXEL_FORMAT.f16 ? 'f16' : 'f32';
 }

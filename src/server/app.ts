@@ -1,11 +1,14 @@
 // The HTTP application: middleware order matters. Every request is named first (the id a
 // fault is logged under); CORS headers and the OPTIONS preflight answer come next, ahead
-// of auth, as browsers send no key on a preflight; health comes before auth (it must stay
-// open), auth before body parsing (no parse errors for unauthenticated callers), and the
+// of auth, as browsers send no key on a preflight; health, liveness and readiness come
+// before auth (they must stay open), then the lifecycle gate (refusing work while
+// draining), auth before body parsing (no parse errors for unauthenticated callers), and the
 // 404 and error envelopes last.
 import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Embedder } from '../engine/embedder.js';
 import type { Engine } from '../engine/engine.js';
+import type { Transcriber } from '../engine/transcriber.js';
+import { audioRoutes } from './openai/audio.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './anthropic/routes.js';
 import { apiKeyAuth } from './auth.js';
 import { cacheRoutes } from './native/cache.js';
@@ -18,6 +21,7 @@ import { rerankRoutes, rerankUnavailableRoutes } from './native/rerank.js';
 import { verifyBodyDepth } from './body-depth.js';
 import { ApiError, assignRequestId, errorHandler, sendError } from './errors.js';
 import { healthRoutes, type LoadingProgress } from './native/health.js';
+import { jsonBodyLimit, mediaPolicy, type MediaPolicy } from './media/policy.js';
 import { metricsRoutes, ServerMetrics } from './metrics.js';
 import { ModelState } from './model-state.js';
 import { modelRoutes } from './openai/models.js';
@@ -28,6 +32,8 @@ import { propsRoutes } from './native/props.js';
 import { DEFAULT_RESPONSES_OPTIONS, responsesRoutes } from './responses/routes.js';
 import { samplingDefaults, type SamplingDefaults } from './sampling-defaults.js';
 import { slotActionRoutes, slotRoutes } from './native/slots.js';
+import { MemoryBackend, type StoreBackend } from './stores/store.js';
+import { Lifecycle, lifecycleRoutes } from './lifecycle.js';
 import { unavailableRoutes } from './unavailable.js';
 
 export interface AppOptions {
@@ -44,6 +50,8 @@ export interface AppOptions {
   slotSavePath?: string;
   /** GET /metrics on this app (--metrics); --metrics-port serves it on its own listener. */
   metrics?: boolean;
+  /** --store: where stored responses and conversations live; default: this process's memory. */
+  store?: StoreBackend;
   /** Responses API stores (--responses-store-*, --conversation-store-*); 0 entries disables one. */
   responsesStoreMaxEntries?: number;
   responsesStoreTtlSecs?: number;
@@ -67,8 +75,16 @@ export interface AppOptions {
   embedder?: Embedder | Promise<Embedder>;
   /** --reranking (the -m model) or --reranker-model: the model the rerank routes serve. */
   reranker?: Embedder | Promise<Embedder>;
-  /** --embeddings / --reranking: the -m model serves that job only; generation routes answer 501 naming the flag. */
-  generationDisabledBy?: string;
+  /** -m or --stt-model a Whisper checkpoint: the model the transcription and translation routes serve (a promise settling on none: not a Whisper -m). */
+  transcriber?: Transcriber | Promise<Transcriber | undefined>;
+  /**
+   * --embeddings / --reranking, or AUDIO_ONLY (-m is a Whisper checkpoint): the -m model
+   * serves that job only; generation routes answer 501 naming it. A function is asked per
+   * request (the -m model's kind is known once it is resolved).
+   */
+  generationDisabledBy?: string | (() => string | undefined);
+  /** The media flags that were set: they bound the JSON body (room for --max-images data URIs). */
+  media?: Partial<MediaPolicy>;
   /** --embd-normalize: embd_normalize for embedding requests that set none; default 2 (euclidean). */
   embdNormalize?: number;
 }
@@ -79,10 +95,12 @@ export interface AppState {
   defaults: SamplingDefaults;
   metrics: ServerMetrics;
   services: Services;
+  store: StoreBackend;
+  lifecycle: Lifecycle;
 }
 
 export function createAppState(engine: Engine | Promise<Engine>, options: AppOptions = {}): AppState {
-  const models = new ModelState(engine, options.chatTemplate);
+  const models = new ModelState(engine, options.chatTemplate, mediaPolicy(options.media));
   const stats = () => {
     try {
       return models.current?.engine.stats();
@@ -99,8 +117,20 @@ export function createAppState(engine: Engine | Promise<Engine>, options: AppOpt
     options.reranker,
     'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)',
   );
-  const services = { completion: options.generationDisabledBy === undefined, embedders, rerankers };
-  return { models, defaults: samplingDefaults(options.sampling), metrics: new ServerMetrics(stats), services };
+  const transcribers = new EmbedderState(
+    options.transcriber,
+    'This server does not serve speech to text. Start it with `-m` a Whisper checkpoint (an audio-only server) or `--stt-model DIR|repo` (a Whisper model beside the chat model)',
+  );
+  const disabledBy = generationDisabledBy(options);
+  const services: Services = { get completion() { return disabledBy() === undefined; }, embedders, rerankers, transcribers };
+  return {
+    models,
+    defaults: samplingDefaults(options.sampling),
+    metrics: new ServerMetrics(stats),
+    services,
+    store: options.store ?? new MemoryBackend(),
+    lifecycle: new Lifecycle(),
+  };
 }
 
 /** `engine` may still be loading: routes answer 503 until it resolves. */
@@ -109,9 +139,9 @@ export function createApp(
   options: AppOptions = {},
   state: AppState = createAppState(engine, options),
 ): Express {
-  const { models, defaults, metrics, services } = state;
+  const { models, defaults, metrics, services, store, lifecycle } = state;
   const app = newApp(options);
-  app.use(healthRoutes(models, options.loadingProgress));
+  app.use(healthRoutes(models, options.loadingProgress), lifecycleRoutes(models, lifecycle), lifecycle.admit);
   // Before auth, so that its 401s on these paths are in Anthropic's envelope too.
   app.use(ANTHROPIC_PATHS, anthropicErrorScope);
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
@@ -128,26 +158,29 @@ export function createApp(
     openAIChatRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, verbose: options.verbose }),
     openAICompletionRoutes(models, defaults, metrics, { verbose: options.verbose }),
     nativeRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs, spmInfill: options.spmInfill }),
-    responsesRoutes(models, defaults, metrics, responsesOptions(options)),
+    responsesRoutes(models, defaults, metrics, responsesOptions(options), store),
     anthropicRoutes(models, defaults, metrics, { chatTemplateKwargs: options.chatTemplateKwargs }),
   ];
-  // --embeddings / --reranking: every route of the generation routers, each alias included,
-  // answers 501 naming the flag.
-  const disabledBy = options.generationDisabledBy;
-  if (disabledBy) {
-    app.use(sameRoutes(generation, () => {
-      throw new GenerationDisabledError(disabledBy);
-    }));
-  }
+  // --embeddings / --reranking / an audio-only server: every route of the generation
+  // routers, each alias included, answers 501 naming what disabled it.
+  const disabledBy = generationDisabledBy(options);
+  app.use(sameRoutes(generation, (_req, _res, next) => {
+    const by = disabledBy();
+    if (by) throw new GenerationDisabledError(by);
+    next();
+  }));
+  // Multipart, read by the route itself: ahead of the JSON parser.
+  app.use(audioRoutes(services.transcribers));
   // Any content type is read as JSON, as llama-server does: curl -d sends form encoding.
-  const json = (verify: typeof verifyBodyDepth) => express.json({ limit: '32mb', type: () => true, verify });
+  const limit = jsonBodyLimit(mediaPolicy(options.media));
+  const json = (verify: typeof verifyBodyDepth) => express.json({ limit, type: () => true, verify });
   app.post('/detokenize', json((req, res, body) => {
     verifyBodyDepth(req, res, body);
     keepRawBody(req, body);
   }));
   app.use(json(verifyBodyDepth));
   app.use(
-    ...(disabledBy ? [] : generation),
+    ...generation,
     tokenizerRoutes(models),
     modelRoutes(models, services, { aliases: options.aliases, tags: options.tags }),
     embeddingRoutes(services.embedders, options.embdNormalize),
@@ -163,6 +196,11 @@ export function createMetricsApp(state: AppState, options: Pick<AppOptions, 'api
   if (options.apiKey) app.use(apiKeyAuth(options.apiKey));
   app.use(metricsRoutes(state.metrics));
   return finish(app);
+}
+
+function generationDisabledBy(options: AppOptions): () => string | undefined {
+  const by = options.generationDisabledBy;
+  return typeof by === 'function' ? by : () => by;
 }
 
 function responsesOptions(o: AppOptions) {

@@ -8,26 +8,28 @@
 // (./openai/chat-response.ts, ./responses/output.ts, ./anthropic/output.ts).
 import { ChatOutput, type OutputDelta } from '../chat/chat-output.js';
 import type { ToolChoice } from '../chat/chat-request.js';
-import type { ChatMessage } from '../chat/template.js';
 import { generateTexts, type GeneratedToken, type TextGenerationEvent, type TextGenerationResult } from '../chat/text-generation.js';
 import { ThinkingBudget } from '../chat/thinking-budget.js';
 import type { ToolDefinition } from '../chat/tool-calls/types.js';
-import type { PromptProgress, TokenConstraint } from '../engine/types.js';
+import type { PromptImage, PromptProgress, TokenConstraint } from '../engine/types.js';
 import { prepareChat, type ChatTurnRequest, type PreparedChat } from './chat-prepare.js';
 import { choiceSampling } from './choices.js';
 import { badRequest } from './errors.js';
-import { generationParams, tokenizeText } from './generation-params.js';
+import { contextExceeded, generationParams, tokenizeText } from './generation-params.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
+import { expandImageMarkers, imageUrls, promptImages, withImageMarkers } from './turn-images.js';
 
 export type { ChatTurnRequest, ToolChoice, ToolDefinition };
 
 export interface PreparedTurn {
   chat: PreparedChat;
   promptTokens: number[];
+  /** The images' soft tokens, for a vision-language model (./turn-images.ts). */
+  images?: PromptImage[];
 }
 
 export interface ToolCall {
@@ -72,10 +74,15 @@ export interface TurnPrepareOptions {
   warn: (message: string) => void;
 }
 
-/** Renders a turn's prompt; 400 for what the template, the rules or the model refuse. */
+/**
+ * Renders a turn's prompt, each image expanded into its placeholder tokens; 400 (or 501,
+ * for media the model cannot take) for what the template, the rules or the model refuse.
+ */
 export function renderTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedChat {
-  rejectNonTextContent(req.messages);
-  return prepareChat(model, req, options);
+  const { vision } = model.engine;
+  if (imageUrls(model, req.messages).length === 0 || !vision) return prepareChat(model, req, options);
+  const chat = prepareChat(model, { ...req, messages: withImageMarkers(req.messages, vision) }, options);
+  return { ...chat, prompt: expandImageMarkers(chat.prompt, vision) };
 }
 
 /** Renders and tokenizes a turn that is to be generated: its prompt must fit the context. */
@@ -88,9 +95,15 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
       { n_ctx: contextSize },
     );
   }
+  const urls = imageUrls(model, req.messages);
   const chat = renderTurn(model, req, options);
   // The template owns BOS and the turn markers, so no specials are added.
-  return { chat, promptTokens: await tokenizeText(model.engine, chat.prompt, false) };
+  const promptTokens = await tokenizeText(model.engine, chat.prompt, false);
+  if (urls.length === 0) return { chat, promptTokens };
+  // Refused before any image is fetched.
+  const { contextSize } = model.engine.info;
+  if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
+  return { chat, promptTokens, images: await promptImages(model, urls, promptTokens) };
 }
 
 export interface TurnOptions {
@@ -129,6 +142,7 @@ export function startTurns(model: ServedModel, turn: PreparedTurn, options: Turn
   const base = {
     ...generationParams(engine, turn.promptTokens, options.sampling, options.maxTokens, options.context, options.defaults, options.logitBias),
     keepSpecialIds: chat.keepSpecialIds,
+    ...(turn.images ? { images: turn.images } : {}),
     ...(options.logprobs === undefined ? {} : { logprobs: options.logprobs }),
     ...(options.postSamplingProbs ? { postSamplingProbs: true } : {}),
   };
@@ -201,19 +215,4 @@ function reasoningTokens(model: ServedModel, constraint: TokenConstraint | undef
 export async function collectTurn(events: AsyncIterable<ChatEvent>): Promise<TurnResult | undefined> {
   for await (const event of events) if (event.type === 'done') return event.turn;
   return undefined;
-}
-
-/**
- * This engine runs text-only checkpoints: an image (or any other non-text part) cannot
- * reach the model, and dropping it silently would answer a different question.
- */
-function rejectNonTextContent(messages: ChatMessage[]): void {
-  for (const message of messages) {
-    if (!Array.isArray(message.content)) continue;
-    const part = message.content.find((p) => p.type !== 'text');
-    if (part) {
-      const kind = part.type === 'image_url' ? 'image' : `"${part.type}"`;
-      throw badRequest(`the loaded model takes text only; ${kind} input is not supported`);
-    }
-  }
 }

@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import { GenerationDisabledError } from '../engine/embedding-only-engine.js';
+import { MemoryBudgetError } from '../engine/memory-budget.js';
 import { QueueFullError } from '../engine/types.js';
 
 export class ApiError extends Error {
@@ -37,6 +38,9 @@ export function sendError(res: Response, err: ApiError): void {
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof QueueFullError) return new ApiError(503, 'server_busy', err.message);
+  if (err instanceof MemoryBudgetError) {
+    return new ApiError(503, 'request_memory_budget_exceeded', err.message, 'request_memory_budget_exceeded', { estimated_bytes: err.estimatedBytes, budget_bytes: err.budgetBytes });
+  }
   if (err instanceof GenerationDisabledError) return new ApiError(501, 'not_supported_error', err.message);
   // The router's, for a path parameter that is not valid percent-encoding.
   if (err instanceof URIError) return badRequest(`malformed percent-encoding in the request path: ${err.message}`);

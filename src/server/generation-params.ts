@@ -91,7 +91,7 @@ export async function tokenizeText(engine: Pick<Engine, 'tokenizer'> & { info: {
 }
 
 /** llama-server's wording and fields, in the reference's envelope. */
-function contextExceeded(count: string, tokens: number, contextSize: number): ApiError {
+export function contextExceeded(count: string, tokens: number, contextSize: number): ApiError {
   return badRequest(
     `request (${count} tokens) exceeds the available context size (${contextSize} tokens), try increasing it`,
     'context_length_exceeded',
@@ -120,6 +120,9 @@ export function generationParams(
   if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
   const room = contextSize - promptTokens.length;
   const budget = tokenBudget(maxTokens ?? undefined, defaults.n_predict);
+  if (defaults.context_shift && engine.info.recurrent) {
+    throw badRequest(`context shift (--context-shift) cannot be applied to ${engine.info.architecture}: its recurrent layers' state holds the whole context and cannot drop tokens from it; restart the server with --no-context-shift`);
+  }
   // A shifting context has room for any number of tokens, as in llama-server.
   const contextShift = defaults.context_shift ? { keep: keptTokens(body.n_keep ?? defaults.n_keep, promptTokens, engine.tokenizer.bosId) } : undefined;
   if (body.min_pattern_size != null && body.max_pattern_size != null && body.max_pattern_size > 0 && body.min_pattern_size > body.max_pattern_size) {

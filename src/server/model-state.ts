@@ -5,6 +5,7 @@ import { detectChatFormat, type ChatFormat } from '../chat/tool-calls/registry.j
 import type { Engine } from '../engine/engine.js';
 import { prepareConstrainedDecoding } from '../grammar/index.js';
 import { ApiError } from './errors.js';
+import { mediaPolicy, type MediaPolicy } from './media/policy.js';
 
 /** The loaded engine plus what the routes derive from it once. */
 export interface ServedModel {
@@ -22,6 +23,8 @@ export interface ServedModel {
    * costs time in the number of messages. Undefined when the overhead cannot be measured.
    */
   maxMessages: number | undefined;
+  /** How image parts are fetched and bounded (the server's media flags). */
+  media: MediaPolicy;
 }
 
 type State = { kind: 'loading' } | { kind: 'ready'; model: ServedModel } | { kind: 'failed'; error: Error };
@@ -30,12 +33,12 @@ export class ModelState {
   private state: State = { kind: 'loading' };
 
   /** `chatTemplate`: --chat-template, used instead of every template the checkpoint has. */
-  constructor(engine: Engine | Promise<Engine>, chatTemplate?: string) {
+  constructor(engine: Engine | Promise<Engine>, chatTemplate?: string, media: MediaPolicy = mediaPolicy()) {
     if (!(engine instanceof Promise)) {
-      this.state = { kind: 'ready', model: serve(engine, chatTemplate) };
+      this.state = { kind: 'ready', model: serve(engine, chatTemplate, media) };
       return;
     }
-    engine.then((e) => serve(e, chatTemplate)).then(
+    engine.then((e) => serve(e, chatTemplate, media)).then(
       (model) => {
         this.state = { kind: 'ready', model };
       },
@@ -59,7 +62,7 @@ export class ModelState {
   }
 }
 
-function serve(engine: Engine, override: string | undefined): ServedModel {
+function serve(engine: Engine, override: string | undefined, media: MediaPolicy): ServedModel {
   const { tokenizer } = engine;
   const main = override ?? tokenizer.chatTemplates.get('default');
   const toolUse = override === undefined ? tokenizer.chatTemplates.get('tool_use') : undefined;
@@ -72,6 +75,7 @@ function serve(engine: Engine, override: string | undefined): ServedModel {
     chatFormat: detectChatFormat(toolUse ?? main),
     created: Math.floor(Date.now() / 1000),
     maxMessages: maxMessages(engine, chatTemplate),
+    media,
   };
 }
 

@@ -1,5 +1,5 @@
 // What a generation takes from the HTTP request besides its body: the client's lifetime
-// as an AbortSignal, and its X-Priority.
+// (and the server's shutdown deadline) as an AbortSignal, and its X-Priority.
 import type { Request, Response } from 'express';
 import { PRIORITIES, type Priority } from '../engine/types.js';
 import { badRequest } from './errors.js';
@@ -15,7 +15,11 @@ export function requestContext(req: Request, res: Response): RequestContext {
   if (priority !== undefined && !(PRIORITIES as string[]).includes(priority)) {
     throw badRequest(`X-Priority must be one of: ${PRIORITIES.join(', ')}`);
   }
-  return { signal: clientSignal(req, res), priority: priority as Priority | undefined };
+  // Set by the lifecycle gate (./lifecycle.ts): aborted with an error when the shutdown
+  // grace period runs out, which the generation then fails with.
+  const deadline = res.locals.deadline as AbortSignal | undefined;
+  const client = clientSignal(req, res);
+  return { signal: deadline ? AbortSignal.any([client, deadline]) : client, priority: priority as Priority | undefined };
 }
 
 /** Aborts when the client disconnects (streaming or not), freeing its engine sequence. */

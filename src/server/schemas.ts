@@ -257,13 +257,38 @@ const nativeLogitBias = {
   },
 };
 
-const textPart = {
+/** The content parts of a chat message: text, and the media parts ./media/parts.ts reads. */
+const contentPart = {
   type: 'object',
   required: ['type'],
-  properties: { type: { enum: ['text'] }, text: { type: 'string' } },
-  // Conditional so that an image part is reported for its type, not for a missing text.
-  if: { properties: { type: { const: 'text' } } },
-  then: { required: ['text'] },
+  properties: { type: { enum: ['text', 'image_url', 'video_url', 'input_audio'] } },
+  // Each type's payload is checked only for that type, so a part is reported for its type first.
+  allOf: [
+    { if: { properties: { type: { const: 'text' } } }, then: { required: ['text'], properties: { text: { type: 'string' } } } },
+    {
+      if: { properties: { type: { const: 'image_url' } } },
+      then: {
+        required: ['image_url'],
+        properties: {
+          image_url: { type: 'object', required: ['url'], properties: { url: { type: 'string' }, detail: { enum: ['auto', 'low', 'high'] } } },
+        },
+      },
+    },
+    {
+      if: { properties: { type: { const: 'video_url' } } },
+      then: {
+        required: ['video_url'],
+        properties: { video_url: { type: 'object', required: ['url'], properties: { url: { type: 'string' }, fps: { type: 'number', exclusiveMinimum: 0 } } } },
+      },
+    },
+    {
+      if: { properties: { type: { const: 'input_audio' } } },
+      then: {
+        required: ['input_audio'],
+        properties: { input_audio: { type: 'object', required: ['data'], properties: { data: { type: 'string' }, format: { type: 'string' } } } },
+      },
+    },
+  ],
 };
 
 const ajv = new Ajv({ allowUnionTypes: true });
@@ -281,7 +306,7 @@ export const validateChatCompletion = ajv.compile<ChatCompletionBody>({
         required: ['role'],
         properties: {
           role: { type: 'string' },
-          content: { ...nullable('string', 'array'), items: textPart },
+          content: { ...nullable('string', 'array'), items: contentPart },
           name: { type: 'string' },
         },
       },
@@ -437,6 +462,32 @@ export const validateRerank = ajv.compile<RerankBody>({
   },
 });
 
+/** The multipart fields of /v1/audio/transcriptions and /v1/audio/translations, as strings (the file apart). */
+export interface AudioFields {
+  model?: string;
+  language?: string;
+  prompt?: string;
+  response_format?: 'json' | 'text' | 'srt' | 'verbose_json' | 'vtt';
+  /** One temperature, or several increasing ones separated by commas (the fallback). */
+  temperature?: string;
+  'timestamp_granularities[]'?: Array<'segment' | 'word'>;
+  stream?: 'true' | 'false';
+}
+
+export const validateAudioFields = ajv.compile<AudioFields>({
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    model: { type: 'string' },
+    language: { type: 'string' },
+    prompt: { type: 'string' },
+    response_format: { enum: ['json', 'text', 'srt', 'verbose_json', 'vtt'] },
+    temperature: { type: 'string', pattern: '^\\s*[0-9.]+(\\s*,\\s*[0-9.]+)*\\s*$' },
+    'timestamp_granularities[]': { type: 'array', items: { enum: ['segment', 'word'] } },
+    stream: { enum: ['true', 'false'] },
+  },
+});
+
 /** Returns the body typed, or throws a 400 whose message names the offending field. */
 export function validateBody<T>(validate: ValidateFunction<T>, body: unknown): T {
   if (validate(body)) return body;
@@ -458,6 +509,8 @@ function describeError(error: ErrorObject): string {
     }
     case 'enum':
       return `${field} must be one of: ${(params.allowedValues as unknown[]).join(', ')}`;
+    case 'additionalProperties':
+      return `unknown field ${field ? `${field}.` : ''}${String(params.additionalProperty)}`;
     default:
       return `${field || 'request body'} ${error.message}`;
   }

@@ -19,6 +19,8 @@ export interface RunningServer {
   metricsUrl?: string;
   /** Stops listening and drops open connections; the engine is the caller's to close. */
   close(): Promise<void>;
+  /** Refuses new work and waits up to `graceMs` for the admitted requests (../lifecycle.ts); whether all finished in time. */
+  drain(graceMs: number): Promise<boolean>;
 }
 
 export async function startServer(engine: Engine | Promise<Engine>, options: ServerOptions): Promise<RunningServer> {
@@ -43,6 +45,7 @@ export async function startServer(engine: Engine | Promise<Engine>, options: Ser
     close: async () => {
       await Promise.all([closeServer(server), metricsServer && closeServer(metricsServer)]);
     },
+    drain: (graceMs) => state.lifecycle.drain(graceMs),
   };
 }
 

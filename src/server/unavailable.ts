@@ -1,10 +1,10 @@
 // Routes the REST reference documents that this server cannot serve: each answers 501
 // naming what is missing, in place of a 404. The image routes need an image model
-// (--image-model); the audio routes an audio model (Kokoro speaks, Whisper transcribes);
-// /v1/realtime a Nemotron VoiceChat checkpoint. None of these kinds loads yet, and the
-// messages say so (../models/model-kinds.ts). None reads its body, so they mount ahead
-// of the parser. (The embedding and rerank routes answer their own 501 without a
-// model: ./openai/embeddings.ts, ./native/rerank.ts.)
+// (--image-model); /v1/audio/speech a Kokoro text-to-speech model; /v1/realtime a Nemotron
+// VoiceChat checkpoint. None of these kinds loads yet, and the messages say so
+// (../models/model-kinds.ts). None reads its body, so they mount ahead of the parser. (The
+// embedding, rerank and transcription routes answer their own 501 without a model:
+// ./openai/embeddings.ts, ./native/rerank.ts, ./openai/audio.ts.)
 import { Router } from 'express';
 import { AUDIO_MODELS_UNSUPPORTED, IMAGE_MODELS_UNSUPPORTED } from '../models/model-kinds.js';
 import { ApiError } from './errors.js';
@@ -15,6 +15,7 @@ const JOB_ROUTES: Record<string, string> = {
   completion: 'text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)',
   embedding: 'embeddings (/v1/embeddings, /embedding, /embeddings)',
   rerank: 'reranking (/v1/rerank, /rerank)',
+  transcription: 'speech to text (/v1/audio/transcriptions, /v1/audio/translations)',
 };
 
 const notImplemented = (message: string) => new ApiError(501, 'not_implemented', message);
@@ -32,24 +33,18 @@ const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path
     error: (path, served) => notImplemented(`POST ${path} needs a Kokoro text-to-speech model, and ${AUDIO_MODELS_UNSUPPORTED}; ${served}`),
   },
   {
-    method: 'post',
-    paths: ['/v1/audio/transcriptions', '/audio/transcriptions', '/v1/audio/translations', '/audio/translations'],
-    error: (path, served) => notImplemented(`POST ${path} needs a Whisper speech-to-text model, and ${AUDIO_MODELS_UNSUPPORTED}; ${served}`),
-  },
-  {
     method: 'get',
     paths: ['/v1/realtime'],
     error: (path, served) => notImplemented(`GET ${path} needs a Nemotron VoiceChat checkpoint, and these are not supported yet; ${served}`),
   },
 ];
 
-/** The 501s, each naming the routes of what this server does serve. */
+/** The 501s, each naming the routes of what this server does serve (known once its models are resolved: asked per request). */
 export function unavailableRoutes(services: Services): Router {
-  const served = `this server serves ${capabilities(services).map((job) => JOB_ROUTES[job]).join(', ')}`;
   const router = Router();
   for (const { method, paths, error } of UNAVAILABLE) {
     router[method](paths, (req) => {
-      throw error(req.path, served);
+      throw error(req.path, `this server serves ${capabilities(services).map((job) => JOB_ROUTES[job]).join(', ')}`);
     });
   }
   return router;

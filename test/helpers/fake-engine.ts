@@ -1,7 +1,7 @@
 // An Engine without a GPU: emits scripted token ids over the real stories260k tokenizer,
 // one request at a time (a single slot), honouring maxTokens, abort, early return and a
 // bounded queue.
-import { QueueFullError, zeroCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
+import { NO_MEMORY, QueueFullError, zeroCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import { EngineStub } from './engine-stub.js';
 
@@ -77,6 +77,7 @@ export class FakeEngine extends EngineStub {
       queueDepth: this.waiting,
       slotStates: [this.running ? 'decoding' : 'idle', ...Array.from({ length: this.waiting }, () => 'queued' as const)],
       counters: { ...zeroCounters(), sequences_started: this.completed + this.cancelled + this.running, sequences_completed: this.completed },
+      memory: NO_MEMORY,
     };
   }
 

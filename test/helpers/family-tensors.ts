@@ -6,6 +6,7 @@
 import type { Json, ModelConfig } from '../../src/models/config.js';
 import type { Activations, BuildContext, Family } from '../../src/models/model.js';
 import { familyConfig } from '../../src/models/registry.js';
+import type { KvLayer } from '../../src/runtime/ops/attention.js';
 import type { Ops } from '../../src/runtime/ops.js';
 import type { GpuWeight } from '../../src/runtime/tensors.js';
 
@@ -54,16 +55,19 @@ export function familyTensors(json: Json, has: (name: string) => boolean): Famil
       const rows = sources.reduce((n, s) => n + (s.slice?.rows ?? s.rows), 0);
       return { format: 'f32', rows, cols: sources[0]!.cols, groupSize: 0, parts: [] } satisfies GpuWeight;
     },
+    experts: (perExpert) => ctx.matrix(...perExpert.flat()),
     gluMatrix: (gate, up) => ctx.matrix(gate, up),
     vector: (sources, shift = 0) => {
-      for (const s of [sources].flat()) record({ name: s.name, shape: [s.length], kind: 'vector', shift });
+      for (const s of [sources].flat()) record({ name: s.name, shape: s.shape ?? [s.length], kind: 'vector', shift });
       return buffer;
     },
     has,
     rope: () => ({ rotaryDim: cfg.rotaryDim, invFreq: buffer, mscale: 1 }),
     scratch: () => buffer,
+    state: () => buffer,
+    imageInputs: () => ({ rows: buffer, flags: buffer, keyEnd: buffer }),
     act: anyKey<Activations>(buffer),
-    kv: { blockSize: 16, blocks: 1, k: Array(cfg.layers).fill({}), v: Array(cfg.layers).fill({}) },
+    kv: { blockSize: 16, blocks: 1, maxBlocks: 1, types: { k: 'f32', v: 'f32' }, kvDim: cfg.kvHeads * cfg.headDim, tokenBytes: 0, layers: Array.from({ length: cfg.layers }, () => ({}) as KvLayer) },
     meta: anyKey<BuildContext['meta']>(buffer),
   };
   build(ctx);

@@ -22,14 +22,17 @@ import { f32ToF16 } from '../../src/models/half.js';
 import { ropeFreqDivisors } from '../../src/models/rope.js';
 import { checkpointNames, type CheckpointNames } from '../../src/models/model.js';
 import { familyConfig } from '../../src/models/registry.js';
-import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+import { MXFP4_BLOCK } from '../../src/runtime/tensors.js';
 import { familyTensors, type FamilyTensor } from './family-tensors.js';
+import { decodeMxfp4, ggmlMxfp4, type Mxfp4 } from './mxfp4.js';
 
 const ALIGNMENT = 32;
 
 enum ValueType { UINT8 = 0, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 }
 const GGML_F32 = 0;
 const GGML_F16 = 1;
+const GGML_MXFP4 = 39;
 
 // llama.cpp token types.
 const TOKEN_NORMAL = 1;
@@ -105,6 +108,11 @@ export interface GgufWriteOptions {
   pre?: string;
   /** `<arch>.pooling_type`, as the converter writes it for embedding models and rerankers. */
   pooling?: 'mean' | 'cls' | 'last' | 'rank';
+  /**
+   * GPT-OSS's MXFP4 experts: as GGML_MXFP4 (default, as the converter writes them), or as f32
+   * of the same values (llama.cpp's CPU MXFP4 dot products round their inputs to Q8_0).
+   */
+  experts?: 'mxfp4' | 'f32';
 }
 
 /** llama.cpp's enum llama_pooling_type. */
@@ -136,7 +144,7 @@ export function writeGgufFromHf(hfDir: string, outPath: string, opts: GgufWriteO
   kv.set('general.file_type', u32(outType === 'F16' ? 1 : 0));
   addTokenizer(kv, hfDir, cfg.vocab, fields, opts.pre);
 
-  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType));
+  writeFile(outPath, kv, planTensors(hfDir, source, names, tensors, gguf, cfg, outType, fields, opts.experts ?? 'mxfp4'));
 }
 
 function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig, c: Json): void {
@@ -165,6 +173,11 @@ function addModelParams(kv: Map<string, KV>, gguf: GgufFamily, cfg: ModelConfig,
   if (s?.type === 'linear') {
     kv.set(`${arch}.rope.scaling.type`, str('linear'));
     kv.set(`${arch}.rope.scaling.factor`, f32(s.factor));
+  }
+  if (s?.type === 'yarn') {
+    kv.set(`${arch}.rope.scaling.type`, str('yarn'));
+    kv.set(`${arch}.rope.scaling.factor`, f32(s.factor));
+    kv.set(`${arch}.rope.scaling.original_context_length`, u32(s.originalMaxPositions));
   } else if (s?.type === 'llama3' && arch !== 'llama') {
     throw new Error('llama3 rope scaling is only converted for Llama (as a rope_freqs tensor)');
   }
@@ -304,6 +317,8 @@ function bpePre(tj: Json): string {
     for (const q of (p.pretokenizers ?? []) as Json[]) walk(q);
   };
   walk(tj.pre_tokenizer as Json | undefined);
+  // o200k (GPT-OSS) also splits digits in threes; its letter classes tell it apart.
+  if (regexes.some((r) => r.includes(String.raw`[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`))) return 'gpt-4o';
   if (regexes.some((r) => r.includes(String.raw`\p{N}{1,3}`))) return 'llama-bpe';
   if (regexes.includes(QWEN2_REGEX)) return 'qwen2';
   throw new Error('unrecognised BPE pre-tokenizer: pass options.pre');
@@ -318,7 +333,8 @@ interface PlannedTensor {
   dims: number[];
   type: number;
   nbytes: number;
-  data: () => Float32Array;
+  /** f32 values (written as `type`), or MXFP4's bytes as they are. */
+  data: () => Float32Array | Uint8Array;
 }
 
 /**
@@ -356,8 +372,48 @@ interface GgufFamily {
   ropeDimensions?: 'head' | 'rotary';
   /** Writes vocab_size (the converter does for Llama). */
   vocabSize?: boolean;
+  /**
+   * A mixture of experts' per-expert projections (model.layers.N.<block>.experts.E.<name>) by
+   * name, and the stacked tensor llama.cpp keeps each in ([experts, rows, cols]).
+   */
+  experts?: Record<string, string>;
   /** `set(key, value)` for `<arch>.<key>`; `c`: config.json's decoder fields. */
   params?: (set: (key: string, value: KV) => void, cfg: ModelConfig, c: Json) => void;
+  /** The decoder's tensors outside its layers where not MODEL_TENSORS' names. */
+  globals?: Record<string, string>;
+  /**
+   * Layer tensors the converter renames whole or reshapes (model.layers.N.<role>, suffix
+   * included): their GGUF name under blk.N., their shape and a change of their values.
+   */
+  special?: (c: Json) => Record<string, { name: string; shape: (shape: number[]) => number[]; values?: (v: Float32Array) => Float32Array }>;
+  /**
+   * Fused layer matrices the converter splits by the rows the builder takes of them
+   * (FamilyTensor.segments): their GGUF names; segment j goes to name j % names, and a name
+   * given several segments stacks them with a leading dimension (experts).
+   */
+  split?: (c: Json) => Record<string, string[]>;
+  /**
+   * GPT-OSS's MXFP4 experts (`mlp.experts.gate_up_proj` with alternating gate and up rows,
+   * `mlp.experts.down_proj`, their `_bias`es) as the converter's GptOssModel writes them:
+   * ffn_gate_exps / ffn_up_exps / ffn_down_exps in llama.cpp's MXFP4 blocks, biases split alike.
+   */
+  mxfp4Experts?: boolean;
+}
+
+const i32s = (value: number[]): KV => ({ type: ValueType.ARRAY, elemType: ValueType.INT32, value });
+
+/** A conv weight [channels, 1, kernel] as the converter squeezes it: [channels, kernel]. */
+const squeezeConv = (shape: number[]) => [shape[0]!, shape[shape.length - 1]!];
+
+/** Mamba-2's tensors as convert_hf_to_gguf.py's Mamba2Model writes them: A as -exp(A_log), A and D as [heads, 1], the norm per group. */
+function mamba2Special(block: string, groups: number): ReturnType<NonNullable<GgufFamily['special']>> {
+  return {
+    [`${block}.A_log`]: { name: 'ssm_a', shape: (s) => [s[0]!, 1], values: (v) => v.map((a) => -Math.exp(a)) },
+    [`${block}.D`]: { name: 'ssm_d', shape: (s) => [s[0]!, 1] },
+    [`${block}.dt_bias`]: { name: 'ssm_dt.bias', shape: (s) => s },
+    [`${block}.conv1d.weight`]: { name: 'ssm_conv1d.weight', shape: squeezeConv },
+    [`${block}.norm.weight`]: { name: 'ssm_norm.weight', shape: ([n]) => [groups, n! / groups] },
+  };
 }
 
 /** The decoder's tensors outside its layers. */
@@ -420,16 +476,196 @@ const GGUF_FAMILIES: Record<string, GgufFamily> = {
     },
   },
   olmo2: { arch: 'olmo2', layer: { ...LLAMA_LAYER, ...QK_NORM, ...POST_NORMS } },
+  gpt_oss: {
+    arch: 'gpt-oss',
+    layer: {
+      ...LLAMA_LAYER, post_attention_layernorm: 'post_attention_norm', 'self_attn.sinks': 'attn_sinks', 'mlp.router': 'ffn_gate_inp',
+    },
+    mxfp4Experts: true,
+    params: (set, cfg, c) => {
+      set('expert_count', u32(c.num_local_experts as number));
+      set('expert_used_count', u32(c.num_experts_per_tok as number));
+      set('expert_feed_forward_length', u32(cfg.intermediate));
+      set('attention.sliding_window', u32(c.sliding_window as number));
+    },
+  },
+  // llama.cpp's qwen3moe has every layer sparse and always renormalises the top-k weights.
+  qwen3_moe: {
+    arch: 'qwen3moe', layer: { ...LLAMA_LAYER, ...QK_NORM, 'mlp.gate': 'ffn_gate_inp' },
+    experts: { gate_proj: 'ffn_gate_exps', up_proj: 'ffn_up_exps', down_proj: 'ffn_down_exps' },
+    params: (set, _cfg, c) => {
+      if ((c.mlp_only_layers as number[]).length > 0 || c.decoder_sparse_step !== 1 || c.norm_topk_prob !== true) {
+        throw new Error('llama.cpp runs qwen3moe with every layer sparse and norm_topk_prob');
+      }
+      set('expert_count', u32(c.num_experts as number));
+      set('expert_used_count', u32(c.num_experts_per_tok as number));
+      set('expert_feed_forward_length', u32(c.moe_intermediate_size as number));
+    },
+  },
+  // Per layer, head_count_kv is 0 but on attention layers and feed_forward_length 0 but on
+  // MLP layers: llama.cpp tells the Mamba-2, attention and MLP layers apart by them.
+  nemotron_h: {
+    arch: 'nemotron_h',
+    layer: {
+      norm: 'attn_norm', 'mixer.in_proj': 'ssm_in', 'mixer.conv1d': 'ssm_conv1d', 'mixer.out_proj': 'ssm_out',
+      'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
+      'mixer.up_proj': 'ffn_up', 'mixer.down_proj': 'ffn_down',
+    },
+    special: (c) => mamba2Special('mixer', c.n_groups as number),
+    params: (set, cfg, c) => {
+      const pattern = [...(c.hybrid_override_pattern as string)];
+      const groups = c.n_groups as number;
+      set('attention.head_count_kv', i32s(pattern.map((ch) => (ch === '*' ? cfg.kvHeads : 0))));
+      set('feed_forward_length', i32s(pattern.map((ch) => (ch === '-' ? cfg.intermediate : 0))));
+      set('attention.key_length', u32(cfg.headDim));
+      set('attention.value_length', u32(cfg.headDim));
+      set('ssm.conv_kernel', u32(c.conv_kernel as number));
+      set('ssm.inner_size', u32((c.mamba_num_heads as number) * (c.mamba_head_dim as number)));
+      set('ssm.state_size', u32(c.ssm_state_size as number));
+      set('ssm.time_step_rank', u32(c.mamba_num_heads as number));
+      set('ssm.group_count', u32(groups));
+      // The converter's NemotronHModel also writes the epsilon under this key, which llama.cpp reads.
+      set('attention.layer_norm_epsilon', f32(cfg.rmsEps));
+    },
+  },
+  // Without experts the shared MLP is llama.cpp's plain FFN, with them its shared expert.
+  granitemoehybrid: {
+    arch: 'granitehybrid', permuteQk: true,
+    layer: {
+      input_layernorm: 'attn_norm', post_attention_layernorm: 'ffn_norm', 'mamba.in_proj': 'ssm_in', 'mamba.conv1d': 'ssm_conv1d', 'mamba.out_proj': 'ssm_out',
+      'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output', 'block_sparse_moe.router.layer': 'ffn_gate_inp',
+    },
+    special: (c) => {
+      const experts = (c.num_local_experts as number) ?? 0;
+      return {
+        ...mamba2Special('mamba', c.mamba_n_groups as number),
+        'shared_mlp.output_linear.weight': { name: experts > 0 ? 'ffn_down_shexp.weight' : 'ffn_down.weight', shape: (shape) => shape },
+        'block_sparse_moe.output_linear.weight': { name: 'ffn_down_exps.weight', shape: ([rows, cols]) => [experts, rows! / experts, cols!] },
+      };
+    },
+    split: (c) => ({
+      'shared_mlp.input_linear.weight': (c.num_local_experts as number) > 0 ? ['ffn_gate_shexp.weight', 'ffn_up_shexp.weight'] : ['ffn_gate.weight', 'ffn_up.weight'],
+      'block_sparse_moe.input_linear.weight': ['ffn_gate_exps.weight', 'ffn_up_exps.weight'],
+    }),
+    params: (set, cfg, c) => {
+      const experts = (c.num_local_experts as number) ?? 0;
+      if (experts > 0) {
+        set('expert_count', u32(experts));
+        set('expert_used_count', u32(c.num_experts_per_tok as number));
+        // The converter's GraniteMoeModel: feed_forward_length is the experts' width.
+        set('feed_forward_length', u32(c.intermediate_size as number));
+        set('expert_shared_feed_forward_length', u32(c.shared_intermediate_size as number));
+      }
+      const types = c.layer_types as string[];
+      set('attention.head_count_kv', i32s(types.map((t) => (t === 'attention' ? cfg.kvHeads : 0))));
+      set('embedding_scale', f32(c.embedding_multiplier as number));
+      set('attention.scale', f32(c.attention_multiplier as number));
+      set('residual_scale', f32(c.residual_multiplier as number));
+      set('logit_scale', f32(c.logits_scaling as number));
+      set('rope.scaling.finetuned', bool(c.position_embedding_type === 'rope'));
+      set('ssm.conv_kernel', u32(c.mamba_d_conv as number));
+      set('ssm.inner_size', u32((c.mamba_n_heads as number) * (c.mamba_d_head as number)));
+      set('ssm.state_size', u32(c.mamba_d_state as number));
+      set('ssm.time_step_rank', u32(c.mamba_n_heads as number));
+      set('ssm.group_count', u32(c.mamba_n_groups as number));
+    },
+  },
+  lfm2: {
+    arch: 'lfm2',
+    layer: {
+      operator_norm: 'attn_norm', ffn_norm: 'ffn_norm', 'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v',
+      'self_attn.out_proj': 'attn_output', 'self_attn.q_layernorm': 'attn_q_norm', 'self_attn.k_layernorm': 'attn_k_norm',
+      'feed_forward.w1': 'ffn_gate', 'feed_forward.w3': 'ffn_up', 'feed_forward.w2': 'ffn_down', 'conv.in_proj': 'shortconv.in_proj', 'conv.out_proj': 'shortconv.out_proj',
+    },
+    globals: { 'model.embedding_norm.weight': 'token_embd_norm.weight' },
+    special: () => ({ 'conv.conv.weight': { name: 'shortconv.conv.weight', shape: squeezeConv } }),
+    vocabSize: true,
+    params: (set, cfg, c) => {
+      set('attention.head_count_kv', i32s((c.layer_types as string[]).map((t) => (t === 'full_attention' ? cfg.kvHeads : 0))));
+      set('shortconv.l_cache', u32(c.conv_L_cache as number));
+    },
+  },
+  // The converter writes Mixtral as llama with experts.
+  mixtral: {
+    arch: 'llama', layer: { ...LLAMA_LAYER, 'block_sparse_moe.gate': 'ffn_gate_inp' }, permuteQk: true, ropeDimensions: 'head', vocabSize: true,
+    experts: { w1: 'ffn_gate_exps', w3: 'ffn_up_exps', w2: 'ffn_down_exps' },
+    params: (set, _cfg, c) => {
+      if (c.sliding_window != null) throw new Error('llama.cpp runs Mixtral without a sliding window');
+      set('expert_count', u32(c.num_local_experts as number));
+      set('expert_used_count', u32(c.num_experts_per_tok as number));
+    },
+  },
 };
 
-/** GGUF name of the family's tensor `name`. */
+/** GGUF name of the family's tensor `name` (one without .weight / .bias, GPT-OSS's sinks, gets .weight, as the converter gives it). */
 function ggufName(name: string, gguf: GgufFamily): string {
-  const global = MODEL_TENSORS[name];
+  const global = gguf.globals?.[name] ?? MODEL_TENSORS[name];
   if (global) return global;
-  const m = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(name);
+  const m = /^model\.layers\.(\d+)\.(.+?)(?:\.(weight|bias))?$/.exec(name);
   const mapped = m && gguf.layer[m[2]!];
   if (!mapped) throw new Error(`${name}: no llama.cpp name for ${gguf.arch}`);
-  return `blk.${m[1]}.${mapped}.${m[3]}`;
+  return `blk.${m[1]}.${mapped}.${m[3] ?? 'weight'}`;
+}
+
+/**
+ * GPT-OSS's expert tensor `t` (mxfp4Experts) as llama.cpp's: the gate/up matrix [experts *
+ * 2I, H] split by alternating rows into ffn_gate_exps and ffn_up_exps [experts, I, H], the down
+ * matrix as ffn_down_exps, from `<prefix>_blocks` and `_scales` as GGML_MXFP4 (or `as` f32);
+ * their `_bias` [experts, rows] split the same way. Returns whether `t` is one (marking what it read).
+ */
+function planMxfp4Expert(
+  t: FamilyTensor, source: Map<string, CheckpointTensor>, names: CheckpointNames, used: Set<string>,
+  add: (name: string, shape: number[], data: () => Float32Array | Uint8Array, type?: number) => void, as: 'mxfp4' | 'f32',
+): boolean {
+  const m = /^model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(\.weight|_bias)$/.exec(t.name);
+  if (!m) return false;
+  const [, layer, which, kind] = m as unknown as [string, string, string, string];
+  const prefix = names.of(t.name.replace(/(\.weight|_bias)$/, ''));
+  const entry = (name: string) => {
+    const e = source.get(name);
+    if (!e) throw new Error(`no ${name}`);
+    used.add(name);
+    return e;
+  };
+  // Each output: its GGUF name and, for gate_up, which of the alternating rows it takes.
+  const outputs = which === 'down' ? [{ name: 'ffn_down_exps', parity: -1 }] : [{ name: 'ffn_gate_exps', parity: 0 }, { name: 'ffn_up_exps', parity: 1 }];
+  const rowsOf = (all: number) => (which === 'down' ? all : all / 2);
+  // Source row of output row r: itself, or the gate (parity 0) or up (1) row of pair r.
+  const pick = (parity: number) => (r: number) => (parity < 0 ? r : 2 * r + parity);
+  if (kind === '_bias') {
+    const bias = entry(`${prefix}_bias`);
+    const [experts, all] = bias.info.shape as [number, number];
+    for (const o of outputs) {
+      const rows = rowsOf(all);
+      const row = pick(o.parity);
+      add(`blk.${layer}.${o.name}.bias`, [experts, rows], () => {
+        const v = readTensorF32(bias);
+        return Float32Array.from({ length: experts * rows }, (_, i) => v[Math.floor(i / rows) * all + row(i % rows)]!);
+      });
+    }
+    return true;
+  }
+  const blocks = entry(`${prefix}_blocks`);
+  const scales = entry(`${prefix}_scales`);
+  const [experts, all, perRow] = blocks.info.shape as [number, number, number];
+  for (const o of outputs) {
+    const rows = rowsOf(all);
+    const row = pick(o.parity);
+    add(`blk.${layer}.${o.name}.weight`, [experts, rows, perRow * MXFP4_BLOCK], () => {
+      const [b, s] = [readSafetensorsBytes(blocks.path, blocks.header, blocks.name), readSafetensorsBytes(scales.path, scales.header, scales.name)];
+      const out: Mxfp4 = { blocks: new Uint8Array(experts * rows * perRow * 16), scales: new Uint8Array(experts * rows * perRow) };
+      for (let e = 0; e < experts; e++) {
+        for (let r = 0; r < rows; r++) {
+          const from = e * all + row(r);
+          const to = e * rows + r;
+          out.blocks.set(b.subarray(from * perRow * 16, (from + 1) * perRow * 16), to * perRow * 16);
+          out.scales.set(s.subarray(from * perRow, (from + 1) * perRow), to * perRow);
+        }
+      }
+      return as === 'mxfp4' ? ggmlMxfp4(out) : Float32Array.from(decodeMxfp4(out));
+    }, as === 'mxfp4' ? GGML_MXFP4 : GGML_F32);
+  }
+  return true;
 }
 
 /**
@@ -440,14 +676,18 @@ function ggufName(name: string, gguf: GgufFamily): string {
  * llama.cpp's mmproj) are left out.
  */
 function planTensors(
-  dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16',
+  dir: string, source: Map<string, CheckpointTensor>, names: CheckpointNames, tensors: FamilyTensor[], gguf: GgufFamily, cfg: ModelConfig, outType: 'F32' | 'F16', config: Json,
+  experts: 'mxfp4' | 'f32',
 ): PlannedTensor[] {
+  const specials = gguf.special?.(config);
+  const splits = gguf.split?.(config);
   const used = new Set<string>();
   const planned: PlannedTensor[] = [];
-  const add = (name: string, shape: number[], data: () => Float32Array) => {
-    const type = outType === 'F16' && shape.length === 2 ? GGML_F16 : GGML_F32;
+  const add = (name: string, shape: number[], data: () => Float32Array | Uint8Array, mxfp4?: number) => {
+    const type = mxfp4 ?? (outType === 'F16' && shape.length >= 2 ? GGML_F16 : GGML_F32);
     const count = shape.reduce((a, b) => a * b, 1);
-    planned.push({ name, dims: [...shape].reverse(), type, nbytes: count * (type === GGML_F16 ? 2 : 4), data });
+    const nbytes = type === GGML_MXFP4 ? (count / MXFP4_BLOCK) * 17 : count * (type === GGML_F16 ? 2 : 4);
+    planned.push({ name, dims: [...shape].reverse(), type, nbytes, data });
   };
   if (gguf.arch === 'llama' && cfg.ropeScaling?.type === 'llama3') {
     const factors = Float32Array.from(ropeFreqDivisors(cfg));
@@ -458,11 +698,59 @@ function planTensors(
     add('rope_factors_long.weight', [s.longFactor.length], () => Float32Array.from(s.longFactor));
     add('rope_factors_short.weight', [s.shortFactor.length], () => Float32Array.from(s.shortFactor));
   }
+  // Per-expert projections go into one stacked tensor per layer and projection, written
+  // where expert 0's is met.
+  const stacks = new Map<string, FamilyTensor[]>();
+  const expertOf = (t: FamilyTensor) => /^model\.layers\.(\d+)\..+\.experts\.(\d+)\.(\w+)\.weight$/.exec(t.name);
   for (const t of tensors) {
+    const m = expertOf(t);
+    const stacked = m && gguf.experts?.[m[3]!];
+    if (!m) continue;
+    if (!stacked) throw new Error(`${t.name}: no llama.cpp name for ${gguf.arch}`);
+    const key = `blk.${m[1]}.${stacked}.weight`;
+    stacks.set(key, [...(stacks.get(key) ?? []), t]);
+  }
+  for (const t of tensors) {
+    if (gguf.mxfp4Experts && planMxfp4Expert(t, source, names, used, add, experts)) continue;
     const name = names.of(t.name);
     const entry = source.get(name);
     if (!entry) throw new Error(`${dir}: no ${name}`);
     used.add(name);
+    const expert = expertOf(t);
+    if (expert) {
+      if (expert[2] !== '0') continue;
+      const key = `blk.${expert[1]}.${gguf.experts![expert[3]!]}.weight`;
+      const members = stacks.get(key)!;
+      add(key, [members.length, ...entry.info.shape], () => {
+        const parts = members.map((m) => readTensorF32(source.get(names.of(m.name))!));
+        const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+        let at = 0;
+        for (const p of parts) { out.set(p, at); at += p.length; }
+        return out;
+      });
+      continue;
+    }
+    const layerRole = /^model\.layers\.(\d+)\.(.+)$/.exec(t.name);
+    const special = layerRole && specials?.[layerRole[2]!];
+    if (special) {
+      add(`blk.${layerRole![1]}.${special.name}`, special.shape(entry.info.shape), () => (special.values ?? ((v) => v))(readTensorF32(entry)));
+      continue;
+    }
+    const split = layerRole && splits?.[layerRole[2]!];
+    if (split) {
+      const cols = entry.info.shape[entry.info.shape.length - 1]!;
+      const segments = t.segments ?? [];
+      const starts = segments.map((_, j) => segments.slice(0, j).reduce((a, b) => a + b, 0));
+      for (const [k, name] of split.entries()) {
+        const mine = segments.map((rows, j) => ({ rows, first: starts[j]! })).filter((_, j) => j % split.length === k);
+        const shape = mine.length === 1 ? [mine[0]!.rows, cols] : [mine.length, mine[0]!.rows, cols];
+        add(`blk.${layerRole![1]}.${name}`, shape, () => {
+          const w = readTensorF32(entry);
+          return Float32Array.from(mine.flatMap(({ first, rows }) => [...w.subarray(first * cols, (first + rows) * cols)]));
+        });
+      }
+      continue;
+    }
     const heads = /\.self_attn\.q_proj\./.test(t.name) ? cfg.heads : /\.self_attn\.k_proj\./.test(t.name) ? cfg.kvHeads : 0;
     const rowLen = entry.info.shape.length === 2 ? entry.info.shape[1]! : 1;
     add(ggufName(t.name, gguf), entry.info.shape, () => {
@@ -606,7 +894,7 @@ function writeFile(path: string, kv: Map<string, KV>, tensors: PlannedTensor[]):
     writeAll(fd, Buffer.concat(w.chunks));
     for (const t of tensors) {
       const data = t.data();
-      const bytes = t.type === GGML_F16 ? f32ToF16(data) : data;
+      const bytes = t.type === GGML_F16 ? f32ToF16(data as Float32Array) : data;
       if (bytes.byteLength !== t.nbytes) throw new Error(`${t.name}: ${bytes.byteLength} bytes, expected ${t.nbytes}`);
       writeAll(fd, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
       writeAll(fd, new Uint8Array(pad(t.nbytes)));

@@ -9,8 +9,11 @@
 // (rope.ts's inverse frequencies, so with llama3 or linear scaling), Qwen3's per-head q/k
 // RMSNorm before RoPE, Qwen2's q/k/v biases, GQA with query head h reading KV head
 // h / (heads / kvHeads), Mistral's sliding window (position p attends to p - window + 1 .. p;
-// passed in, as config.ts leaves sliding_window to the families), SwiGLU MLP.
-import { moduleQuantization, readModelConfig, type ModelConfig } from '../../src/models/config.js';
+// passed in, as config.ts leaves sliding_window to the families), SwiGLU MLP; and the
+// Qwen3-MoE and Mixtral sparse blocks (transformers' per-expert tensors) on the layers that
+// have a router: softmax over the experts, the top num_experts_per_tok (ties to the lower
+// expert), renormalised for Mixtral and where norm_topk_prob says, their SwiGLUs weighted.
+import { moduleQuantization, readConfigFiles, readModelConfig, type ModelConfig } from '../../src/models/config.js';
 import { dequantizeAffine } from '../../src/models/quantize.js';
 import { ropeInvFreq64 } from '../../src/models/rope.js';
 import { listCheckpointTensors, readSafetensorsBytes, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
@@ -27,6 +30,7 @@ export class HfReference {
   readonly headDim: number;
   readonly hidden: number;
   private readonly invFreq: Float64Array;
+  private readonly moe: { topK: number; renormalize: boolean };
 
   /** `window`: attend to the last `window` positions only (every layer). */
   constructor(readonly dir: string, private readonly window = Infinity) {
@@ -37,6 +41,8 @@ export class HfReference {
     this.kvHeads = this.cfg.kvHeads;
     this.headDim = this.cfg.headDim;
     this.invFreq = ropeInvFreq64(this.cfg);
+    const { json } = readConfigFiles(dir);
+    this.moe = { topK: Number(json.num_experts_per_tok ?? 0), renormalize: json.model_type === 'mixtral' || json.norm_topk_prob === true };
   }
 
   has(name: string): boolean {
@@ -112,15 +118,36 @@ export class HfReference {
       x = x.map((xv, pos) => add(xv, matVec(this.matrix(`${p}.self_attn.o_proj`), attn[pos]!)));
       x = x.map((xv) => {
         const hv = rmsNorm(xv, this.vector(`${p}.post_attention_layernorm.weight`)!, eps);
-        const gate = matVec(this.matrix(`${p}.mlp.gate_proj`), hv);
-        const up = matVec(this.matrix(`${p}.mlp.up_proj`), hv);
-        for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
-        return add(xv, matVec(this.matrix(`${p}.mlp.down_proj`), gate));
+        return add(xv, this.feedForward(p, hv));
       });
     }
     const last = rmsNorm(x[x.length - 1]!, this.vector('model.norm.weight')!, eps);
     const head = this.cfg.tieEmbeddings || !this.has('lm_head.weight') ? embed : this.matrix('lm_head');
     return matVec(head, last);
+  }
+
+  /** The layer's MLP, or its mixture of experts where it has a router. */
+  private feedForward(p: string, hv: Float64Array): Float64Array {
+    const block = ['mlp', 'block_sparse_moe'].find((b) => this.has(`${p}.${b}.gate.weight`));
+    if (!block) return this.swiglu(`${p}.mlp`, ['gate_proj', 'up_proj', 'down_proj'], hv);
+    const probs = softmax(matVec(this.matrix(`${p}.${block}.gate`), hv));
+    const chosen = [...probs.keys()].sort((a, b) => probs[b]! - probs[a]! || a - b).slice(0, this.moe.topK);
+    const total = this.moe.renormalize ? chosen.reduce((n, e) => n + probs[e]!, 0) : 1;
+    const names = block === 'mlp' ? ['gate_proj', 'up_proj', 'down_proj'] : ['w1', 'w3', 'w2'];
+    const out = new Float64Array(this.hidden);
+    for (const e of chosen) {
+      const y = this.swiglu(`${p}.${block}.experts.${e}`, names, hv);
+      for (let i = 0; i < out.length; i++) out[i]! += (probs[e]! / total) * y[i]!;
+    }
+    return out;
+  }
+
+  /** down(silu(gate(x)) * up(x)) of the projections `<p>.<gate|up|down>`. */
+  private swiglu(p: string, [gateName, upName, downName]: string[], hv: Float64Array): Float64Array {
+    const gate = matVec(this.matrix(`${p}.${gateName}`), hv);
+    const up = matVec(this.matrix(`${p}.${upName}`), hv);
+    for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+    return matVec(this.matrix(`${p}.${downName}`), gate);
   }
 
   /** Greedy continuation (recomputes the whole prefix each step: fine for a few dozen tokens). */

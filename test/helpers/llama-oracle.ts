@@ -189,3 +189,12 @@ export function maxLogProbDiff(logits: ArrayLike<number>, oracleLogProbs: Float3
   for (let i = 0; i < lp.length; i++) if (oracleLogProbs[i]! >= floor) max = Math.max(max, Math.abs(lp[i]! - oracleLogProbs[i]!));
   return max;
 }
+
+/** The largest difference between the log-probs two sets of logits give (both ours, or ours and a CPU reference's). */
+export function maxLogitsLogProbDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  const la = logSoftmax(a);
+  const lb = logSoftmax(b);
+  let max = 0;
+  for (let i = 0; i < la.length; i++) max = Math.max(max, Math.abs(la[i]! - lb[i]!));
+  return max;
+}

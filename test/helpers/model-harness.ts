@@ -1,7 +1,8 @@
 // Direct access to a loaded model's forward pass for tests that compare logits or
 // greedy tokens with an oracle, below the engine's request queue.
 import { ForwardRunner } from '../../src/engine/forward.js';
-import { loadModel } from '../../src/models/model.js';
+import { ENGINE_DEFAULTS } from '../../src/engine/engine.js';
+import { loadModel, type KvTypes } from '../../src/models/model.js';
 import { openGpu, type Backend, type Gpu } from '../../src/runtime/gpu.js';
 
 /**
@@ -9,6 +10,11 @@ import { openGpu, type Backend, type Gpu } from '../../src/runtime/gpu.js';
  * a GPU; by default OpenGL ES, which is llvmpipe on a machine without one.
  */
 export const TEST_BACKEND = (process.env.MLXCEL_TEST_BACKEND ?? 'opengles') as Backend;
+
+/** The KV cache types the server runs with by default. */
+export const SERVER_KV_TYPES: KvTypes = { k: ENGINE_DEFAULTS.cacheTypeK, v: ENGINE_DEFAULTS.cacheTypeV };
+/** An f32 KV cache: for comparisons with f32 references. */
+export const F32_KV_TYPES: KvTypes = { k: 'f32', v: 'f32' };
 
 let gpu: Promise<Gpu> | undefined;
 
@@ -18,10 +24,14 @@ export function testGpu(): Promise<Gpu> {
   return gpu;
 }
 
-/** With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts meant for GPUs. */
-export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean } = {}): Promise<ForwardRunner> {
+/**
+ * With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts
+ * meant for GPUs; `maxTokens` is the pass's token capacity (greedy's prefill chunk; default 128).
+ * The KV cache has the server's default types unless `kvTypes` names others.
+ */
+export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean; maxTokens?: number; kvTypes?: KvTypes } = {}): Promise<ForwardRunner> {
   const gpu = await testGpu();
-  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16 });
+  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: o.maxTokens ?? 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16, kvTypes: o.kvTypes ?? SERVER_KV_TYPES });
   return new ForwardRunner(model);
 }
 

@@ -1,9 +1,11 @@
 // Writes a small, randomly initialised but real Hugging Face checkpoint directory (config.json,
 // model.safetensors, tokenizer files, generation_config.json) for each decoder family src/models
-// has (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a
+// has (Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, GPT-OSS, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite, OLMo 2), with a
 // real tokenizer, so the engine, llama.cpp (via gguf-writer.ts) and hf-reference.ts can be
 // compared on it. The tensors are those the family's builder asks for (family-tensors.ts),
-// drawn in that order; a tensor's role in its layer picks its scale.
+// drawn in that order; a tensor's role in its layer picks its scale. GPT-OSS's experts are
+// written as its checkpoints hold them: MXFP4 (<prefix>_blocks, _scales; the drawn values
+// quantized, test/helpers/mxfp4.ts), their biases [experts, rows].
 //
 // Weight scales (DEFAULT_INIT) are chosen so greedy decoding is well conditioned and still
 // depends on every part of the network:
@@ -24,11 +26,13 @@ import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { f32ToBf16, f32ToF16 } from '../../src/models/half.js';
-import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
+import { listCheckpointTensors, readSafetensorsBytes, writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
+import { MXFP4_BLOCK } from '../../src/runtime/tensors.js';
 import { familyTensors } from './family-tensors.js';
+import { quantizeMxfp4 } from './mxfp4.js';
 
-export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2';
-export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'stories';
+export type Arch = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'qwen3_moe' | 'mixtral' | 'gpt_oss' | 'gemma2' | 'gemma3_text' | 'phi3' | 'smollm3' | 'granite' | 'olmo2' | 'nemotron_h' | 'lfm2' | 'granitemoehybrid';
+export type TokenizerName = 'qwen3' | 'llama3_1' | 'gemma3' | 'gptoss' | 'stories';
 
 export interface RandomCheckpointOptions {
   arch: Arch;
@@ -76,13 +80,15 @@ export interface InitScales {
   tiedOutGain: number;
   /** Gain over 1/sqrt(fan_in) of q_proj: sharper attention. */
   qGain: number;
+  /** Gain over 1/sqrt(fan_in) of a mixture of experts' router: clear top-k choices. */
+  routerGain: number;
   /** Logit std of hot tokens against a unit-RMS final hidden state. */
   logitStd: number;
   /** Log-normal sigma of the hot rows' norms (heavier-tailed logits, wider top gaps). */
   hotSpread: number;
 }
 
-export const DEFAULT_INIT: InitScales = { embedStd: 1, outGain: 4, tiedOutGain: 16, qGain: 2, logitStd: 8, hotSpread: 0.25 };
+export const DEFAULT_INIT: InitScales = { embedStd: 1, outGain: 4, tiedOutGain: 16, qGain: 2, routerGain: 3, logitStd: 8, hotSpread: 0.25 };
 
 export interface RandomCheckpoint {
   dir: string;
@@ -116,6 +122,7 @@ const TOKEN_IDS: Record<TokenizerName, { bos: number; eos: number | number[]; ge
   qwen3: { bos: 151643, eos: 151645, genEos: [151645, 151643] },
   llama3_1: { bos: 128000, eos: [128001, 128008, 128009], genEos: [128001, 128008, 128009] },
   gemma3: { bos: 2, eos: [1, 106], genEos: [1, 106] },
+  gptoss: { bos: 199998, eos: 200002, genEos: [200002, 199999, 200012] },
   stories: { bos: 1, eos: 2, genEos: [2] },
 };
 
@@ -207,8 +214,21 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     const [rows, cols] = t.shape as [number, number];
     // A layer's tensors by their role in it: `${layer}${role}`.
     const [, layer = '', role = ''] = /^(model\.layers\.\d+\.)?(.*)$/.exec(t.name)!;
-    if (t.kind === 'vector' && role.endsWith('.bias')) {
-      store(t.name, t.shape, gaussian(rows, 0.5));
+    const count = t.shape.reduce((a, b) => a * b, 1);
+    if (t.kind === 'vector' && /(^|\.)(A_log|dt_bias)$/.test(role)) {
+      // A slow decay (A = -exp(A_log) in [-0.5, -0.05], dt = softplus(dt_raw + dt_bias) near
+      // 0.1), so the state carries tokens far back and a chunk split that loses it shows.
+      const a = new Float32Array(count);
+      for (let i = 0; i < count; i++) a[i] = role.endsWith('A_log') ? Math.log(0.05 + 0.45 * rng.uniform()) : -3 + rng.uniform();
+      store(t.name, t.shape, a);
+    } else if (t.kind === 'vector' && /conv[^.]*\.weight$/.test(role)) {
+      store(t.name, t.shape, gaussian(count, 0.5));
+    } else if (t.kind === 'vector' && /[._]bias$/.test(role)) {
+      // A mixture of experts' biases are [experts, rows].
+      const experts = /^mlp\.experts\./.test(role) ? (config.num_local_experts as number) : 1;
+      store(t.name, experts > 1 ? [experts, rows / experts] : t.shape, gaussian(rows, 0.5));
+    } else if (role === 'self_attn.sinks') {
+      store(t.name, t.shape, gaussian(rows, init.qGain));
     } else if (t.kind === 'vector') {
       store(t.name, t.shape, normWeight(rows, normGain(layer, role), t.shift));
     } else if (t.name === 'lm_head.weight' || (tie && t.name === 'model.embed_tokens.weight')) {
@@ -224,8 +244,15 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
         data.set(gaussian(n * cols, (gains[i] ?? 1) / Math.sqrt(cols)), at);
         at += n * cols;
       }
-      store(t.name, t.shape, data);
+      if (family.name === 'gpt_oss' && /^mlp\.experts\./.test(role)) storeMxfp4(t.name.replace(/\.weight$/, ''), t.segments!.length, rows / t.segments!.length, cols, data);
+      else store(t.name, t.shape, data);
     }
+  }
+  /** GPT-OSS's expert matrix [experts * rows, cols] as `<prefix>_blocks` [experts, rows, cols / 32, 16] and `_scales` [experts, rows, cols / 32]. */
+  function storeMxfp4(prefix: string, experts: number, rows: number, cols: number, data: Float32Array) {
+    const m = quantizeMxfp4(data);
+    tensors.push({ name: `${prefix}_blocks`, dtype: 'U8', shape: [experts, rows, cols / MXFP4_BLOCK, MXFP4_BLOCK / 2], data: m.blocks });
+    tensors.push({ name: `${prefix}_scales`, dtype: 'U8', shape: [experts, rows, cols / MXFP4_BLOCK], data: m.scales });
   }
   /** q's gain lives in its norm's weight (Qwen3, Gemma 3, OLMo 2); a block's post-norm carries its output gain. */
   function normGain(layer: string, role: string): number {
@@ -239,13 +266,15 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   /** q_proj's gain sharpens attention unless an RMSNorm over the whole projection removes it (OLMo 2: the norm carries it). */
   function matrixGain(layer: string, role: string, rows: number): number {
     if (role === 'self_attn.q_proj.weight') return shapes.get(`${layer}self_attn.q_norm.weight`)?.[0] === rows ? 1 : init.qGain;
-    return role === 'self_attn.o_proj.weight' || role === 'mlp.down_proj.weight' ? outGain : 1;
+    if (/^(mlp|block_sparse_moe)\.(gate|router)\.weight$|^block_sparse_moe\.router\.layer\.weight$/.test(role)) return init.routerGain;
+    return /^(self_attn\.(o_proj|out_proj)|mlp\.down_proj|mlp\.experts\.(\d+\.)?down_proj|block_sparse_moe\.experts\.\d+\.w2|mixer\.(out_proj|down_proj)|mamba\.out_proj|shared_mlp\.output_linear|block_sparse_moe\.output_linear|conv\.out_proj|feed_forward\.w2)\.weight$/.test(role) ? outGain : 1;
   }
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };
   mkdirSync(outDir, { recursive: true });
   writeSafetensors(join(outDir, 'model.safetensors'), written.tensors, { format: 'pt' });
   writeFileSync(join(outDir, 'config.json'), JSON.stringify(written.config, null, 2));
+  if (opts.multimodal) writeFileSync(join(outDir, 'preprocessor_config.json'), JSON.stringify(PREPROCESSOR_CONFIG, null, 2));
   writeFileSync(join(outDir, 'generation_config.json'), JSON.stringify({ bos_token_id: ids.bos, eos_token_id: ids.genEos }, null, 2));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokDir, f), join(outDir, f));
   return { dir: outDir, config: written.config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
@@ -258,10 +287,17 @@ function stored(name: string, shape: number[], f32: Float32Array, dtype: 'F32' |
 
 const TORCH_DTYPE = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' } as const;
 
-/** A SigLIP vision tower in small: one layer, 28 x 28 images in 14 x 14 patches. */
+/** A SigLIP vision tower in small: two layers, 56 x 56 images in 14 x 14 patches, pooled 2 x 2 into 4 soft tokens. */
 const VISION_CONFIG = {
-  model_type: 'siglip_vision_model', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2,
-  num_channels: 3, image_size: 28, patch_size: 14, layer_norm_eps: 1e-6, vision_use_head: false,
+  model_type: 'siglip_vision_model', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 2,
+  num_channels: 3, image_size: 56, patch_size: 14, layer_norm_eps: 1e-6, vision_use_head: false, hidden_act: 'gelu_pytorch_tanh',
+};
+
+/** Gemma 3's image processor settings (as google/gemma-3-4b-it ships them) for the small tower. */
+const PREPROCESSOR_CONFIG = {
+  image_processor_type: 'Gemma3ImageProcessor', processor_class: 'Gemma3Processor', size: { height: 56, width: 56 }, resample: 2,
+  do_resize: true, do_rescale: true, rescale_factor: 1 / 255, do_normalize: true, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5],
+  do_convert_rgb: null, do_pan_and_scan: null, image_seq_length: 4,
 };
 
 /**
@@ -279,19 +315,32 @@ function multimodalGemma3(text: Record<string, unknown>, decoder: SafetensorsWri
   };
   const rng = makeRng(seed ^ 0x5eed);
   const { hidden_size: V, intermediate_size: I, num_channels: C, patch_size: P, image_size: S } = VISION_CONFIG;
-  const l = 'vision_tower.vision_model.encoder.layers.0';
+  const layers = Array.from({ length: VISION_CONFIG.num_hidden_layers }, (_, i) => `vision_tower.vision_model.encoder.layers.${i}`);
   const shapes: Array<[string, number[]]> = [
     ['vision_tower.vision_model.embeddings.patch_embedding.weight', [V, C, P, P]],
     ['vision_tower.vision_model.embeddings.patch_embedding.bias', [V]],
     ['vision_tower.vision_model.embeddings.position_embedding.weight', [(S / P) ** 2, V]],
-    ...['q_proj', 'k_proj', 'v_proj', 'out_proj'].flatMap((n): Array<[string, number[]]> => [[`${l}.self_attn.${n}.weight`, [V, V]], [`${l}.self_attn.${n}.bias`, [V]]]),
-    ...['layer_norm1', 'layer_norm2'].flatMap((n): Array<[string, number[]]> => [[`${l}.${n}.weight`, [V]], [`${l}.${n}.bias`, [V]]]),
-    [`${l}.mlp.fc1.weight`, [I, V]], [`${l}.mlp.fc1.bias`, [I]], [`${l}.mlp.fc2.weight`, [V, I]], [`${l}.mlp.fc2.bias`, [V]],
+    ...layers.flatMap((l): Array<[string, number[]]> => [
+      ...['q_proj', 'k_proj', 'v_proj', 'out_proj'].flatMap((n): Array<[string, number[]]> => [[`${l}.self_attn.${n}.weight`, [V, V]], [`${l}.self_attn.${n}.bias`, [V]]]),
+      ...['layer_norm1', 'layer_norm2'].flatMap((n): Array<[string, number[]]> => [[`${l}.${n}.weight`, [V]], [`${l}.${n}.bias`, [V]]]),
+      [`${l}.mlp.fc1.weight`, [I, V]], [`${l}.mlp.fc1.bias`, [I]], [`${l}.mlp.fc2.weight`, [V, I]], [`${l}.mlp.fc2.bias`, [V]],
+    ]),
     ['vision_tower.vision_model.post_layernorm.weight', [V]], ['vision_tower.vision_model.post_layernorm.bias', [V]],
     ['multi_modal_projector.mm_input_projection_weight', [V, text.hidden_size as number]],
     ['multi_modal_projector.mm_soft_emb_norm.weight', [V]],
   ];
-  const vision = shapes.map(([name, shape]) => stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => 0.02 * rng.normal()), dtype));
+  // Weights that keep the signal alive through the layers, so the tower's output tells a wrong kernel apart:
+  // LayerNorm gains near 1, matrices of unit gain (1 / sqrt(fan-in)), small biases.
+  const value = (name: string, shape: number[]) => {
+    if (/layer_?norm\d?\.weight$/.test(name)) return () => 1 + 0.1 * rng.normal();
+    if (shape.length === 1 || name.endsWith('position_embedding.weight')) return () => 0.1 * rng.normal();
+    const fanIn = name.endsWith('mm_input_projection_weight') ? shape[0]! : shape.slice(1).reduce((a, b) => a * b, 1);
+    return () => rng.normal() / Math.sqrt(fanIn);
+  };
+  const vision = shapes.map(([name, shape]) => {
+    const draw = value(name, shape);
+    return stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, draw), dtype);
+  });
   const renamed = decoder.map((t) => ({ ...t, name: t.name.replace(/^model\./, 'language_model.model.').replace(/^lm_head\./, 'language_model.lm_head.') }));
   return { config, tensors: [...renamed, ...vision].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
 }
@@ -307,7 +356,7 @@ function makeConfig(
     num_key_value_heads: o.kvHeads,
     vocab_size: vocab,
     max_position_embeddings: o.maxPositions ?? 4096,
-    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' || o.arch === 'mistral' || o.arch === 'phi3' ? 1e-5 : 1e-6),
+    rms_norm_eps: o.rmsNormEps ?? (o.arch === 'llama' || o.arch === 'mistral' || o.arch === 'mixtral' || o.arch === 'phi3' ? 1e-5 : 1e-6),
     rope_theta: o.ropeTheta ?? 10000,
     rope_scaling: o.ropeScaling ?? null,
     hidden_act: 'silu',
@@ -353,7 +402,108 @@ function makeConfig(
         architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', ...common, ...headDim,
         attention_bias: false, use_sliding_window: false, sliding_window: null, max_window_layers: o.layers,
       };
+    case 'qwen3_moe':
+      return {
+        architectures: ['Qwen3MoeForCausalLM'], model_type: 'qwen3_moe', ...common, ...headDim,
+        attention_bias: false, use_sliding_window: false, sliding_window: null, max_window_layers: o.layers,
+        num_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: o.intermediate / 2, norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [],
+        output_router_logits: false, router_aux_loss_coef: 0.001, ...extra,
+      };
+    case 'nemotron_h': {
+      // Every layer kind: hybrid_override_pattern (M Mamba-2, * attention, - MLP) by default "M*M-".
+      const { rms_norm_eps: _e, rope_theta: _t, rope_scaling: _s, hidden_act: _a, ...rest } = common;
+      return {
+        architectures: ['NemotronHForCausalLM'], model_type: 'nemotron_h', ...rest, head_dim: o.headDim, layer_norm_epsilon: o.rmsNormEps ?? 1e-5,
+        hybrid_override_pattern: 'M*M-'.repeat(Math.ceil(o.layers / 4)).slice(0, o.layers), mamba_num_heads: 8, mamba_head_dim: 16, n_groups: 2, ssm_state_size: 16,
+        conv_kernel: 4, use_conv_bias: true, use_bias: false, mlp_bias: false, attention_bias: false, mamba_hidden_act: 'silu', mlp_hidden_act: 'relu2',
+        residual_in_fp32: false, ...extra,
+      };
+    }
+    case 'granitemoehybrid': {
+      // layer_types alternate mamba and attention; one Mamba-2 group (llama.cpp norms the
+      // gated output per group, transformers over the whole width: they agree for one).
+      const { hidden_act: _a, ...rest } = common;
+      return {
+        architectures: ['GraniteMoeHybridForCausalLM'], model_type: 'granitemoehybrid', ...rest,
+        layer_types: Array.from({ length: o.layers }, (_, i) => (i % 2 === 0 ? 'mamba' : 'attention')), position_embedding_type: 'nope',
+        mamba_n_heads: 8, mamba_d_head: 16, mamba_n_groups: 1, mamba_d_state: 16, mamba_d_conv: 4, mamba_expand: 2, mamba_conv_bias: true, mamba_proj_bias: false,
+        shared_intermediate_size: o.intermediate, num_local_experts: 0, num_experts_per_tok: 0, normalization_function: 'rmsnorm', attention_bias: false,
+        embedding_multiplier: 2, attention_multiplier: 0.3, residual_multiplier: 0.5, logits_scaling: 2, ...extra,
+      };
+    }
+    case 'lfm2': {
+      const { rms_norm_eps: _e, tie_word_embeddings: _t, hidden_act: _a, ...rest } = common;
+      return {
+        architectures: ['Lfm2ForCausalLM'], model_type: 'lfm2', ...rest, norm_eps: o.rmsNormEps ?? 1e-5, tie_embedding: tie, block_ff_dim: o.intermediate,
+        block_auto_adjust_ff_dim: false, block_multiple_of: 256, block_ffn_dim_multiplier: null, conv_L_cache: 3, conv_bias: false,
+        layer_types: Array.from({ length: o.layers }, (_, i) => (i % 2 === 1 ? 'full_attention' : 'conv')), ...extra,
+      };
+    }
+    case 'gpt_oss':
+      return {
+        architectures: ['GptOssForCausalLM'], model_type: 'gpt_oss', ...common, head_dim: o.headDim, attention_bias: true,
+        num_local_experts: 4, num_experts_per_tok: 2, experts_per_token: 2, swiglu_limit: 7.0, sliding_window: 128,
+        layer_types: Array.from({ length: o.layers }, (_, i) => (i % 2 === 0 ? 'sliding_attention' : 'full_attention')),
+        initial_context_length: 4096, output_router_logits: false, router_aux_loss_coef: 0.9,
+        quantization_config: { quant_method: 'mxfp4', modules_to_not_convert: ['model.layers.*.self_attn', 'model.layers.*.mlp.router', 'model.embed_tokens', 'lm_head'] },
+        ...extra,
+      };
+    case 'mixtral':
+      return {
+        architectures: ['MixtralForCausalLM'], model_type: 'mixtral', ...common, ...headDim,
+        sliding_window: null, num_local_experts: 8, num_experts_per_tok: 2, router_jitter_noise: 0, output_router_logits: false, router_aux_loss_coef: 0.02, ...extra,
+      };
   }
+}
+
+/**
+ * A gpt_oss checkpoint folder as mlx-lm's conversion writes it: the experts' gate_up_proj
+ * split by alternating rows into gate_proj and up_proj, stacked under mlp.experts with
+ * down_proj, each as MLX mxfp4 (`.weight` uint32 words of the same blocks, `.scales`) with its
+ * `.bias` [experts, rows]; config.json's quantization mode mxfp4. The values are the source's.
+ */
+export function mlxGptOssCheckpoint(dir: string, outDir: string): void {
+  const source = listCheckpointTensors(dir);
+  const raw = (name: string) => {
+    const t = source.get(name)!;
+    return { bytes: readSafetensorsBytes(t.path, t.header, name), shape: t.info.shape, dtype: t.info.dtype };
+  };
+  // Rows of a [experts, rows, ...] tensor: all, or the even or odd ones.
+  const rows = (bytes: Uint8Array, shape: number[], parity?: number) => {
+    const [experts, all] = shape as [number, number];
+    const rowBytes = bytes.length / (experts * all);
+    const keep = parity === undefined ? all : all / 2;
+    const out = new Uint8Array(experts * keep * rowBytes);
+    for (let e = 0; e < experts; e++) {
+      for (let r = 0; r < keep; r++) {
+        const from = (e * all + (parity === undefined ? r : 2 * r + parity)) * rowBytes;
+        out.set(bytes.subarray(from, from + rowBytes), (e * keep + r) * rowBytes);
+      }
+    }
+    return { data: out, shape: [experts, keep, ...shape.slice(2)] };
+  };
+  const tensors: SafetensorsWriteTensor[] = [];
+  for (const name of source.keys()) {
+    const m = /^(.*\.mlp\.experts)\.(gate_up|down)_proj_(blocks|scales|bias)$/.exec(name);
+    const { bytes, shape, dtype } = raw(name);
+    if (!m) {
+      tensors.push({ name, dtype: dtype as SafetensorsWriteTensor['dtype'], shape, data: bytes });
+      continue;
+    }
+    const [, prefix, which, kind] = m as unknown as [string, string, string, string];
+    const outputs: Array<[string, number | undefined]> = which === 'down' ? [['down_proj', undefined]] : [['gate_proj', 0], ['up_proj', 1]];
+    for (const [proj, parity] of outputs) {
+      const r = rows(bytes, shape, parity);
+      if (kind === 'blocks') tensors.push({ name: `${prefix}.${proj}.weight`, dtype: 'U32', shape: [r.shape[0]!, r.shape[1]!, (r.shape[2]! * 16) / 4], data: r.data });
+      else if (kind === 'scales') tensors.push({ name: `${prefix}.${proj}.scales`, dtype: 'U8', shape: r.shape, data: r.data });
+      else tensors.push({ name: `${prefix}.${proj}.bias`, dtype: dtype as SafetensorsWriteTensor['dtype'], shape: r.shape, data: r.data });
+    }
+  }
+  mkdirSync(outDir, { recursive: true });
+  writeSafetensors(join(outDir, 'model.safetensors'), tensors.sort((a, b) => (a.name < b.name ? -1 : 1)), { format: 'mlx' });
+  const { quantization_config: _q, ...config } = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  writeFileSync(join(outDir, 'config.json'), JSON.stringify({ ...config, quantization: { group_size: 32, bits: 4, mode: 'mxfp4' } }, null, 2));
+  for (const f of ['generation_config.json', 'tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(dir, f), join(outDir, f));
 }
 
 /**

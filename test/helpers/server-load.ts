@@ -2,7 +2,7 @@
 // the test lets go, bounded polling, and the observability routes read over HTTP.
 import { expect } from 'vitest';
 
-export type SlotEntry = { id: number; state: 'decoding' | 'idle' | 'queued'; model: string; context_size: number; n_ctx: number; is_processing: boolean };
+export type SlotEntry = { id: number; state: 'decoding' | 'idle' | 'queued'; model: string; context_size: number; n_ctx: number; is_processing: boolean; kv_blocks: number };
 
 export async function getSlots(url: string): Promise<SlotEntry[]> {
   const res = await fetch(`${url}/slots`);
@@ -56,16 +56,49 @@ export function holdSlot(url: string, options: { maxTokens?: number; stream?: bo
   return { abort: () => controller.abort(), done };
 }
 
-/** Prometheus text -> sample values by name, plus the HELP and TYPE lines by name. */
+/** One sample line of a scrape: the metric name, its labels and its value. */
+export interface MetricSample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+const METRIC_NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
+const SAMPLE = new RegExp(`^(${METRIC_NAME})(?:\\{(.*)\\})? (\\S+)$`);
+const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)/y;
+
+/**
+ * Prometheus text exposition format -> sample values by name (unlabelled samples), every
+ * sample with its labels, and the HELP and TYPE lines by name. Held to the format's rules:
+ * each line is a comment, blank or a well-formed sample, and every sample's metric has its
+ * TYPE declared before it.
+ */
 export function parseMetrics(text: string) {
   const values = new Map<string, number>();
+  const samples: MetricSample[] = [];
   const help = new Map<string, string>();
   const type = new Map<string, string>();
   for (const line of text.split('\n')) {
     let m: RegExpMatchArray | null;
-    if ((m = line.match(/^# HELP (\S+) (.*)$/))) help.set(m[1]!, m[2]!);
-    else if ((m = line.match(/^# TYPE (\S+) (\S+)$/))) type.set(m[1]!, m[2]!);
-    else if ((m = line.match(/^([a-z_]+) (\S+)$/))) values.set(m[1]!, Number(m[2]));
+    if ((m = line.match(new RegExp(`^# HELP (${METRIC_NAME}) (.*)$`)))) help.set(m[1]!, m[2]!);
+    else if ((m = line.match(new RegExp(`^# TYPE (${METRIC_NAME}) (counter|gauge|histogram|summary|untyped)$`)))) type.set(m[1]!, m[2]!);
+    else if (line !== '') {
+      m = line.match(SAMPLE);
+      expect(m, `a sample line: ${line}`).not.toBeNull();
+      const [, name, labelText, valueText] = m!;
+      expect(type.has(name!), `TYPE of ${name} before its samples`).toBe(true);
+      const labels: Record<string, string> = {};
+      LABEL.lastIndex = 0;
+      while (labelText && LABEL.lastIndex < labelText.length) {
+        const l = LABEL.exec(labelText);
+        expect(l, `labels of ${line}`).not.toBeNull();
+        labels[l![1]!] = l![2]!;
+      }
+      const value = Number(valueText);
+      expect(Number.isNaN(value) && valueText !== 'NaN', `value of ${line}`).toBe(false);
+      samples.push({ name: name!, labels, value });
+      if (!labelText) values.set(name!, value);
+    }
   }
-  return { values, help, type };
+  return { values, samples, help, type };
 }

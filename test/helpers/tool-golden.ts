@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { ChatOutput, type ChatOutputConfig, type ChatReply, type OutputDelta } from '../../src/chat/chat-output.js';
 import { generateTexts } from '../../src/chat/text-generation.js';
-import { zeroCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
+import { NO_MEMORY, zeroCounters, type EngineStats, type GenerationEvent, type GenerationRequest, type ModelInfo } from '../../src/engine/types.js';
 import { TextTokenizer } from '../../src/models/tokenizer.js';
 import { EngineStub } from './engine-stub.js';
 import { chunkDelta } from '../../src/server/openai/chat-response.js';
@@ -49,7 +49,7 @@ export class ScriptedEngine extends EngineStub {
 
   stats(): EngineStats {
     const counters = zeroCounters();
-    return { slots: 1, activeSequences: 0, queueDepth: 0, slotStates: ['idle'], counters };
+    return { slots: 1, activeSequences: 0, queueDepth: 0, slotStates: ['idle'], counters, memory: NO_MEMORY };
   }
 }
 

@@ -6,11 +6,12 @@ import { expect } from 'vitest';
 import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
-import { affineTexture, filledBuffer, KV_TEXTURE_WIDTH, kvCacheTexture, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
+import { affineTexture, filledBuffer, KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTypeOf, MXFP4_BLOCK, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type KvType, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
 import { AFFINE_BITS, isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
 import { quantizeAffine, type QuantBits } from '../../src/models/quantize.js';
 import { TEST_BACKEND } from '../helpers/model-harness.js';
+import { decodeMxfp4, quantizeMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
 
 /** A quiet NaN with a payload: a poisoned word that a kernel rewrote (even with NaN) shows up. */
 export const POISON_BITS = 0x7fc0dead;
@@ -20,6 +21,11 @@ export const POISON_U32 = 0xdeadbeef;
 // Deterministic random inputs.
 
 export { rng } from '../helpers/rng.js';
+
+/** `data` as a KV cache of `type` holds it: f16 rounds each value to nearest even (NaNs become one NaN). */
+export function kvRound(data: Float32Array, type: KvType): Float32Array {
+  return type === 'f16' ? f16ToF32(f32ToF16(data)) : data;
+}
 
 export function randomF32(rand: () => number, n: number, lo = -1, hi = 1): Float32Array {
   const out = new Float32Array(n);
@@ -117,30 +123,34 @@ export class Harness {
     if (err) throw new Error(`GPU error: ${err.message}`);
   }
 
-  /** A KV cache texture as the engine allocates them (kvCacheTexture), holding `data` ([slots, kv_dim] f32, flat). */
-  kvCache(data: Float32Array, label = 'kv_cache'): GPUTexture {
-    const texture = kvCacheTexture(this.device, data.length / 4, label);
+  /** A KV cache texture of `type` as the engine allocates them (kvCacheTexture), holding `data` ([slots, kv_dim], flat; f16 rounds it, kvRound). */
+  kvCache(data: Float32Array, label = 'kv_cache', type: KvType = 'f32'): GPUTexture {
+    const texture = kvCacheTexture(this.device, data.length / 4, type, label);
     this.writeKvCache(texture, data);
     return texture;
   }
 
-  /** Overwrites a KV cache texture's first rows with `data`, and the rest of the last of them with zeros. */
+  /** Overwrites a KV cache texture's first rows with `data` (in its type), and the rest of the last of them with zeros. */
   writeKvCache(texture: GPUTexture, data: Float32Array): void {
     const rowFloats = KV_TEXTURE_WIDTH * 4;
     const padded = new Float32Array(Math.ceil(data.length / rowFloats) * rowFloats);
     padded.set(data);
-    this.device.queue.writeTexture({ texture }, padded, { bytesPerRow: rowFloats * 4 }, [KV_TEXTURE_WIDTH, padded.length / rowFloats]);
+    const f16 = kvTypeOf(texture) === 'f16';
+    const bytes = f16 ? f32ToF16(padded) : padded;
+    this.device.queue.writeTexture({ texture }, bytes, { bytesPerRow: KV_TEXTURE_WIDTH * KV_TEXEL_BYTES[kvTypeOf(texture)] }, [KV_TEXTURE_WIDTH, padded.length / rowFloats]);
   }
 
-  /** Reads back the first `floats` values of a KV cache texture. */
+  /** Reads back the first `floats` values of a KV cache texture, as f32. */
   async readKvCache(texture: GPUTexture, floats: number): Promise<Float32Array> {
-    const rowBytes = KV_TEXTURE_WIDTH * 16;
+    const type = kvTypeOf(texture);
+    const rowBytes = KV_TEXTURE_WIDTH * KV_TEXEL_BYTES[type];
     const rows = Math.ceil(floats / (KV_TEXTURE_WIDTH * 4));
     const staging = this.device.createBuffer({ label: 'kv_readback', size: rows * rowBytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const encoder = this.device.createCommandEncoder();
     encoder.copyTextureToBuffer({ texture }, { buffer: staging, bytesPerRow: rowBytes }, [KV_TEXTURE_WIDTH, rows]);
     this.device.queue.submit([encoder.finish()]);
-    const data = new Float32Array(await mapRead(staging), 0, floats);
+    const raw = await mapRead(staging);
+    const data = type === 'f16' ? f16ToF32(new Uint16Array(raw, 0, floats)) : new Float32Array(raw, 0, floats);
     staging.destroy();
     return data;
   }
@@ -177,8 +187,10 @@ export class Harness {
    * formats/affine.wgsl documents it, with scales and biases rounded to `scaleFormat` (bf16
    * by default, as mlx-lm stores them). Affine rows are uploaded as the loader uploads a
    * checkpoint's: padded to whole texels where their bit stream is not (rowBytes).
+   * `mxfp4`: the blocks to upload as they are (else `host` quantized to MXFP4,
+   * test/helpers/mxfp4.ts), decoded for the reference by that file's table.
    */
-  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat } = {}): TestWeight {
+  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat; mxfp4?: Mxfp4 } = {}): TestWeight {
     if (host.length !== rows * cols) throw new Error(`weight: ${host.length} values for [${rows}, ${cols}]`);
     const partRows = opts.parts ?? [rows];
     if (partRows.reduce((a, b) => a + b, 0) !== rows) throw new Error(`weight: parts ${partRows} do not sum to ${rows}`);
@@ -188,7 +200,13 @@ export class Harness {
     let bound: Float32Array | undefined;
     const scaleFormat = opts.scaleFormat ?? 'bf16';
     let scaleBytes: ((a: 'scales' | 'biases', from: number, to: number) => Uint8Array) | undefined;
+    let mxfp4: Mxfp4 | undefined;
     switch (format) {
+      case 'mxfp4':
+        mxfp4 = opts.mxfp4 ?? quantizeMxfp4(host);
+        bytes = mxfp4.blocks;
+        effective = Float32Array.from(decodeMxfp4(mxfp4));
+        break;
       case 'f32':
         bytes = new Uint8Array(host.slice().buffer);
         effective = host.slice();
@@ -242,6 +260,10 @@ export class Harness {
           dst.set(scaleBytes!(which, (partStart + first) * groupsPerRow, (partStart + first + count) * groupsPerRow));
         part.affine = affineTexture(this.device, n, groupsPerRow, SCALE_BYTES[scaleFormat], label, reader('scales', rowStart), reader('biases', rowStart));
       }
+      if (mxfp4) {
+        const blocksPerRow = cols / MXFP4_BLOCK;
+        part.scales = this.uploadBytes(mxfp4.scales.subarray(rowStart * blocksPerRow, (rowStart + n) * blocksPerRow), `${label}.scales`);
+      }
       parts.push(part);
       rowStart += n;
     }
@@ -260,7 +282,7 @@ export interface TestWeight {
   effective: Float32Array;
   /**
    * [rows, cols] magnitudes an f32 evaluation may round against: |w| for float formats;
-   * |q * scale| + |bias| for q4/q8, whose kernels may sum scale * dot(q, x) and
+   * |q * scale| + |bias| for the affine formats, whose kernels may sum scale * dot(q, x) and
    * bias * sum(x) separately (terms that can cancel).
    */
   bound: Float32Array;

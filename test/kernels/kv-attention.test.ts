@@ -13,9 +13,17 @@
 // error (which moves a softmax weight by at most 2 ds relatively), L = context length (one
 // rounding per step of the running sums), and WGSL allows exp 3 + 2|x| ULP for
 // |x| <= G = the largest score gap from the running max.
+// f16 caches (rgba16float texels): the keys and values drawn are rounded to f16 first, so
+// the cache holds them exactly (checked bit for bit, as read back widened) and the
+// reference attends over the same values with the same tolerance; the rounding of a
+// computed key or value is rope-kv-write.test.ts's.
+// With sinks (GPT-OSS), each head's sink logit joins the softmax's denominator: the
+// reference adds exp(sink - max) to the sum (the max over scores and sink), and the sinks
+// are drawn around the scores' range so that they move the output.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BatchMeta } from '../../src/runtime/ops.js';
-import { expectClose, expectPoisoned, expectUnchanged, Harness, POISON_BITS, rng } from './harness.js';
+import type { KvTypes } from '../../src/models/model.js';
+import { expectClose, expectPoisoned, expectUnchanged, Harness, kvRound, POISON_BITS, rng } from './harness.js';
 
 let cpu: Harness;
 /** Ops told the adapter is a GPU: decode steps run attention_decode_workgroup.wgsl. */
@@ -36,7 +44,8 @@ afterAll(() => {
 const U = 2 ** -24;
 const MAX_TOKENS = 32;
 
-interface Config { heads: number; kvHeads: number; headDim: number; blockSize: number; qScale: number }
+/** `types`: the cache's key and value types (default f32 both); `sinks`: per-head sink logits. */
+interface Config { heads: number; kvHeads: number; headDim: number; blockSize: number; qScale: number; types?: KvTypes; sinks?: boolean }
 /** A sequence: `history` positions already cached, then `chunk` new tokens in pass 1, then one decode token in pass 2. */
 interface SeqSpec { history: number; chunk: number }
 
@@ -63,6 +72,9 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
   const kvDim = kvHeads * headDim;
   const qDim = heads * headDim;
   const scale = 1 / Math.sqrt(headDim);
+  const types = cfg.types ?? { k: 'f32', v: 'f32' };
+  // Keys and values as the cache holds them: the reference attends over the same values.
+  const kv = (side: 'k' | 'v', x: Float32Array) => kvRound(x, types[side]);
 
   // Block ids: every sequence gets enough blocks for history + chunk + 1 decode, drawn from
   // a shuffled pool that also holds two blocks nobody owns.
@@ -80,14 +92,14 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
   new Uint32Array(vCache.buffer).fill(POISON_BITS);
   for (const s of seqs) {
     for (let j = 0; j < s.history; j++) {
-      s.k.push(randVec(rand, kvDim));
-      s.v.push(randVec(rand, kvDim));
+      s.k.push(kv('k', randVec(rand, kvDim)));
+      s.v.push(kv('v', randVec(rand, kvDim)));
       kCache.set(s.k[j]!, slotOf(s, j) * kvDim);
       vCache.set(s.v[j]!, slotOf(s, j) * kvDim);
     }
   }
-  const kCacheTex = h.kvCache(kCache, 'k_cache');
-  const vCacheTex = h.kvCache(vCache, 'v_cache');
+  const kCacheTex = h.kvCache(kCache, 'k_cache', types.k);
+  const vCacheTex = h.kvCache(vCache, 'v_cache', types.v);
 
   const qBuf = h.poisoned(MAX_TOKENS * qDim, POISON_BITS, 'q');
   const kBuf = h.poisoned(MAX_TOKENS * kvDim, POISON_BITS, 'k');
@@ -100,8 +112,9 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
     tokenTable: h.poisoned(MAX_TOKENS, POISON_BITS, 'token_table'),
     blockTable: h.poisoned(tableEntries + 4, POISON_BITS, 'block_table'),
   };
-  const dispatches = h.ops.attention('self_attn', { q: qBuf, k: kBuf, v: vBuf, heads, kvHeads, kCache: kCacheTex, vCache: vCacheTex, blockSize }, outBuf, {
-    headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)), scale,
+  const sinks = cfg.sinks ? randVec(rand, heads, 3) : undefined;
+  const dispatches = h.ops.attention('self_attn', { q: qBuf, k: kBuf, v: vBuf, heads, kvHeads, cache: { k: kCacheTex, v: vCacheTex }, blockSize }, outBuf, {
+    headDim, invFreq: h.uploadF32(new Float32Array(headDim / 2)), scale, sinks: sinks && h.uploadF32(sinks, 'sinks'),
   }, meta);
 
   // Block table in sequence order (offsets differ from the token order below).
@@ -129,8 +142,8 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
       q.set(randVec(rand, qDim, cfg.qScale), m * qDim);
       const s = seqs[t.seq]!;
       expect(s.k.length).toBe(t.pos);
-      s.k.push(randVec(rand, kvDim));
-      s.v.push(randVec(rand, kvDim));
+      s.k.push(kv('k', randVec(rand, kvDim)));
+      s.v.push(kv('v', randVec(rand, kvDim)));
       k.set(s.k[t.pos]!, m * kvDim);
       v.set(s.v[t.pos]!, m * kvDim);
       kCache.set(s.k[t.pos]!, slotOf(s, t.pos) * kvDim);
@@ -147,8 +160,8 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
     const what = `pass ${pass} (heads ${heads}/${kvHeads}, d ${headDim}, block ${blockSize}, M ${M})`;
     const gotK = await h.readKvCache(kCacheTex, slots * kvDim);
     const gotV = await h.readKvCache(vCacheTex, slots * kvDim);
-    expectUnchanged(`${what}: k_cache`, gotK, kCache, 0, slots * kvDim);
-    expectUnchanged(`${what}: v_cache`, gotV, vCache, 0, slots * kvDim);
+    expectUnchanged(`${what}: k_cache`, gotK, kv('k', kCache), 0, slots * kvDim);
+    expectUnchanged(`${what}: v_cache`, gotV, kv('v', vCache), 0, slots * kvDim);
 
     // Reference: causal attention over the sequence's positions 0..=pos, float64.
     const want = new Float64Array(M * qDim);
@@ -172,10 +185,11 @@ async function runScenario(h: Harness, cfg: Config, specs: SeqSpec[], order: num
           scores[j] = dot * Math.fround(scale);
           magMax = Math.max(magMax, mag);
         }
-        const mx = Math.max(...scores);
+        const sink = sinks?.[hd];
+        const mx = Math.max(...scores, sink ?? -Infinity);
         const gap = mx - Math.min(...scores);
         const w = scores.map((x) => Math.exp(x - mx));
-        const sum = w.reduce((a, b) => a + b, 0);
+        const sum = w.reduce((a, b) => a + b, sink === undefined ? 0 : Math.exp(sink - mx));
         const ds = (headDim + 2) * U * scale * magMax;
         const rel = 2 * ds + (2 * L + 2 * (3 + 2 * gap) + 16) * U;
         for (let d = 0; d < headDim; d++) {
@@ -214,6 +228,8 @@ describe('rope_kv_write + attention, paged cache, several sequences per pass', (
     runScenario(cpu, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 9, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 4));
   it('peaked softmax (large scores): 6/3 heads, head_dim 8, block 1', () =>
     runScenario(cpu, { heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 5, chunk: 4 }, { history: 2, chunk: 1 }, { history: 0, chunk: 2 }], [2, 0, 1], 5));
+  it('attention sinks: GQA 6/2 heads, head_dim 16, block 4', () =>
+    runScenario(cpu, { heads: 6, kvHeads: 2, headDim: 16, blockSize: 4, qScale: 3, sinks: true }, mixed, [1, 0, 3, 2], 11));
 });
 
 describe('GPU layout: pass 2 (decode only) through attention_decode_workgroup.wgsl, on llvmpipe', () => {
@@ -227,6 +243,18 @@ describe('GPU layout: pass 2 (decode only) through attention_decode_workgroup.wg
     runScenario(gpuLayout, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2 }, [{ history: 40, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 7));
   it('peaked softmax (large scores): 6/3 heads, head_dim 8 (fewer output vectors than invocations), block 1', () =>
     runScenario(gpuLayout, { heads: 6, kvHeads: 3, headDim: 8, blockSize: 1, qScale: 40 }, [{ history: 35, chunk: 4 }, { history: 2, chunk: 1 }], [1, 0], 8));
+  it('attention sinks: GQA 6/2 heads, head_dim 16, block 4, contexts of 1 to 40 positions', () =>
+    runScenario(gpuLayout, { heads: 6, kvHeads: 2, headDim: 16, blockSize: 4, qScale: 3, sinks: true }, [{ history: 38, chunk: 1 }, { history: 0, chunk: 0 }], [1, 0], 12));
+});
+
+describe('f16 KV cache (rgba16float texels), keys and values typed apart', () => {
+  const mixed: SeqSpec[] = [{ history: 0, chunk: 7 }, { history: 10, chunk: 1 }, { history: 3, chunk: 5 }, { history: 0, chunk: 1 }];
+  it('f16 keys and values, GQA 8/2 heads, head_dim 128, block 4', () =>
+    runScenario(cpu, { heads: 8, kvHeads: 2, headDim: 128, blockSize: 4, qScale: 3, types: { k: 'f16', v: 'f16' } }, mixed, [2, 3, 0, 1], 11));
+  it('f32 keys, f16 values, read through sampled bindings', () =>
+    runScenario(sampled, { heads: 6, kvHeads: 2, headDim: 8, blockSize: 4, qScale: 6, types: { k: 'f32', v: 'f16' } }, mixed, [1, 0, 3, 2], 12));
+  it('GPU layout, f16 keys, f32 values, contexts past one tile', () =>
+    runScenario(gpuLayout, { heads: 4, kvHeads: 1, headDim: 256, blockSize: 8, qScale: 2, types: { k: 'f16', v: 'f32' } }, [{ history: 40, chunk: 2 }, { history: 0, chunk: 3 }], [1, 0], 13));
 });
 
 describe('KV cache read through sampled bindings (adapters whose WGSL cannot read storage textures)', () => {

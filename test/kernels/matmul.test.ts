@@ -1,5 +1,5 @@
 // Ops.linear: Y[m, n] (+)= sum_k X[m, k] W[n, k] (+ bias[n]). Float weights (f32, f16,
-// bf16) run matmul.wgsl with the format's loader; the affine formats (q2-q8) record matvec_q.wgsl (used for
+// bf16) and MXFP4 run matmul.wgsl with the format's loader; the affine formats (q2-q8) record matvec_q.wgsl (used for
 // <= 2 rows: decode; 32 rows per invocation; matvec_q_workgroup.wgsl in the last suite,
 // the layout for GPUs) and matmul_q.wgsl (> 2 rows: prefill, register
 // tiles of 32 rows x 4 tokens, X read from a texture after a row copy: one copy for
@@ -14,6 +14,11 @@
 // the affine formats (matvec_q/matmul_q sum scale * dot(q, x) and bias * sum(x) separately, and those
 // can cancel). The reference uses the exact values the kernel decodes
 // (TestWeight.effective), so the format's own quantization error is not part of it.
+// MXFP4 is checked on quantized random weights, and on random codes (all 16, the subnormal
+// 0.5 and -0 included) under extreme e8m0 scales, 0 (2^-127, below f32's normal range:
+// the kernel may flush those values, which the 1e-30 absolute slack allows) to 254 (2^127,
+// with codes up to 1.5: larger ones overflow f32, as they do transformers' dequantization),
+// read one element at a time (one-hot X rows) so that no sum overflows.
 // With `norm` (fused into matvec_q's input; rmsnorm.wgsl first for the other kernels) the
 // reference is exact RMSNorm(X) (eps rounded to f32, as the kernels hold it) times W, and
 // the bound is doubled in K on the normed input's magnitudes: the sum of squares (K
@@ -22,8 +27,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
 import type { LinearNorm } from '../../src/runtime/ops/linear.js';
-import { GLU_BLOCK_ROWS, type ScaleFormat } from '../../src/runtime/tensors.js';
+import { GLU_BLOCK_ROWS, MXFP4_BLOCK, type ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
+import { packMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
 
 let cpu: Harness;
 // The same adapter, with Ops told it is a GPU: decode runs matvec_q_workgroup.
@@ -87,16 +93,20 @@ interface Case {
   seed: number;
   /** X without uniform usage: matvec_q reads it through a storage binding. */
   storageX?: boolean;
-  /** q4/q8 scales and biases as stored (bf16 by default). */
+  /** Affine scales and biases as stored (bf16 by default). */
   scaleFormat?: ScaleFormat;
   /** RMSNorm fused into the input, its weight in a buffer bindable as a uniform, or (`'storage'`) not. */
   norm?: 'uniform' | 'storage';
+  /** mxfp4: blocks drawn by this instead of the random weight quantized. */
+  mxfp4?: (rand: () => number, rows: number, cols: number) => Mxfp4;
+  /** Each X row one-hot (row m of the r-th replay reads column (r M + m) % K): the kernel's decoded elements, one at a time. */
+  oneHotX?: boolean;
 }
 
 async function runCase(c: Case): Promise<void> {
   const rand = rng(c.seed);
   const { K, N } = c;
-  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts, scaleFormat: c.scaleFormat });
+  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts, scaleFormat: c.scaleFormat, mxfp4: c.mxfp4?.(rand, N, K) });
   const bias = c.bias ? randomF32(rand, N) : undefined;
   const xBuf = c.storageX ? h.poisoned(MAX_ROWS * K, POISON_BITS, 'x') : h.activation(MAX_ROWS * K, 'x');
   const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
@@ -110,8 +120,9 @@ async function runCase(c: Case): Promise<void> {
   const dispatches = h.ops.linear('test', w.gpu, xBuf, yBuf, { bias: biasBuf, accumulate: c.accumulate, norm: normArg });
   // Per part, one dispatch per kernel; with norm, one rmsnorm before them.
   expect((dispatches.length - (norm ? 1 : 0)) % (c.parts?.length ?? 1)).toBe(0);
-  for (const M of c.Ms) {
+  for (const [replay, M] of c.Ms.entries()) {
     const x = inputRows(rand, M, K);
+    if (c.oneHotX) for (let m = 0; m < M; m++) x.fill(0, m * K, (m + 1) * K)[m * K + ((replay * M + m) % K)] = 1;
     // Rows of very different scales: the fused norm must bring each to unit RMS itself.
     if (norm) for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) x[m * K + k]! *= 10 ** ((m % 5) - 2);
     h.write(xBuf, x);
@@ -145,6 +156,24 @@ describe('matmul: each format, M = 1, 2, 3, 5, 13, 8, 9, 4, 16', () => {
   it('q4 N=1100 spans three 512-row workgroups of each kernel', () =>
     runCase({ format: 'q4', K: 64, N: 1100, groupSize: 32, Ms: [1, 2, 6, 11], seed: 12 }));
   it('q8 N=9 (fewer rows than one matvec invocation covers)', () => runCase({ format: 'q8', K: 64, N: 9, groupSize: 64, Ms: [1, 3], seed: 13 }));
+});
+
+/** Random codes; each block's scale e8m0 0, 1, 2, 254 or near 127, blocks at 254 with codes up to 1.5. */
+function extremeBlocks(rand: () => number, rows: number, cols: number): Mxfp4 {
+  const scales = Uint8Array.from({ length: (rows * cols) / MXFP4_BLOCK }, () => [0, 1, 2, 254, 120 + Math.floor(rand() * 16)][Math.floor(rand() * 5)]!);
+  const codes = Uint8Array.from({ length: rows * cols }, (_, i) => {
+    const code = Math.floor(rand() * 16);
+    return scales[Math.floor(i / MXFP4_BLOCK)] === 254 ? code & 0b1011 : code;
+  });
+  return packMxfp4(codes, scales);
+}
+
+describe('matmul: MXFP4 weights (matmul.wgsl, formats/mxfp4.wgsl)', () => {
+  it('quantized random weights, K=160 N=37, in 2 parts [20, 17], with bias', () =>
+    runCase({ format: 'mxfp4', K: 160, N: 37, parts: [20, 17], bias: true, Ms: [1, 2, 5, 13], seed: 90 }));
+  it('quantized random weights accumulate, K=64 N=133', () => runCase({ format: 'mxfp4', K: 64, N: 133, accumulate: true, Ms: [3, 1], seed: 91 }));
+  it('random codes under extreme scales (e8m0 0, 1, 2, 254), every element read through one-hot rows', () =>
+    runCase({ format: 'mxfp4', K: 96, N: 37, parts: [30, 7], Ms: [16, 16, 16, 16, 16, 16], seed: 92, mxfp4: extremeBlocks, oneHotX: true }));
 });
 
 // The other bit widths MLX packs, read from the stored bit stream itself (3-, 5- and

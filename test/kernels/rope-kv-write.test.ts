@@ -13,8 +13,11 @@
 // With norm, the normed pair's own error (rmsnorm.test.ts: (head_dim + 16) * 2^-24
 // relative) is added to the pair's bound. Positions stay below 2048 so angles are small enough for that bound to be meaningful on
 // llvmpipe (its range reduction is measured below, not assumed, in 'large positions').
+// Into an f16 cache, k's bound grows by the store's rounding (2^-11 |want|) and v must be
+// v rounded to f16, bit for bit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectClose, expectUnchanged, Harness, POISON_BITS, randomF32, rng } from './harness.js';
+import type { KvType } from '../../src/runtime/tensors.js';
+import { expectClose, expectUnchanged, Harness, kvRound, POISON_BITS, randomF32, rng } from './harness.js';
 
 let h: Harness;
 beforeAll(async () => { h = await Harness.open(); });
@@ -64,6 +67,8 @@ interface RopeKvRun {
   v: Float32Array;
   /** q's head-norm weight, then k's. */
   headNorm?: Float32Array;
+  /** The cache's type (default f32). */
+  type?: KvType;
 }
 
 /**
@@ -87,11 +92,12 @@ async function runRopeKv(r: RopeKvRun): Promise<{ q: Float32Array; k: Float32Arr
   const qBuf = h.uploadF32(r.q, 'q');
   const poison = new Float32Array(cacheWords);
   new Uint32Array(poison.buffer).fill(POISON_BITS);
-  const kCache = h.kvCache(poison, 'k_cache');
-  const vCache = h.kvCache(poison, 'v_cache');
+  const type = r.type ?? 'f32';
+  const kCache = h.kvCache(poison, 'k_cache', type);
+  const vCache = h.kvCache(poison, 'v_cache', type);
   const meta = { tokenPos: h.uploadU32(pad(r.pos), 'token_pos'), tokenTable: h.uploadU32(pad(tokenTable), 'token_table'), blockTable: h.uploadU32(blockTable, 'block_table') };
   await h.run(h.ops.ropeKvWrite('rope_kv_write', {
-    q: qBuf, k: h.uploadF32(r.k, 'k'), v: h.uploadF32(r.v, 'v'), heads: r.heads, kvHeads: r.kvHeads, kCache, vCache, blockSize: BLOCK,
+    q: qBuf, k: h.uploadF32(r.k, 'k'), v: h.uploadF32(r.v, 'v'), heads: r.heads, kvHeads: r.kvHeads, cache: { k: kCache, v: vCache }, blockSize: BLOCK,
   }, { headDim: r.headDim, invFreq: h.uploadF32(r.freq), headNorm: r.headNorm && h.uploadF32(r.headNorm), eps: 1e-6 }, meta), { tokens: M, seqs: 1 });
   const q = await h.readF32(qBuf, r.q.length);
   expectUnchanged(`q M=${M}: rows >= M`, q, r.q, M * r.heads * r.headDim, r.q.length);
@@ -103,25 +109,27 @@ async function runRopeKv(r: RopeKvRun): Promise<{ q: Float32Array; k: Float32Arr
     const untouched = new Float32Array(cacheWords);
     new Uint32Array(untouched.buffer).fill(POISON_BITS);
     for (const s of written) untouched.set(all.subarray(s * kvDim, (s + 1) * kvDim), s * kvDim);
-    expectUnchanged(`${what}: slots not written`, all, untouched, 0, cacheWords);
+    expectUnchanged(`${what}: slots not written`, all, kvRound(untouched, type), 0, cacheWords);
     return out;
   };
   const k = await rows(kCache, 'k_cache');
   const v = await rows(vCache, 'v_cache');
-  expectUnchanged(`v_cache M=${M}: v copied`, v, r.v, 0, M * kvDim);
+  expectUnchanged(`v_cache M=${M}: v copied`, v, kvRound(r.v.slice(0, M * kvDim), type), 0, M * kvDim);
   return { q, k, v };
 }
 
 /** rope over q and k [MAX_TOKENS, heads, head_dim] of random values: results and references of q's and k's first M rows, concatenated. */
-async function runRope(heads: number, headDim: number, pos: number[], theta: number, seed: number, kvHeads = Math.max(1, heads - 1)) {
+async function runRope(heads: number, headDim: number, pos: number[], theta: number, seed: number, kvHeads = Math.max(1, heads - 1), type: KvType = 'f32') {
   const rand = rng(seed);
   const M = pos.length;
   const freq = invFreq(headDim, theta);
   const q = randomF32(rand, MAX_TOKENS * heads * headDim);
   const k = randomF32(rand, MAX_TOKENS * kvHeads * headDim);
-  const out = await runRopeKv({ heads, kvHeads, headDim, pos, freq, q, k, v: randomF32(rand, MAX_TOKENS * kvHeads * headDim) });
+  const out = await runRopeKv({ heads, kvHeads, headDim, pos, freq, q, k, v: randomF32(rand, MAX_TOKENS * kvHeads * headDim), type });
   const refQ = reference(q, pos, freq, M, heads, headDim);
   const refK = reference(k, pos, freq, M, kvHeads, headDim);
+  // An f16 store rounds to nearest: half an f16 ulp, 2^-11 relative, more.
+  if (type === 'f16') refK.tol.forEach((t, i) => (refK.tol[i] = t + 2 ** -11 * Math.abs(refK.want[i]!)));
   const got = Float32Array.from([...out.q.subarray(0, M * heads * headDim), ...out.k]);
   return { got, want: Float64Array.from([...refQ.want, ...refK.want]), tol: Float64Array.from([...refQ.tol, ...refK.tol]), n: got.length };
 }
@@ -140,6 +148,11 @@ describe('rope_kv_write', () => {
       expectClose('rope', r.got.subarray(0, r.n), r.want, (i) => r.tol[i]!);
     });
   }
+
+  it('f16 cache: k rotated then rounded to f16, v rounded to f16 exactly, other slots untouched', async () => {
+    const r = await runRope(5, 128, [0, 1, 2, 100, 101, 5, 6], 10000, 41, 4, 'f16');
+    expectClose('rope f16', r.got.subarray(0, r.n), r.want, (i) => r.tol[i]!);
+  });
 
   it('position 0 is the identity (bit-exact)', async () => {
     const r = await runRope(4, 16, [0, 0, 0], 10000, 99);

@@ -8,6 +8,7 @@
 // draft KV is cut back to the positions whose tokens were kept; later rounds overwrite the rest.
 import type { ForwardRunner, SampleInput, SeqChunk } from '../forward.js';
 import { BlockAllocator } from '../kv-cache.js';
+import type { LoadedModel } from '../../models/model.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 
 /** One sequence's request for drafts this round. */
@@ -30,12 +31,14 @@ interface DraftSeq {
 }
 
 export class DraftModel {
+  readonly model: LoadedModel;
   private readonly blocks: BlockAllocator;
   private readonly seqs = new Map<object, DraftSeq>();
   /** Decayed mean of a one-token draft pass's time (ms), once one has run. */
   private passMs: number | undefined;
 
   constructor(private readonly runner: ForwardRunner) {
+    this.model = runner.model;
     const { kv } = runner.model;
     this.blocks = new BlockAllocator(kv.blocks, kv.blockSize);
   }

@@ -2,7 +2,7 @@
 // (rope_kv_write.wgsl), then attention.wgsl or, for a GPU's decode steps,
 // attention_decode_workgroup.wgsl.
 import type { Dispatch, StepShape } from '../program.js';
-import { KV_TEXTURE_WIDTH } from '../tensors.js';
+import { KV_TEXTURE_WIDTH, kvTypeOf } from '../tensors.js';
 import { ceil, type BatchMeta, type Ops } from '../ops.js';
 
 /**
@@ -25,26 +25,55 @@ export interface RopeOptions {
   eps?: number;
 }
 
-/** How Ops.attention scores: q times scale, each score soft-capped (0: not), over the last `window` positions (0: all). */
+/**
+ * How Ops.attention scores: q times scale, each score soft-capped (0: not), over the last
+ * `window` positions (0: all); with `sinks` ([heads] f32), each head's sink logit joins its
+ * softmax's denominator (attention_io.wgsl).
+ */
 export interface AttentionScores {
   scale: number;
   softcap?: number;
   window?: number;
+  sinks?: GPUBuffer;
 }
 
-/** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache (tensors.ts kvCacheTexture). */
+/**
+ * One layer's KV cache textures (tensors.ts kvCacheTexture). The engine may replace them
+ * with larger ones as the pool grows; the dispatches bind whichever the layer holds when
+ * they are recorded.
+ */
+export interface KvLayer {
+  k: GPUTexture;
+  v: GPUTexture;
+}
+
+/** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache. */
 export interface RopeKvInputs {
   q: GPUBuffer;
   k: GPUBuffer;
   v: GPUBuffer;
   heads: number;
   kvHeads: number;
-  kCache: GPUTexture;
-  vCache: GPUTexture;
+  cache: KvLayer;
   blockSize: number;
 }
 
+/** The KV cache's variant values: its keys' and values' types (kv_cache.wgsl). */
+function kvVariant(cache: KvLayer): { K_TYPE: string; V_TYPE: string } {
+  return { K_TYPE: kvTypeOf(cache.k), V_TYPE: kvTypeOf(cache.v) };
+}
 
+/** A dispatch whose bind group (made by `bind` over the layer's textures) is made again when the layer's textures have been replaced. */
+function kvDispatch(cache: KvLayer, d: Omit<Dispatch, 'bindGroup'>, bind: (k: GPUTextureView, v: GPUTextureView) => GPUBindGroup): Dispatch {
+  let bound: { k: GPUTexture; v: GPUTexture; group: GPUBindGroup } | undefined;
+  return {
+    ...d,
+    get bindGroup() {
+      if (bound?.k !== cache.k || bound.v !== cache.v) bound = { k: cache.k, v: cache.v, group: bind(cache.k.createView(), cache.v.createView()) };
+      return bound.group;
+    },
+  };
+}
 
 /**
  * Rotary embedding of q (in place) and k, and the append of this pass's k and v to the
@@ -56,19 +85,14 @@ export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope:
   const rotDim = rope.rotaryDim ?? rope.headDim;
   if (rotDim % 8 !== 0 || rotDim > rope.headDim) throw new Error(`rotary dims ${rotDim} unsupported (a multiple of 8, at most head_dim ${rope.headDim})`);
   if (rotDim > 0 && !rope.invFreq) throw new Error(`${label}: rotary dims without inverse frequencies`);
-  const pipeline = ops.pipelines.get('rope_kv_write', {}, { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
+  const pipeline = ops.pipelines.get('rope_kv_write', kvVariant(inputs.cache), { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
   const params = ops.params('rope_kv_write', {
     heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize, rot_dim: rotDim, mscale: rope.mscale ?? 1,
   });
-  return {
-    label,
-    pipeline,
-    bindGroup: ops.bind(label, pipeline, params, {
-      q: inputs.q, token_pos: meta.tokenPos, inv_freq: rope.invFreq ?? ops.dummy, norm_weight: rope.headNorm ?? ops.dummy, k: inputs.k, v: inputs.v,
-      token_table: meta.tokenTable, block_table: meta.blockTable, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(),
-    }),
-    workgroups: (s) => [ceil(s.tokens * (inputs.heads + inputs.kvHeads), 64)],
-  };
+  return kvDispatch(inputs.cache, { label, pipeline, workgroups: (s) => [ceil(s.tokens * (inputs.heads + inputs.kvHeads), 64)] }, (k_cache, v_cache) => ops.bind(label, pipeline, params, {
+    q: inputs.q, token_pos: meta.tokenPos, inv_freq: rope.invFreq ?? ops.dummy, norm_weight: rope.headNorm ?? ops.dummy, k: inputs.k, v: inputs.v,
+    token_table: meta.tokenTable, block_table: meta.blockTable, k_cache, v_cache,
+  }));
 }
 
 
@@ -87,25 +111,37 @@ export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope:
  * still writes each token at its own position.
  */
 export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
+  return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), ...cachedAttention(ops, label, inputs, out, rope, meta)];
+}
+
+/**
+ * Ops.attention without the cache append: the step's queries attend to keys and values
+ * already in the cache (an encoder-decoder's cross-attention over the encoder's output,
+ * written once per input by Ops.ropeKvWrite), each up to its keyEnd (else its position).
+ */
+export function cachedAttention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
   if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
   if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
   const params = ops.params('attention_io', {
-    heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0,
+    heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0, has_sinks: rope.sinks !== undefined,
   });
   // The group's registers grow with head_dim; past 128 a group compiles slowly.
   const group = rope.headDim <= 128 ? ATTENTION_GROUP : 1;
   const perKv = inputs.heads / inputs.kvHeads;
   let sharing = group;
   while (perKv % sharing !== 0) sharing--;
-  const variant = { KV_READ: ops.textureRead(), D4: rope.headDim / 4 };
-  const bindings = (pipeline: GPUComputePipeline) => ops.bind(`${label}.attention`, pipeline, params, {
-    q: inputs.q, k_cache: inputs.kCache.createView(), v_cache: inputs.vCache.createView(), token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out,
-  });
+  // Sampled textures read f32 and f16 texels through one binding type; storage ones name their format.
+  const read = ops.textureRead();
+  const variant = { KV_READ: read, D4: rope.headDim / 4, ...(read === 'storage' ? kvVariant(inputs.cache) : {}) };
+  const attend = (pipeline: GPUComputePipeline, workgroups: Dispatch['workgroups']) =>
+    kvDispatch(inputs.cache, { label: `${label}.attention`, pipeline, workgroups }, (k_cache, v_cache) => ops.bind(`${label}.attention`, pipeline, params, {
+      q: inputs.q, k_cache, v_cache, token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out, sinks: rope.sinks ?? ops.dummy,
+    }));
   /** attention.wgsl over groups of tq tokens x hq heads. */
   const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {
     const wg = Math.max(1, Math.floor(8 / hq));
     const pipeline = ops.pipelines.get('attention', { ...variant, TQ: tq, HQ: hq }, { WG: wg, KV_WIDTH: KV_TEXTURE_WIDTH });
-    return { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (inputs.heads / hq), wg)] : [0]) };
+    return attend(pipeline, (s) => (active(s) ? [ceil(ceil(s.tokens, tq) * (inputs.heads / hq), wg)] : [0]));
   };
   // Steps with tokens beyond one per sequence hold a prefill chunk.
   const prefillChunk = (s: StepShape) => s.tokens > s.seqs;
@@ -115,7 +151,7 @@ export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GP
     decode = grouped(1, sharing, decodeOnly);
   } else {
     const pipeline = ops.pipelines.get('attention_decode_workgroup', variant, { KV_WIDTH: KV_TEXTURE_WIDTH });
-    decode = { label: `${label}.attention`, pipeline, bindGroup: bindings(pipeline), workgroups: (s) => [decodeOnly(s) ? s.tokens * inputs.heads : 0] };
+    decode = attend(pipeline, (s) => [decodeOnly(s) ? s.tokens * inputs.heads : 0]);
   }
-  return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), decode, grouped(group, 1, prefillChunk)];
+  return [decode, grouped(group, 1, prefillChunk)];
 }

@@ -1,4 +1,5 @@
-// The token embedding gather (embedding.wgsl), in every weight format.
+// The token embedding gather (embedding.wgsl), in every weight format, and the image
+// soft tokens that replace placeholder embeddings (embed_override.wgsl).
 import type { Dispatch, StepShape } from '../program.js';
 import type { GpuWeight } from '../tensors.js';
 import { ceil, type Ops } from '../ops.js';
@@ -16,4 +17,17 @@ export function embedding(ops: Ops, w: GpuWeight, tokens: GPUBuffer, out: GPUBuf
       workgroups: (s: StepShape) => [ceil(w.cols / 4, 64), s.tokens],
     };
   });
+}
+
+
+/** h[t] = rows[t] for the tokens whose flag is set (embed_override.wgsl). */
+export function embedOverride(ops: Ops, h: GPUBuffer, rows: GPUBuffer, flags: GPUBuffer, width: number): Dispatch {
+  const pipeline = ops.pipelines.get('embed_override');
+  const params = ops.params('embed_override', { width });
+  return {
+    label: 'embed_override',
+    pipeline,
+    bindGroup: ops.bind('embed_override', pipeline, params, { h, rows, flags }),
+    workgroups: (s) => [ceil(s.tokens * width, 64)],
+  };
 }

@@ -23,9 +23,9 @@ const MATMUL_INPUT_WIDTH = 1024;
 /** matmul_q's input texture per Ops, shared by every quantized linear layer (reserveMatmulInput). */
 const inputTextures = new WeakMap<Ops, GPUTexture>();
 
-/** An activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU, tanh. */
-export type Activation = 'silu' | 'gelu_tanh' | 'gelu' | 'tanh';
-const ACTIVATION_CODE = kernelEnum<Activation>('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh']);
+/** An activation (common.wgsl activate): SiLU, GELU's tanh approximation, GELU, tanh, squared ReLU, quick GELU. */
+export type Activation = 'silu' | 'gelu_tanh' | 'gelu' | 'tanh' | 'relu2' | 'gelu_quick';
+export const ACTIVATION_CODE = kernelEnum<Activation>('common', 'ACT', ['silu', 'gelu_tanh', 'gelu', 'tanh', 'relu2', 'gelu_quick']);
 
 export interface LinearOptions {
   /** Add into Y (the residual stream) instead of overwriting it. */

@@ -17,14 +17,17 @@ export function rmsnorm(ops: Ops, label: string, x: GPUBuffer, weight: GPUBuffer
 }
 
 
-/** x = LayerNorm(x + res) * weight + bias in place (res optional): an encoder's norms (layernorm.wgsl). */
-export function layernorm(ops: Ops, label: string, x: GPUBuffer, weight: GPUBuffer, bias: GPUBuffer, options: { width: number; eps: number; res?: GPUBuffer }): Dispatch {
-  const pipeline = ops.pipelines.get('layernorm');
+/**
+ * x = LayerNorm(x + res) * weight + bias in place (res optional): an encoder's norms
+ * (layernorm.wgsl); with `out`, the result goes there and x is left as it was (a pre-norm).
+ */
+export function layernorm(ops: Ops, label: string, x: GPUBuffer, weight: GPUBuffer, bias: GPUBuffer, options: { width: number; eps: number; res?: GPUBuffer; out?: GPUBuffer }): Dispatch {
+  const pipeline = ops.pipelines.get('layernorm', { OUT: options.out !== undefined });
   const params = ops.params('layernorm', { width: options.width, eps: options.eps, has_res: options.res !== undefined });
   return {
     label,
     pipeline,
-    bindGroup: ops.bind(label, pipeline, params, { x, res: options.res ?? ops.dummy, weight, bias }),
+    bindGroup: ops.bind(label, pipeline, params, { x, res: options.res ?? ops.dummy, weight, bias, ...(options.out ? { y: options.out } : {}) }),
     workgroups: (s) => [ceil(s.tokens, 64)],
   };
 }

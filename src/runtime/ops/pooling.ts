@@ -1,5 +1,5 @@
 // An embedding model's pooling (pool.wgsl) and its vectors' normalisation
-// (embd_normalize.wgsl).
+// (embd_normalize.wgsl); a vision tower's patch-grid pooling (patch_pool.wgsl).
 import type { Dispatch } from '../program.js';
 import { kernelEnum, kernelStruct } from '../kernel-source.js';
 import { packArray } from '../wgsl-struct.js';
@@ -52,5 +52,19 @@ export function embdNormalize(ops: Ops, x: GPUBuffer, norms: GPUBuffer, width: n
     pipeline,
     bindGroup: ops.bind('embd_normalize', pipeline, params, { x, norms }),
     workgroups: (s) => [ceil(s.seqs, 64)],
+  };
+}
+
+
+/** out = the means of x's k x k windows of a side x side patch grid, rows in grid order, in a step of (side / k)^2 rows (patch_pool.wgsl). */
+export function patchPool(ops: Ops, x: GPUBuffer, out: GPUBuffer, grid: { width: number; side: number; k: number }): Dispatch {
+  if (grid.side % grid.k !== 0) throw new Error(`a ${grid.side} x ${grid.side} patch grid does not pool by ${grid.k}`);
+  const pipeline = ops.pipelines.get('patch_pool');
+  const params = ops.params('patch_pool', grid);
+  return {
+    label: 'patch_pool',
+    pipeline,
+    bindGroup: ops.bind('patch_pool', pipeline, params, { x, out }),
+    workgroups: (s) => [ceil(s.tokens * grid.width, 64)],
   };
 }

@@ -25,8 +25,9 @@ export function slotRoutes(models: ModelState, options: SlotRouteOptions): Route
     if (options.enabled === false) throw new ApiError(501, 'not_supported_error', 'This server does not support slots endpoint. Start it with `--slots`');
     const { engine } = models.require();
     const { id: model, contextSize } = engine.info;
+    const { slotStates, kv } = engine.stats();
     res.json(
-      engine.stats().slotStates.map((state, id) => ({
+      slotStates.map((state, id) => ({
         id,
         state,
         model,
@@ -35,6 +36,9 @@ export function slotRoutes(models: ModelState, options: SlotRouteOptions): Route
         // llama-server's name for it.
         n_ctx: contextSize,
         is_processing: state === 'decoding',
+        // KV-cache blocks the slot's request holds (the queued hold none); with /metrics'
+        // vllm:cache_config_info they give vllm:kv_cache_usage_perc.
+        ...(kv ? { kv_blocks: kv.slotBlocks[id] ?? 0 } : {}),
       })),
     );
   });
@@ -48,6 +52,7 @@ export function slotActionRoutes(models: ModelState, options: SlotRouteOptions):
     const dir = options.savePath;
     if (dir === undefined) throw new ApiError(501, 'not_supported_error', 'This server does not support slots action. Start it with `--slot-save-path`');
     const { engine } = models.require();
+    if (engine.info.recurrent) throw new ApiError(501, 'not_supported_error', `slot save and restore are not supported for ${engine.info.architecture}: a slot file holds attention KV only, not the recurrent layers' state`);
     const slot = /^\d+$/.test(req.params.id) ? Number(req.params.id) : -1;
     if (!(slot >= 0 && slot < engine.stats().slots)) throw badRequest('Invalid slot ID');
     const action = req.query.action;

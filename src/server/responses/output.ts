@@ -308,6 +308,11 @@ export class ResponseBuilder {
   }
 
   /** Events are serialized as they are sent, so they carry the state of that moment. */
+  /** A stream's `error` event, for a failure after the response ended (it changes nothing in it). */
+  streamError(error: ApiError): void {
+    this.emit('error', { code: error.code ?? error.type, message: error.message, param: null });
+  }
+
   private emit(type: string, fields: Record<string, unknown>): void {
     this.send({ type, sequence_number: this.sequence++, ...fields });
   }

@@ -6,9 +6,14 @@
 // a string-form conversation) followed by its input items, compaction items expanded
 // (./compaction.ts), rendered through the chat pipeline (../chat-turn.ts) after the
 // `instructions`, which OpenAI does not carry over from a previous response.
+//
+// Stored responses and conversations live in the --store backend (../stores/store.ts), so
+// with a shared one any replica continues, reads, deletes or cancels them. A response is
+// written whole when its generation is admitted (in_progress) and again when it ends. A
+// replica cancels its own generations directly; one running elsewhere is cancelled
+// through a marker in the store, which the replica running it polls (CANCEL_POLL_MS).
 import { Router, type Request, type Response } from 'express';
 import type { ChatMessage } from '../../chat/template.js';
-import { BoundedStore, type StoreLimits } from '../bounded-store.js';
 import { collectTurn, prepareTurn, startTurn, type ChatEvent, type PreparedTurn, type TurnPrepareOptions } from '../chat-turn.js';
 import {
   automaticSummaryTokens,
@@ -38,6 +43,7 @@ import {
 } from './request.js';
 import type { SamplingDefaults } from '../sampling-defaults.js';
 import { sendSseEvent, startSse } from '../sse.js';
+import { MemoryBackend, type StoreBackend, type StoreLimits } from '../stores/store.js';
 
 export interface ResponsesOptions {
   /** --responses-store-max-entries / --responses-store-ttl-secs. */
@@ -53,8 +59,13 @@ export const DEFAULT_RESPONSES_OPTIONS: ResponsesOptions = {
   conversations: { maxEntries: 256, ttlSecs: 3600 },
 };
 
+/** Cancel requests for generations on other replicas: kept long enough to be seen. */
+const CANCEL_LIMITS: StoreLimits = { maxEntries: 4096, ttlSecs: 600 };
+const CANCEL_POLL_MS = 250;
+
 interface StoredResponse {
-  /** Live while generating: the builder updates it in place. */
+  /** In memory, the object the builder updates in place while generating; in a database,
+   *  the response as last written. */
   response: ResponseObject;
   /** The items a follow-up continues from: the request's items, then the output. */
   history: Item[];
@@ -71,35 +82,37 @@ export function responsesRoutes(
   defaults: SamplingDefaults,
   metrics: ServerMetrics,
   options: ResponsesOptions = DEFAULT_RESPONSES_OPTIONS,
+  backend: StoreBackend = new MemoryBackend(),
 ): Router {
-  const responses = new BoundedStore<StoredResponse>(options.responses);
-  const conversations = new BoundedStore<Item[]>(options.conversations);
+  const responses = backend.namespace<StoredResponse>('responses', options.responses);
+  const conversations = backend.namespace<Item[]>('conversations', options.conversations);
+  const cancels = backend.namespace<true>('cancels', CANCEL_LIMITS);
+  const storing = options.responses.maxEntries > 0;
+  const conversing = options.conversations.maxEntries > 0;
   const inFlight = new Map<string, InFlight>();
   const router = Router();
 
-  const stored = (id: string): StoredResponse => {
-    if (!responses.enabled) {
-      throw badRequest('response storage is disabled on this server (--responses-store-max-entries 0)');
-    }
-    const entry = responses.get(id);
+  const stored = async (id: string): Promise<StoredResponse> => {
+    if (!storing) throw badRequest('response storage is disabled on this server (--responses-store-max-entries 0)');
+    const entry = await responses.get(id);
     if (!entry) throw new ApiError(404, 'invalid_request_error', `No response found with id '${id}'.`);
     return entry;
   };
 
   /** The conversation a request continues and where its own items go. */
-  const requestItems = (body: ResponsesBody) => {
+  const requestItems = async (body: ResponsesBody) => {
     let history: Item[] = [];
     if (body.previous_response_id != null) {
-      if (!responses.enabled) throw badRequest('previous_response_id needs response storage, which is disabled on this server (--responses-store-max-entries 0)');
-      const previous = responses.get(body.previous_response_id);
+      if (!storing) throw badRequest('previous_response_id needs response storage, which is disabled on this server (--responses-store-max-entries 0)');
+      const previous = await responses.get(body.previous_response_id);
       if (!previous) throw badRequest(`previous response '${body.previous_response_id}' was not found (never stored, deleted or expired)`);
       if (previous.response.status === 'in_progress') throw badRequest(`previous response '${body.previous_response_id}' is still in progress`);
       history = previous.history;
     }
     const conversationId = typeof body.conversation === 'string' ? body.conversation : body.conversation?.id;
     if (conversationId !== undefined) {
-      if (!conversations.enabled) throw badRequest('conversation needs conversation storage, which is disabled on this server (--conversation-store-max-entries 0)');
-      history = conversations.get(conversationId) ?? [];
+      if (!conversing) throw badRequest('conversation needs conversation storage, which is disabled on this server (--conversation-store-max-entries 0)');
+      history = (await conversations.get(conversationId)) ?? [];
     }
     const input = body.input == null ? [] : normalizeInput(body.input);
     if (history.length === 0 && input.length === 0) throw badRequest('input is required');
@@ -110,7 +123,7 @@ export function responsesRoutes(
     const body = parseResponsesBody(req.body);
     const model = models.require();
     const context = requestContext(req, res);
-    const { items, conversationId } = requestItems(body);
+    const { items, conversationId } = await requestItems(body);
     const id = newId('resp');
     const prepare = prepareOptions(id, options);
     const turnFor = turnBuilder(model, body, prepare);
@@ -119,7 +132,7 @@ export function responsesRoutes(
     const controller = new AbortController();
     const signal = AbortSignal.any([context.signal, controller.signal]);
     const generationContext: RequestContext = { ...context, signal };
-    const store = responses.enabled && body.store !== false;
+    const store = storing && body.store !== false;
     const stream = body.stream === true;
     const logprobs = responsesLogprobCount(body);
     const { tokenizer } = model.engine;
@@ -161,24 +174,38 @@ export function responsesRoutes(
       turn = await turnFor(turnItems);
     };
 
-    const register = () => {
-      if (store) responses.set(id, { response: builder.response, history: [] });
+    // Written before the first event: a store that cannot be reached refuses the request
+    // (503) and stops the generation it was admitted with.
+    let watch: NodeJS.Timeout | undefined;
+    const register = async () => {
+      try {
+        if (store) await responses.set(id, { response: builder.response, history: [] });
+      } catch (err) {
+        controller.abort();
+        throw err;
+      }
       inFlight.set(id, { controller, builder });
+      if (store && backend.shared) {
+        watch = setInterval(() => {
+          cancels.get(id).then((cancel) => cancel && cancelRunning(id), () => {});
+        }, CANCEL_POLL_MS);
+      }
     };
-    const finish = () => {
+    const finish = async () => {
+      clearInterval(watch);
       inFlight.delete(id);
       // Generation stopped without finishing: cancelled, or the client left.
       if (!builder.finished) builder.cancel();
       const history = [...turnItems, ...builder.response.output.filter((item) => item.type !== 'compaction')];
       // A response deleted meanwhile stays deleted.
-      if (store && responses.has(id)) responses.set(id, { response: builder.response, history });
-      if (conversationId !== undefined && builder.response.status !== 'failed') conversations.set(conversationId, history);
+      if (store && (await responses.get(id)) !== undefined) await responses.set(id, { response: builder.response, history });
+      if (conversationId !== undefined && builder.response.status !== 'failed') await conversations.set(conversationId, history);
     };
 
     if (!stream) {
       if (compact) await runCompaction();
       const events = generate(turn);
-      register();
+      await register();
       try {
         for await (const event of events) builder.push(event);
       } catch (err) {
@@ -186,17 +213,18 @@ export function responsesRoutes(
         builder.fail(toApiError(err));
         throw err;
       } finally {
-        finish();
+        await finish();
       }
       if (!context.signal.aborted) res.json(builder.response);
       return;
     }
 
-    // What can be refused (a full queue, an over-long prompt) is refused before the
-    // headers; a compacting request only knows its prompt once the stream is open.
+    // What can be refused (a full queue, an over-long prompt, a store out of reach) is
+    // refused before the headers; a compacting request only knows its prompt once the
+    // stream is open.
     let events: AsyncIterable<ChatEvent> | undefined = compact ? undefined : generate(turn);
+    await register();
     startSse(res);
-    register();
     builder.start();
     try {
       if (!events) {
@@ -207,16 +235,30 @@ export function responsesRoutes(
     } catch (err) {
       logFault(res, err);
       builder.fail(toApiError(err));
-    } finally {
-      finish();
-      res.end();
     }
+    try {
+      await finish();
+    } catch (err) {
+      // The stream's events all went out, but the response could not be stored.
+      logFault(res, err);
+      builder.streamError(toApiError(err));
+    }
+    res.end();
   });
+
+  /** Stops a generation of this replica's. */
+  const cancelRunning = (id: string): boolean => {
+    const running = inFlight.get(id);
+    if (!running) return false;
+    running.controller.abort();
+    running.builder.cancel();
+    return true;
+  };
 
   router.post(['/v1/responses/input_tokens', '/responses/input_tokens'], async (req, res) => {
     const body = parseResponsesBody(req.body);
     const model = models.require();
-    const { items } = requestItems(body);
+    const { items } = await requestItems(body);
     const turnFor = turnBuilder(model, body, prepareOptions('input_tokens', options));
     res.json({ object: 'response.input_tokens', input_tokens: (await turnFor(items)).promptTokens.length });
   });
@@ -252,27 +294,31 @@ export function responsesRoutes(
     });
   });
 
-  router.get(['/v1/responses/:id', '/responses/:id'], (req: Request<{ id: string }>, res: Response) => {
-    res.json(stored(req.params.id).response);
+  // A generation of this replica's is read as it stands; one elsewhere as last stored.
+  router.get(['/v1/responses/:id', '/responses/:id'], async (req: Request<{ id: string }>, res: Response) => {
+    const { id } = req.params;
+    const entry = await stored(id);
+    res.json(inFlight.get(id)?.builder.response ?? entry.response);
   });
 
-  router.delete(['/v1/responses/:id', '/responses/:id'], (req: Request<{ id: string }>, res: Response) => {
+  router.delete(['/v1/responses/:id', '/responses/:id'], async (req: Request<{ id: string }>, res: Response) => {
     const { id } = req.params;
-    stored(id);
-    responses.delete(id);
+    await stored(id);
+    await responses.delete(id);
     res.json({ id, object: 'response', deleted: true });
   });
 
-  // Stops a generation in progress; a finished response is returned as it is.
-  router.post(['/v1/responses/:id/cancel', '/responses/:id/cancel'], (req: Request<{ id: string }>, res: Response) => {
+  // Stops a generation in progress; a finished response is returned as it is. One running
+  // on another replica is left a cancel marker and answered as it will be stored: cancelled.
+  router.post(['/v1/responses/:id/cancel', '/responses/:id/cancel'], async (req: Request<{ id: string }>, res: Response) => {
     const { id } = req.params;
-    const entry = stored(id);
-    const running = inFlight.get(id);
-    if (running) {
-      running.controller.abort();
-      running.builder.cancel();
+    const entry = await stored(id);
+    if (cancelRunning(id) || entry.response.status !== 'in_progress') {
+      res.json(inFlight.get(id)?.builder.response ?? entry.response);
+      return;
     }
-    res.json(entry.response);
+    await cancels.set(id, true);
+    res.json({ ...entry.response, status: 'cancelled' });
   });
 
   return router;

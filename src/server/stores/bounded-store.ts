@@ -1,13 +1,7 @@
-// An in-memory map with a size cap and a time-to-live, for the Responses API's stored
-// responses and string-form conversations. A local server has no database; bounding
-// both dimensions keeps a long-running process from growing without limit.
-
-export interface StoreLimits {
-  /** Entries kept at most; 0 disables the store (nothing is kept, lookups miss). */
-  maxEntries: number;
-  /** Seconds an entry lives after its last write; 0 = entries do not expire. */
-  ttlSecs: number;
-}
+// An in-memory map with a size cap and a time-to-live: the memory store backend's
+// (./store.ts). Bounding both dimensions keeps a long-running process from growing without
+// limit.
+import type { StoreLimits } from './store.js';
 
 interface Entry<V> {
   value: V;

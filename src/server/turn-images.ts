@@ -1,0 +1,100 @@
+// The media parts of a chat turn. A model with an image encoder (Engine.vision) takes image
+// parts: each becomes the model's image marker in the text the template renders (joined
+// with the message's text parts as text parts join), the marker expands to the image's
+// placeholder tokens, and the images are fetched under the media policy (./media/), decoded,
+// and encoded into the soft tokens that replace those placeholders (a picture seen lately,
+// by its pixels' hash, is not encoded again; the prompt cache knows it by that hash too). Everything else, and
+// images for a model without an encoder, is refused from the parts alone, before anything
+// is fetched: 501 for the media kinds the REST reference documents, 400 for other part types.
+import type { ChatMessage, OtherContentPart } from '../chat/template.js';
+import type { PromptImage } from '../engine/types.js';
+import type { VisionEncoder } from '../models/gemma3-vision.js';
+import { ApiError, badRequest } from './errors.js';
+import { loadImage } from './media/acquire.js';
+import type { DecodedImage } from './media/image.js';
+import type { ServedModel } from './model-state.js';
+
+/** The media a content part carries, as a refusal names it. */
+const MEDIA_KINDS: Readonly<Record<string, string>> = { image_url: 'image', video_url: 'video', input_audio: 'audio' };
+
+const MEDIA_HINTS: Readonly<Record<string, string>> = {
+  image: 'the loaded model takes text only; serve a vision-language checkpoint (Gemma 3 with a vision_config) for images',
+  video: 'video is not read yet, for any model',
+  audio: 'the loaded model takes text only; no audio-capable chat model is supported yet',
+};
+
+/**
+ * The turn's image URLs, in order; refuses what the loaded model cannot take, and more
+ * images than --max-images. Video with audio is refused for every model, as the REST
+ * reference says.
+ */
+export function imageUrls(model: ServedModel, messages: ChatMessage[]): string[] {
+  const parts = messages.flatMap((m) => (Array.isArray(m.content) ? m.content : []));
+  const types = new Set(parts.map((p) => p.type));
+  if (types.has('video_url') && types.has('input_audio')) throw badRequest('Combined video and audio inputs are not supported');
+  const urls: string[] = [];
+  for (const part of parts) {
+    if (part.type === 'text') continue;
+    const kind = MEDIA_KINDS[part.type];
+    if (kind === undefined) throw badRequest(`the loaded model takes text only; "${part.type}" input is not supported`);
+    if (kind !== 'image' || !model.engine.vision) throw new ApiError(501, 'not_supported_error', `${kind} input is not supported - hint: ${MEDIA_HINTS[kind]}`);
+    urls.push(((part as OtherContentPart).image_url as { url: string }).url);
+  }
+  const { maxImages } = model.media;
+  if (urls.length > maxImages) throw badRequest(`the conversation has ${urls.length} images; at most ${maxImages} are allowed per request (--max-images)`);
+  return urls;
+}
+
+/** The messages with each image part as the encoder's marker, a text part. */
+export function withImageMarkers(messages: ChatMessage[], vision: VisionEncoder): ChatMessage[] {
+  return messages.map((m) =>
+    Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url')
+      ? { ...m, content: m.content.map((p) => (p.type === 'image_url' ? { type: 'text' as const, text: vision.marker } : p)) }
+      : m,
+  );
+}
+
+/** The rendered prompt with each image marker expanded into the image's placeholder tokens. */
+export function expandImageMarkers(prompt: string, vision: VisionEncoder): string {
+  return prompt.split(vision.marker).join(vision.expansion);
+}
+
+/**
+ * The images fetched, decoded and encoded, each placed at its run of placeholder tokens in
+ * the tokenized prompt; 400 when the prompt's runs do not match the images (a message's
+ * text that spells the marker itself).
+ */
+export async function promptImages(model: ServedModel, urls: string[], tokens: number[]): Promise<PromptImage[]> {
+  const vision = model.engine.vision!;
+  const starts: number[] = [];
+  for (let i = 0; i < tokens.length; i++) {
+    if (tokens[i] !== vision.imageToken || (i > 0 && tokens[i - 1] === vision.imageToken)) continue;
+    let end = i;
+    while (tokens[end] === vision.imageToken) end++;
+    if (end - i !== vision.tokensPerImage) throw badRequest(`the prompt holds a run of ${end - i} image tokens; an image is ${vision.tokensPerImage}`);
+    starts.push(i);
+  }
+  if (starts.length !== urls.length) throw badRequest(`the prompt holds ${starts.length} images' tokens for ${urls.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
+  const decoded = await Promise.all(urls.map((url) => loadImage(url, model.media)));
+  const images: PromptImage[] = [];
+  for (const [i, image] of decoded.entries()) images.push({ start: starts[i]!, rows: await encoded(vision, image), key: parseInt(image.hash.slice(0, 8), 16) % 2 ** 30 });
+  return images;
+}
+
+/** Images encoded lately, by pixel hash, per encoder: a conversation's next turn sends its pictures again. */
+const ENCODED_KEPT = 16;
+const encodedImages = new WeakMap<VisionEncoder, Map<string, Promise<Float32Array>>>();
+
+/** The image's soft tokens, encoded once while it stays among the ENCODED_KEPT latest. */
+function encoded(vision: VisionEncoder, image: DecodedImage): Promise<Float32Array> {
+  let kept = encodedImages.get(vision);
+  if (!kept) encodedImages.set(vision, (kept = new Map()));
+  let rows = kept.get(image.hash);
+  if (rows) kept.delete(image.hash);
+  else rows = vision.encode(image);
+  // Latest last; a failed encode is not kept.
+  kept.set(image.hash, rows);
+  rows.catch(() => kept.delete(image.hash));
+  while (kept.size > ENCODED_KEPT) kept.delete(kept.keys().next().value!);
+  return rows;
+}

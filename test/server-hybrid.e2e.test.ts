@@ -1,0 +1,114 @@
+// A hybrid state-space model (a random Nemotron-H: Mamba-2, attention, Mamba-2, MLP, with
+// stories260k's tokenizer and chat template; output projections of gain 1, so that greedy
+// text repeats itself and prompt lookup drafts) through the real server and engine, its
+// prompts prefilled in chunks of 8 tokens beside other sequences' decode steps. Each slot
+// holds its own recurrent state: seeded n = 3 choices fork the first choice's state and are
+// each what seed + i gets alone, and two concurrent conversations decode as each alone.
+// Speculative decoding (prompt lookup) gives plain decode's tokens: the state goes back to
+// its snapshot from before a verify round whose drafts are rejected, and the kept tokens are
+// prefilled again. What a recurrent state cannot do is refused, never silently wrong: the
+// prompt cache is off (a second turn is prefilled from its start, cached_tokens 0), context
+// shift answers 400, slot files 501, and a recurrent draft model stops the load.
+// Request memory admission (every model; here this one's): the engine's budget is its
+// weights plus ADMITTED bytes, which admits this file's requests (at most three choices of
+// ~50 tokens: each ~1 KiB of KV per token in the f32 KV cache this file configures, plus
+// ~20 KiB of Mamba-2 state, and ~16 KiB of activations for a prefill chunk) but not one
+// whose max_tokens can fill the context (256 tokens of KV alone): that one answers 503
+// request_memory_budget_exceeded, streamed or not, while the others are served; a budget
+// below the weights stops the load.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadEngine } from '../src/engine/load.js';
+import { checkpointWeightBytes } from '../src/models/model.js';
+import { useLive, useServer } from './helpers/live-server.js';
+import { TEST_BACKEND } from './helpers/model-harness.js';
+import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
+
+const model: RandomCheckpointOptions = { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, arch: 'nemotron_h', tokenizer: 'stories', seed: 41, init: { outGain: 1 } };
+const ADMITTED = 270_000;
+const dir = makeRandomCheckpoint(model, mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-'))).dir;
+const budget = checkpointWeightBytes(dir) + ADMITTED;
+const live = useLive({
+  model: dir,
+  engine: { parallel: 3, contextSize: 768, batchSize: 8, warmup: false, requestMemoryBudget: budget, cacheTypeK: 'f32', cacheTypeV: 'f32' },
+  server: { slotSavePath: mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-')), metrics: true },
+});
+const shifting = useServer(live, { server: { sampling: { context_shift: true } } });
+
+const sampled = { temperature: 1, top_k: 0, top_p: 1, min_p: 0 };
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'm', messages: [{ role: 'user' as const, content }], max_tokens: 10, ...sampled, ...extra });
+
+describe('nemotron_h through the server', () => {
+  it('n = 3 seeded choices fork the prompt\'s state: choice i is what seed + i gets alone', async () => {
+    const res = await live.post('/v1/chat/completions', chat('Tell me a story about a cat and a dog', { n: 3, seed: 77 }));
+    expect(res.status).toBe(200);
+    const texts = res.body.choices.map((c: { message: { content: string } }) => c.message.content);
+    expect(new Set(texts).size).toBeGreaterThan(1);
+    for (const [i, text] of texts.entries()) {
+      const alone = await live.post('/v1/chat/completions', chat('Tell me a story about a cat and a dog', { seed: 77 + i }));
+      expect(alone.body.choices[0].message.content).toBe(text);
+    }
+  });
+
+  it('two concurrent conversations decode as each alone; a second turn is prefilled cold (prompt cache off)', async () => {
+    const greedy = (content: string) => chat(content, { temperature: 0 });
+    const sea = await live.openai.chat.completions.create(greedy('Tell me about the sea.'));
+    const count = await live.openai.chat.completions.create(greedy('Count to five, please.'));
+    const together = await Promise.all([greedy('Tell me about the sea.'), greedy('Count to five, please.')].map((r) => live.openai.chat.completions.create(r)));
+    expect(together.map((r) => r.choices[0]!.message.content)).toEqual([sea, count].map((r) => r.choices[0]!.message.content));
+    expect(together[0]!.usage!.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
+    const stats = await fetch(`${live.server.url}/v1/cache/stats`);
+    expect(((await stats.json()) as { enabled: boolean }).enabled).toBe(false);
+  });
+
+  it('refuses context shift (400), slot files (501) and a recurrent draft model (at load)', async () => {
+    const shifted = await shifting.post('/v1/chat/completions', chat('Hello'));
+    expect(shifted.status).toBe(400);
+    expect(shifted.body.error.message).toMatch(/context shift .* cannot be applied to nemotron_h/);
+    const saved = await live.post('/slots/0?action=save', { filename: 'a.bin' });
+    expect(saved.status).toBe(501);
+    expect(saved.body.error.message).toMatch(/not supported for nemotron_h/);
+    // A recurrent draft model stops the load (its own state would need rolling back).
+    await expect(loadEngine({ modelDir: 'models/stories260k', backend: TEST_BACKEND, warmup: false, speculative: { kind: 'draft-model', draftModel: dir, nMax: 4, nMin: 0, ngram: 3, adaptive: false } }))
+      .rejects.toThrow(/draft model .* \(nemotron_h\) has recurrent layers/);
+    // The server goes on serving.
+    expect((await live.post('/v1/chat/completions', chat('Hello'))).status).toBe(200);
+  });
+
+  it('admits each request against the memory budget: one that can fill the context gets 503 with its estimate, streamed or not, while others are served', async () => {
+    const [refused, served, streamed] = await Promise.all([
+      live.post('/v1/chat/completions', chat('Hello', { max_tokens: 10_000 })),
+      live.post('/v1/chat/completions', chat('Hello')),
+      live.request('/v1/chat/completions', chat('Hello', { max_tokens: 10_000, stream: true })),
+    ]);
+    expect(served.status).toBe(200);
+    for (const [status, body] of [[refused.status, refused.body], [streamed.status, await streamed.json()]] as const) {
+      expect(status).toBe(503);
+      expect(body.error).toMatchObject({ type: 'request_memory_budget_exceeded', code: 'request_memory_budget_exceeded', budget_bytes: budget });
+      expect(body.error.estimated_bytes).toBeGreaterThan(ADMITTED);
+    }
+    expect(streamed.headers.get('content-type')).toMatch(/application\/json/);
+    const props = await (await fetch(`${live.server.url}/props`)).json() as { request_memory: { budget_bytes: number; in_use_bytes: number } };
+    expect(props.request_memory).toEqual({ budget_bytes: budget, in_use_bytes: checkpointWeightBytes(dir) });
+    const metrics = await (await fetch(`${live.server.url}/metrics`)).text();
+    expect(metrics).toContain(`mlxcel_request_memory_budget_bytes ${budget}`);
+    await expect(loadEngine({ modelDir: dir, backend: TEST_BACKEND, warmup: false, requestMemoryBudget: 1000 }))
+      .rejects.toThrow(/the checkpoint's weights \(\d+ bytes.*do not fit the request memory budget of 1000 bytes/);
+  });
+});
+
+describe('speculative decoding on nemotron_h', () => {
+  const drafting = useLive({ model: dir, engine: { parallel: 1, contextSize: 256, batchSize: 16, warmup: false, speculative: { kind: 'prompt-lookup', nMax: 4, nMin: 0, ngram: 2, adaptive: false } } });
+
+  it('gives plain decode\'s tokens, rejected drafts rolled back', async () => {
+    const ask = chat('Tell me a story about a cat and a dog', { temperature: 0, max_tokens: 48 });
+    const plain = await live.post('/v1/chat/completions', ask);
+    const drafted = await drafting.post('/v1/chat/completions', ask);
+    expect(drafted.body.choices[0].message.content).toBe(plain.body.choices[0].message.content);
+    const { draft_tokens: drafts, draft_accepted_tokens: accepted } = drafting.engine.stats().counters;
+    expect(accepted).toBeGreaterThan(0);
+    expect(drafts).toBeGreaterThan(accepted);
+  });
+});
