@@ -104,7 +104,6 @@ export class Ops {
   weightConstants(w: GpuWeight): Record<string, number> {
     if (!isAffine(w.format)) return {};
     return {
-      BITS: AFFINE_BITS[w.format],
       SCALE_FORMAT: SCALE_FORMAT_CODE[w.scaleFormat ?? 'f32'],
       PACKED_WIDTH: PACKED_TEXTURE_WIDTH,
       PACKED_TILE_ROWS,
@@ -113,7 +112,8 @@ export class Ops {
 
   /** formats/affine.wgsl's variant values for an affine weight, read through storage textures with `storage` where WGSL allows them (affineRead). */
   affineVariant(w: GpuWeight, storage: boolean): Variant {
-    return { GROUP_SIZE: w.groupSize, W_READ: this.affineRead(storage) };
+    if (!isAffine(w.format)) throw new Error(`${w.format}: not an affine format`);
+    return { BITS: AFFINE_BITS[w.format], GROUP_SIZE: w.groupSize, W_READ: this.affineRead(storage) };
   }
 
   /** A kernel's variant values for reading a weight of any format (`#include "formats/${FORMAT}"`). */

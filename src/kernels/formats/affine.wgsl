@@ -18,8 +18,10 @@
 // rows (w_scale_bias4).
 // Why textures: on llvmpipe a storage-buffer load at an address that differs per
 // invocation is a per-lane scalar loop, while a texel load is one gather for all the lanes.
-// GROUP_SIZE is a constant expression, so that kernels can unroll a group's chunks.
-override BITS: u32 = 4u;
+// BITS and GROUP_SIZE are variant values (constant expressions): each pipeline's source
+// holds only its width's decoding (the `#if BITS` blocks below), and kernels can unroll a
+// group's chunks.
+#const BITS: u32
 #const GROUP_SIZE: u32
 override SCALE_FORMAT: u32 = 0u;
 override PACKED_WIDTH: u32 = 512u;
@@ -87,50 +89,66 @@ fn w_scale_bias4(e: u32) -> ScaleBias4 {
 // come pre-scaled by 2^-s (x_field_scale), once per X value for every row that reads it.
 // That saves a shift per weight. The top field is shifted instead, which needs no mask and
 // keeps every conversion below 2^31. Other widths, whose fields straddle words, take them
-// shifted down (fields_quad) and X unscaled.
-// Fields 0-3 and 4-7 of a 4-bit word, or the four of an 8-bit word, each times 2^s.
-fn nibbles_lo(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u)); }
-fn nibbles_hi(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w & 0xf0000u, w & 0xf00000u, w & 0xf000000u, w >> 28u)); }
-fn bytes_in_place(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w & 0xffu, w & 0xff00u, w & 0xff0000u, w >> 24u)); }
-
+// shifted down (chunk_field) and X unscaled.
 // The 2^-s that X quad f of a 32-value chunk is scaled by (4-bit: even f meets a word's
-// fields 0-3, odd f its fields 4-7; other widths but 8: unscaled).
+// fields 0-3, odd f its fields 4-7).
 fn x_field_scale(f: u32) -> vec4<f32> {
-  if (BITS == 8u) { return vec4<f32>(1.0, 0x1p-8, 0x1p-16, 1.0); }
-  if (BITS != 4u) { return vec4<f32>(1.0); }
+#if BITS == 8
+  return vec4<f32>(1.0, 0x1p-8, 0x1p-16, 1.0);
+#elif BITS == 4
   return select(vec4<f32>(1.0, 0x1p-4, 0x1p-8, 0x1p-12), vec4<f32>(0x1p-16, 0x1p-20, 0x1p-24, 1.0), f % 2u == 1u);
+#else
+  return vec4<f32>(1.0);
+#endif
 }
 
 // The BITS words of one 32-value chunk of a row: words 0-3 in lo, 4-7 in hi.
 struct ChunkWords { lo: vec4<u32>, hi: vec4<u32> }
 
 // The words of chunk `chunk` of the row whose texel 0 is at `row` (its texel t at
-// row + t * PACKED_TILE_ROWS). The chunk starts at word chunk * BITS, word (chunk * BITS) % 4
-// of its first texel, and ends within the next one: 3- and 5-bit chunks start at any word,
-// 6-bit ones at word 0 or 2, so start + BITS <= 8.
+// row + t * PACKED_TILE_ROWS). The chunk starts at word chunk * BITS, word
+// (chunk * BITS) % 4 of its first texel: always word 0 for 4 and 8 bits, 0 or 2 for 2 and
+// 6 bits, any word for 3 and 5; it ends within the next texel (start + BITS <= 8).
 fn chunk_words(row: u32, chunk: u32) -> ChunkWords {
   let first = chunk * BITS;
   let at = row + (first / 4u) * PACKED_TILE_ROWS;
   let a = w_texel(at);
-  if (BITS == 4u) { return ChunkWords(a, vec4<u32>(0u)); }
-  if (BITS == 2u) { return ChunkWords(select(a, a.zwxy, first % 4u == 2u), vec4<u32>(0u)); }
+#if BITS == 4
+  return ChunkWords(a, vec4<u32>(0u));
+#elif BITS == 2
+  return ChunkWords(select(a, a.zwxy, first % 4u == 2u), vec4<u32>(0u));
+#elif BITS == 8
+  return ChunkWords(a, w_texel(at + PACKED_TILE_ROWS));
+#else
+  // The eight words from the start, out of this texel and the next: shifted down by two
+  // words, then by one, as the start's bits say. Selects rather than a branch per start,
+  // which the unrolled row loops would multiply into many blocks for LLVM to compile.
   let b = w_texel(at + PACKED_TILE_ROWS);
-  switch (first % 4u) {
-    case 1u: { return ChunkWords(vec4<u32>(a.yzw, b.x), vec4<u32>(b.yzw, 0u)); }
-    case 2u: { return ChunkWords(vec4<u32>(a.zw, b.xy), vec4<u32>(b.zw, 0u, 0u)); }
-    case 3u: { return ChunkWords(vec4<u32>(a.w, b.xyz), vec4<u32>(b.w, 0u, 0u, 0u)); }
-    default: { return ChunkWords(a, b); }
-  }
+  let two = (first & 2u) != 0u;
+  let lo2 = select(a, vec4<u32>(a.zw, b.xy), two);
+  let hi2 = select(b, vec4<u32>(b.zw, 0u, 0u), two);
+  let one = (first & 1u) != 0u;
+  return ChunkWords(select(lo2, vec4<u32>(lo2.yzw, hi2.x), one), select(hi2, vec4<u32>(hi2.yzw, 0u), one));
+#endif
 }
 
+#if BITS == 4
+// Fields 0-3 and 4-7 of a 4-bit word, each times 2^s.
+fn nibbles_lo(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u)); }
+fn nibbles_hi(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w & 0xf0000u, w & 0xf00000u, w & 0xf000000u, w >> 28u)); }
+#elif BITS == 8
+// The four fields of an 8-bit word, each times 2^s.
+fn bytes_in_place(w: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(w & 0xffu, w & 0xff00u, w & 0xff0000u, w >> 24u)); }
+#else
 // Word i (< 8) of a chunk's words.
 fn chunk_word(w: ChunkWords, i: u32) -> u32 {
   if (i < 4u) { return w.lo[i]; }
   return w.hi[i - 4u];
 }
 
-// Field j (< 32) of a chunk, shifted down: bits [j * BITS, (j + 1) * BITS) of its words.
-// Called with constant j, it folds to constant shifts and masks.
+// Field j (< 32) of a chunk, shifted down: bits [j * BITS, (j + 1) * BITS) of its words,
+// joining the two words a field straddles. Called with constant j, it folds to constant
+// shifts and masks.
 fn chunk_field(w: ChunkWords, j: u32) -> u32 {
   let bit = j * BITS;
   let s = bit % 32u;
@@ -138,50 +156,34 @@ fn chunk_field(w: ChunkWords, j: u32) -> u32 {
   if (s + BITS > 32u) { v |= chunk_word(w, bit / 32u + 1u) << (32u - s); }
   return v & ((1u << BITS) - 1u);
 }
+#endif
 
-// Fields 4f .. 4f + 3 of a chunk.
-fn fields_quad(w: ChunkWords, f: u32) -> vec4<f32> {
-  return vec4<f32>(f32(chunk_field(w, 4u * f)), f32(chunk_field(w, 4u * f + 1u)), f32(chunk_field(w, 4u * f + 2u)), f32(chunk_field(w, 4u * f + 3u)));
-}
-
-// Quantized values 4f .. 4f + 3 (f < 8) of a chunk, as x_field_scale's X quad f expects them.
+// Quantized values 4f .. 4f + 3 (f < 8, a constant at every call) of a chunk, as
+// x_field_scale's X quad f expects them.
 fn chunk_quad(w: ChunkWords, f: u32) -> vec4<f32> {
-  if (BITS == 4u) {
-    let v = w.lo[f / 2u];
-    return select(nibbles_lo(v), nibbles_hi(v), f % 2u == 1u);
-  }
-  if (BITS == 8u) { return bytes_in_place(select(w.lo, w.hi, f >= 4u)[f % 4u]); }
-  return fields_quad(w, f);
+#if BITS == 4
+  let v = w.lo[f / 2u];
+  return select(nibbles_lo(v), nibbles_hi(v), f % 2u == 1u);
+#elif BITS == 8
+  return bytes_in_place(select(w.lo, w.hi, f >= 4u)[f % 4u]);
+#else
+  return vec4<f32>(f32(chunk_field(w, 4u * f)), f32(chunk_field(w, 4u * f + 1u)), f32(chunk_field(w, 4u * f + 2u)), f32(chunk_field(w, 4u * f + 3u)));
+#endif
 }
 
 // The 32 values of X a chunk of a row multiplies, as eight vec4s, scaled by x_field_scale.
 struct Chunk { a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, e: vec4<f32>, f: vec4<f32>, g: vec4<f32>, h: vec4<f32> }
 
-fn nibbles_dot(w: u32, a: vec4<f32>, b: vec4<f32>) -> f32 {
-  return dot(nibbles_lo(w), a) + dot(nibbles_hi(w), b);
-}
-
-fn bytes_dot(w: u32, a: vec4<f32>) -> f32 {
-  return dot(bytes_in_place(w), a);
+// dot(q, x) over one chunk from its words.
+fn words_dot(w: ChunkWords, x: Chunk) -> f32 {
+  return (dot(chunk_quad(w, 0u), x.a) + dot(chunk_quad(w, 1u), x.b)) + (dot(chunk_quad(w, 2u), x.c) + dot(chunk_quad(w, 3u), x.d))
+       + (dot(chunk_quad(w, 4u), x.e) + dot(chunk_quad(w, 5u), x.f)) + (dot(chunk_quad(w, 6u), x.g) + dot(chunk_quad(w, 7u), x.h));
 }
 
 // dot(q, x) over chunk `chunk` of the row whose texel 0 is at `row`: the decode matvecs'
 // inner product.
 fn chunk_dot(row: u32, chunk: u32, x: Chunk) -> f32 {
-  if (BITS == 4u) {
-    let w = w_texel(row + chunk * PACKED_TILE_ROWS);
-    return nibbles_dot(w.x, x.a, x.b) + nibbles_dot(w.y, x.c, x.d) + nibbles_dot(w.z, x.e, x.f) + nibbles_dot(w.w, x.g, x.h);
-  }
-  if (BITS == 8u) {
-    let at = row + 2u * chunk * PACKED_TILE_ROWS;
-    let w0 = w_texel(at);
-    let w1 = w_texel(at + PACKED_TILE_ROWS);
-    return bytes_dot(w0.x, x.a) + bytes_dot(w0.y, x.b) + bytes_dot(w0.z, x.c) + bytes_dot(w0.w, x.d)
-         + bytes_dot(w1.x, x.e) + bytes_dot(w1.y, x.f) + bytes_dot(w1.z, x.g) + bytes_dot(w1.w, x.h);
-  }
-  let w = chunk_words(row, chunk);
-  return dot(fields_quad(w, 0u), x.a) + dot(fields_quad(w, 1u), x.b) + dot(fields_quad(w, 2u), x.c) + dot(fields_quad(w, 3u), x.d)
-       + dot(fields_quad(w, 4u), x.e) + dot(fields_quad(w, 5u), x.f) + dot(fields_quad(w, 6u), x.g) + dot(fields_quad(w, 7u), x.h);
+  return words_dot(chunk_words(row, chunk), x);
 }
 
 // Word i of row n, for rows of `row_texels` texels.
