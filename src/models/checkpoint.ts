@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { moduleQuantization, type Quantization } from './config.js';
 import { widenPacked, type QuantBits } from './quantize.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
-import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
+import { isAffine, type AffineFormat, type WeightFormat } from '../runtime/kernel-source.js';
 import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, MXFP4_BLOCK, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
@@ -317,8 +317,10 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
 /**
  * Uploads the matrix `<prefix>.weight` ([rows, cols]) in its stored format: a float dtype,
  * or MLX affine packed uint32 with `<prefix>.scales` / `.biases` beside it. Several prefixes
- * stack their matrices' rows into one weight (same format and width), so one dispatch
- * computes them all (Ops.linear writes each source's rows to its own output).
+ * stack their matrices' rows into one weight (same input width), so one dispatch computes
+ * them all (Ops.linear writes each source's rows to its own output); affine matrices of
+ * different bit widths or group sizes each keep theirs, in parts of their own (a dispatch
+ * per part).
  * `glu`: the prefixes are a SwiGLU's gate and up. Where the quantized kernels can apply the
  * SwiGLU themselves (affine formats, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
  * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
@@ -329,9 +331,9 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   const sources = matrices.map((m) => storedMatrix(ckpt, m, quant));
   const prefixes = sources.map((s) => (s.first === 0 ? s.prefix : `${s.prefix}[${s.first}:${s.first + s.rows}]`));
   const { cols, scaleFormat } = sources[0]!;
-  // Stacked affine matrices of different bit widths or group sizes load in the widest
-  // format and the smallest group (each value in a wider field, each group's scale and
-  // bias repeated), exactly.
+  // Stacked experts of different bit widths or group sizes (`unit`: each expert's matrices
+  // side by side) load in the widest format and the smallest group (each value in a wider
+  // field, each group's scale and bias repeated), exactly.
   const widest = sources.reduce((a, s) => (s.bits > a.bits ? s : a));
   const format = widest.format;
   const groupSize = Math.min(...sources.map((s) => s.groupSize));
@@ -341,6 +343,18 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     }
   }
   const rows = sources.reduce((n, s) => n + s.rows, 0);
+  if (isAffine(format) && !options.unit && sources.some((s) => s.bits !== widest.bits || s.groupSize !== groupSize)) {
+    // Each matrix at its own width and group size, in parts of its own (WeightPart.format);
+    // a gate and up stacked so do not interleave, and take the GLU's own dispatch.
+    const each = matrices.map((m) => loadMatrix(device, limits, ckpt, [m], quant));
+    let at = 0;
+    const parts = each.flatMap((w) => {
+      const first = at;
+      at += w.rows;
+      return w.parts.map((part) => ({ ...part, rowStart: first + part.rowStart, format: w.format as AffineFormat, groupSize: w.groupSize }));
+    });
+    return { format: each[0]!.format, rows, cols, groupSize: each[0]!.groupSize, scaleFormat, parts, segments: sources.map((s) => s.rows) };
+  }
   const glu = options.glu === true && isAffine(format) && sources.length === 2 && sources[0]!.rows === sources[1]!.rows && sources[0]!.rows % GLU_BLOCK_ROWS === 0;
   const order = stackOrder(sources, glu ? GLU_BLOCK_ROWS : undefined);
   const bytesPerRow = rowBytes(format, cols);

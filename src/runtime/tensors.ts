@@ -1,7 +1,7 @@
 // GPU buffers for activations and weights. A weight whose bytes exceed one binding is
 // split by rows into parts, each its own buffer (float formats, MXFP4) or texture (packed
 // affine); ops dispatch once per part.
-import { AFFINE_BITS, isAffine, type WeightFormat } from './kernel-source.js';
+import { AFFINE_BITS, isAffine, type AffineFormat, type WeightFormat } from './kernel-source.js';
 import './webgpu-globals.js';
 
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
@@ -44,6 +44,12 @@ export interface WeightPart {
   affine?: GPUTexture;
   /** MXFP4: each block's e8m0 scale byte, in block order (formats/mxfp4.wgsl). */
   scales?: GPUBuffer;
+  /**
+   * A stack of affine matrices at different bit widths or group sizes (loadMatrix): this
+   * part's own, each part one matrix's rows; absent where it is the weight's (partWeight).
+   */
+  format?: AffineFormat;
+  groupSize?: number;
 }
 
 /** How affine scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
@@ -60,9 +66,9 @@ export interface GpuWeight {
   /** Affine formats only. */
   scaleFormat?: ScaleFormat;
   /**
-   * An affine weight stacked from matrices of different bit widths or group sizes (loaded
-   * at the widest and the smallest, exactly): what the checkpoint stores, e.g.
-   * "q3 g64+q6 g64"; absent when that is `format` and `groupSize`.
+   * Experts stacked from matrices of different bit widths or group sizes (loaded at the
+   * widest and the smallest, exactly): what the checkpoint stores, e.g. "q3 g64+q6 g64";
+   * absent when that is `format` and `groupSize`.
    */
   stored?: string;
   parts: WeightPart[];
@@ -74,6 +80,11 @@ export interface GpuWeight {
    * their own output rows (Ops.gatedLinear); absent when the rows are stacked.
    */
   gluBlock?: number;
+}
+
+/** Part `part` of `w` as a weight of its own format and group size (WeightPart.format), for choosing its kernels. */
+export function partWeight(w: GpuWeight, part: WeightPart): GpuWeight {
+  return part.format ? { ...w, format: part.format, groupSize: part.groupSize! } : w;
 }
 
 /**

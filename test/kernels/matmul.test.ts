@@ -176,15 +176,16 @@ describe('matmul: MXFP4 weights (matmul.wgsl, formats/mxfp4.wgsl)', () => {
     runCase({ format: 'mxfp4', K: 96, N: 37, parts: [30, 7], Ms: [16, 16, 16, 16, 16, 16], seed: 92, mxfp4: extremeBlocks, oneHotX: true }));
 });
 
-// The other bit widths MLX packs, read from the stored bit stream itself (3-, 5- and
-// 6-bit fields straddle words; a 32-value chunk starts at any word of a texel), with every
-// group size: K = 96 and 192 leave rows that end inside a texel (padded), K = 256 rows that
-// fill theirs. The reference decodes the stream bit by bit (harness.ts unpackAffine).
-describe('matmul: native 2-, 3-, 5- and 6-bit weights, group 32, 64 and 128', () => {
-  for (const format of ['q2', 'q3', 'q5', 'q6'] as const) {
-    for (const [groupSize, K] of [[32, 96], [64, 192], [128, 256]] as const) {
-      it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: [1, 2, 3, 13], seed: 60 + K + groupSize, parts: groupSize === 64 ? [20, 17] : undefined }));
-    }
+// The other bit widths MLX packs, read from the stored bit stream itself: 3-, 5- and 6-bit
+// fields straddle words, and a 32-value chunk starts at every word of a texel (3- and
+// 5-bit: words 0-3 over the row; 2- and 6-bit: 0 and 2). K * bits not a multiple of 128
+// leaves rows that end inside a texel (padded: q2 K=96, q3 K=192, q6 K=96); q5 K=256 fills
+// its rows. One group size per width: the group's unrolled chunks are the same code for
+// every width (the q4/q8 cases above take each group size). The reference decodes the
+// stream bit by bit (harness.ts unpackAffine).
+describe('matmul: native 2-, 3-, 5- and 6-bit weights', () => {
+  for (const [format, groupSize, K] of [['q2', 32, 96], ['q3', 64, 192], ['q5', 128, 256], ['q6', 32, 96]] as const) {
+    it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: [1, 2, 3, 13], seed: 60 + K + groupSize, parts: format === 'q3' ? [20, 17] : undefined }));
   }
 });
 
