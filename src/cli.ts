@@ -210,7 +210,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       cacheMaxEntries: options.cacheMaxEntries,
       cacheTtlSecs: options.cacheTtlSecs,
       warmup: options.warmup,
-      warmShaders: true,
       ...(options.speculative ? { speculative: { ...options.speculative, ...(draftDir ? { draftModel: draftDir } : {}) } } : {}),
       sleepIdleSeconds: options.sleepIdleSeconds,
       log: info,

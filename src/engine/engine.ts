@@ -95,12 +95,6 @@ export interface EngineOptions {
   sleepIdleSeconds?: number;
   /** Run every kernel once before serving (ForwardRunner.warmUp); --no-warmup turns it off. Default on. */
   warmup?: boolean;
-  /**
-   * With the warm-up: compile the kernels in a second process while the weights load, where
-   * the adapter keeps compiled kernels on disk (runtime/shader-warmer.ts). Default off; the
-   * server binary turns it on.
-   */
-  warmShaders?: boolean;
   /** Receives a line for each startup fact as it is known: adapter, model, context. Default: none. */
   log?: (line: string) => void;
   /** Keep Dawn's startup noise off stderr (openGpu's quietDawn). Default off. */

@@ -110,7 +110,6 @@ export class ForwardRunner {
    * a sequence writes before it reads them.
    */
   async warmUp(): Promise<void> {
-    await this.model.ops.pipelines.settle();
     const sample: SampleInput = { temperature: 0, topK: 0, topP: 1, minP: 0, pLess: false, xtcThreshold: 0, u: 0 };
     for (const n of new Set(WARMUP_TOKENS.map((t) => Math.min(t, this.model.maxTokens)))) {
       const seen = new Set<GPUComputePipeline>();

@@ -109,7 +109,6 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     // With speculative decoding, a snapshot slot per slot for a verify round's state.
     stateSlots: options.speculative ? 2 * slots : slots,
     onProgress: options.onLoadProgress,
-    warmShaders: options.warmShaders === true && options.warmup !== false,
   });
   const eos = new Set(model.cfg.eosTokenIds);
   if (tokenizer.eosId !== undefined) eos.add(tokenizer.eosId);

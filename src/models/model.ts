@@ -4,7 +4,6 @@ import { textureBytes, type Gpu } from '../runtime/gpu.js';
 import { isAffine } from '../runtime/kernel-source.js';
 import { BIAS_ENTRY_BYTES, MAX_LOGIT_BIAS_TOKENS, MAX_TOP_LOGPROBS, maskWords, SEQ_PARAMS_BYTES } from '../runtime/ops/sampling.js';
 import { Ops, type BatchMeta } from '../runtime/ops.js';
-import { ShaderWarmer, warmerHelps } from '../runtime/shader-warmer.js';
 import { SEQ_NORM_BYTES, type Pooling } from '../runtime/ops/pooling.js';
 import type { Program } from '../runtime/program.js';
 import type { KvLayer } from '../runtime/ops/attention.js';
@@ -241,12 +240,6 @@ export interface LoadOptions {
   rankTokens?: RankTokens;
   /** Hears how far the load has come, as it goes (synchronously: the load blocks the event loop). */
   onProgress?: (progress: LoadProgress) => void;
-  /**
-   * Compile the kernels in a second process while the weights load, where that helps
-   * (runtime/shader-warmer.ts warmerHelps); the pipelines settle at the first warm-up
-   * (ForwardRunner.warmUp).
-   */
-  warmShaders?: boolean;
 }
 
 /** Tensors uploaded of those in the checkpoint, and pipelines compiled so far (warm-up adds more). */
@@ -302,7 +295,6 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     progress.pipelines = count;
     options.onProgress?.(progress);
   };
-  if (options.warmShaders && warmerHelps(gpu.isCpu)) ops.pipelines.warmer = new ShaderWarmer(gpu.backend);
   const f32 = (n: number, label: string) => storageBuffer(device, n * 4, label);
   const u32 = f32;
   const T = options.maxTokens;
@@ -425,19 +417,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   };
   // Shader and binding mistakes surface here, at load, rather than as silent garbage.
   device.pushErrorScope('validation');
-  let program: Program;
-  try {
-    program = build(ctx);
-  } catch (err) {
-    ops.pipelines.warmer?.close();
-    throw err;
-  } finally {
-    ckpt.close();
-  }
+  const program = build(ctx);
+  ckpt.close();
   const error = await device.popErrorScope();
-  if (error) {
-    ops.pipelines.warmer?.close();
-    throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  }
+  if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
   return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images };
 }

@@ -13,8 +13,6 @@ export interface Gpu {
   device: GPUDevice;
   /** e.g. "llvmpipe (LLVM 15, 256 bits) via opengles (compatibility)". */
   description: string;
-  /** The backend the adapter was found on. */
-  backend: Backend;
   /** The software rasteriser: kernels pick the layouts measured fastest on it. */
   isCpu: boolean;
   maxBinding: number;
@@ -201,7 +199,6 @@ export async function openGpu(requested: Backend = 'auto', { quietDawn = false }
   return {
     device,
     description: `${name} via ${backend}${compat ? ' (compatibility)' : ''}`,
-    backend,
     isCpu,
     maxBinding: Math.min(l.maxStorageBufferBindingSize, l.maxBufferSize),
     maxUniformBinding: l.maxUniformBufferBindingSize,

@@ -1,7 +1,6 @@
 // Compiled compute pipelines, keyed by kernel, variant and override constants, so each
 // compiles once per process.
 import { kernelSource, type Variant } from './kernel-source.js';
-import type { ShaderWarmer, WarmSplit } from './shader-warmer.js';
 import { parseBindings } from './wgsl-struct.js';
 
 export type Constants = Record<string, number | boolean>;
@@ -21,8 +20,6 @@ export class PipelineCache {
 
   /** Hears the number of pipelines compiled so far, after each new one (load progress). */
   onCompile?: (count: number) => void;
-  /** Compiles the pipelines created while it is set in a second process as well (shader-warmer.ts). */
-  warmer?: ShaderWarmer;
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -35,9 +32,7 @@ export class PipelineCache {
       const module = this.device.createShaderModule({ label: kernel, code });
       const numeric: Record<string, number> = {};
       for (const [k, v] of Object.entries(constants)) numeric[k] = Number(v);
-      const source = { key, code, variant, constants: numeric };
-      this.sources.push(source);
-      this.warmer?.add(source);
+      this.sources.push({ key, code, variant, constants: numeric });
       // The synchronous form: createComputePipelineAsync aborted on long llvmpipe compiles.
       pipeline = this.device.createComputePipeline({
         label: key,
@@ -49,17 +44,6 @@ export class PipelineCache {
       this.onCompile?.(this.pipelines.size);
     }
     return pipeline;
-  }
-
-  /**
-   * Compiles every pipeline created so far that the warmer's second process has not, waits
-   * for those it has, and lets it go (ShaderWarmer.finish): how many each compiled; nothing
-   * without a warmer.
-   */
-  async settle(): Promise<WarmSplit | undefined> {
-    const warmer = this.warmer;
-    this.warmer = undefined;
-    return warmer?.finish(this.device);
   }
 
   /** The binding number of the variable `name` in `pipeline`'s WGSL. */
