@@ -7,7 +7,7 @@ import { Ops, type BatchMeta } from '../runtime/ops.js';
 import { SEQ_NORM_BYTES, type Pooling } from '../runtime/ops/pooling.js';
 import type { Program } from '../runtime/program.js';
 import type { KvLayer } from '../runtime/ops/attention.js';
-import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTextureRows, storageBuffer, type GpuWeight, type KvType } from '../runtime/tensors.js';
+import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTextureRows, partWeight, storageBuffer, type GpuWeight, type KvType } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource, type VectorSource } from './checkpoint.js';
 import type { ConfigReader, ModelConfig, Rope } from './config.js';
 import { readFamilyConfig } from './registry.js';
@@ -315,7 +315,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     attn: borrow(gate, T * qDim, 'attn'),
     gate,
     up,
-    headIn: f32(S * cfg.hidden, 'head_in'),
+    // At least one uniform binding's worth, as the layers' inputs are: the LM head's decode
+    // matvec then shares their pipeline (runtime/ops/linear.ts matvecInput).
+    headIn: storageBuffer(device, Math.max(S * cfg.hidden * 4, gpu.maxUniformBinding), 'head_in'),
     // An embedding model computes no logits.
     logits: f32(options.pooling ? 4 : S * cfg.vocab, 'logits'),
   };
@@ -357,8 +359,11 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     return data;
   };
   const loaded = (w: GpuWeight) => {
-    for (const part of w.parts) [part.data, part.affine].forEach((d) => d && uploaded(d));
-    formats.add(isAffine(w.format) ? (w.stored ? `${w.stored} (as ${w.format} g${w.groupSize})` : `${w.format} g${w.groupSize}`) : w.format);
+    for (const part of w.parts) {
+      [part.data, part.affine].forEach((d) => d && uploaded(d));
+      const p = partWeight(w, part);
+      formats.add(isAffine(p.format) ? (w.stored ? `${w.stored} (as ${p.format} g${p.groupSize})` : `${p.format} g${p.groupSize}`) : p.format);
+    }
     return w;
   };
   const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
