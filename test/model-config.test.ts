@@ -1,10 +1,10 @@
 // config.ts's normaliser on config.json in each spelling transformers writes (v4 rope_theta +
 // rope_scaling with rope_type or the legacy type, v5 rope_parameters, a multimodal
 // wrapper's text_config) and on each value it refuses. Pure CPU.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { moduleQuantization, normalizeConfig, readModelConfig, type ModelConfig } from '../src/models/config.js';
 import { checkpointNames } from '../src/models/model.js';
 import { familyConfig, familyFor } from '../src/models/registry.js';
@@ -295,6 +295,7 @@ describe('normalizeConfig: refusals', () => {
 
 describe('readModelConfig', () => {
   const dir = mkdtempSync(join(tmpdir(), 'model-config-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('reads config.json and generation_config.json from the folder', () => {
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_parameters: { rope_type: 'llama3', rope_theta: 500000, ...llama3 } }));

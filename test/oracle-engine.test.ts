@@ -4,7 +4,7 @@
 // case also checks the test-side tooling on the same files: the GGUF writer's metadata and
 // tensors, llama.cpp's tokenizer against the HF tokenizer, wide greedy margins, and the
 // HF-semantics CPU reference against llama.cpp.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -34,7 +34,10 @@ const F16_LOGPROB_TOLERANCE = 5e-2;
 
 describe('engine vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-oracle-'));
-  afterAll(() => disposeOracle());
+  afterAll(async () => {
+    await disposeOracle();
+    rmSync(tmp, { recursive: true, force: true });
+  });
   const samples = [ORACLE_STORY, 'Hello world! 1234567 café  naïve — 日本語 🙂\n\ttabs   and spaces', " don't 'RE 3.14 x=y+1;"];
 
   for (const c of ORACLE_CASES) {

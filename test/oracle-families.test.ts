@@ -26,7 +26,7 @@
 // top1-top2 logit gap over the 32 steps, our f32 run: 0.20 to 1.49). The same checkpoint as
 // mlx-lm converts it (experts stacked under mlp.experts in
 // MLX's mxfp4 mode, gate and up split) must decode exactly as the published layout does.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -148,7 +148,10 @@ function ropeFactors(step: number): number[] {
 
 describe('families vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-families-'));
-  afterAll(() => disposeOracle());
+  afterAll(async () => {
+    await disposeOracle();
+    rmSync(tmp, { recursive: true, force: true });
+  });
   const oracle = (f16KvCache: boolean) => (gguf: string, prompt: number[]) => oracleGreedy(gguf, prompt, STEPS, { f16KvCache });
 
   for (const [i, c] of CASES.entries()) {

@@ -4,10 +4,10 @@
 // summation order: the per-group "s * dot(q, x) + b * sum(x)" factoring versus a plain
 // dot product.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { moduleQuantization, readModelConfig } from '../src/models/config.js';
 import { loadModel } from '../src/models/model.js';
 import { dequantizeAffine, quantizeCheckpoint, type QuantBits, type QuantizeOptions } from '../src/models/quantize.js';
@@ -45,6 +45,7 @@ function dequantizeCheckpoint(qDir: string, outDir: string): void {
 
 describe('quantized weights', () => {
   const root = mkdtempSync(join(tmpdir(), 'mlxcel-quant-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
   // bf16, so the quantized checkpoints keep bf16 scales and biases, as mlx-community's do
   // (and as test/kernels/matmul.test.ts's cases mostly do, whose compiled kernels these share).
   const base = join(root, 'bf16');
