@@ -45,7 +45,7 @@ export class KvRings {
       const l = layerKv[i];
       return layer?.ring && typeof l === 'object' ? [{ layer, window: l.window, ring: layer.ring }] : [];
     });
-    this.held = Array.from({ length: kv.ringSlots }, () => ({ tokens: [], from: 0, top: 0 }));
+    this.held = Array.from({ length: this.layers.length > 0 ? kv.ringSlots : 0 }, () => ({ tokens: [], from: 0, top: 0 }));
     this.rowTexels = kv.kvDim / 4;
   }
 
@@ -76,6 +76,7 @@ export class KvRings {
 
   /** A sequence starts in `slot` from its rings' first `reused` positions (reusable). */
   start(slot: number, reused: number): void {
+    if (!this.any) return;
     const held = this.held[slot]!;
     held.tokens = [];
     if (reused === 0) held.from = held.top = 0;
@@ -83,13 +84,14 @@ export class KvRings {
 
   /** The slot's sequence wrote positions up to `end` (exclusive). */
   wrote(slot: number, end: number): void {
+    if (!this.any) return;
     const held = this.held[slot]!;
     held.top = Math.max(held.top, end);
   }
 
   /** The slot's sequence ended with `tokens` written. */
   finished(slot: number, tokens: number[]): void {
-    this.held[slot]!.tokens = tokens;
+    if (this.any) this.held[slot]!.tokens = tokens;
   }
 
   /**

@@ -12,6 +12,7 @@ import { checkpointWeightBytes, kvPlacements, kvRingBytes, kvTokenBytes, loadMod
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
 import { memoryBudget, RequestMemory } from './memory-budget.js';
+import { cacheBlockBound } from './prompt-cache.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
@@ -68,8 +69,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const cacheOn = options.cachePrompt !== false && !recurrent;
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
-  // A model whose every layer keeps a ring has blocks of no bytes: the prompt cache then keeps tokens alone.
-  const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, blockBytes > 0 ? Math.floor(cacheCapacityBytes / blockBytes) : cacheMaxEntries) : 0;
+  const cacheBlocks = cacheOn ? cacheBlockBound({ maxEntries: cacheMaxEntries, capacityBytes: cacheCapacityBytes, blockBytes }) : 0;
   // A draft model gets a KV pool of its own for the slots' contexts (no prompt cache).
   const draftDir = options.speculative?.kind === 'draft-model' ? draftModelDir(options.speculative.draftModel) : undefined;
   const draftCfg = draftDir === undefined ? undefined : readFamilyConfig(draftDir).cfg;

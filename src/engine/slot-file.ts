@@ -6,11 +6,13 @@
 //     layer ('r', a sliding-window layer that keeps its window), keys then values of the
 //     last ring_tokens positions, each [ring_tokens, kvHeads * headDim]
 // The header names the model (the prompt cache's model identity) and the KV layout; a file
-// whose header differs from the loaded model's is refused rather than read as garbage.
-// Version 1 (f32 keys and values) and 2 files, which hold every position of every layer,
-// still load: a ring layer takes their last window positions, a layer without KV
-// (kv_layout '-') none. A file whose KV types differ from the cache's is converted on
-// restore (f32 to f16 rounds to nearest even, as the cache's own stores do).
+// whose header differs from the loaded model's is refused rather than read as garbage,
+// except that a layer the file keeps paged serves any layout: a ring layer takes its last
+// window positions, a layer without KV (kv_layout '-') none of them (a file saved with
+// --swa-full restores into a server without it). Version 1 (f32 keys and values) and 2
+// files hold every position of every layer, paged, and still load. A file whose KV types
+// differ from the cache's is converted on restore (f32 to f16 rounds to nearest even, as
+// the cache's own stores do).
 import { f16ToF32, f32ToF16 } from '../models/half.js';
 import type { KvType } from '../runtime/tensors.js';
 
@@ -61,7 +63,7 @@ export function encodeSlotFile(header: SlotFileHeader, tokens: number[], paged: 
 
 /**
  * Reads a slot file written for a model of `layout`, its KV converted to the cache's
- * `types`; an older file's ring layers keep its last `window` positions.
+ * `types`; a ring layer the file keeps paged takes its last `window` positions.
  */
 export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvType; v: KvType }, window: number): SlotFileKv {
   if (data.length < 16 || data.toString('latin1', 0, 8) !== MAGIC) throw new SlotFileError('not a slot file');
@@ -77,9 +79,8 @@ export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvT
   } catch {
     throw new SlotFileError('the slot file header is not valid JSON');
   }
-  const older = version < 3;
   for (const key of Object.keys(layout) as Array<keyof SlotLayout>) {
-    if (key === 'kv_layout' && older) continue;
+    if (key === 'kv_layout' && servesLayout(header.kv_layout, layout.kv_layout)) continue;
     if (header[key] !== layout[key]) {
       const what = key === 'model' ? 'was saved from another model' : `has ${key} ${String(header[key])}, the loaded model ${String(layout[key])}`;
       throw new SlotFileError(`the slot file ${what}`);
@@ -108,13 +109,20 @@ export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvT
     const k = plane('k');
     planes.set(l, { k, v: plane('v') });
   }
-  const ringTokens = older ? Math.min(n, window) : r;
+  // Every ring layer keeps the same last positions: the file's rings', or a window of its paged layers'.
+  const ringTokens = Math.min(n, ...layersAt(layout.kv_layout, 'r').map((l) => (header.kv_layout[l] === 'r' ? r : window)));
   /** The last `rows` rows of the keys and values of the model's layers kept `where`. */
   const last = (where: string, rows: number) => concat(layersAt(layout.kv_layout, where).flatMap((l) => {
     const { k, v } = planes.get(l)!;
     return [k.subarray(k.length - rows * rowValues * VALUE_BYTES[types.k]), v.subarray(v.length - rows * rowValues * VALUE_BYTES[types.v])];
   }));
-  return { tokens: [...new Uint32Array(body.buffer, 0, n)], paged: last('p', n), ring: last('r', ringTokens), ringTokens };
+  const rings = layersAt(layout.kv_layout, 'r').length > 0;
+  return { tokens: [...new Uint32Array(body.buffer, 0, n)], paged: last('p', n), ring: last('r', ringTokens), ringTokens: rings ? ringTokens : 0 };
+}
+
+/** Whether a file's KV layout holds what a model of `model`'s needs: each layer as it keeps it, or paged (every position). */
+function servesLayout(file: unknown, model: string): boolean {
+  return typeof file === 'string' && file.length === model.length && [...model].every((where, l) => file[l] === where || file[l] === 'p');
 }
 
 /** A plane of `from` values as `to` values. */
