@@ -25,7 +25,7 @@
 // file ~30 s. The same checkpoint as mlx-lm converts it (experts stacked under mlp.experts in
 // MLX's mxfp4 mode, gate and up split) must decode exactly as the published layout does.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -146,7 +146,10 @@ function ropeFactors(step: number): number[] {
 
 describe('families vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-families-'));
-  afterAll(() => disposeOracle());
+  afterAll(async () => {
+    await disposeOracle();
+    rmSync(tmp, { recursive: true, force: true });
+  });
   // llama.cpp's run by GGUF content and prompt: the multimodal Gemma 3 checkpoint converts to
   // the same GGUF as its text twin, so llama.cpp runs once for both.
   const oracleRuns = new Map<string, Promise<OracleResult>>();

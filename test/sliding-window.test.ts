@@ -37,6 +37,7 @@ const base: RandomCheckpointOptions = {
 
 describe('mistral sliding window vs the CPU reference', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-window-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
   it(`window ${WINDOW} matches the reference with the window, and differs from no window`, async () => {
     const runs = [];
