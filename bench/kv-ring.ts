@@ -4,7 +4,8 @@
 //      the KV bytes the loader allocates at most with rings (22 rings of 512 + 511 positions
 //      per slot beside the 4 global layers' paged pool) and with --swa-full (every layer
 //      paged), from the loader's own sizing (kvPlacements, kvTokenBytes, kvRingBytes; the
-//      paged pool holds the slots' contexts plus an equal prompt-cache pool); then, unless
+//      paged pool holds the slots' contexts plus the prompt cache's: as many bytes, at most
+//      1024 blocks); then, unless
 //      BENCH_SKIP has "gemma", each served in a child process (4-bit random weights, loadEngine
 //      in-process, four concurrent 16-token completions): /props-equivalent memory (weights,
 //      KV now and at most) and the child's peak RSS (VmHWM).
@@ -20,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { Engine } from '../src/engine/engine.js';
+import { ENGINE_DEFAULTS, type Engine } from '../src/engine/engine.js';
 import type { GenerationRequest } from '../src/engine/types.js';
 import { kvPlacements, kvRingBytes, kvTokenBytes } from '../src/models/model.js';
 import { readFamilyConfig } from '../src/models/registry.js';
@@ -28,6 +29,8 @@ import { GEMMA3_1B, QWEN3_06B, writeBenchFiles, writeBenchModel } from './bench-
 import { syntheticPrompt } from './kernel-breakdown.js';
 
 const MiB = 2 ** 20;
+/** The engine's KV block (load.ts). */
+const BLOCK = 16;
 const BATCH = 512;
 const skip = (process.env.BENCH_SKIP ?? '').split(',');
 const RESULT_TAG = 'KV_RING_RESULT ';
@@ -89,22 +92,23 @@ else writeBenchModel(gemmaDir, GEMMA3_1B);
 const { cfg } = readFamilyConfig(skip.includes('gemma') ? configDir : gemmaDir);
 const f16 = { k: 'f16', v: 'f16' } as const;
 console.log(`## ${GEMMA3_1B.label}'s KV cache at 32k context (f16, --batch-size ${BATCH})\n`);
-console.log('| slots x context | layout | paged bytes per position | rings (MiB) | KV at most (MiB) | KV after load (MiB) | peak RSS (MiB) |');
-console.log('|---|---|---:|---:|---:|---:|---:|');
+console.log('| slots x context | layout | paged bytes per position | rings (MiB) | KV of the slots\' contexts (MiB) | KV at most, with the prompt cache\'s pool (MiB) | KV after load (MiB) | peak RSS (MiB) |');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|');
 for (const [parallel, perSlot] of [[1, 32768], [4, 8192]] as const) {
   for (const swaFull of [false, true]) {
     const placements = kvPlacements(cfg.layerKv, swaFull ? undefined : { slots: parallel, chunk: BATCH, maxContext: perSlot });
     const perToken = kvTokenBytes(cfg, f16, placements);
     const rings = kvRingBytes(cfg, f16, placements, parallel);
-    // The paged pool at most: the slots' contexts plus a prompt-cache pool of as many bytes.
-    const pooled = 2 * parallel * perSlot * perToken;
+    // The paged pool at most: the slots' contexts plus the prompt cache's pool (as many bytes, at most ENGINE_DEFAULTS.cacheMaxEntries blocks).
+    const slotBlocks = (parallel * perSlot) / BLOCK;
+    const pooled = (slotBlocks + Math.min(slotBlocks, ENGINE_DEFAULTS.cacheMaxEntries)) * BLOCK * perToken;
     let served = { kv: NaN, kvMax: NaN, peakMiB: NaN };
     if (!skip.includes('gemma')) {
       console.error(`gemma ${parallel} x ${perSlot}${swaFull ? ' --swa-full' : ''}`);
       served = await runChild(['gemma', gemmaDir, String(parallel), String(perSlot), swaFull ? 'full' : 'ring']);
     }
     const layout = swaFull ? '--swa-full' : `rings of ${Math.max(...placements.map((p) => p ?? 0))}`;
-    console.log(`| ${parallel} x ${perSlot} | ${layout} | ${perToken} | ${mib(rings)} | ${mib(pooled + rings)} (served: ${mib(served.kvMax)}) | ${mib(served.kv)} | ${served.peakMiB.toFixed(0)} |`);
+    console.log(`| ${parallel} x ${perSlot} | ${layout} | ${perToken} | ${mib(rings)} | ${mib(parallel * perSlot * perToken + rings)} | ${mib(pooled + rings)} (served: ${mib(served.kvMax)}) | ${mib(served.kv)} | ${served.peakMiB.toFixed(0)} |`);
   }
 }
 

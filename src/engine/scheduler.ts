@@ -662,9 +662,8 @@ export class Scheduler implements Engine {
    * inside the kept start are kept (none where ring layers keep their window: their rings
    * no longer hold the window before the kept start); the tokens after them are prefilled
    * again at their new positions, the last sampled one included, whose logits give the
-   * next token. False
-   * when there is nothing to drop (no shift asked for, or it keeps everything) or, in a
-   * unified pool, no room for the tokens to prefill again.
+   * next token. False when there is nothing to drop (no shift asked for, or it keeps
+   * everything) or, in a unified pool, no room for the tokens to prefill again.
    */
   private shift(seq: Sequence): boolean {
     const shift = seq.req.contextShift;
