@@ -10,7 +10,7 @@
 // The windowed run prefills in chunks of CHUNK tokens, so its layers keep a ring of
 // WINDOW + CHUNK - 1 = 11 positions (the engine's layout) that wraps five times over the ~59
 // positions; the same run with every position kept (--swa-full's layout) must give the same
-// tokens and the same logits to the bit.
+// tokens and the same logits to the bit, and the GPU layout's decode kernel the same tokens.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +56,9 @@ describe('mistral sliding window vs the CPU reference', () => {
         const kept = await greedy(full, prompt, STEPS);
         expect(ours.tokens).toEqual(kept.tokens);
         expect(ours.promptLogits).toEqual(kept.promptLogits);
+        // A GPU's decode kernel (attention_decode_workgroup.wgsl) reads the same rings.
+        const gpu = await greedy(await openRunner(ck.dir, 256, { kvTypes: F32_KV_TYPES, maxTokens: CHUNK, asGpu: true }), prompt, STEPS);
+        expect(gpu.tokens).toEqual(ours.tokens);
       }
       const reference = new HfReference(ck.dir, window ?? Infinity);
       const diff = maxLogitsLogProbDiff(ours.promptLogits, reference.logits(prompt));
