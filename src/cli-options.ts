@@ -40,6 +40,8 @@ export interface ServeOptions {
   parallel?: number;
   /** --kv-unified: the slots share one KV pool; undefined = off. */
   kvUnified?: boolean;
+  /** --swa-full: sliding-window layers keep every position; undefined = off. */
+  swaFull?: boolean;
   batchSize?: number;
   /** --cache-type-k / --cache-type-v; undefined = the engine's default. */
   cacheTypeK?: KvType;
@@ -158,6 +160,7 @@ const FLAGS: Flag[] = [
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
   { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: `sequences decoded together (slots) (default: ${ENGINE_DEFAULTS.parallel})` },
   { name: 'kv-unified', short: 'kvu', negation: 'no-kv-unified', env: ['LLAMA_ARG_KV_UNIFIED'], help: 'one KV pool shared by the slots: a request may use the whole --ctx-size while the others leave room (default: off, each slot gets ctx-size / parallel)' },
+  { name: 'swa-full', env: ['LLAMA_ARG_SWA_FULL'], help: 'sliding-window layers keep every position in the paged KV cache, as full-attention layers do (default: off, each keeps a ring of its window plus one --batch-size chunk per slot)' },
   { name: 'cache-type-k', short: 'ctk', env: ['LLAMA_ARG_CACHE_TYPE_K'], value: 'TYPE', help: `KV cache type of the keys: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeK})` },
   { name: 'cache-type-v', short: 'ctv', env: ['LLAMA_ARG_CACHE_TYPE_V'], value: 'TYPE', help: `KV cache type of the values: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeV})` },
   { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: `tokens per forward pass, the prefill chunk (default: ${ENGINE_DEFAULTS.batchSize})` },
@@ -336,6 +339,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       ctxSize: ctxSize === 0 ? undefined : ctxSize,
       parallel: optionalInteger('parallel', 1),
       kvUnified: getSwitch('kv-unified'),
+      swaFull: getSwitch('swa-full'),
       batchSize: optionalInteger('batch-size', 1),
       cacheTypeK: kvType('cache-type-k', get('cache-type-k')),
       cacheTypeV: kvType('cache-type-v', get('cache-type-v')),

@@ -199,6 +199,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       contextSize: options.ctxSize,
       parallel: options.parallel,
       kvUnified: options.kvUnified,
+      swaFull: options.swaFull,
       cacheTypeK: options.cacheTypeK,
       cacheTypeV: options.cacheTypeV,
       batchSize: options.batchSize,

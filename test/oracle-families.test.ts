@@ -5,7 +5,9 @@
 // engine's f32 cache is compared with llama.cpp's in oracle-engine.test.ts; Qwen3-MoE and
 // Mixtral compare f32 caches on both sides within their own tolerance, FamilyCase.f32Cache). The prompt
 // (~20 tokens) plus the 32 steps run well past each sliding window (8), so windowed layers
-// are exercised beyond it, and Gemma 3's six layers include its global layer (other RoPE
+// are exercised beyond it; a checkpoint with windows is run in passes of WINDOW tokens, so
+// its window layers' rings (window + WINDOW - 1 positions, the engine's layout) wrap
+// several times. Gemma 3's six layers include its global layer (other RoPE
 // base and scaling) next to five local ones. Phi-3's sliding window is not compared:
 // llama.cpp turns it off (test/sliding-window.test.ts checks the windowed attention against
 // the CPU reference). The Gemma 3 decoder is also loaded from a
@@ -160,7 +162,8 @@ describe('families vs llama.cpp on random checkpoints', () => {
       const f16 = !c.f32Cache;
       const tolerance = (c.tolerance ?? LOGPROB_TOLERANCE) + (f16 ? F16_LOGPROB_TOLERANCE : 0);
       const kvTypes = f16 ? SERVER_KV_TYPES : F32_KV_TYPES;
-      const { prompt, ours } = await expectMatchesLlamaCpp(c, dir, { bos: c.bos, steps: STEPS, tolerance, oracle: oracle(f16), kvTypes });
+      const maxTokens = c.extraConfig?.sliding_window ? WINDOW : undefined;
+      const { prompt, ours } = await expectMatchesLlamaCpp(c, dir, { bos: c.bos, steps: STEPS, tolerance, oracle: oracle(f16), kvTypes, maxTokens });
       expect(prompt.length).toBeGreaterThan(WINDOW);
       if (!c.mxfp4) return;
       writeGgufFromHf(dir, `${dir}-mxfp4.gguf`, { name: 'random checkpoint' });
@@ -168,7 +171,7 @@ describe('families vs llama.cpp on random checkpoints', () => {
       if (process.env.ORACLE_VERBOSE) console.info(`${c.arch}: max log-prob diff with GGML_MXFP4 experts ${mxfp4.toExponential(2)}`);
       expect(mxfp4).toBeLessThan(MXFP4_TOLERANCE);
       mlxGptOssCheckpoint(dir, `${dir}-mlx`);
-      const mlx = await greedy(await openRunner(`${dir}-mlx`, 256, { kvTypes }), prompt, STEPS);
+      const mlx = await greedy(await openRunner(`${dir}-mlx`, 256, { kvTypes, maxTokens }), prompt, STEPS);
       expect(mlx.tokens).toEqual(ours.tokens);
       expect(maxLogitsLogProbDiff(mlx.promptLogits, ours.promptLogits)).toBeLessThan(1e-5);
     });

@@ -46,6 +46,13 @@ export function moduleQuantization(q: Quantization | undefined, prefix: string, 
   return q && hasScales ? q : undefined;
 }
 
+/**
+ * What a layer keeps in the KV cache: every position ('full'), the last `window` positions
+ * it attends to (a sliding-window layer), or nothing ('none': a recurrent layer, an
+ * MLP-only one).
+ */
+export type LayerKv = 'full' | 'none' | { window: number };
+
 export interface ModelConfig {
   modelType: string;
   hidden: number;
@@ -70,6 +77,8 @@ export interface ModelConfig {
   bosTokenId?: number;
   /** Set by a hybrid family's configure where layers carry recurrent state (LoadedModel.states). */
   recurrent?: true;
+  /** Per layer, what it keeps in the KV cache: set by the family's configure (every layer 'full' until then). */
+  layerKv: LayerKv[];
 }
 
 export type RopeConfig = Pick<ModelConfig, 'rotaryDim' | 'ropeTheta' | 'ropeScaling'>;
@@ -366,10 +375,11 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
     ...tokenIds(c.eos_token_id, `${file}: eos_token_id`),
     ...tokenIds(generationConfig.eos_token_id, `${file} (generation_config.json): eos_token_id`),
   ];
+  const layers = f.count('num_hidden_layers');
   return {
     modelType: String(c.model_type ?? ''),
     hidden,
-    layers: f.count('num_hidden_layers'),
+    layers,
     heads,
     kvHeads,
     headDim,
@@ -383,6 +393,7 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
     quantization: readQuantization(json, file),
     eosTokenIds: [...new Set(eos)],
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : undefined,
+    layerKv: Array<LayerKv>(layers).fill('full'),
   };
 }
 

@@ -150,6 +150,8 @@ export interface BatchMeta {
   tokenPos: GPUBuffer;
   tokenTable: GPUBuffer;
   blockTable: GPUBuffer;
+  /** [max tokens] u32: each token's sequence's engine slot, whose ring a ring KV layer uses (kv_cache.wgsl). */
+  tokenSlot: GPUBuffer;
   seqLast: GPUBuffer;
   seqParams: GPUBuffer;
   sampled: GPUBuffer;
