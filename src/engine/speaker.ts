@@ -148,7 +148,7 @@ export class Speaker {
       const kept = [...phonemize(sentence, dialect)].filter((c) => this.model.vocab.has(c)).join('');
       for (const phonemes of this.cut(kept)) {
         const ids = [...phonemes].map((c) => this.model.vocab.get(c)!);
-        if (ids.length > 0 && /[^\s]/.test(phonemes)) out.push({ text: sentence, phonemes, ids });
+        if (/[^\s;:,.!?—…"()“”]/.test(phonemes)) out.push({ text: sentence, phonemes, ids });
       }
     }
     return out;

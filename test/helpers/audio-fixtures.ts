@@ -1,10 +1,7 @@
-// Audio files made in the tests: WAV in every encoding wavefile writes, FLAC (libflacjs) and
-// MP3 (@breezystack/lamejs), from a signal given as samples in [-1, 1].
-import { createRequire } from 'node:module';
-import { Mp3Encoder } from '@breezystack/lamejs';
+// Audio files made in the tests: WAV in every encoding wavefile writes, FLAC and MP3 (the
+// speech route's encoders), from a signal given as samples in [-1, 1].
 import wavefile from 'wavefile';
-
-const require = createRequire(import.meta.url);
+import { encodeAudio } from '../../src/server/audio/encode.js';
 
 /** A deterministic test signal: a few tones under a slow envelope, plus noise, at `rate` Hz. */
 export function testSignal(seconds: number, rate = 16000, seed = 1): Float32Array {
@@ -66,44 +63,8 @@ export function wavHeaderOnly(rate: number, channels: number, frames: number, cl
   return new Uint8Array(b);
 }
 
-interface FlacModule {
-  isReady(): boolean;
-  on(event: 'ready', f: () => void): void;
-}
-interface FlacEncoder {
-  encode(pcm?: Int32Array[]): boolean;
-  getSamples(): Uint8Array;
-  destroy(): void;
-}
+/** A 16-bit FLAC file of `samples` (mono), as the speech route encodes one. */
+export const flac = (samples: Float32Array, rate: number): Promise<Uint8Array> => encodeAudio('flac', samples, rate);
 
-let flacModule: Promise<FlacModule> | undefined;
-
-/** A 16-bit FLAC file of `samples` (mono). */
-export async function flac(samples: Float32Array, rate: number): Promise<Uint8Array> {
-  flacModule ??= (async () => {
-    const Flac = (require('libflacjs') as () => FlacModule)();
-    if (!Flac.isReady()) await new Promise<void>((r) => Flac.on('ready', r));
-    return Flac;
-  })();
-  const Flac = await flacModule;
-  const { Encoder } = require('libflacjs/lib/encoder') as { Encoder: new (flac: FlacModule, options: object) => FlacEncoder };
-  const encoder = new Encoder(Flac, { sampleRate: rate, channels: 1, bitsPerSample: 16, compression: 5, verify: false });
-  encoder.encode([Int32Array.from(samples, (x) => Math.round(x * 32767))]);
-  encoder.encode();
-  const bytes = encoder.getSamples();
-  encoder.destroy();
-  return bytes;
-}
-
-/** An MP3 file of `samples` at `kbps` (mono). */
-export function mp3(samples: Float32Array, rate: number, kbps = 64): Uint8Array {
-  const encoder = new Mp3Encoder(1, rate, kbps);
-  const parts = [encoder.encodeBuffer(Int16Array.from(samples, (x) => Math.round(x * 32767))), encoder.flush()];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
+/** A 64 kbps MP3 file of `samples` (mono), as the speech route encodes one. */
+export const mp3 = (samples: Float32Array, rate: number): Promise<Uint8Array> => encodeAudio('mp3', samples, rate);
