@@ -2,7 +2,7 @@
 // misaki's Apache-2.0 dictionaries (github.com/hexgrad/misaki, misaki/data/{us,gb}_{gold,silver}.json):
 //   npx tsx tools/g2p-lexicon.ts DIR_WITH_THE_FOUR_JSON_FILES
 // One line per word, gold entries first, then a line "#silver" and the silver entries (which the
-// gold ones shadow). A line is `word<TAB>phonemes`, or for a word whose pronunciation depends on
+// gold ones shadow); each part sorted by word (UTF-16 code units), for a binary search. A line is `word<TAB>phonemes`, or for a word whose pronunciation depends on
 // its part of speech `word<TAB>TAG=phonemes|TAG=phonemes...` (an empty value: misaki's null).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ function lines(file: string, gold: Record<string, Entry> = {}): string[] {
   const words = JSON.parse(readFileSync(join(dir!, file), 'utf8')) as Record<string, Entry>;
   return Object.entries(words)
     .filter(([word]) => !(word in gold))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([word, v]) => {
       if (/[\t\n]/.test(word)) throw new Error(`${file}: a word with a tab or newline: ${JSON.stringify(word)}`);
       const value = typeof v === 'string' ? v : Object.entries(v).map(([tag, ps]) => `${tag}=${ps ?? ''}`).join('|');

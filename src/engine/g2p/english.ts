@@ -216,10 +216,11 @@ class Reader {
     if (known !== undefined) return known;
     const number = this.number(w, currency);
     if (number !== undefined) return number;
-    const parts = [...w.matchAll(/-?\d[\d,.]*(?:st|nd|rd|th|s)?|[A-Z]+(?![a-z])|[A-Z]?[a-z]+(?:'[a-z]+)*|[A-Z][a-z]*|[%&+@]/g)].map((m) => m[0]);
-    if (parts.length > 1 || (parts.length === 1 && parts[0] !== w && parts[0]!.length < w.length)) return this.parts(w, parts, ctx);
+    // Accented letters read as their base letters (café, naïve).
     const stripped = w.normalize('NFKD').replace(/[\u0300-\u036f]/g, '');
     if (stripped !== w) return this.word(stripped, previous, ctx, currency);
+    const parts = [...w.matchAll(/-?\d[\d,.]*(?:st|nd|rd|th|s)?|[A-Z]+(?![a-z])|[A-Z]?[a-z]+(?:'[a-z]+)*|[A-Z][a-z]*|[%&+@]/g)].map((m) => m[0]);
+    if (parts.length > 1 || (parts.length === 1 && parts[0] !== w && parts[0]!.length < w.length)) return this.parts(w, parts, ctx);
     return fallback(w, this.lexicon);
   }
 

@@ -29,20 +29,33 @@ function parentTag(tag: Tag | undefined): string | undefined {
   return tag === 'VBD' || tag === 'VBN' || tag === 'VBP' ? 'VERB' : tag;
 }
 
-function parse(text: string): [Map<string, Entry>, Map<string, Entry>] {
-  const gold = new Map<string, Entry>();
-  const silver = new Map<string, Entry>();
-  let into = gold;
-  for (const line of text.split('\n')) {
-    if (line === '#silver') {
-      into = silver;
-      continue;
+/** One part of the lexicon: its lines (`word<TAB>entry`), sorted by word, searched in place. */
+class Dictionary {
+  constructor(private readonly lines: string[]) {}
+
+  get(word: string): Entry | undefined {
+    let lo = 0;
+    let hi = this.lines.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const line = this.lines[mid]!;
+      const tab = line.indexOf('\t');
+      const key = line.slice(0, tab);
+      if (key === word) {
+        const value = line.slice(tab + 1);
+        return value.includes('=') ? new Map(value.split('|').map((kv) => kv.split('=') as [string, string])) : value;
+      }
+      if (key < word) lo = mid + 1;
+      else hi = mid - 1;
     }
-    const tab = line.indexOf('\t');
-    const value = line.slice(tab + 1);
-    into.set(line.slice(0, tab), value.includes('=') ? new Map(value.split('|').map((kv) => kv.split('=') as [string, string])) : value);
+    return undefined;
   }
-  return [gold, silver];
+}
+
+function parse(text: string): [Dictionary, Dictionary] {
+  const lines = text.split('\n');
+  const split = lines.indexOf('#silver');
+  return [new Dictionary(lines.slice(0, split)), new Dictionary(lines.slice(split + 1))];
 }
 
 const isLower = (w: string) => w === w.toLowerCase();
@@ -67,12 +80,12 @@ export class Lexicon {
 
   private constructor(
     readonly british: boolean,
-    private readonly gold: Map<string, Entry>,
-    private readonly silver: Map<string, Entry>,
+    private readonly gold: Dictionary,
+    private readonly silver: Dictionary,
   ) {}
 
   /** The entry as written, else under the word's lowercase or Capitalised twin (two letters or more). */
-  private static find(dict: Map<string, Entry>, w: string): Entry | undefined {
+  private static find(dict: Dictionary, w: string): Entry | undefined {
     const hit = dict.get(w);
     if (hit !== undefined || w.length < 2) return hit;
     if (isLower(w)) return dict.get(capitalize(w));
