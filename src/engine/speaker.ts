@@ -87,7 +87,7 @@ export async function loadSpeaker(options: SpeakerOptions): Promise<Speaker> {
     id: options.alias ?? basename(dir), path: dir, architecture: 'kokoro', vocabSize: maxId + 1, contextSize: model.maxPhonemes,
     sampleRate: model.sampleRate, voices: [...model.voiceNames].sort(),
   };
-  options.log?.(`text-to-speech model ${info.id} (kokoro, ${info.voices.length} voices, ${info.sampleRate} Hz, up to ${info.contextSize} phonemes a piece) from ${dir}`);
+  options.log?.(`text-to-speech model ${info.id} (kokoro, ${info.voices.length} voice${info.voices.length === 1 ? '' : 's'}, ${info.sampleRate} Hz, up to ${info.contextSize} phonemes a piece) from ${dir}`);
   return new Speaker(info, model, options, gpu, options.gpu ? () => {} : () => gpu.device.destroy());
 }
 
