@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddingOnlyEngine, SPEECH_ONLY } from '../src/engine/embedding-only-engine.js';
 import { loadSpeaker, type Speaker, type Speech } from '../src/engine/speaker.js';
+import type { KokoroModel } from '../src/models/kokoro.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { makeKokoroCheckpoint, TINY_KOKORO, type KokoroShape } from './helpers/kokoro-checkpoint.js';
 import { serve, type LiveServer } from './helpers/live-server.js';
@@ -158,6 +159,34 @@ describe('streaming', () => {
     expect(new Uint8Array(Buffer.concat(deltas.map((e) => Buffer.from(e.audio!, 'base64'))))).toEqual(pcm16(speech.audio));
     const phonemes = speaker.pieces(TEXT, 'af_heart').reduce((n, p) => n + p.ids.length, 0);
     expect(events.at(-1)).toEqual({ type: 'speech.audio.done', usage: { input_tokens: phonemes, output_tokens: frames(speech), total_tokens: phonemes + frames(speech) } });
+  });
+
+  it('stops synthesising for a client that leaves mid-stream', async () => {
+    const input = 'One more time. '.repeat(24);
+    const pieces = speaker.pieces(input, 'af_heart').length;
+    expect(pieces).toBe(24);
+    // Counts the passes the model runs (the speaker's own model, unchanged otherwise).
+    const model = (speaker as unknown as { model: KokoroModel }).model;
+    const synthesize = model.synthesize.bind(model);
+    let passes = 0;
+    model.synthesize = (...args) => {
+      passes++;
+      return synthesize(...args);
+    };
+    try {
+      const gone = new AbortController();
+      const res = await fetch(`${live.url}/v1/audio/speech`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, signal: gone.signal,
+        body: JSON.stringify({ input, voice: 'af_heart', response_format: 'pcm', stream_format: 'audio' }),
+      });
+      await res.body!.getReader().read();
+      gone.abort();
+      for (let i = 0; speaker.pending > 0 && i < 1000; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(speaker.pending).toBe(0);
+      expect(passes).toBeLessThan(pieces);
+    } finally {
+      model.synthesize = synthesize;
+    }
   });
 });
 

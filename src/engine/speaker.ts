@@ -44,6 +44,8 @@ export interface SpeakRequest {
   seed: number;
   /** Hears each piece's audio as it is done (streaming). */
   onAudio?: (audio: Float32Array) => void;
+  /** Aborted when the client has gone: the request stops before its next piece. */
+  signal?: AbortSignal;
 }
 
 export interface Speech {
@@ -214,12 +216,13 @@ export class Speaker {
   }
 
   private async run(job: Job<SpeakRequest, Speech>): Promise<Speech> {
-    const { pieces, voice, speed, seed, onAudio } = job.request;
+    const { pieces, voice, speed, seed, onAudio, signal } = job.request;
     const pack = await this.pack(voice);
     const width = pack.length / this.info.contextSize;
     const audio: Float32Array[] = [];
     const durations: Int32Array[] = [];
     for (const piece of pieces) {
+      if (signal?.aborted) throw new Error('the client closed the connection');
       if (!this.jobs.live(job)) throw this.jobs.timeoutError;
       const row = piece.ids.length - 1;
       const out = await this.model.synthesize(piece.ids, pack.subarray(row * width, (row + 1) * width), speed, seed);

@@ -38,9 +38,16 @@ export function speechRoutes(speakers: EmbedderState<Speaker>): Router {
     const pieces = speaker.pieces(body.input, voice);
     if (pieces.length === 0) throw badRequest('input has nothing to speak: no word or number in it', 'empty_input');
     const rate = speaker.info.sampleRate;
+    // A client that leaves stops its request at the next piece.
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
     const speak = (onAudio?: (audio: Float32Array) => void) =>
-      speaker.speak({ pieces, voice, speed, seed: body.seed ?? DEFAULT_SEED, onAudio }).catch((e: unknown) => {
+      speaker.speak({ pieces, voice, speed, seed: body.seed ?? DEFAULT_SEED, onAudio, signal: gone.signal }).catch((e: unknown) => {
         if (e instanceof SpeakTimeoutError) throw new ApiError(504, 'timeout_error', e.message);
+        // No one is left to answer (nginx's 499): not a fault of the server's.
+        if (gone.signal.aborted) throw new ApiError(499, 'invalid_request_error', 'the client closed the connection');
         throw e;
       });
     if (body.stream_format === undefined) {
