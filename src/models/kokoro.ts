@@ -171,6 +171,9 @@ export interface KokoroTrace {
   /** F0 and N [2 * frames]. */
   f0: Float32Array;
   n: Float32Array;
+  /** The harmonic source [2 * frames * samples per frame / 2], and its STFT [STFT frames, n_fft + 2]. */
+  source: Float32Array;
+  har: Float32Array;
   /** The generator's last convolution [STFT frames, n_fft + 2]. */
   spectrum: Float32Array;
 }
@@ -631,7 +634,7 @@ export class KokoroGpu implements KokoroModel {
     return readTensorF32({ name: tensorName, path, header, info: entry });
   }
 
-  synthesize(ids: readonly number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
+  async synthesize(ids: readonly number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
     if (ids.length < 1 || ids.length > this.maxPhonemes) throw new Error(`${ids.length} phonemes: 1 to ${this.maxPhonemes} are synthesised at a time`);
     for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= this.cfg.tokens) throw new Error(`phoneme id ${id} outside 0 .. ${this.cfg.tokens - 1}`);
     if (style.length !== 2 * this.cfg.style) throw new Error(`a style vector holds ${2 * this.cfg.style} values, got ${style.length}`);
@@ -847,11 +850,11 @@ export class KokoroGpu implements KokoroModel {
       ops.conv1d('decoder.generator.conv_post', dec.post, x, n, rows(spectrum, istft.nFft + 2), { inSlope: 0.01 }).dispatch,
       ops.istft('decoder.generator.istft', spectrum, n, audio, istft.nFft, istft.hop),
     );
-    const [wave, traceF0, traceN, traceSpectrum] = await this.submit(frames, F, [
+    const [wave, traceF0, traceN, traceSource, traceHar, traceSpectrum] = await this.submit(frames, F, [
       { buffer: audio, floats: audioSamples },
-      ...(trace ? [{ buffer: f0.y, floats: f0.n }, { buffer: nCurve.y, floats: nCurve.n }, { buffer: spectrum, floats: n * (istft.nFft + 2) }] : []),
+      ...(trace ? [{ buffer: f0.y, floats: f0.n }, { buffer: nCurve.y, floats: nCurve.n }, { buffer: source, floats: samples }, { buffer: har, floats: stftFrames * (istft.nFft + 2) }, { buffer: spectrum, floats: n * (istft.nFft + 2) }] : []),
     ]);
-    if (trace) this.trace = { textEncoder: traceText!, durationEncoder: traceDuration!, f0: traceF0!, n: traceN!, spectrum: traceSpectrum! };
+    if (trace) this.trace = { textEncoder: traceText!, durationEncoder: traceDuration!, f0: traceF0!, n: traceN!, source: traceSource!, har: traceHar!, spectrum: traceSpectrum! };
     return { audio: wave!, durations };
   }
 
