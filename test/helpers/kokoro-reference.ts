@@ -50,6 +50,11 @@ function normal(seed: number, i: number): number {
   return Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
 }
 
+/** Relative magnitude below which an STFT bin's phase is taken as given (forward's phaseOf). */
+export const PHASE_FLOOR = 1e-3;
+/** How near a whole turn two phases must differ to count as the same angle across the +-pi cut. */
+const WRAP_TOLERANCE = 1e-2;
+
 const sigmoid = (x: number) => 1 / (1 + Math.exp(-x));
 
 export class KokoroReference {
@@ -445,8 +450,17 @@ export class KokoroReference {
     return out;
   }
 
-  /** KModel.forward_with_tokens for ids without the pads. */
-  forward(phonemes: readonly number[], refS: Float32Array, speed: number, seed: number): ReferenceOutput {
+  /**
+   * KModel.forward_with_tokens for ids without the pads. The phase of an STFT bin whose
+   * magnitude is next to nothing (a smooth source has little past its lowest bins) is the
+   * angle of rounding noise in any float implementation, PyTorch's included, and the
+   * generator reads it as a value; likewise a phase next to +-pi lands on either side of
+   * the cut by rounding. `phaseOf` ([STFT frames, n_fft + 2], the GPU path's) supplies the
+   * phases of bins below PHASE_FLOOR of the largest magnitude, and those a whole turn
+   * (within WRAP_TOLERANCE) from this one's, so that what follows is compared on the same
+   * input.
+   */
+  forward(phonemes: readonly number[], refS: Float32Array, speed: number, seed: number, phaseOf?: ArrayLike<number>): ReferenceOutput {
     const cfg = this.cfg;
     const S = cfg.style;
     const ids = [0, ...phonemes, 0];
@@ -516,6 +530,19 @@ export class KokoroReference {
     const upsampleScale = is.upsampleRates.reduce((a, b) => a * b, 1) * is.hop;
     const source = this.harmonicSource(f0, upsampleScale, seed);
     const har = KokoroReference.stft(source, is.nFft, is.hop);
+    if (phaseOf) {
+      const bins = is.nFft / 2 + 1;
+      let max = 0;
+      for (let i = 0; i < bins * har.t; i++) max = Math.max(max, har.d[i]!);
+      for (let k = 0; k < bins; k++) {
+        for (let m = 0; m < har.t; m++) {
+          const at = (bins + k) * har.t + m;
+          const given = phaseOf[m * (is.nFft + 2) + bins + k]!;
+          const turn = Math.abs(given - har.d[at]!) - 2 * Math.PI;
+          if (har.d[k * har.t + m]! < PHASE_FLOOR * max || Math.abs(turn) < WRAP_TOLERANCE) har.d[at] = given;
+        }
+      }
+    }
     const kernels = is.resblockKernels.length;
     is.upsampleRates.forEach((rate, i) => {
       const last = i + 1 === is.upsampleRates.length;
