@@ -23,16 +23,16 @@ struct Params { frames: u32, channels: u32, x_stride: u32, x_offset: u32, y_stri
 
 var<workgroup> partial: array<f32, 64>;
 
+// The workgroup's sum of v (every invocation gets it).
 fn reduce(lid: u32, v: f32) -> f32 {
+  workgroupBarrier();
   partial[lid] = v;
   workgroupBarrier();
   for (var s = 32u; s > 0u; s >>= 1u) {
     if (lid < s) { partial[lid] += partial[lid + s]; }
     workgroupBarrier();
   }
-  let total = partial[0];
-  workgroupBarrier();
-  return total;
+  return partial[0];
 }
 
 @compute @workgroup_size(64)

@@ -30,7 +30,7 @@
 // style half, run once per call.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { mapRead, type Gpu } from '../runtime/gpu.js';
+import { mapRead, workDone, type Gpu } from '../runtime/gpu.js';
 import { Ops } from '../runtime/ops.js';
 import { rows, LSTM_MAX_HIDDEN, type Conv1dSpec, type ConvTranspose1dSpec, type HarmonicSource, type NormActivation, type View } from '../runtime/ops/audio.js';
 import { Program, type Dispatch } from '../runtime/program.js';
@@ -171,6 +171,9 @@ export interface KokoroTrace {
   /** F0 and N [2 * frames]. */
   f0: Float32Array;
   n: Float32Array;
+  /** The harmonic source [2 * frames * samples per frame / 2], and its STFT [STFT frames, n_fft + 2]. */
+  source: Float32Array;
+  har: Float32Array;
   /** The generator's last convolution [STFT frames, n_fft + 2]. */
   spectrum: Float32Array;
 }
@@ -370,12 +373,29 @@ class Scratch {
   }
 }
 
+/** A pass's dispatches, in named stages (timed one by one when profiling). */
+class Stages {
+  readonly dispatches: Dispatch[] = [];
+  readonly starts: Array<{ name: string; at: number }> = [];
+
+  /** Starts stage `name`: what is pushed from here on belongs to it. */
+  stage(name: string): void {
+    this.starts.push({ name, at: this.dispatches.length });
+  }
+
+  push(...d: Dispatch[]): void {
+    this.dispatches.push(...d);
+  }
+}
+
 export class KokoroGpu implements KokoroModel {
   readonly sampleRate = SAMPLE_RATE;
   readonly vocab: ReadonlyMap<string, number>;
   readonly maxPhonemes: number;
   /** Keeps the next call's intermediate features (tests). */
   trace?: KokoroTrace;
+  /** Milliseconds per stage, summed over the calls while set (bench/kokoro-rtf.ts): each stage then runs on its own and is waited for. */
+  profile?: Map<string, number>;
   private readonly device: GPUDevice;
   private readonly w: ReturnType<KokoroGpu['load']>;
   /** Output samples per duration frame. */
@@ -631,7 +651,7 @@ export class KokoroGpu implements KokoroModel {
     return readTensorF32({ name: tensorName, path, header, info: entry });
   }
 
-  synthesize(ids: readonly number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
+  async synthesize(ids: readonly number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
     if (ids.length < 1 || ids.length > this.maxPhonemes) throw new Error(`${ids.length} phonemes: 1 to ${this.maxPhonemes} are synthesised at a time`);
     for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= this.cfg.tokens) throw new Error(`phoneme id ${id} outside 0 .. ${this.cfg.tokens - 1}`);
     if (style.length !== 2 * this.cfg.style) throw new Error(`a style vector holds ${2 * this.cfg.style} values, got ${style.length}`);
@@ -655,14 +675,26 @@ export class KokoroGpu implements KokoroModel {
     }
   }
 
-  /** Replays `dispatches` with the step's row count `rows`; `read` buffers come back as f32. */
-  private async submit(dispatches: Dispatch[], rows: number, read: Array<{ buffer: GPUBuffer; floats: number }> = []): Promise<Float32Array[]> {
-    const program = new Program();
-    program.add(...dispatches);
+  /** Replays `pass` with the step's row count `rows`; `read` buffers come back as f32. */
+  private async submit(pass: Stages, rows: number, read: Array<{ buffer: GPUBuffer; floats: number }> = []): Promise<Float32Array[]> {
     const shape = { tokens: rows, seqs: 1, bias: 0 };
     this.ops.writeStep(shape);
+    const program = (from: number, to: number) => {
+      const p = new Program();
+      p.add(...pass.dispatches.slice(from, to));
+      return p;
+    };
+    if (this.profile) {
+      for (const [i, { name, at }] of pass.starts.entries()) {
+        const start = performance.now();
+        await program(at, pass.starts[i + 1]?.at ?? pass.dispatches.length).submit(this.ops.gpu, shape);
+        await workDone(this.device.queue);
+        this.profile.set(name, (this.profile.get(name) ?? 0) + performance.now() - start);
+      }
+    }
     const staging = read.map((r) => this.device.createBuffer({ label: 'kokoro_readback', size: Math.max(16, r.floats * 4), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }));
-    await program.submit(this.ops.gpu, shape, { finish: (encoder) => read.forEach((r, i) => encoder.copyBufferToBuffer(r.buffer, 0, staging[i]!, 0, r.floats * 4)) });
+    const all = this.profile ? program(0, 0) : program(0, pass.dispatches.length);
+    await all.submit(this.ops.gpu, shape, { finish: (encoder) => read.forEach((r, i) => encoder.copyBufferToBuffer(r.buffer, 0, staging[i]!, 0, r.floats * 4)) });
     const out = await Promise.all(staging.map(async (s, i) => new Float32Array(await mapRead(s), 0, read[i]!.floats)));
     for (const s of staging) s.destroy();
     return out;
@@ -681,10 +713,13 @@ export class KokoroGpu implements KokoroModel {
     const decoderAffine = f32('decoder_affine', w.decoderStyle.rows);
     const styleDecoder = scratch.filled('style_decoder', style.slice(0, S));
     const styleProsody = scratch.filled('style_prosody', style.slice(S));
-    await this.submit([
+    const styles = new Stages();
+    styles.stage('style projections');
+    styles.push(
       ...ops.linear('prosody_style', w.prosody.w, styleProsody, prosody, { bias: w.prosody.bias }),
       ...ops.linear('decoder_style', w.decoderStyle.w, styleDecoder, decoderAffine, { bias: w.decoderStyle.bias }),
-    ], 1);
+    );
+    await this.submit(styles, 1);
 
     // Phoneme-rate work: PL-BERT, the duration encoder and predictor, the text encoder.
     const ids = scratch.filled('tokens', Uint32Array.from(tokens));
@@ -697,13 +732,15 @@ export class KokoroGpu implements KokoroModel {
     const [q, k, v, attn, tmp] = ['q', 'k', 'v', 'attn', 'tmp'].map((n) => f32(`bert.${n}`, T * B)) as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
     const ffn = f32('bert.ffn', T * bert.intermediate);
     const headDim = B / bert.heads;
-    const phonemes: Dispatch[] = [
+    const phonemes = new Stages();
+    phonemes.stage('PL-BERT');
+    phonemes.push(
       ...ops.embedding(a.words, ids, emb),
       ...ops.embedding(a.positions, at.tokenPos, emb, 1, true),
       ...ops.embedding(a.type, at.zeros, emb, 1, true),
       ops.layernorm('bert.embeddings.LayerNorm', emb, a.embeddingNorm.weight, a.embeddingNorm.bias, { width: bert.embedding, eps: bert.eps }),
       ...ops.linear('bert.embedding_hidden_mapping_in', a.mapIn.w, emb, bh, { bias: a.mapIn.bias }),
-    ];
+    );
     for (let i = 0; i < bert.layers; i++) {
       phonemes.push(
         ...ops.linear('bert.qkv', a.qkv.w, bh, [q, k, v], { bias: a.qkv.bias }),
@@ -721,6 +758,7 @@ export class KokoroGpu implements KokoroModel {
     const pre = f32('lstm_pre', T * 8 * H);
     const lstmOut = f32('lstm_out', T * C);
     phonemes.push(...ops.linear('bert_encoder', w.bertEncoder.w, bh, d, { bias: w.bertEncoder.bias }));
+    phonemes.stage('duration encoder and predictor (LSTMs)');
     const bilstm = (label: string, l: Lstm, x: GPUBuffer, out: View, frames: number, preBuffer: GPUBuffer) => [
       ...ops.linear(`${label}.input`, l.input, x, preBuffer, { bias: l.bias }),
       ops.lstm(label, preBuffer, l.recurrent, H, frames, out, l.styleOffset === undefined ? undefined : { buffer: prosody, offset: l.styleOffset }),
@@ -741,6 +779,7 @@ export class KokoroGpu implements KokoroModel {
     const te = f32('text_a', T * C);
     const te2 = f32('text_b', T * C);
     const textOut = f32('text_encoder', T * C);
+    phonemes.stage('text encoder');
     phonemes.push(...ops.embedding(w.textEncoder.embedding, ids, te));
     for (const [i, layer] of w.textEncoder.cnn.entries()) {
       phonemes.push(
@@ -764,7 +803,10 @@ export class KokoroGpu implements KokoroModel {
     const en = f32('en', F * C);
     const preF = f32('lstm_pre_frames', F * 8 * H);
     const sharedOut = f32('shared', F * C);
-    const frames: Dispatch[] = [ops.gatherRows('alignment', frameIndex, rows(d, C), rows(en, C), F, C), ...bilstm('predictor.shared', w.shared, en, rows(sharedOut, C), F, preF)];
+    const frames = new Stages();
+    frames.stage('alignment and shared LSTM');
+    frames.push(ops.gatherRows('alignment', frameIndex, rows(d, C), rows(en, C), F, C), ...bilstm('predictor.shared', w.shared, en, rows(sharedOut, C), F, preF));
+    frames.stage('F0 and N');
     const curve = (name: string, b: typeof w.f0) => {
       let x: View = rows(sharedOut, C);
       let n = F;
@@ -782,6 +824,7 @@ export class KokoroGpu implements KokoroModel {
     const dec = w.decoder;
     const R = dec.asrWidth;
     const encIn = f32('decoder.encode.in', F * (C + 2));
+    frames.stage('decoder blocks');
     frames.push(
       ops.gatherRows('asr', frameIndex, rows(textOut, C), { buffer: encIn, stride: C + 2, offset: 0 }, F, C),
       ops.conv1d('decoder.F0_conv', dec.f0Conv, rows(f0.y, 1), f0.n, { buffer: encIn, stride: C + 2, offset: C }).dispatch,
@@ -813,6 +856,7 @@ export class KokoroGpu implements KokoroModel {
     const { istft } = cfg;
     const samples = f0.n * dec.source.upsample;
     const source = f32('source', samples);
+    frames.stage('generator: harmonic source and STFT');
     const stftFrames = Math.floor(samples / istft.hop) + 1;
     const har = f32('har', stftFrames * (istft.nFft + 2));
     frames.push(
@@ -820,6 +864,7 @@ export class KokoroGpu implements KokoroModel {
       ops.stft('decoder.generator.stft', source, samples, har, istft.nFft, istft.hop),
     );
     for (const [i, stage] of dec.stages.entries()) {
+      frames.stage(`generator: upsampling stage ${i}`);
       const last = i + 1 === dec.stages.length;
       const ch = stage.channels;
       const noiseFrames = Math.floor((stftFrames + 2 * stage.noiseConv.pad - stage.noiseConv.taps) / (stage.noiseConv.stride ?? 1)) + 1;
@@ -843,20 +888,21 @@ export class KokoroGpu implements KokoroModel {
     const spectrum = f32('spectrum', n * (istft.nFft + 2));
     const audioSamples = istft.hop * (n - 1);
     const audio = f32('audio', audioSamples);
+    frames.stage('generator: conv_post and iSTFT');
     frames.push(
       ops.conv1d('decoder.generator.conv_post', dec.post, x, n, rows(spectrum, istft.nFft + 2), { inSlope: 0.01 }).dispatch,
       ops.istft('decoder.generator.istft', spectrum, n, audio, istft.nFft, istft.hop),
     );
-    const [wave, traceF0, traceN, traceSpectrum] = await this.submit(frames, F, [
+    const [wave, traceF0, traceN, traceSource, traceHar, traceSpectrum] = await this.submit(frames, F, [
       { buffer: audio, floats: audioSamples },
-      ...(trace ? [{ buffer: f0.y, floats: f0.n }, { buffer: nCurve.y, floats: nCurve.n }, { buffer: spectrum, floats: n * (istft.nFft + 2) }] : []),
+      ...(trace ? [{ buffer: f0.y, floats: f0.n }, { buffer: nCurve.y, floats: nCurve.n }, { buffer: source, floats: samples }, { buffer: har, floats: stftFrames * (istft.nFft + 2) }, { buffer: spectrum, floats: n * (istft.nFft + 2) }] : []),
     ]);
-    if (trace) this.trace = { textEncoder: traceText!, durationEncoder: traceDuration!, f0: traceF0!, n: traceN!, spectrum: traceSpectrum! };
+    if (trace) this.trace = { textEncoder: traceText!, durationEncoder: traceDuration!, f0: traceF0!, n: traceN!, source: traceSource!, har: traceHar!, spectrum: traceSpectrum! };
     return { audio: wave!, durations };
   }
 
   /** Records an AdaIN residual block from x (frames rows) into y: (residual + shortcut) / sqrt 2. Returns its output frames. */
-  private adainBlock(scratch: Scratch, out: Dispatch[], label: string, b: AdainBlock, x: View, frames: number, y: View, affine: GPUBuffer): number {
+  private adainBlock(scratch: Scratch, out: Stages, label: string, b: AdainBlock, x: View, frames: number, y: View, affine: GPUBuffer): number {
     const { ops } = this;
     const leaky: NormActivation = { kind: 'leaky', slope: LEAKY };
     const n2 = b.upsample ? 2 * frames : frames;
@@ -888,7 +934,7 @@ export class KokoroGpu implements KokoroModel {
    * Records a Snake AdaIN residual stack over x into y: y = x + sum of its steps' outputs
    * (each step adding to the running value), or with accumulate y += that; then y *= scale.
    */
-  private snakeBlock(scratch: Scratch, out: Dispatch[], label: string, b: SnakeBlock, x: View, frames: number, y: View, affine: GPUBuffer, opts: { accumulate?: boolean; scale?: number }): void {
+  private snakeBlock(scratch: Scratch, out: Stages, label: string, b: SnakeBlock, x: View, frames: number, y: View, affine: GPUBuffer, opts: { accumulate?: boolean; scale?: number }): void {
     const { ops } = this;
     const c = b.channels;
     const a = rows(scratch.get('snake.a', frames * c), c);

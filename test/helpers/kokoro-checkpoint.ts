@@ -1,8 +1,9 @@
 // A random-weight Kokoro checkpoint with the real one's tensor names and config.json
 // block (hexgrad/Kokoro-82M's, as mlx-community's safetensors conversion keeps them) at
 // chosen widths, and voice packs under voices/. Convolutions are stored weight-normed
-// (weight_g, weight_v) as the release stores them; the F0 projection's bias puts F0 around
-// 100 Hz so that the harmonic source has voiced and unvoiced frames.
+// (weight_g, weight_v) as the release stores them; the F0 projection puts F0 around 60 Hz,
+// spread by about 60 Hz, so that the harmonic source has voiced and unvoiced frames, and
+// the duration projection gives phonemes a few frames each.
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -134,14 +135,16 @@ export function kokoroTensors(shape: KokoroShape): Array<{ name: string; shape: 
     linear(`predictor.text_encoder.lstms.${2 * i + 1}.fc`, 2 * C, S);
   }
   lstm('predictor.lstm', C + S);
+  // About 3.5 frames per phoneme, as real speech has, whatever max_dur is.
+  const p = 3.5 / shape.maxDuration;
   t('predictor.duration_proj.linear_layer.weight', [shape.maxDuration, C], 8 / Math.sqrt(C));
-  t('predictor.duration_proj.linear_layer.bias', [shape.maxDuration], 2);
+  t('predictor.duration_proj.linear_layer.bias', [shape.maxDuration], 1, Math.log(p / (1 - p)));
   lstm('predictor.shared', C + S);
   for (const n of ['F0', 'N']) {
     block(`predictor.${n}.0`, C, C, false);
     block(`predictor.${n}.1`, C, H, true);
     block(`predictor.${n}.2`, H, H, false);
-    t(`predictor.${n}_proj.weight`, [1, H, 1], n === 'F0' ? 60 : 1);
+    t(`predictor.${n}_proj.weight`, [1, H, 1], n === 'F0' ? 170 / Math.sqrt(H) : 1);
     t(`predictor.${n}_proj.bias`, [1], n === 'F0' ? 10 : 0.1, n === 'F0' ? 60 : 0);
   }
 
