@@ -18,7 +18,8 @@ import { UnsupportedModelKindError } from './models/model-kinds.js';
 import { AUDIO_ONLY, EmbeddingOnlyEngine, SPEECH_ONLY } from './engine/embedding-only-engine.js';
 import { loadSpeaker, type Speaker } from './engine/speaker.js';
 import { isKokoroCheckpoint } from './models/kokoro.js';
-import { isWhisperCheckpoint, loadTranscriber, TRANSCRIBER_DEFAULTS, type Transcriber } from './engine/transcriber.js';
+import { AUDIO_QUEUE_DEFAULTS } from './engine/job-queue.js';
+import { isWhisperCheckpoint, loadTranscriber, type Transcriber } from './engine/transcriber.js';
 import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
 import { startServer } from './server/server.js';
 import { openStoreBackend, type StoreBackend } from './server/stores/store.js';
@@ -167,42 +168,30 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     const resolved = resolveModel(arg, hub, hubOutput, rank ? '--reranker-model' : '--embedding-model');
     into.resolve(resolved.then(({ dir, id }) => loadSide(dir, id, rank)));
   };
-  const loadStt = (dir: string, id: string | undefined) => loadTranscriber({
-    modelDir: dir,
-    alias: id,
-    maxQueue: options.audioQueueDepth ?? TRANSCRIBER_DEFAULTS.maxQueue,
-    timeoutMs: (options.audioRequestTimeoutSecs ?? TRANSCRIBER_DEFAULTS.timeoutSecs) * 1000,
+  const audioOptions = {
+    maxQueue: options.audioQueueDepth ?? AUDIO_QUEUE_DEFAULTS.maxQueue,
+    timeoutMs: (options.audioRequestTimeoutSecs ?? AUDIO_QUEUE_DEFAULTS.timeoutSecs) * 1000,
     backend: options.backend,
     log: info,
     quietDawn: verbosity < LOG_LEVELS.trace,
-  });
-  const sttModel = options.sttModel;
-  const whisper = model.then(({ dir }) => isWhisperCheckpoint(dir));
-  transcriber.resolve(sttModel
-    ? resolveModel(sttModel, hub, hubOutput, '--stt-model').then(({ dir, id }) => loadStt(dir, id))
-    : Promise.all([model, whisper]).then(([{ dir, id }, isWhisper]) => (isWhisper && !onlyJob ? loadStt(dir, options.alias?.[0] ?? id) : undefined)));
-  const whisperAlone = whisper.then((isWhisper) => {
-    if (isWhisper && sttModel) throw new UnsupportedModelKindError('-m is a Whisper checkpoint and --stt-model names another: give one of them (-m alone serves speech to text only; --stt-model serves it beside a chat model)');
-    return isWhisper && !onlyJob;
-  });
-  const loadTts = (dir: string, id: string | undefined) => loadSpeaker({
-    modelDir: dir,
-    alias: id,
-    maxQueue: options.audioQueueDepth ?? TRANSCRIBER_DEFAULTS.maxQueue,
-    timeoutMs: (options.audioRequestTimeoutSecs ?? TRANSCRIBER_DEFAULTS.timeoutSecs) * 1000,
-    backend: options.backend,
-    log: info,
-    quietDawn: verbosity < LOG_LEVELS.trace,
-  });
-  const ttsModel = options.ttsModel;
-  const kokoro = model.then(({ dir }) => isKokoroCheckpoint(dir));
-  speaker.resolve(ttsModel
-    ? resolveModel(ttsModel, hub, hubOutput, '--tts-model').then(({ dir, id }) => loadTts(dir, id))
-    : Promise.all([model, kokoro]).then(([{ dir, id }, isKokoro]) => (isKokoro && !onlyJob ? loadTts(dir, options.alias?.[0] ?? id) : undefined)));
-  const kokoroAlone = kokoro.then((isKokoro) => {
-    if (isKokoro && ttsModel) throw new UnsupportedModelKindError('-m is a Kokoro checkpoint and --tts-model names another: give one of them (-m alone serves text to speech only; --tts-model serves it beside a chat model)');
-    return isKokoro && !onlyJob;
-  });
+  };
+  /**
+   * An audio worker: the model of `flag` beside the chat model, or -m itself when it is a
+   * checkpoint of the kind (not with --embeddings / --reranking). Resolves `into`; the
+   * promise says whether -m is one (the server is then audio-only).
+   */
+  const audioWorker = <T>(arg: ModelArg | undefined, flag: string, kind: string, serves: string, isKind: (dir: string) => boolean, load: (dir: string, id: string | undefined) => Promise<T>, into: Deferred<T | undefined>) => {
+    const isIt = model.then(({ dir }) => isKind(dir));
+    into.resolve(arg
+      ? resolveModel(arg, hub, hubOutput, flag).then(({ dir, id }) => load(dir, id))
+      : Promise.all([model, isIt]).then(([{ dir, id }, yes]) => (yes && !onlyJob ? load(dir, options.alias?.[0] ?? id) : undefined)));
+    return isIt.then((yes) => {
+      if (yes && arg) throw new UnsupportedModelKindError(`-m is a ${kind} checkpoint and ${flag} names another: give one of them (-m alone serves ${serves} only; ${flag} serves it beside a chat model)`);
+      return yes && !onlyJob;
+    });
+  };
+  const whisperAlone = audioWorker(options.sttModel, '--stt-model', 'Whisper', 'speech to text', isWhisperCheckpoint, (dir, id) => loadTranscriber({ modelDir: dir, alias: id, ...audioOptions }), transcriber);
+  const kokoroAlone = audioWorker(options.ttsModel, '--tts-model', 'Kokoro', 'text to speech', isKokoroCheckpoint, (dir, id) => loadSpeaker({ modelDir: dir, alias: id, ...audioOptions }), speaker);
   if (onlyJob) {
     const rank = onlyJob === '--reranking';
     const only = model.then(({ dir, id }) => loadSide(dir, options.alias?.[0] ?? id, rank));

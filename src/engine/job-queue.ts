@@ -3,7 +3,26 @@
 // when it has not finished within the timeout, and the worker runs while jobs are queued.
 // How the worker takes jobs is its own: all queued at once (the embedder packs them into
 // passes) or one at a time in order (take()).
+import type { Gpu } from '../runtime/gpu.js';
 import { QueueFullError } from './types.js';
+
+/** --audio-queue-depth and --audio-request-timeout-secs: the audio workers' (transcriber, speaker) queue. */
+export const AUDIO_QUEUE_DEFAULTS = { maxQueue: 8, timeoutSecs: 120 } as const;
+
+/** How an audio worker (the transcriber, the speaker) is loaded. */
+export interface AudioWorkerOptions {
+  modelDir: string;
+  alias?: string;
+  /** Requests that may wait behind the running one. */
+  maxQueue: number;
+  /** A request not finished this long after it queued is rejected with the worker's timeout error. */
+  timeoutMs: number;
+  backend?: string;
+  quietDawn?: boolean;
+  /** An already opened device to load onto (beside a chat model). */
+  gpu?: Gpu;
+  log?: (line: string) => void;
+}
 
 export interface Job<Req, Res> {
   readonly request: Req;

@@ -12,7 +12,7 @@ import { loadKokoro, type KokoroModel } from '../models/kokoro.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { openGpu, type Backend, type Gpu } from '../runtime/gpu.js';
 import { phonemize, sentences, type Dialect } from './g2p/english.js';
-import { JobQueue, type Job } from './job-queue.js';
+import { JobQueue, type AudioWorkerOptions, type Job } from './job-queue.js';
 import { NO_MEMORY, type EngineMemory } from './types.js';
 
 export interface SpeakerInfo {
@@ -61,24 +61,11 @@ export class SpeakTimeoutError extends Error {
   }
 }
 
-export interface SpeakerOptions {
-  modelDir: string;
-  alias?: string;
-  /** Requests that may wait behind the running one. */
-  maxQueue: number;
-  /** A request not finished this long after it queued is rejected with SpeakTimeoutError. */
-  timeoutMs: number;
-  backend?: string;
-  quietDawn?: boolean;
-  /** An already opened device to load onto (beside a chat model). */
-  gpu?: Gpu;
-  log?: (line: string) => void;
-}
 
 /** Clause marks a long sentence is cut after, and word boundaries after them. */
 const CLAUSE = /[,;:—…]/;
 
-export async function loadSpeaker(options: SpeakerOptions): Promise<Speaker> {
+export async function loadSpeaker(options: AudioWorkerOptions): Promise<Speaker> {
   const dir = resolve(options.modelDir);
   const gpu = options.gpu ?? (await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn }));
   if (!options.gpu) options.log?.(`adapter ${gpu.description}`);

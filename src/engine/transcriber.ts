@@ -12,11 +12,11 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { deflateSync } from 'node:zlib';
-import { openGpu, type Backend, type Gpu } from '../runtime/gpu.js';
+import { openGpu, type Backend } from '../runtime/gpu.js';
 import { HOP, LogMel, SAMPLE_RATE } from '../models/mel.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { whisperConfig, WhisperModel, WINDOW_FRAMES } from '../models/whisper.js';
-import { JobQueue, type Job as QueuedJob } from './job-queue.js';
+import { JobQueue, type AudioWorkerOptions, type Job as QueuedJob } from './job-queue.js';
 import { NO_MEMORY, type EngineMemory } from './types.js';
 
 type Job = QueuedJob<TranscribeRequest, Transcript>;
@@ -25,9 +25,6 @@ type Job = QueuedJob<TranscribeRequest, Transcript>;
 export const WHISPER_LANGUAGES: Readonly<Record<string, string>> = {
   en: 'english', zh: 'chinese', de: 'german', es: 'spanish', ru: 'russian', ko: 'korean', fr: 'french', ja: 'japanese', pt: 'portuguese', tr: 'turkish', pl: 'polish', ca: 'catalan', nl: 'dutch', ar: 'arabic', sv: 'swedish', it: 'italian', id: 'indonesian', hi: 'hindi', fi: 'finnish', vi: 'vietnamese', he: 'hebrew', uk: 'ukrainian', el: 'greek', ms: 'malay', cs: 'czech', ro: 'romanian', da: 'danish', hu: 'hungarian', ta: 'tamil', no: 'norwegian', th: 'thai', ur: 'urdu', hr: 'croatian', bg: 'bulgarian', lt: 'lithuanian', la: 'latin', mi: 'maori', ml: 'malayalam', cy: 'welsh', sk: 'slovak', te: 'telugu', fa: 'persian', lv: 'latvian', bn: 'bengali', sr: 'serbian', az: 'azerbaijani', sl: 'slovenian', kn: 'kannada', et: 'estonian', mk: 'macedonian', br: 'breton', eu: 'basque', is: 'icelandic', hy: 'armenian', ne: 'nepali', mn: 'mongolian', bs: 'bosnian', kk: 'kazakh', sq: 'albanian', sw: 'swahili', gl: 'galician', mr: 'marathi', pa: 'punjabi', si: 'sinhala', km: 'khmer', sn: 'shona', yo: 'yoruba', so: 'somali', af: 'afrikaans', oc: 'occitan', ka: 'georgian', be: 'belarusian', tg: 'tajik', sd: 'sindhi', gu: 'gujarati', am: 'amharic', yi: 'yiddish', lo: 'lao', uz: 'uzbek', fo: 'faroese', ht: 'haitian creole', ps: 'pashto', tk: 'turkmen', nn: 'nynorsk', mt: 'maltese', sa: 'sanskrit', lb: 'luxembourgish', my: 'myanmar', bo: 'tibetan', tl: 'tagalog', mg: 'malagasy', as: 'assamese', tt: 'tatar', haw: 'hawaiian', ln: 'lingala', ha: 'hausa', ba: 'bashkir', jw: 'javanese', su: 'sundanese', yue: 'cantonese',
 };
-
-/** --audio-queue-depth and --audio-request-timeout-secs. */
-export const TRANSCRIBER_DEFAULTS = { maxQueue: 8, timeoutSecs: 120 } as const;
 
 /** Seconds per timestamp token. */
 const TIME_PRECISION = 0.02;
@@ -111,19 +108,6 @@ export class TranscribeTimeoutError extends Error {
   }
 }
 
-export interface TranscriberOptions {
-  modelDir: string;
-  alias?: string;
-  /** Requests that may wait behind the running one. */
-  maxQueue: number;
-  /** A request not finished this long after it queued is rejected with TranscribeTimeoutError. */
-  timeoutMs: number;
-  backend?: string;
-  quietDawn?: boolean;
-  /** An already opened device to load onto (beside a chat model). */
-  gpu?: Gpu;
-  log?: (line: string) => void;
-}
 
 /** Whether `dir` holds a Whisper checkpoint (config.json model_type "whisper"). */
 export function isWhisperCheckpoint(dir: string): boolean {
@@ -132,7 +116,7 @@ export function isWhisperCheckpoint(dir: string): boolean {
   return (JSON.parse(readFileSync(file, 'utf8')) as { model_type?: unknown }).model_type === 'whisper';
 }
 
-export async function loadTranscriber(options: TranscriberOptions): Promise<Transcriber> {
+export async function loadTranscriber(options: AudioWorkerOptions): Promise<Transcriber> {
   const dir = resolve(options.modelDir);
   const json = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   const cfg = whisperConfig(json, join(dir, 'config.json'));
