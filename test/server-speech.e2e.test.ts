@@ -1,8 +1,9 @@
 // The text-to-speech route through a live audio-only server (-m a Kokoro checkpoint: the tiny
 // random-weight one of helpers/kokoro-checkpoint.ts, its vocabulary widened to every symbol
 // the helper knows and its phoneme ceiling to 46) with the official openai client and raw
-// fetch: every format (WAV and PCM byte for byte against the speaker run directly, FLAC and
-// MP3 decoded back), byte-identical repeats, both streaming modes, a long input cut at its
+// fetch: every format (WAV and PCM byte for byte against the speaker run directly, FLAC
+// decoded by libFLAC to the same samples, MP3 decoded to the same length), byte-identical
+// repeats, both streaming modes, a client leaving mid-stream, a long input cut at its
 // clauses, every error, and the generation routes' 501. One duration frame is two of the
 // decoder's frames (F0 and energy are predicted at twice the duration rate), each
 // gen_istft_hop_size x prod(upsample_rates) samples: the WAV's length is checked against the
@@ -16,6 +17,7 @@ import { loadSpeaker, type Speaker, type Speech } from '../src/engine/speaker.js
 import type { KokoroModel } from '../src/models/kokoro.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { makeKokoroCheckpoint, TINY_KOKORO, type KokoroShape } from './helpers/kokoro-checkpoint.js';
+import { flacSamples } from './helpers/audio-fixtures.js';
 import { serve, type LiveServer } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 
@@ -101,11 +103,8 @@ describe('through the openai client', () => {
     expect(pcm.bytes).toEqual(wav.bytes.subarray(44));
     const flac = await create('flac');
     expect(flac.type).toBe('audio/flac');
-    const flacSamples = (await decodeAudio(flac.bytes, RATE)).samples;
-    expect(flacSamples.length).toBe(speech.audio.length);
-    // The 16-bit samples, as the WAV holds them (random weights reach past full scale: clipped).
-    const ints = new Int16Array(wav.bytes.slice(44).buffer);
-    expect(Math.max(...flacSamples.map((x, i) => Math.abs(x - ints[i]! / 32767)))).toBeLessThan(2 / 32767);
+    // Lossless: the WAV's 16-bit samples (random weights reach past full scale: clipped).
+    expect(await flacSamples(flac.bytes)).toEqual(new Int16Array(wav.bytes.slice(44).buffer));
     const mp3 = await create('mp3');
     expect(mp3.type).toBe('audio/mpeg');
     // MP3 frames pad the end (the encoder's delay and the last frame of 576 samples at 24 kHz).
@@ -145,7 +144,7 @@ describe('streaming', () => {
     expect(new DataView(bytes.buffer).getUint32(40, true)).toBe(0xffffffff);
     expect(bytes.subarray(44)).toEqual(pcm16(speech.audio));
     const flac = await post({ input: TEXT, voice: 'af_heart', response_format: 'flac', stream_format: 'audio' });
-    expect((await decodeAudio(new Uint8Array(await flac.arrayBuffer()), RATE)).samples.length).toBe(speech.audio.length);
+    expect(await flacSamples(new Uint8Array(await flac.arrayBuffer()))).toEqual(new Int16Array(pcm16(speech.audio).buffer));
   });
 
   it('streams speech.audio.delta events, then speech.audio.done with the usage (stream_format sse)', async () => {

@@ -1,7 +1,10 @@
 // Audio files made in the tests: WAV in every encoding wavefile writes, FLAC and MP3 (the
 // speech route's encoders), from a signal given as samples in [-1, 1].
+import { createRequire } from 'node:module';
 import wavefile from 'wavefile';
 import { encodeAudio } from '../../src/server/audio/encode.js';
+
+const require = createRequire(import.meta.url);
 
 /** A deterministic test signal: a few tones under a slow envelope, plus noise, at `rate` Hz. */
 export function testSignal(seconds: number, rate = 16000, seed = 1): Float32Array {
@@ -68,3 +71,26 @@ export const flac = (samples: Float32Array, rate: number): Promise<Uint8Array> =
 
 /** A 64 kbps MP3 file of `samples` (mono), as the speech route encodes one. */
 export const mp3 = (samples: Float32Array, rate: number): Promise<Uint8Array> => encodeAudio('mp3', samples, rate);
+
+interface FlacModule {
+  isReady(): boolean;
+  on(event: 'ready', f: () => void): void;
+}
+
+/**
+ * A 16-bit mono FLAC file's samples, decoded by libFLAC itself (libflacjs): the reference
+ * decoder, which reads frames of full-scale noise that @wasm-audio-decoders/flac drops.
+ */
+export async function flacSamples(bytes: Uint8Array): Promise<Int16Array> {
+  const Flac = (require('libflacjs') as () => FlacModule)();
+  if (!Flac.isReady()) await new Promise<void>((r) => Flac.on('ready', r));
+  const { Decoder } = require('libflacjs/lib/decoder') as { Decoder: new (flac: FlacModule) => { decode(b: Uint8Array): boolean; getSamples(interleaved: true): Uint8Array; destroy(): void } };
+  const decoder = new Decoder(Flac);
+  try {
+    if (!decoder.decode(new Uint8Array(bytes))) throw new Error('libFLAC could not decode the file');
+    const pcm = decoder.getSamples(true);
+    return new Int16Array(pcm.buffer.slice(pcm.byteOffset, pcm.byteOffset + pcm.byteLength));
+  } finally {
+    decoder.destroy();
+  }
+}

@@ -18,10 +18,11 @@ const FLAC_LEVEL = 5;
 /** A streamed WAV's sizes: unknown. */
 const UNKNOWN_SIZE = 0xffffffff;
 
-/** Encodes chunks of one stream in order; end() flushes what the encoder still holds. */
+/** Encodes chunks of one stream in order; end() flushes what the encoder still holds; close() frees it (after end(), or instead of it when the stream fails). */
 export interface AudioEncoder {
   write(samples: Float32Array): Uint8Array;
   end(): Uint8Array;
+  close(): void;
 }
 
 function pcm16(samples: Float32Array): Int16Array {
@@ -111,7 +112,7 @@ export async function encodeAudio(format: SpeechFormat, samples: Float32Array, r
 export async function streamEncoder(format: SpeechFormat, rate: number): Promise<AudioEncoder> {
   switch (format) {
     case 'pcm':
-      return { write: (s) => bytesOf(pcm16(s)), end: () => new Uint8Array(0) };
+      return { write: (s) => bytesOf(pcm16(s)), end: () => new Uint8Array(0), close: () => {} };
     case 'wav': {
       let header: Uint8Array | undefined = wavHeader(rate, undefined);
       const take = () => {
@@ -119,15 +120,16 @@ export async function streamEncoder(format: SpeechFormat, rate: number): Promise
         header = undefined;
         return h;
       };
-      return { write: (s) => concat([take(), bytesOf(pcm16(s))]), end: take };
+      return { write: (s) => concat([take(), bytesOf(pcm16(s))]), end: take, close: () => {} };
     }
     case 'mp3': {
       const encoder = new Mp3Encoder(1, rate, MP3_KBPS);
-      return { write: (s) => encoder.encodeBuffer(pcm16(s)), end: () => encoder.flush() };
+      return { write: (s) => encoder.encodeBuffer(pcm16(s)), end: () => encoder.flush(), close: () => {} };
     }
     case 'flac': {
       const encoder = await flacEncoder(rate);
       let sent = 0;
+      let open = true;
       const fresh = () => {
         const parts = encoder.rawData.slice(sent);
         sent = encoder.rawData.length;
@@ -140,9 +142,11 @@ export async function streamEncoder(format: SpeechFormat, rate: number): Promise
         },
         end: () => {
           encoder.encode();
-          const rest = fresh();
-          encoder.destroy();
-          return rest;
+          return fresh();
+        },
+        close: () => {
+          if (open) encoder.destroy();
+          open = false;
         },
       };
     }

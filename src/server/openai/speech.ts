@@ -55,10 +55,9 @@ export function speechRoutes(speakers: EmbedderState<Speaker>): Router {
       res.type(CONTENT_TYPES[format]).send(Buffer.from(await encodeAudio(format, speech.audio, rate)));
       return;
     }
-    const encoder = await streamEncoder(format, rate);
     const chunks: Float32Array[] = [];
     let wake: (() => void) | undefined;
-    // Queued before the answer starts: a full queue or a timeout is answered as a status.
+    // Queued before the answer starts: a full queue is answered as a status.
     const started = speak((audio) => {
       chunks.push(audio);
       wake?.();
@@ -68,6 +67,7 @@ export function speechRoutes(speakers: EmbedderState<Speaker>): Router {
       finished = true;
       wake?.();
     });
+    const encoder = await streamEncoder(format, rate);
     /** Each chunk's encoded bytes as the speaker hands it on, then the encoder's last bytes; the speech when done. */
     const pump = async (send: (bytes: Uint8Array) => void): Promise<Speech> => {
       while (!finished || chunks.length > 0) {
@@ -78,30 +78,33 @@ export function speechRoutes(speakers: EmbedderState<Speaker>): Router {
       send(encoder.end());
       return speech;
     };
-    if (body.stream_format === 'sse') {
-      await runSse(res, async () => {
-        const speech = await pump((bytes) => {
-          if (bytes.length > 0) sendSse(res, { type: 'speech.audio.delta', audio: Buffer.from(bytes).toString('base64') });
-        });
-        const input = pieces.reduce((n, p) => n + p.ids.length, 0);
-        const output = speech.durations.reduce((n, d) => n + d.reduce((a, b) => a + b, 0), 0);
-        sendSse(res, { type: 'speech.audio.done', usage: { input_tokens: input, output_tokens: output, total_tokens: input + output } });
-        res.end();
-      });
-      return;
-    }
-    // The first chunk decides the status: a job refused or timed out before any audio is answered as an error.
-    await Promise.race([done.then(() => undefined), new Promise<void>((r) => (wake = r))]);
-    if (chunks.length === 0) await done;
-    res.status(200).type(CONTENT_TYPES[format]);
     try {
-      await pump((bytes) => {
-        if (bytes.length > 0 && !res.destroyed) res.write(bytes);
-      });
-      res.end();
-    } catch {
-      // Past the status line an audio stream has no way to carry an error: it is cut short.
-      res.destroy();
+      if (body.stream_format === 'sse') {
+        await runSse(res, async () => {
+          const speech = await pump((bytes) => {
+            if (bytes.length > 0) sendSse(res, { type: 'speech.audio.delta', audio: Buffer.from(bytes).toString('base64') });
+          });
+          const input = pieces.reduce((n, p) => n + p.ids.length, 0);
+          const output = speech.durations.reduce((n, d) => n + d.reduce((a, b) => a + b, 0), 0);
+          sendSse(res, { type: 'speech.audio.done', usage: { input_tokens: input, output_tokens: output, total_tokens: input + output } });
+          res.end();
+        });
+        return;
+      }
+      // The first chunk decides the status: a job that times out before any audio is answered as an error.
+      if (chunks.length === 0) await Promise.race([done, new Promise<void>((r) => (wake = r))]);
+      res.status(200).type(CONTENT_TYPES[format]);
+      try {
+        await pump((bytes) => {
+          if (bytes.length > 0 && !res.destroyed) res.write(bytes);
+        });
+        res.end();
+      } catch {
+        // Past the status line an audio stream has no way to carry an error: it is cut short.
+        res.destroy();
+      }
+    } finally {
+      encoder.close();
     }
   });
   return router;
