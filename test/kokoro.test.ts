@@ -99,6 +99,19 @@ describe('kokoro', () => {
     expect(Buffer.from(a.audio.buffer).equals(Buffer.from(c.audio.buffer))).toBe(false);
   });
 
+  it("reads mlx-audio's layout of the same weights (LSTM names, [out, taps, in] convolutions) to the same audio", async () => {
+    const mlx = makeKokoroCheckpoint(TINY_KOKORO, { voices: ['af_test'], mlx: true });
+    const other = await loadKokoro(mlx, model['ops'].gpu);
+    try {
+      const style = (await model.voicePack('af_test')).slice(0, 2 * TINY_KOKORO.style);
+      const [a, b] = [await model.synthesize([6, 2, 19], style, 1, 5), await other.synthesize([6, 2, 19], style, 1, 5)];
+      expect([...b.durations]).toEqual([...a.durations]);
+      expect(relativeError(b.audio, a.audio)).toBeLessThan(1e-5);
+    } finally {
+      rmSync(mlx, { recursive: true, force: true });
+    }
+  });
+
   it('refuses bad input and unsupported checkpoints, naming the problem', async () => {
     const style = (await model.voicePack('af_test')).slice(0, 2 * TINY_KOKORO.style);
     await expect(model.synthesize([], style, 1, 0)).rejects.toThrow(/phonemes/);

@@ -42,7 +42,7 @@ import { readSafetensorsHeader, readTensorF32, type CheckpointTensor } from './s
 const SAMPLE_RATE = 24000;
 /** SourceModuleHnNSF's constants as Kokoro builds it: 8 overtones, voiced above 10 Hz. */
 const SOURCE = { harmonics: 9, sineAmp: 0.1, noiseStd: 0.003, voicedThreshold: 10 };
-/** The weights file of hexgrad's release in safetensors (mlx-community's conversion), else model.safetensors. */
+/** The weights file of hexgrad's release in safetensors (mlx-community's conversion), else model.safetensors, else a directory's only .safetensors file. */
 const WEIGHT_FILES = ['kokoro-v1_0.safetensors', 'model.safetensors'];
 const PTH_FILE = 'kokoro-v1_0.pth';
 const KV_BLOCK = 16;
@@ -325,11 +325,12 @@ function foldWeightNorm(g: Float32Array, v: Float32Array): Float32Array {
 
 /** Loads a Kokoro checkpoint onto `gpu`. */
 export async function loadKokoro(dir: string, gpu: Gpu): Promise<KokoroModel> {
-  if (!WEIGHT_FILES.some((f) => existsSync(join(dir, f))) && existsSync(join(dir, PTH_FILE))) {
+  const others = readdirSync(dir).filter((f) => f.endsWith('.safetensors'));
+  const weightFile = WEIGHT_FILES.find((f) => existsSync(join(dir, f))) ?? (others.length === 1 ? others[0] : undefined);
+  if (!weightFile && existsSync(join(dir, PTH_FILE))) {
     throw new Error(`${dir}: ${PTH_FILE} is a PyTorch pickle, which is not read: use the safetensors conversion (kokoro-v1_0.safetensors, as mlx-community/Kokoro-82M-bf16 ships it)`);
   }
-  const weightFile = WEIGHT_FILES.map((f) => join(dir, f)).find((f) => existsSync(f));
-  if (!weightFile) throw new Error(`${dir}: no ${WEIGHT_FILES.join(' or ')}`);
+  if (!weightFile) throw new Error(`${dir}: no ${WEIGHT_FILES.join(' or ')} (nor a single .safetensors file)`);
   const cfg = kokoroConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Json, join(dir, 'config.json'));
   const voiceDir = join(dir, 'voices');
   const voiceFiles = existsSync(voiceDir) ? readdirSync(voiceDir).sort() : [];
@@ -339,7 +340,7 @@ export async function loadKokoro(dir: string, gpu: Gpu): Promise<KokoroModel> {
   }
   const device = gpu.device;
   device.pushErrorScope('validation');
-  const model = new KokoroGpu(cfg, new Ops(gpu), new Tensors(weightFile), voiceDir, voiceNames);
+  const model = new KokoroGpu(cfg, new Ops(gpu), new Tensors(join(dir, weightFile)), voiceDir, voiceNames);
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the kokoro model: ${error.message}`);
   return model;
@@ -398,6 +399,11 @@ export class KokoroGpu implements KokoroModel {
   profile?: Map<string, number>;
   private readonly device: GPUDevice;
   private readonly w: ReturnType<KokoroGpu['load']>;
+  /** The buffers and textures the weights live in (the device is the caller's). */
+  private readonly owned: Array<GPUBuffer | GPUTexture> = [];
+  private closed = false;
+  /** The most frames (durations summed) one call synthesises: its largest activation fits one storage binding. */
+  readonly maxFrames: number;
   /** Output samples per duration frame. */
   readonly samplesPerFrame: number;
   private busy: Promise<unknown> = Promise.resolve();
@@ -408,10 +414,30 @@ export class KokoroGpu implements KokoroModel {
     this.maxPhonemes = cfg.bert.positions - 2;
     this.samplesPerFrame = 2 * cfg.istft.upsampleRates.reduce((a, b) => a * b, 1) * cfg.istft.hop;
     this.w = this.load(t);
+    // Less one: the generator's last stage has one frame more than its duration frames give.
+    this.maxFrames = Math.floor(ops.gpu.maxBinding / 4 / this.floatsPerFrame()) - 1;
+  }
+
+  /** f32 values per duration frame of the call's largest activation (a generator stage's, the decoder's, the STFT's, the source's, an LSTM's input projection). */
+  private floatsPerFrame(): number {
+    const { cfg, w } = this;
+    const stftPerFrame = this.samplesPerFrame / cfg.istft.hop;
+    const generator = w.decoder.stages.map((s, i) => s.channels * stftPerFrame / cfg.istft.upsampleRates.slice(i + 1).reduce((a, b) => a * b, 1));
+    const decoder = Math.max(w.decoder.encode.cout + w.decoder.asrWidth + 2, ...w.decoder.decode.map((b) => (b.upsample ? 2 : 1) * Math.max(b.cin, b.cout)));
+    return Math.max(...generator, decoder, stftPerFrame * (cfg.istft.nFft + 2), this.samplesPerFrame, 4 * cfg.hidden);
   }
 
   private load(t: Tensors) {
-    const { device } = this;
+    // Every buffer and texture created here is the model's, destroyed by close().
+    const owned = this.owned;
+    const device = new Proxy(this.device, {
+      get(target, prop) {
+        if (prop === 'createBuffer') return (d: GPUBufferDescriptor) => { const b = target.createBuffer(d); owned.push(b); return b; };
+        if (prop === 'createTexture') return (d: GPUTextureDescriptor) => { const x = target.createTexture(d); owned.push(x); return x; };
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
     const cfg = this.cfg;
     const C = cfg.hidden;
     const S = cfg.style;
@@ -514,12 +540,18 @@ export class KokoroGpu implements KokoroModel {
         shortcut: cin !== cout ? conv(`${prefix}.conv1x1`, cin, cout, 1, { bias: false }) : undefined,
       };
     };
+    // A Snake parameter: [1, channels, 1] (PyTorch) or any shape of `channels` values.
+    const alpha = (name: string, channels: number) => {
+      const v = t.read(name);
+      if (v.length !== channels) throw new Error(`${t.path}: ${name} holds ${v.length} values, expected ${channels}`);
+      return upload(device, v, name);
+    };
     const snakeBlock = (table: StyleTable, prefix: string, channels: number, taps: number, dilations: number[]): SnakeBlock => ({
       channels, taps, dilations,
       steps: dilations.map((d, i) => ({
-        norm1: adaNorm(table, `${prefix}.adain1.${i}`, channels), alpha1: upload(device, t.read(`${prefix}.alpha1.${i}`, [1, channels, 1]), 'alpha'),
+        norm1: adaNorm(table, `${prefix}.adain1.${i}`, channels), alpha1: alpha(`${prefix}.alpha1.${i}`, channels),
         conv1: conv(`${prefix}.convs1.${i}`, channels, channels, taps, { dilation: d }),
-        norm2: adaNorm(table, `${prefix}.adain2.${i}`, channels), alpha2: upload(device, t.read(`${prefix}.alpha2.${i}`, [1, channels, 1]), 'alpha'),
+        norm2: adaNorm(table, `${prefix}.adain2.${i}`, channels), alpha2: alpha(`${prefix}.alpha2.${i}`, channels),
         conv2: conv(`${prefix}.convs2.${i}`, channels, channels, taps),
       })),
     });
@@ -656,14 +688,17 @@ export class KokoroGpu implements KokoroModel {
     for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= this.cfg.tokens) throw new Error(`phoneme id ${id} outside 0 .. ${this.cfg.tokens - 1}`);
     if (style.length !== 2 * this.cfg.style) throw new Error(`a style vector holds ${2 * this.cfg.style} values, got ${style.length}`);
     if (!(speed > 0) || !Number.isFinite(speed)) throw new Error(`speed must be a positive number, got ${speed}`);
+    if (this.closed) throw new Error('the model is closed');
     // One call at a time: the ALBERT caches and the step uniform are the model's.
     const run = this.busy.then(() => this.run([0, ...ids, 0], style, speed, seed));
     this.busy = run.catch(() => undefined);
     return run;
   }
 
+  /** Releases the weights once the call in progress is done; the device stays its owner's. */
   close(): void {
-    this.device.destroy();
+    this.closed = true;
+    void this.busy.then(() => { for (const o of this.owned) o.destroy(); });
   }
 
   private async run(tokens: number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
@@ -795,6 +830,10 @@ export class KokoroGpu implements KokoroModel {
     ]);
     const durations = frameCounts(logits!, T, cfg.maxDuration, speed);
     const F = durations.reduce((s, n) => s + n, 0);
+    if (F > this.maxFrames) {
+      const seconds = (n: number) => ((n * this.samplesPerFrame) / SAMPLE_RATE).toFixed(1);
+      throw new Error(`${T - 2} phonemes at speed ${speed} last ${seconds(F)} s, past the ${seconds(this.maxFrames)} s one call synthesises on this device: synthesise shorter pieces`);
+    }
 
     // Frame-rate work: the alignment expansion, F0 and N, the decoder.
     const index = new Uint32Array(F);

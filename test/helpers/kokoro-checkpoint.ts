@@ -135,10 +135,13 @@ export function kokoroTensors(shape: KokoroShape): Array<{ name: string; shape: 
     linear(`predictor.text_encoder.lstms.${2 * i + 1}.fc`, 2 * C, S);
   }
   lstm('predictor.lstm', C + S);
-  // About 3.5 frames per phoneme, as real speech has, whatever max_dur is.
+  // About 3.5 frames per phoneme, as real speech has, whatever max_dur is: each logit
+  // varies by about 2.6 (its weights times LSTM outputs of about 0.3, and its bias), so the
+  // offset is the logit of the mean sigmoid wanted scaled up by sqrt(1 + pi 2.6^2 / 8) (the
+  // probit approximation of a sigmoid's mean over a normal).
   const p = 3.5 / shape.maxDuration;
   t('predictor.duration_proj.linear_layer.weight', [shape.maxDuration, C], 8 / Math.sqrt(C));
-  t('predictor.duration_proj.linear_layer.bias', [shape.maxDuration], 1, Math.log(p / (1 - p)));
+  t('predictor.duration_proj.linear_layer.bias', [shape.maxDuration], 1, 1.9 * Math.log(p / (1 - p)));
   lstm('predictor.shared', C + S);
   for (const n of ['F0', 'N']) {
     block(`predictor.${n}.0`, C, C, false);
@@ -192,8 +195,31 @@ export function kokoroTensors(shape: KokoroShape): Array<{ name: string; shape: 
   return out;
 }
 
-/** Writes a checkpoint of `shape` (random weights from `seed`) and `voices` voice packs into a new temporary directory. */
-export function makeKokoroCheckpoint(shape: KokoroShape, opts: { seed?: number; voices?: string[] } = {}): string {
+/** mlx-audio's names for PyTorch's LSTM tensors. */
+const MLX_LSTM: Record<string, string> = {
+  weight_ih_l0: 'Wx_forward', weight_hh_l0: 'Wh_forward', bias_ih_l0: 'bias_ih_forward', bias_hh_l0: 'bias_hh_forward',
+  weight_ih_l0_reverse: 'Wx_backward', weight_hh_l0_reverse: 'Wh_backward', bias_ih_l0_reverse: 'bias_ih_backward', bias_hh_l0_reverse: 'bias_hh_backward',
+};
+
+/** A tensor as mlx-audio's sanitize leaves it: LSTMs renamed, LayerNorm gamma/beta as weight/bias, convolutions [out, taps, in]. */
+function mlxTensor(t: SafetensorsWriteTensor): SafetensorsWriteTensor {
+  const lstm = /\.(weight_ih_l0|weight_hh_l0|bias_ih_l0|bias_hh_l0)(_reverse)?$/.exec(t.name);
+  if (lstm) return { ...t, name: t.name.replace(lstm[0], `.${MLX_LSTM[lstm[1]! + (lstm[2] ?? '')]}`) };
+  if (/^text_encoder\.cnn\.\d+\.1\.gamma$/.test(t.name)) return { ...t, name: t.name.replace(/gamma$/, 'weight') };
+  if (/^text_encoder\.cnn\.\d+\.1\.beta$/.test(t.name)) return { ...t, name: t.name.replace(/beta$/, 'bias') };
+  const [a, b, k] = t.shape as [number, number, number];
+  if (t.shape.length !== 3 || !/(weight_v|convs\.\d+\.weight|_proj\.weight)$/.test(t.name) || b === k) return t;
+  const src = t.data as Float32Array;
+  const data = new Float32Array(src.length);
+  for (let i = 0; i < a; i++) for (let j = 0; j < b; j++) for (let tap = 0; tap < k; tap++) data[(i * k + tap) * b + j] = src[(i * b + j) * k + tap]!;
+  return { ...t, shape: [a, k, b], data };
+}
+
+/**
+ * Writes a checkpoint of `shape` (random weights from `seed`) and `voices` voice packs into
+ * a new temporary directory; `mlx`: the same weights in mlx-audio's layout.
+ */
+export function makeKokoroCheckpoint(shape: KokoroShape, opts: { seed?: number; voices?: string[]; mlx?: boolean } = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'kokoro-'));
   const rand = rng(opts.seed ?? 1);
   const normal = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
@@ -202,7 +228,7 @@ export function makeKokoroCheckpoint(shape: KokoroShape, opts: { seed?: number; 
     for (let i = 0; i < data.length; i++) data[i] = (offset ?? 0) + scale * normal();
     return { name, dtype: 'F32', shape: dims, data };
   });
-  writeSafetensors(join(dir, 'kokoro-v1_0.safetensors'), tensors);
+  writeSafetensors(join(dir, 'kokoro-v1_0.safetensors'), opts.mlx ? tensors.map(mlxTensor) : tensors);
   writeFileSync(join(dir, 'config.json'), JSON.stringify(kokoroConfig(shape), null, 2));
   mkdirSync(join(dir, 'voices'));
   const rows = shape.bert.positions - 2;
