@@ -17,11 +17,12 @@
 // STFT turns into samples.
 // Widths and counts come from config.json and the tensors' shapes (the decoder's hidden
 // widths from its convolutions); weight norm (weight_g, weight_v) is folded at load.
-// Tensor names are the PyTorch state dict's (bert., bert_encoder., predictor.,
-// text_encoder., decoder.; an optional `module.` after the first part), as the
-// safetensors conversions (mlx-community/Kokoro-82M-bf16) keep them; convolution weights
-// are read as PyTorch's [out, in, taps] or MLX's [out, taps, in], LSTMs by PyTorch's or
-// MLX's names. Activations are time-major rows; every per-call shape lives in the
+// Weights come from hexgrad's kokoro-v1_0.pth (torch.save's zip, ./torch-zip.ts) or a
+// safetensors conversion (mlx-community/Kokoro-82M-bf16); voices from voices/*.pt or
+// voices/*.safetensors. Tensor names are the PyTorch state dict's (bert., bert_encoder.,
+// predictor., text_encoder., decoder.; an optional `module.` after the first part);
+// convolution weights are read as PyTorch's [out, in, taps] or MLX's [out, taps, in],
+// LSTMs by PyTorch's or MLX's names. Activations are time-major rows; every per-call shape lives in the
 // dispatches' params (runtime/ops/audio.ts), and the linear layers, attention and
 // embeddings (which read the step's row count) run in passes of their own row count.
 // The LSTMs run as one GPU dispatch per layer, a workgroup per direction looping over the
@@ -36,21 +37,21 @@ import { rows, LSTM_MAX_HIDDEN, type Conv1dSpec, type ConvTranspose1dSpec, type 
 import { Program, type Dispatch } from '../runtime/program.js';
 import { filledBuffer, kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { configFields, type Json } from './config.js';
-import { readSafetensorsHeader, readTensorF32, type CheckpointTensor } from './safetensors.js';
+import { readSafetensorsHeader, readTensorF32 } from './safetensors.js';
+import { readTorchZip } from './torch-zip.js';
 
 /** The sample rate iSTFTNet's source module is built for (its SineGen's). */
 const SAMPLE_RATE = 24000;
 /** SourceModuleHnNSF's constants as Kokoro builds it: 8 overtones, voiced above 10 Hz. */
 const SOURCE = { harmonics: 9, sineAmp: 0.1, noiseStd: 0.003, voicedThreshold: 10 };
-/** The weights file of hexgrad's release in safetensors (mlx-community's conversion), else model.safetensors, else a directory's only .safetensors file. */
-const WEIGHT_FILES = ['kokoro-v1_0.safetensors', 'model.safetensors'];
-const PTH_FILE = 'kokoro-v1_0.pth';
+/** The weights file: hexgrad's release in safetensors (mlx-community's conversion) or as released, model.safetensors; else a directory's only .safetensors or .pth file. */
+const WEIGHT_FILES = ['kokoro-v1_0.safetensors', 'kokoro-v1_0.pth', 'model.safetensors'];
 const KV_BLOCK = 16;
 const LEAKY = 0.2;
 
 /** Whether `dir` holds a Kokoro checkpoint: config.json with an istftnet block, or kokoro-v1_0.safetensors (or .pth). */
 export function isKokoroCheckpoint(dir: string): boolean {
-  if ([...WEIGHT_FILES.slice(0, 1), PTH_FILE].some((f) => existsSync(join(dir, f)))) return true;
+  if (WEIGHT_FILES.slice(0, 2).some((f) => existsSync(join(dir, f)))) return true;
   const file = join(dir, 'config.json');
   if (!existsSync(file)) return false;
   const json = JSON.parse(readFileSync(file, 'utf8')) as Json;
@@ -148,7 +149,7 @@ export interface KokoroModel {
   readonly vocab: ReadonlyMap<string, number>;
   /** The longest phoneme sequence (without the two pads): max_position_embeddings - 2. */
   readonly maxPhonemes: number;
-  /** The voice packs under voices/ (.safetensors), by file name without extension. */
+  /** The voice packs under voices/ (.safetensors or .pt), by file name without extension. */
   readonly voiceNames: readonly string[];
   /** A voice pack: [maxPhonemes rows x 2 * style_dim], row i the style for i + 1 phonemes. */
   voicePack(name: string): Promise<Float32Array>;
@@ -181,13 +182,25 @@ export interface KokoroTrace {
 // ---------------------------------------------------------------------------------------
 // Loading.
 
-/** A checkpoint's tensors by name (one safetensors file), read as f32. */
+/** A stored tensor: its shape and how to read it as f32. */
+interface StoredTensor {
+  shape: number[];
+  read(): Float32Array;
+}
+
+/** The tensors of a safetensors file or a torch.save zip (.pth, .pt) by name. */
+function readTensorFile(path: string): Map<string, StoredTensor> {
+  if (!path.endsWith('.safetensors')) return readTorchZip(path);
+  const header = readSafetensorsHeader(path);
+  return new Map(Object.entries(header.tensors).map(([name, info]) => [name, { shape: info.shape, read: () => readTensorF32({ name, path, header, info }) }]));
+}
+
+/** A checkpoint's tensors by name (one file), read as f32. */
 class Tensors {
-  private readonly tensors = new Map<string, CheckpointTensor>();
+  private readonly tensors: Map<string, StoredTensor>;
 
   constructor(readonly path: string) {
-    const header = readSafetensorsHeader(path);
-    for (const [name, info] of Object.entries(header.tensors)) this.tensors.set(name, { name, path, header, info });
+    this.tensors = readTensorFile(path);
   }
 
   /** The stored name of `name`: as given, or with `module.` after its first part (the .pth's DataParallel prefix). */
@@ -203,18 +216,18 @@ class Tensors {
   }
 
   shape(name: string): number[] {
-    return this.entry(name).info.shape;
+    return this.entry(name).shape;
   }
 
   read(name: string, expect?: number[]): Float32Array {
     const t = this.entry(name);
-    if (expect && (t.info.shape.length !== expect.length || t.info.shape.some((d, i) => d !== expect[i]))) {
-      throw new Error(`${this.path}: ${name} has shape [${t.info.shape.join(', ')}], expected [${expect.join(', ')}]`);
+    if (expect && (t.shape.length !== expect.length || t.shape.some((d, i) => d !== expect[i]))) {
+      throw new Error(`${this.path}: ${name} has shape [${t.shape.join(', ')}], expected [${expect.join(', ')}]`);
     }
-    return readTensorF32(t);
+    return t.read();
   }
 
-  private entry(name: string): CheckpointTensor {
+  private entry(name: string): StoredTensor {
     const stored = this.resolve(name);
     if (!stored) throw new Error(`${this.path}: tensor ${name} not found`);
     return this.tensors.get(stored)!;
@@ -325,22 +338,19 @@ function foldWeightNorm(g: Float32Array, v: Float32Array): Float32Array {
 
 /** Loads a Kokoro checkpoint onto `gpu`. */
 export async function loadKokoro(dir: string, gpu: Gpu): Promise<KokoroModel> {
-  const others = readdirSync(dir).filter((f) => f.endsWith('.safetensors'));
-  const weightFile = WEIGHT_FILES.find((f) => existsSync(join(dir, f))) ?? (others.length === 1 ? others[0] : undefined);
-  if (!weightFile && existsSync(join(dir, PTH_FILE))) {
-    throw new Error(`${dir}: ${PTH_FILE} is a PyTorch pickle, which is not read: use the safetensors conversion (kokoro-v1_0.safetensors, as mlx-community/Kokoro-82M-bf16 ships it)`);
-  }
-  if (!weightFile) throw new Error(`${dir}: no ${WEIGHT_FILES.join(' or ')} (nor a single .safetensors file)`);
+  const files = readdirSync(dir);
+  const only = (ext: string) => { const f = files.filter((n) => n.endsWith(ext)); return f.length === 1 ? f[0] : undefined; };
+  const weightFile = WEIGHT_FILES.find((f) => files.includes(f)) ?? only('.safetensors') ?? only('.pth');
+  if (!weightFile) throw new Error(`${dir}: no ${WEIGHT_FILES.join(' or ')} (nor a single .safetensors or .pth file)`);
   const cfg = kokoroConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Json, join(dir, 'config.json'));
   const voiceDir = join(dir, 'voices');
   const voiceFiles = existsSync(voiceDir) ? readdirSync(voiceDir).sort() : [];
-  const voiceNames = voiceFiles.filter((f) => f.endsWith('.safetensors')).map((f) => f.slice(0, -'.safetensors'.length));
-  if (voiceNames.length === 0 && voiceFiles.some((f) => f.endsWith('.pt'))) {
-    throw new Error(`${voiceDir}: the voice packs are PyTorch files (.pt), which are not read: use their safetensors conversions (as mlx-community/Kokoro-82M-bf16 ships them)`);
-  }
+  // A voice by its file's name, safetensors before PyTorch's .pt where both are there.
+  const voices = new Map<string, string>();
+  for (const ext of ['.pt', '.safetensors']) for (const f of voiceFiles) if (f.endsWith(ext)) voices.set(f.slice(0, -ext.length), join(voiceDir, f));
   const device = gpu.device;
   device.pushErrorScope('validation');
-  const model = new KokoroGpu(cfg, new Ops(gpu), new Tensors(join(dir, weightFile)), voiceDir, voiceNames);
+  const model = new KokoroGpu(cfg, new Ops(gpu), new Tensors(join(dir, weightFile)), voices);
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the kokoro model: ${error.message}`);
   return model;
@@ -408,7 +418,10 @@ export class KokoroGpu implements KokoroModel {
   readonly samplesPerFrame: number;
   private busy: Promise<unknown> = Promise.resolve();
 
-  constructor(readonly cfg: KokoroConfig, private readonly ops: Ops, t: Tensors, private readonly voiceDir: string, readonly voiceNames: readonly string[]) {
+  readonly voiceNames: readonly string[];
+
+  constructor(readonly cfg: KokoroConfig, private readonly ops: Ops, t: Tensors, private readonly voices: ReadonlyMap<string, string>) {
+    this.voiceNames = [...voices.keys()].sort();
     this.device = ops.gpu.device;
     this.vocab = cfg.vocab;
     this.maxPhonemes = cfg.bert.positions - 2;
@@ -669,18 +682,17 @@ export class KokoroGpu implements KokoroModel {
   }
 
   async voicePack(name: string): Promise<Float32Array> {
-    if (!this.voiceNames.includes(name)) throw new Error(`no voice ${name} (voices: ${this.voiceNames.join(', ')})`);
-    const path = join(this.voiceDir, `${name}.safetensors`);
-    const header = readSafetensorsHeader(path);
-    const entry = header.tensors.voice ?? Object.values(header.tensors)[0];
-    const tensorName = header.tensors.voice ? 'voice' : Object.keys(header.tensors)[0];
-    if (!entry || !tensorName) throw new Error(`${path}: no tensor`);
+    const path = this.voices.get(name);
+    if (!path) throw new Error(`no voice ${name} (voices: ${this.voiceNames.join(', ')})`);
+    const tensors = readTensorFile(path);
+    const [tensorName, tensor] = tensors.has('voice') ? ['voice', tensors.get('voice')!] : [...tensors][0] ?? [];
+    if (!tensor) throw new Error(`${path}: no tensor`);
     const width = 2 * this.cfg.style;
-    const count = entry.shape.reduce((a, b) => a * b, 1);
-    if (entry.shape[entry.shape.length - 1] !== width || count !== this.maxPhonemes * width) {
-      throw new Error(`${path}: ${tensorName} has shape [${entry.shape.join(', ')}], expected [${this.maxPhonemes}, 1, ${width}]`);
+    const count = tensor.shape.reduce((a, b) => a * b, 1);
+    if (tensor.shape[tensor.shape.length - 1] !== width || count !== this.maxPhonemes * width) {
+      throw new Error(`${path}: ${tensorName || 'the tensor'} has shape [${tensor.shape.join(', ')}], expected [${this.maxPhonemes}, 1, ${width}]`);
     }
-    return readTensorF32({ name: tensorName, path, header, info: entry });
+    return tensor.read();
   }
 
   async synthesize(ids: readonly number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
