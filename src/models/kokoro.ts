@@ -151,6 +151,10 @@ export interface KokoroModel {
   readonly maxPhonemes: number;
   /** The voice packs under voices/ (.safetensors or .pt), by file name without extension. */
   readonly voiceNames: readonly string[];
+  /** Audio samples per duration frame (600 for Kokoro-82M: 25 ms). */
+  readonly samplesPerFrame: number;
+  /** The most frames (durations summed) one call synthesises on this device; a longer call is refused naming its seconds. */
+  readonly maxFrames: number;
   /** A voice pack: [maxPhonemes rows x 2 * style_dim], row i the style for i + 1 phonemes. */
   voicePack(name: string): Promise<Float32Array>;
   /**
@@ -412,9 +416,8 @@ export class KokoroGpu implements KokoroModel {
   /** The buffers and textures the weights live in (the device is the caller's). */
   private readonly owned: Array<GPUBuffer | GPUTexture> = [];
   private closed = false;
-  /** The most frames (durations summed) one call synthesises: its largest activation fits one storage binding. */
+  /** Its largest activation fits one storage binding. */
   readonly maxFrames: number;
-  /** Output samples per duration frame. */
   readonly samplesPerFrame: number;
   private busy: Promise<unknown> = Promise.resolve();
 
