@@ -17,11 +17,12 @@
 // STFT turns into samples.
 // Widths and counts come from config.json and the tensors' shapes (the decoder's hidden
 // widths from its convolutions); weight norm (weight_g, weight_v) is folded at load.
-// Tensor names are the PyTorch state dict's (bert., bert_encoder., predictor.,
-// text_encoder., decoder.; an optional `module.` after the first part), as the
-// safetensors conversions (mlx-community/Kokoro-82M-bf16) keep them; convolution weights
-// are read as PyTorch's [out, in, taps] or MLX's [out, taps, in], LSTMs by PyTorch's or
-// MLX's names. Activations are time-major rows; every per-call shape lives in the
+// Weights come from hexgrad's kokoro-v1_0.pth (torch.save's zip, ./torch-zip.ts) or a
+// safetensors conversion (mlx-community/Kokoro-82M-bf16); voices from voices/*.pt or
+// voices/*.safetensors. Tensor names are the PyTorch state dict's (bert., bert_encoder.,
+// predictor., text_encoder., decoder.; an optional `module.` after the first part);
+// convolution weights are read as PyTorch's [out, in, taps] or MLX's [out, taps, in],
+// LSTMs by PyTorch's or MLX's names. Activations are time-major rows; every per-call shape lives in the
 // dispatches' params (runtime/ops/audio.ts), and the linear layers, attention and
 // embeddings (which read the step's row count) run in passes of their own row count.
 // The LSTMs run as one GPU dispatch per layer, a workgroup per direction looping over the
@@ -36,21 +37,21 @@ import { rows, LSTM_MAX_HIDDEN, type Conv1dSpec, type ConvTranspose1dSpec, type 
 import { Program, type Dispatch } from '../runtime/program.js';
 import { filledBuffer, kvCacheTexture, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { configFields, type Json } from './config.js';
-import { readSafetensorsHeader, readTensorF32, type CheckpointTensor } from './safetensors.js';
+import { readSafetensorsHeader, readTensorF32 } from './safetensors.js';
+import { readTorchZip } from './torch-zip.js';
 
 /** The sample rate iSTFTNet's source module is built for (its SineGen's). */
 const SAMPLE_RATE = 24000;
 /** SourceModuleHnNSF's constants as Kokoro builds it: 8 overtones, voiced above 10 Hz. */
 const SOURCE = { harmonics: 9, sineAmp: 0.1, noiseStd: 0.003, voicedThreshold: 10 };
-/** The weights file of hexgrad's release in safetensors (mlx-community's conversion), else model.safetensors. */
-const WEIGHT_FILES = ['kokoro-v1_0.safetensors', 'model.safetensors'];
-const PTH_FILE = 'kokoro-v1_0.pth';
+/** The weights file: hexgrad's release in safetensors (mlx-community's conversion) or as released, model.safetensors; else a directory's only .safetensors or .pth file. */
+const WEIGHT_FILES = ['kokoro-v1_0.safetensors', 'kokoro-v1_0.pth', 'model.safetensors'];
 const KV_BLOCK = 16;
 const LEAKY = 0.2;
 
 /** Whether `dir` holds a Kokoro checkpoint: config.json with an istftnet block, or kokoro-v1_0.safetensors (or .pth). */
 export function isKokoroCheckpoint(dir: string): boolean {
-  if ([...WEIGHT_FILES.slice(0, 1), PTH_FILE].some((f) => existsSync(join(dir, f)))) return true;
+  if (WEIGHT_FILES.slice(0, 2).some((f) => existsSync(join(dir, f)))) return true;
   const file = join(dir, 'config.json');
   if (!existsSync(file)) return false;
   const json = JSON.parse(readFileSync(file, 'utf8')) as Json;
@@ -148,8 +149,12 @@ export interface KokoroModel {
   readonly vocab: ReadonlyMap<string, number>;
   /** The longest phoneme sequence (without the two pads): max_position_embeddings - 2. */
   readonly maxPhonemes: number;
-  /** The voice packs under voices/ (.safetensors), by file name without extension. */
+  /** The voice packs under voices/ (.safetensors or .pt), by file name without extension. */
   readonly voiceNames: readonly string[];
+  /** Audio samples per duration frame (600 for Kokoro-82M: 25 ms). */
+  readonly samplesPerFrame: number;
+  /** The most frames (durations summed) one call synthesises on this device; a longer call is refused naming its seconds. */
+  readonly maxFrames: number;
   /** A voice pack: [maxPhonemes rows x 2 * style_dim], row i the style for i + 1 phonemes. */
   voicePack(name: string): Promise<Float32Array>;
   /**
@@ -181,13 +186,25 @@ export interface KokoroTrace {
 // ---------------------------------------------------------------------------------------
 // Loading.
 
-/** A checkpoint's tensors by name (one safetensors file), read as f32. */
+/** A stored tensor: its shape and how to read it as f32. */
+interface StoredTensor {
+  shape: number[];
+  read(): Float32Array;
+}
+
+/** The tensors of a safetensors file or a torch.save zip (.pth, .pt) by name. */
+function readTensorFile(path: string): Map<string, StoredTensor> {
+  if (!path.endsWith('.safetensors')) return readTorchZip(path);
+  const header = readSafetensorsHeader(path);
+  return new Map(Object.entries(header.tensors).map(([name, info]) => [name, { shape: info.shape, read: () => readTensorF32({ name, path, header, info }) }]));
+}
+
+/** A checkpoint's tensors by name (one file), read as f32. */
 class Tensors {
-  private readonly tensors = new Map<string, CheckpointTensor>();
+  private readonly tensors: Map<string, StoredTensor>;
 
   constructor(readonly path: string) {
-    const header = readSafetensorsHeader(path);
-    for (const [name, info] of Object.entries(header.tensors)) this.tensors.set(name, { name, path, header, info });
+    this.tensors = readTensorFile(path);
   }
 
   /** The stored name of `name`: as given, or with `module.` after its first part (the .pth's DataParallel prefix). */
@@ -203,18 +220,18 @@ class Tensors {
   }
 
   shape(name: string): number[] {
-    return this.entry(name).info.shape;
+    return this.entry(name).shape;
   }
 
   read(name: string, expect?: number[]): Float32Array {
     const t = this.entry(name);
-    if (expect && (t.info.shape.length !== expect.length || t.info.shape.some((d, i) => d !== expect[i]))) {
-      throw new Error(`${this.path}: ${name} has shape [${t.info.shape.join(', ')}], expected [${expect.join(', ')}]`);
+    if (expect && (t.shape.length !== expect.length || t.shape.some((d, i) => d !== expect[i]))) {
+      throw new Error(`${this.path}: ${name} has shape [${t.shape.join(', ')}], expected [${expect.join(', ')}]`);
     }
-    return readTensorF32(t);
+    return t.read();
   }
 
-  private entry(name: string): CheckpointTensor {
+  private entry(name: string): StoredTensor {
     const stored = this.resolve(name);
     if (!stored) throw new Error(`${this.path}: tensor ${name} not found`);
     return this.tensors.get(stored)!;
@@ -325,21 +342,19 @@ function foldWeightNorm(g: Float32Array, v: Float32Array): Float32Array {
 
 /** Loads a Kokoro checkpoint onto `gpu`. */
 export async function loadKokoro(dir: string, gpu: Gpu): Promise<KokoroModel> {
-  if (!WEIGHT_FILES.some((f) => existsSync(join(dir, f))) && existsSync(join(dir, PTH_FILE))) {
-    throw new Error(`${dir}: ${PTH_FILE} is a PyTorch pickle, which is not read: use the safetensors conversion (kokoro-v1_0.safetensors, as mlx-community/Kokoro-82M-bf16 ships it)`);
-  }
-  const weightFile = WEIGHT_FILES.map((f) => join(dir, f)).find((f) => existsSync(f));
-  if (!weightFile) throw new Error(`${dir}: no ${WEIGHT_FILES.join(' or ')}`);
+  const files = readdirSync(dir);
+  const only = (ext: string) => { const f = files.filter((n) => n.endsWith(ext)); return f.length === 1 ? f[0] : undefined; };
+  const weightFile = WEIGHT_FILES.find((f) => files.includes(f)) ?? only('.safetensors') ?? only('.pth');
+  if (!weightFile) throw new Error(`${dir}: no ${WEIGHT_FILES.join(' or ')} (nor a single .safetensors or .pth file)`);
   const cfg = kokoroConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Json, join(dir, 'config.json'));
   const voiceDir = join(dir, 'voices');
   const voiceFiles = existsSync(voiceDir) ? readdirSync(voiceDir).sort() : [];
-  const voiceNames = voiceFiles.filter((f) => f.endsWith('.safetensors')).map((f) => f.slice(0, -'.safetensors'.length));
-  if (voiceNames.length === 0 && voiceFiles.some((f) => f.endsWith('.pt'))) {
-    throw new Error(`${voiceDir}: the voice packs are PyTorch files (.pt), which are not read: use their safetensors conversions (as mlx-community/Kokoro-82M-bf16 ships them)`);
-  }
+  // A voice by its file's name, safetensors before PyTorch's .pt where both are there.
+  const voices = new Map<string, string>();
+  for (const ext of ['.pt', '.safetensors']) for (const f of voiceFiles) if (f.endsWith(ext)) voices.set(f.slice(0, -ext.length), join(voiceDir, f));
   const device = gpu.device;
   device.pushErrorScope('validation');
-  const model = new KokoroGpu(cfg, new Ops(gpu), new Tensors(weightFile), voiceDir, voiceNames);
+  const model = new KokoroGpu(cfg, new Ops(gpu), new Tensors(join(dir, weightFile)), voices);
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the kokoro model: ${error.message}`);
   return model;
@@ -398,20 +413,47 @@ export class KokoroGpu implements KokoroModel {
   profile?: Map<string, number>;
   private readonly device: GPUDevice;
   private readonly w: ReturnType<KokoroGpu['load']>;
-  /** Output samples per duration frame. */
+  /** The buffers and textures the weights live in (the device is the caller's). */
+  private readonly owned: Array<GPUBuffer | GPUTexture> = [];
+  private closed = false;
+  /** Its largest activation fits one storage binding. */
+  readonly maxFrames: number;
   readonly samplesPerFrame: number;
   private busy: Promise<unknown> = Promise.resolve();
 
-  constructor(readonly cfg: KokoroConfig, private readonly ops: Ops, t: Tensors, private readonly voiceDir: string, readonly voiceNames: readonly string[]) {
+  readonly voiceNames: readonly string[];
+
+  constructor(readonly cfg: KokoroConfig, private readonly ops: Ops, t: Tensors, private readonly voices: ReadonlyMap<string, string>) {
+    this.voiceNames = [...voices.keys()].sort();
     this.device = ops.gpu.device;
     this.vocab = cfg.vocab;
     this.maxPhonemes = cfg.bert.positions - 2;
     this.samplesPerFrame = 2 * cfg.istft.upsampleRates.reduce((a, b) => a * b, 1) * cfg.istft.hop;
     this.w = this.load(t);
+    // Less one: the generator's last stage has one frame more than its duration frames give.
+    this.maxFrames = Math.floor(ops.gpu.maxBinding / 4 / this.floatsPerFrame()) - 1;
+  }
+
+  /** f32 values per duration frame of the call's largest activation (a generator stage's, the decoder's, the STFT's, the source's, an LSTM's input projection). */
+  private floatsPerFrame(): number {
+    const { cfg, w } = this;
+    const stftPerFrame = this.samplesPerFrame / cfg.istft.hop;
+    const generator = w.decoder.stages.map((s, i) => s.channels * stftPerFrame / cfg.istft.upsampleRates.slice(i + 1).reduce((a, b) => a * b, 1));
+    const decoder = Math.max(w.decoder.encode.cout + w.decoder.asrWidth + 2, ...w.decoder.decode.map((b) => (b.upsample ? 2 : 1) * Math.max(b.cin, b.cout)));
+    return Math.max(...generator, decoder, stftPerFrame * (cfg.istft.nFft + 2), this.samplesPerFrame, 4 * cfg.hidden);
   }
 
   private load(t: Tensors) {
-    const { device } = this;
+    // Every buffer and texture created here is the model's, destroyed by close().
+    const owned = this.owned;
+    const device = new Proxy(this.device, {
+      get(target, prop) {
+        if (prop === 'createBuffer') return (d: GPUBufferDescriptor) => { const b = target.createBuffer(d); owned.push(b); return b; };
+        if (prop === 'createTexture') return (d: GPUTextureDescriptor) => { const x = target.createTexture(d); owned.push(x); return x; };
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
     const cfg = this.cfg;
     const C = cfg.hidden;
     const S = cfg.style;
@@ -514,12 +556,18 @@ export class KokoroGpu implements KokoroModel {
         shortcut: cin !== cout ? conv(`${prefix}.conv1x1`, cin, cout, 1, { bias: false }) : undefined,
       };
     };
+    // A Snake parameter: [1, channels, 1] (PyTorch) or any shape of `channels` values.
+    const alpha = (name: string, channels: number) => {
+      const v = t.read(name);
+      if (v.length !== channels) throw new Error(`${t.path}: ${name} holds ${v.length} values, expected ${channels}`);
+      return upload(device, v, name);
+    };
     const snakeBlock = (table: StyleTable, prefix: string, channels: number, taps: number, dilations: number[]): SnakeBlock => ({
       channels, taps, dilations,
       steps: dilations.map((d, i) => ({
-        norm1: adaNorm(table, `${prefix}.adain1.${i}`, channels), alpha1: upload(device, t.read(`${prefix}.alpha1.${i}`, [1, channels, 1]), 'alpha'),
+        norm1: adaNorm(table, `${prefix}.adain1.${i}`, channels), alpha1: alpha(`${prefix}.alpha1.${i}`, channels),
         conv1: conv(`${prefix}.convs1.${i}`, channels, channels, taps, { dilation: d }),
-        norm2: adaNorm(table, `${prefix}.adain2.${i}`, channels), alpha2: upload(device, t.read(`${prefix}.alpha2.${i}`, [1, channels, 1]), 'alpha'),
+        norm2: adaNorm(table, `${prefix}.adain2.${i}`, channels), alpha2: alpha(`${prefix}.alpha2.${i}`, channels),
         conv2: conv(`${prefix}.convs2.${i}`, channels, channels, taps),
       })),
     });
@@ -637,18 +685,17 @@ export class KokoroGpu implements KokoroModel {
   }
 
   async voicePack(name: string): Promise<Float32Array> {
-    if (!this.voiceNames.includes(name)) throw new Error(`no voice ${name} (voices: ${this.voiceNames.join(', ')})`);
-    const path = join(this.voiceDir, `${name}.safetensors`);
-    const header = readSafetensorsHeader(path);
-    const entry = header.tensors.voice ?? Object.values(header.tensors)[0];
-    const tensorName = header.tensors.voice ? 'voice' : Object.keys(header.tensors)[0];
-    if (!entry || !tensorName) throw new Error(`${path}: no tensor`);
+    const path = this.voices.get(name);
+    if (!path) throw new Error(`no voice ${name} (voices: ${this.voiceNames.join(', ')})`);
+    const tensors = readTensorFile(path);
+    const [tensorName, tensor] = tensors.has('voice') ? ['voice', tensors.get('voice')!] : [...tensors][0] ?? [];
+    if (!tensor) throw new Error(`${path}: no tensor`);
     const width = 2 * this.cfg.style;
-    const count = entry.shape.reduce((a, b) => a * b, 1);
-    if (entry.shape[entry.shape.length - 1] !== width || count !== this.maxPhonemes * width) {
-      throw new Error(`${path}: ${tensorName} has shape [${entry.shape.join(', ')}], expected [${this.maxPhonemes}, 1, ${width}]`);
+    const count = tensor.shape.reduce((a, b) => a * b, 1);
+    if (tensor.shape[tensor.shape.length - 1] !== width || count !== this.maxPhonemes * width) {
+      throw new Error(`${path}: ${tensorName || 'the tensor'} has shape [${tensor.shape.join(', ')}], expected [${this.maxPhonemes}, 1, ${width}]`);
     }
-    return readTensorF32({ name: tensorName, path, header, info: entry });
+    return tensor.read();
   }
 
   async synthesize(ids: readonly number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
@@ -656,14 +703,17 @@ export class KokoroGpu implements KokoroModel {
     for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= this.cfg.tokens) throw new Error(`phoneme id ${id} outside 0 .. ${this.cfg.tokens - 1}`);
     if (style.length !== 2 * this.cfg.style) throw new Error(`a style vector holds ${2 * this.cfg.style} values, got ${style.length}`);
     if (!(speed > 0) || !Number.isFinite(speed)) throw new Error(`speed must be a positive number, got ${speed}`);
+    if (this.closed) throw new Error('the model is closed');
     // One call at a time: the ALBERT caches and the step uniform are the model's.
     const run = this.busy.then(() => this.run([0, ...ids, 0], style, speed, seed));
     this.busy = run.catch(() => undefined);
     return run;
   }
 
+  /** Releases the weights once the call in progress is done; the device stays its owner's. */
   close(): void {
-    this.device.destroy();
+    this.closed = true;
+    void this.busy.then(() => { for (const o of this.owned) o.destroy(); });
   }
 
   private async run(tokens: number[], style: Float32Array, speed: number, seed: number): Promise<{ audio: Float32Array; durations: Int32Array }> {
@@ -795,6 +845,10 @@ export class KokoroGpu implements KokoroModel {
     ]);
     const durations = frameCounts(logits!, T, cfg.maxDuration, speed);
     const F = durations.reduce((s, n) => s + n, 0);
+    if (F > this.maxFrames) {
+      const seconds = (n: number) => ((n * this.samplesPerFrame) / SAMPLE_RATE).toFixed(1);
+      throw new Error(`${T - 2} phonemes at speed ${speed} last ${seconds(F)} s, past the ${seconds(this.maxFrames)} s one call synthesises on this device: synthesise shorter pieces`);
+    }
 
     // Frame-rate work: the alignment expansion, F0 and N, the decoder.
     const index = new Uint32Array(F);

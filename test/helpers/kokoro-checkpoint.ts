@@ -5,6 +5,7 @@
 // spread by about 60 Hz, so that the harmonic source has voiced and unvoiced frames, and
 // the duration projection gives phonemes a few frames each.
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { crc32 } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../../src/models/safetensors.js';
@@ -135,10 +136,13 @@ export function kokoroTensors(shape: KokoroShape): Array<{ name: string; shape: 
     linear(`predictor.text_encoder.lstms.${2 * i + 1}.fc`, 2 * C, S);
   }
   lstm('predictor.lstm', C + S);
-  // About 3.5 frames per phoneme, as real speech has, whatever max_dur is.
+  // About 3.5 frames per phoneme, as real speech has, whatever max_dur is: each logit
+  // varies by about 2.6 (its weights times LSTM outputs of about 0.3, and its bias), so the
+  // offset is the logit of the mean sigmoid wanted scaled up by sqrt(1 + pi 2.6^2 / 8) (the
+  // probit approximation of a sigmoid's mean over a normal).
   const p = 3.5 / shape.maxDuration;
   t('predictor.duration_proj.linear_layer.weight', [shape.maxDuration, C], 8 / Math.sqrt(C));
-  t('predictor.duration_proj.linear_layer.bias', [shape.maxDuration], 1, Math.log(p / (1 - p)));
+  t('predictor.duration_proj.linear_layer.bias', [shape.maxDuration], 1, 1.9 * Math.log(p / (1 - p)));
   lstm('predictor.shared', C + S);
   for (const n of ['F0', 'N']) {
     block(`predictor.${n}.0`, C, C, false);
@@ -192,8 +196,118 @@ export function kokoroTensors(shape: KokoroShape): Array<{ name: string; shape: 
   return out;
 }
 
-/** Writes a checkpoint of `shape` (random weights from `seed`) and `voices` voice packs into a new temporary directory. */
-export function makeKokoroCheckpoint(shape: KokoroShape, opts: { seed?: number; voices?: string[] } = {}): string {
+/** mlx-audio's names for PyTorch's LSTM tensors. */
+const MLX_LSTM: Record<string, string> = {
+  weight_ih_l0: 'Wx_forward', weight_hh_l0: 'Wh_forward', bias_ih_l0: 'bias_ih_forward', bias_hh_l0: 'bias_hh_forward',
+  weight_ih_l0_reverse: 'Wx_backward', weight_hh_l0_reverse: 'Wh_backward', bias_ih_l0_reverse: 'bias_ih_backward', bias_hh_l0_reverse: 'bias_hh_backward',
+};
+
+/** A tensor as mlx-audio's sanitize leaves it: LSTMs renamed, LayerNorm gamma/beta as weight/bias, convolutions [out, taps, in]. */
+function mlxTensor(t: SafetensorsWriteTensor): SafetensorsWriteTensor {
+  const lstm = /\.(weight_ih_l0|weight_hh_l0|bias_ih_l0|bias_hh_l0)(_reverse)?$/.exec(t.name);
+  if (lstm) return { ...t, name: t.name.replace(lstm[0], `.${MLX_LSTM[lstm[1]! + (lstm[2] ?? '')]}`) };
+  if (/^text_encoder\.cnn\.\d+\.1\.gamma$/.test(t.name)) return { ...t, name: t.name.replace(/gamma$/, 'weight') };
+  if (/^text_encoder\.cnn\.\d+\.1\.beta$/.test(t.name)) return { ...t, name: t.name.replace(/beta$/, 'bias') };
+  const [a, b, k] = t.shape as [number, number, number];
+  if (t.shape.length !== 3 || !/(weight_v|convs\.\d+\.weight|_proj\.weight)$/.test(t.name) || b === k) return t;
+  const src = t.data as Float32Array;
+  const data = new Float32Array(src.length);
+  for (let i = 0; i < a; i++) for (let j = 0; j < b; j++) for (let tap = 0; tap < k; tap++) data[(i * k + tap) * b + j] = src[(i * b + j) * k + tap]!;
+  return { ...t, shape: [a, k, b], data };
+}
+
+/** A zip of stored (uncompressed) entries, as torch.save writes. */
+function zip(entries: Array<[string, Buffer]>): Buffer {
+  const parts: Buffer[] = [];
+  const central: Buffer[] = [];
+  let offset = 0;
+  for (const [name, data] of entries) {
+    const n = Buffer.from(name);
+    const local = Buffer.alloc(30);
+    local.writeUInt32LE(0x04034b50, 0);
+    local.writeUInt32LE(crc32(data), 14);
+    local.writeUInt32LE(data.length, 18);
+    local.writeUInt32LE(data.length, 22);
+    local.writeUInt16LE(n.length, 26);
+    const dir = Buffer.alloc(46);
+    dir.writeUInt32LE(0x02014b50, 0);
+    dir.writeUInt32LE(crc32(data), 16);
+    dir.writeUInt32LE(data.length, 20);
+    dir.writeUInt32LE(data.length, 24);
+    dir.writeUInt16LE(n.length, 28);
+    dir.writeUInt32LE(offset, 42);
+    parts.push(local, n, data);
+    central.push(dir, n);
+    offset += 30 + n.length + data.length;
+  }
+  const dirBytes = Buffer.concat(central);
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  end.writeUInt16LE(entries.length, 8);
+  end.writeUInt16LE(entries.length, 10);
+  end.writeUInt32LE(dirBytes.length, 12);
+  end.writeUInt32LE(offset, 16);
+  return Buffer.concat([...parts, dirBytes, end]);
+}
+
+/**
+ * torch.save's zip of `root` (pickle protocol 2): tensors as _rebuild_tensor_v2 over
+ * FloatStorage entries, nested records as dicts (the top level) and OrderedDicts.
+ */
+function torchSave(root: Float32Array | Map<string, Map<string, SafetensorsWriteTensor>>, shapeOf?: number[]): Buffer {
+  const out: Buffer[] = [Buffer.from([0x80, 2])];
+  const storages: Array<[string, Buffer]> = [];
+  const op = (...bytes: number[]) => out.push(Buffer.from(bytes));
+  const str = (v: string) => { const b = Buffer.from(v); const len = Buffer.alloc(4); len.writeUInt32LE(b.length); out.push(Buffer.from([0x58]), len, b); };
+  const int = (v: number) => { const b = Buffer.alloc(5); b[0] = 0x4a; b.writeInt32LE(v, 1); out.push(b); };
+  const global = (module: string, name: string) => out.push(Buffer.from(`c${module}\n${name}\n`, 'latin1'));
+  const orderedDict = () => { global('collections', 'OrderedDict'); op(0x29, 0x52); };
+  const tensor = (data: Float32Array, dims: number[]) => {
+    const key = String(storages.length);
+    storages.push([key, Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
+    global('torch._utils', '_rebuild_tensor_v2');
+    op(0x28, 0x28);
+    str('storage');
+    global('torch', 'FloatStorage');
+    str(key);
+    str('cpu');
+    int(data.length);
+    op(0x74, 0x51);
+    int(0);
+    op(0x28);
+    dims.forEach(int);
+    op(0x74, 0x28);
+    dims.forEach((_, i) => int(dims.slice(i + 1).reduce((a, b) => a * b, 1)));
+    op(0x74, 0x89);
+    orderedDict();
+    op(0x74, 0x52);
+  };
+  if (root instanceof Float32Array) tensor(root, shapeOf!);
+  else {
+    op(0x7d, 0x28);
+    for (const [module, tensors] of root) {
+      str(module);
+      orderedDict();
+      op(0x28);
+      for (const [name, t] of tensors) {
+        str(name);
+        tensor(t.data as Float32Array, t.shape);
+      }
+      op(0x75);
+    }
+    op(0x75);
+  }
+  op(0x2e);
+  return zip([['archive/data.pkl', Buffer.concat(out)], ...storages.map(([k, b]): [string, Buffer] => [`archive/data/${k}`, b]), ['archive/version', Buffer.from('3\n')]]);
+}
+
+/**
+ * Writes a checkpoint of `shape` (random weights from `seed`) and `voices` voice packs into
+ * a new temporary directory; `format`: mlx-audio's layout of the same weights, or hexgrad's
+ * release as torch.save wrote it (kokoro-v1_0.pth, a state dict per module with
+ * DataParallel's `module.` prefix, and voices/*.pt).
+ */
+export function makeKokoroCheckpoint(shape: KokoroShape, opts: { seed?: number; voices?: string[]; format?: 'mlx' | 'pth' } = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'kokoro-'));
   const rand = rng(opts.seed ?? 1);
   const normal = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
@@ -202,14 +316,25 @@ export function makeKokoroCheckpoint(shape: KokoroShape, opts: { seed?: number; 
     for (let i = 0; i < data.length; i++) data[i] = (offset ?? 0) + scale * normal();
     return { name, dtype: 'F32', shape: dims, data };
   });
-  writeSafetensors(join(dir, 'kokoro-v1_0.safetensors'), tensors);
+  if (opts.format === 'pth') {
+    const modules = new Map<string, Map<string, SafetensorsWriteTensor>>();
+    for (const t of tensors) {
+      const [module, ...rest] = t.name.split('.');
+      if (!modules.has(module!)) modules.set(module!, new Map());
+      modules.get(module!)!.set(`module.${rest.join('.')}`, t);
+    }
+    writeFileSync(join(dir, 'kokoro-v1_0.pth'), torchSave(modules));
+  } else {
+    writeSafetensors(join(dir, 'kokoro-v1_0.safetensors'), opts.format === 'mlx' ? tensors.map(mlxTensor) : tensors);
+  }
   writeFileSync(join(dir, 'config.json'), JSON.stringify(kokoroConfig(shape), null, 2));
   mkdirSync(join(dir, 'voices'));
   const rows = shape.bert.positions - 2;
   for (const voice of opts.voices ?? []) {
     const data = new Float32Array(rows * 2 * shape.style);
     for (let i = 0; i < data.length; i++) data[i] = 0.3 * normal();
-    writeSafetensors(join(dir, 'voices', `${voice}.safetensors`), [{ name: 'voice', dtype: 'F32', shape: [rows, 1, 2 * shape.style], data }]);
+    if (opts.format === 'pth') writeFileSync(join(dir, 'voices', `${voice}.pt`), torchSave(data, [rows, 1, 2 * shape.style]));
+    else writeSafetensors(join(dir, 'voices', `${voice}.safetensors`), [{ name: 'voice', dtype: 'F32', shape: [rows, 1, 2 * shape.style], data }]);
   }
   return dir;
 }

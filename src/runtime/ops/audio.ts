@@ -41,6 +41,9 @@ function dispatch(ops: Ops, label: string, kernel: string, params: Record<string
   return { label, pipeline, bindGroup: bound, workgroups: () => groups };
 }
 
+/** Frames per conv1d.wgsl invocation (its FRAMES): each weight read serves that many. */
+const CONV_FRAMES = 4;
+
 export interface Conv1dSpec {
   /** [taps, cin, ceil(cout / 4) * 4] f32: output channels fastest, padded with zeros. */
   weight: GPUBuffer;
@@ -79,7 +82,7 @@ export function conv1d(ops: Ops, label: string, spec: Conv1dSpec, x: View, frame
     frames_in: framesIn, frames_out: frames, cin: spec.cin, cout: spec.cout, taps: spec.taps, stride, dilation, pad: spec.pad, upsample,
     x_stride: x.stride, x_offset: x.offset, y_stride: y.stride, y_offset: y.offset, res_stride: res?.stride ?? 0, res_offset: res?.offset ?? 0,
     in_slope: opts.inSlope ?? 1, out_scale: opts.scale ?? 1, accumulate: opts.accumulate === true, has_res: res !== undefined,
-  }, { w: spec.weight, b: spec.bias, x: x.buffer, y: y.buffer, res: res?.buffer ?? ops.dummy }, spread(frames * ceil(spec.cout, 4)));
+  }, { w: spec.weight, b: spec.bias, x: x.buffer, y: y.buffer, res: res?.buffer ?? ops.dummy }, spread(ceil(frames, CONV_FRAMES) * ceil(spec.cout, 4)), { FRAMES: CONV_FRAMES });
   return { dispatch: d, frames };
 }
 
