@@ -85,6 +85,7 @@ describe('through the openai client', () => {
     expect(speech.durations.length).toBe(speaker.pieces(TEXT, 'af_heart').length);
     expect(speech.durations.length).toBeGreaterThanOrEqual(2);
     expect(speech.audio.length).toBe(frames(speech) * frameSamples);
+    expect((speaker as unknown as { model: KokoroModel }).model.samplesPerFrame).toBe(frameSamples);
     const create = async (response_format: 'wav' | 'pcm' | 'flac' | 'mp3') => {
       const res = await live.openai.audio.speech.create({ model: 'kokoro', voice: 'af_heart', input: TEXT, response_format });
       return { type: res.headers.get('content-type'), bytes: new Uint8Array(await res.arrayBuffer()) };

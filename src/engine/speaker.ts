@@ -64,6 +64,8 @@ export class SpeakTimeoutError extends Error {
 
 /** Clause marks a long sentence is cut after, and word boundaries after them. */
 const CLAUSE = /[,;:—…]/;
+/** The model's refusal of a call whose audio passes model.maxFrames. */
+const TOO_LONG = /synthesise shorter pieces/;
 
 export async function loadSpeaker(options: AudioWorkerOptions): Promise<Speaker> {
   const dir = resolve(options.modelDir);
@@ -208,16 +210,27 @@ export class Speaker {
     const width = pack.length / this.info.contextSize;
     const audio: Float32Array[] = [];
     const durations: Int32Array[] = [];
-    for (const piece of pieces) {
+    const pass = async (ids: number[]): Promise<void> => {
       if (signal?.aborted) throw new Error('the client closed the connection');
       if (!this.jobs.live(job)) throw this.jobs.timeoutError;
-      const row = piece.ids.length - 1;
-      const out = await this.model.synthesize(piece.ids, pack.subarray(row * width, (row + 1) * width), speed, seed);
+      const row = ids.length - 1;
+      let out: { audio: Float32Array; durations: Int32Array };
+      try {
+        out = await this.model.synthesize(ids, pack.subarray(row * width, (row + 1) * width), speed, seed);
+      } catch (e) {
+        // Audio past what one call holds on this device (model.maxFrames): the piece in halves.
+        if (!(e instanceof Error && TOO_LONG.test(e.message)) || ids.length < 2) throw e;
+        const cut = this.middle(ids);
+        await pass(ids.slice(0, cut));
+        await pass(ids.slice(cut));
+        return;
+      }
       if (!this.jobs.live(job)) throw this.jobs.timeoutError;
       audio.push(out.audio);
       durations.push(out.durations);
       onAudio?.(out.audio);
-    }
+    };
+    for (const piece of pieces) await pass(piece.ids);
     const all = new Float32Array(audio.reduce((n, a) => n + a.length, 0));
     let at = 0;
     for (const a of audio) {
@@ -225,5 +238,14 @@ export class Speaker {
       at += a.length;
     }
     return { audio: all, durations };
+  }
+
+  /** Where to halve ids (both halves non-empty): after the word boundary nearest the middle, else the middle. */
+  private middle(ids: number[]): number {
+    const half = ids.length >> 1;
+    const space = this.model.vocab.get(' ');
+    let best: number | undefined;
+    for (let i = 0; i + 2 < ids.length; i++) if (ids[i] === space && (best === undefined || Math.abs(i + 1 - half) < Math.abs(best - half))) best = i + 1;
+    return best ?? half;
   }
 }
