@@ -105,7 +105,8 @@ export class Speaker {
 
   /**
    * The model's input alphabet as a tokenizer (one id per phoneme character): what /tokenize
-   * answers with on an audio-only text-to-speech server. Made on first use.
+   * answers with on an audio-only text-to-speech server, whose engine asks for it at start.
+   * Its tokenizer.json is written to a temporary directory, removed on close.
    */
   get tokenizer(): TextTokenizer {
     if (!this.phonemeTokenizer) {
