@@ -10,6 +10,7 @@ import { AFFINE_BITS, formatFile, isAffine, kernelEnum, kernelStruct, type Varia
 import { packStruct, type StructValues } from './wgsl-struct.js';
 import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, uniformBuffer, type GpuWeight, type ScaleFormat, type WeightPart } from './tensors.js';
 import { attention, cachedAttention, ropeKvWrite } from './ops/attention.js';
+import { adain, adaLayerNorm, conv1d, convTranspose1d, gatherRows, harmonicSource, istft, lstm, stft } from './ops/audio.js';
 import { im2col } from './ops/conv.js';
 import { embedOverride, embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
@@ -67,6 +68,15 @@ export class Ops {
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);
   readonly sample = method(this, sample);
+  readonly conv1d = method(this, conv1d);
+  readonly convTranspose1d = method(this, convTranspose1d);
+  readonly adain = method(this, adain);
+  readonly adaLayerNorm = method(this, adaLayerNorm);
+  readonly lstm = method(this, lstm);
+  readonly gatherRows = method(this, gatherRows);
+  readonly harmonicSource = method(this, harmonicSource);
+  readonly stft = method(this, stft);
+  readonly istft = method(this, istft);
 
   constructor(readonly gpu: Gpu) {
     this.pipelines = new PipelineCache(gpu.device);
@@ -84,9 +94,13 @@ export class Ops {
     return uniformBuffer(this.gpu.device, packStruct(kernelStruct(file, 'Params'), values));
   }
 
-  /** A bind group of `pipeline`: its params (p), the step uniform, and `resources` by the WGSL variable names they bind to. */
+  /**
+   * A bind group of `pipeline`: its params (p), the step uniform where the kernel declares
+   * it, and `resources` by the WGSL variable names they bind to.
+   */
   bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, resources: Resources): GPUBindGroup {
-    const entries = Object.entries({ p: params, step: this.step, ...resources }).map(([name, r]): GPUBindGroupEntry => ({
+    const step = this.pipelines.declares(pipeline, 'step') ? { step: this.step } : {};
+    const entries = Object.entries({ p: params, ...step, ...resources }).map(([name, r]): GPUBindGroupEntry => ({
       binding: this.pipelines.binding(pipeline, name),
       resource: r instanceof GPUBuffer ? { buffer: r } : r,
     }));
