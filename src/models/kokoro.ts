@@ -410,7 +410,7 @@ export class KokoroGpu implements KokoroModel {
   readonly sampleRate = SAMPLE_RATE;
   readonly vocab: ReadonlyMap<string, number>;
   readonly maxPhonemes: number;
-  /** Keeps the next call's intermediate features (tests). */
+  /** Set (to anything) before a call, holds that call's intermediate features after it (tests). */
   trace?: KokoroTrace;
   /** Milliseconds per stage, summed over the calls while set (bench/kokoro-rtf.ts): each stage then runs on its own and is waited for. */
   profile?: Map<string, number>;
