@@ -13,7 +13,9 @@
 // bin over the bin's magnitude: bins under a thousandth of the largest have phases of
 // rounding noise in any float implementation, and a phase at +-pi falls on either side of
 // the cut by rounding, so the reference takes those from the GPU (KokoroReference.forward's
-// phaseOf); the weakest phases compared carry ~3e-3: their tolerance is 1e-2. The same inputs and seed give byte-identical audio.
+// phaseOf); the weakest phases compared carry ~3e-3: their tolerance is 1e-2. The same
+// inputs and seed give byte-identical audio; the same weights in mlx-audio's layout and in
+// torch.save files (.pth, .pt) give the same audio.
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -26,9 +26,10 @@
 // dispatches' params (runtime/ops/audio.ts), and the linear layers, attention and
 // embeddings (which read the step's row count) run in passes of their own row count.
 // The LSTMs run as one GPU dispatch per layer, a workgroup per direction looping over the
-// frames (lstm.wgsl): on llvmpipe that measured 1.2-1.3x faster than the same recurrence
-// as an f32 loop on the CPU (Kokoro-82M's hidden 256 over 300 frames, bench/RESULTS.md),
-// and it keeps the projections on the device between passes; the style-dependent parts of every layer (AdaIN and AdaLayerNorm
+// frames (lstm.wgsl): on llvmpipe that measured about even with the same recurrence as
+// an f32 loop on the CPU (Kokoro-82M's hidden 256 over 62 to 300 frames: 0.8x to 1.3x as
+// the machine's load varied, bench/RESULTS.md), and it keeps every activation on the
+// device, where a CPU LSTM would read back and upload between passes; the style-dependent parts of every layer (AdaIN and AdaLayerNorm
 // affines, the style's share of the LSTMs' input projections) are one linear layer per
 // style half, run once per call.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -409,7 +410,7 @@ export class KokoroGpu implements KokoroModel {
   readonly sampleRate = SAMPLE_RATE;
   readonly vocab: ReadonlyMap<string, number>;
   readonly maxPhonemes: number;
-  /** Keeps the next call's intermediate features (tests). */
+  /** Set (to anything) before a call, holds that call's intermediate features after it (tests). */
   trace?: KokoroTrace;
   /** Milliseconds per stage, summed over the calls while set (bench/kokoro-rtf.ts): each stage then runs on its own and is waited for. */
   profile?: Map<string, number>;
