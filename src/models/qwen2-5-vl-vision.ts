@@ -141,11 +141,11 @@ export async function loadQwen25VlVision(gpu: Gpu, dir: string, batchTokens: num
   const named = (name: string) => `${base}.${name}`;
   const patchValues = 3 * patch * patch;
   const load: VisionLoader = {
-    matrix: (...sources: MatrixSource[]) => loadMatrix(gpu.device, gpu, ckpt, sources.map((s) => ({ ...s, prefix: named(s.prefix) })), quantization),
-    vector: (sources, shift) => loadVector(gpu.device, ckpt, [sources].flat().map((s) => ({ ...s, name: named(s.name) })), shift),
+    matrix: (...sources: MatrixSource[]) => loadMatrix(gpu.device, gpu, ckpt, sources, quantization),
+    vector: (sources, shift) => loadVector(gpu.device, ckpt, [sources].flat(), shift),
     patchEmbedding: (name, rows, cols) => {
-      const { shape } = ckpt.entry(named(name)).info;
-      const w = ckpt.readF32(named(name));
+      const { shape } = ckpt.entry(name).info;
+      const w = ckpt.readF32(name);
       const mlx = shape.join() === [rows, 2, patch, patch, 3].join();
       if (!mlx && shape.join() !== [rows, 3, 2, patch, patch].join()) throw new Error(`${dir}: ${name} has shape [${shape.join(', ')}], expected [${rows}, 3, 2, ${patch}, ${patch}] or mlx's [${rows}, 2, ${patch}, ${patch}, 3]`);
       // Both frames' slices summed, as [channels, y, x].
@@ -169,15 +169,15 @@ export async function loadQwen25VlVision(gpu: Gpu, dir: string, batchTokens: num
   const f32 = (n: number, label: string) => storageBuffer(gpu.device, n * 4, `vision.${label}`);
   const normed = f32(maxPatches * hidden, 'ln_q');
   const tower = new Program();
-  tower.add(...vt.dispatches, ops.rmsnorm(named('merger.ln_q'), vt.buffers.h, load.vector({ name: 'merger.ln_q.weight', length: hidden }), normed, { width: hidden, eps: 1e-6 }));
+  tower.add(...vt.dispatches, ops.rmsnorm(named('merger.ln_q'), vt.buffers.h, load.vector({ name: named('merger.ln_q.weight'), length: hidden }), normed, { width: hidden, eps: 1e-6 }));
   const wide = hidden * units;
   const mid = f32(maxImageTokens * wide, 'merger.mlp');
   const out = f32(maxImageTokens * textHidden, 'image_tokens');
   const merger = new Program();
   merger.add(
-    ...ops.linear(named('merger.mlp.0'), load.matrix({ prefix: 'merger.mlp.0', rows: wide, cols: wide }), normed, mid, { bias: load.vector({ name: 'merger.mlp.0.bias', length: wide }) }),
+    ...ops.linear(named('merger.mlp.0'), load.matrix({ prefix: named('merger.mlp.0'), rows: wide, cols: wide }), normed, mid, { bias: load.vector({ name: named('merger.mlp.0.bias'), length: wide }) }),
     ops.glu(mid, undefined, wide, 'gelu'),
-    ...ops.linear(named('merger.mlp.2'), load.matrix({ prefix: 'merger.mlp.2', rows: textHidden, cols: wide }), mid, out, { bias: load.vector({ name: 'merger.mlp.2.bias', length: textHidden }) }),
+    ...ops.linear(named('merger.mlp.2'), load.matrix({ prefix: named('merger.mlp.2'), rows: textHidden, cols: wide }), mid, out, { bias: load.vector({ name: named('merger.mlp.2.bias'), length: textHidden }) }),
   );
   ckpt.close();
   // Every layout numbers its blocks from 0: a group's table entries start at its first block.
