@@ -16,7 +16,7 @@
 //   prompt cache past the image, answers as a cold prefill does; an Anthropic base64 block
 //   answers as the data URI does;
 // - an image of more tokens than one prefill batch: 400, before it is encoded.
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type OpenAI from 'openai';
@@ -124,6 +124,26 @@ describe('the Qwen2.5-VL image encoder', () => {
       expect(fromMlx).toEqual(await live.engine.vision!.encode(image));
     } finally {
       rmSync(mlx, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Qwen2.5-VL vision configs', () => {
+  it('refuses a vision config field it does not implement, naming it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qwen-vl-config-'));
+    try {
+      const config = JSON.parse(readFileSync(join(live.dir, 'config.json'), 'utf8')) as { vision_config: Record<string, unknown> };
+      for (const [field, value, message] of [
+        ['hidden_act', 'gelu', /vision_config: hidden_act "gelu" is not supported/],
+        ['temporal_patch_size', 3, /vision_config: temporal_patch_size 3 is not supported/],
+        ['window_size', 100, /vision_config: window_size 100 is not a multiple of patch_size x spatial_merge_size = 28/],
+        ['fullatt_block_indexes', [2], /vision_config: fullatt_block_indexes must list block indexes below depth 2/],
+      ] as const) {
+        writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, vision_config: { ...config.vision_config, [field]: value } }));
+        await expect(loadQwen25VlVision(await testGpu(), dir, 32), field).rejects.toThrow(message);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
