@@ -118,9 +118,10 @@ export async function loadQwen25VlVision(gpu: Gpu, dir: string, batchTokens: num
   const merge = vc.count('spatial_merge_size', 2);
   const windowSize = vc.count('window_size', 112);
   if (windowSize % (patch * merge) !== 0) vc.fail('window_size', `${windowSize} is not a multiple of patch_size x spatial_merge_size = ${patch * merge}`);
-  const fullAttention = new Set(vc.raw.fullatt_block_indexes as unknown[] ?? []);
-  if (![...fullAttention].every((i) => Number.isInteger(i) && (i as number) >= 0 && (i as number) < layers)) vc.fail('fullatt_block_indexes', `must list block indexes below depth ${layers}`);
-  const textHidden = readModelConfig(dir).hidden;
+  const listed: unknown = vc.raw.fullatt_block_indexes ?? [];
+  if (!Array.isArray(listed) || !listed.every((i) => Number.isInteger(i) && i >= 0 && i < layers)) vc.fail('fullatt_block_indexes', `must list block indexes below depth ${layers}`);
+  const fullAttention = new Set(listed as number[]);
+  const { hidden: textHidden, quantization } = readModelConfig(dir);
   const outHidden = vc.count('out_hidden_size', textHidden);
   if (outHidden !== textHidden) vc.fail('out_hidden_size', `${outHidden} differs from the language model's hidden_size ${textHidden}`);
   const pre = readQwenImageProcessor(dir, bounds);
@@ -134,7 +135,6 @@ export async function loadQwen25VlVision(gpu: Gpu, dir: string, batchTokens: num
   const maxImageTokens = Math.min(Math.floor(pre.maxPixels / (factor * factor)), batchTokens);
   const maxPatches = maxImageTokens * units;
 
-  const quantization = readModelConfig(dir).quantization;
   const ckpt = new Checkpoint(dir);
   const base = ['visual', 'model.visual', 'vision_tower'].find((p) => ckpt.has(`${p}.merger.ln_q.weight`));
   if (base === undefined) throw new Error(`${dir}: config.json has a vision_config but the checkpoint has no visual.merger tensors`);
@@ -164,7 +164,7 @@ export async function loadQwen25VlVision(gpu: Gpu, dir: string, batchTokens: num
   };
   const ops = new Ops(gpu);
   const vt = windowedVitEncoder(ops, load, {
-    prefix: base, hidden, intermediate: vc.count('intermediate_size'), layers, heads, maxPatches, patchValues, eps: 1e-6, activation: 'silu', fullAttention: fullAttention as Set<number>,
+    prefix: base, hidden, intermediate: vc.count('intermediate_size'), layers, heads, maxPatches, patchValues, eps: 1e-6, activation: 'silu', fullAttention,
   });
   const f32 = (n: number, label: string) => storageBuffer(gpu.device, n * 4, `vision.${label}`);
   const normed = f32(maxPatches * hidden, 'ln_q');
