@@ -2,13 +2,13 @@
 // interface the engine and server use (VisionEncoder). vitEncoder is SigLIP's (Gemma 3),
 // windowedVitEncoder Qwen2.5-VL's (RMSNorm, SwiGLU, 2D rotary positions through the rope
 // kernel's multimodal variant, each window a sequence of its own in the shared KV texture);
-// both run as a pass of their own over one image's patches, one row per patch. In
-// vitEncoder, the patch embedding is a linear layer over the unfolded patches (the host lays
-// each patch out as the conv weight's [channels, y, x] order), learned positions are gathered by patch index, and
-// attention is bidirectional over the image (every patch's keyEnd is the last patch), its
-// K and V going through one KV texture pair that the layers, running one after another,
-// share. Blocks are pre-norm: h += attn(LN1(h)), h += fc2(act(fc1(LN2(h)))), all projections
-// biased. Tensors are named as transformers' SigLIP (vision_model.embeddings.*,
+// both run as a pass of their own over one image's patches, one row per patch. In vitEncoder,
+// the patch embedding is a linear layer over the unfolded patches (the host lays each patch out
+// as the conv weight's [channels, y, x] order), learned positions are gathered by patch index,
+// and attention is bidirectional over the image (every patch's keyEnd is the last patch), its K
+// and V going through one KV texture pair that the layers, running one after another, share.
+// Blocks are pre-norm: h += attn(LN1(h)), h += fc2(act(fc1(LN2(h)))), all projections biased.
+// Tensors are named as transformers' SigLIP (vision_model.embeddings.*,
 // vision_model.encoder.layers.N.{self_attn,mlp,layer_norm1,layer_norm2}.*,
 // vision_model.post_layernorm) under the tower's prefix.
 import type { Activation } from '../runtime/ops/linear.js';
