@@ -7,8 +7,12 @@
 // encoded; streamed, max_tokens 1). No llama.cpp counterpart: node-llama-cpp runs no
 // vision tower (mtmd is not in its bindings), so these are ours alone.
 //   npx tsx bench/vision.ts [WIDTHxHEIGHT ...]        (default 896x896 1280x720)
-// Settings (environment): BENCH_MODEL_DIR (default /tmp/mlxcel-bench/qwen2.5-vl-3b, written
-// on first use, about 3 GB), BENCH_BACKEND (auto).
+// Settings (environment): BENCH_LAYERS (the language model's layers, default 36) and
+// BENCH_VISION_DEPTH (the tower's blocks, default 32; full attention in every eighth from the
+// eighth, or in the last where there are fewer than eight): fewer run the model's per-layer
+// shapes in less time and disk (the full model's checkpoint is about 3 GB); BENCH_MODEL_DIR
+// (default /tmp/mlxcel-bench/qwen2.5-vl-3b-<layers>l-<depth>v, written on first use, delete
+// it after); BENCH_BACKEND (auto).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -20,16 +24,19 @@ import { startServer } from '../src/server/server.js';
 import { makeRng } from '../test/helpers/random-checkpoint.js';
 import { QWEN25_VL_3B, writeBenchModel } from './bench-model.js';
 
+const layers = Number(process.env.BENCH_LAYERS ?? QWEN25_VL_3B.layers);
+const depth = Number(process.env.BENCH_VISION_DEPTH ?? 32);
+const fullAttention = Array.from({ length: depth }, (_, i) => i).filter((i) => i % 8 === 7);
 const VISION = {
-  depth: 32, hidden_size: 1280, hidden_act: 'silu', intermediate_size: 3420, num_heads: 16, in_chans: 3, out_hidden_size: 2048, patch_size: 14,
-  spatial_merge_size: 2, spatial_patch_size: 14, temporal_patch_size: 2, window_size: 112, fullatt_block_indexes: [7, 15, 23, 31], tokens_per_second: 2,
+  depth, hidden_size: 1280, hidden_act: 'silu', intermediate_size: 3420, num_heads: 16, in_chans: 3, out_hidden_size: 2048, patch_size: 14,
+  spatial_merge_size: 2, spatial_patch_size: 14, temporal_patch_size: 2, window_size: 112, fullatt_block_indexes: fullAttention.length > 0 ? fullAttention : [depth - 1], tokens_per_second: 2,
 };
 
 /** The tower beside the language model: its bf16 tensors in visual.safetensors, both files in the index, the configs. */
 function writeVisionTower(dir: string): void {
   if (existsSync(join(dir, 'preprocessor_config.json'))) return;
   const rng = makeRng(7);
-  const { hidden_size: V, intermediate_size: I, depth, out_hidden_size: out } = VISION;
+  const { hidden_size: V, intermediate_size: I, out_hidden_size: out } = VISION;
   const tensor = (name: string, shape: number[], std: number, mean = 0): SafetensorsWriteTensor => {
     const n = shape.reduce((a, b) => a * b, 1);
     const values = new Float32Array(n);
@@ -66,13 +73,13 @@ function picture(width: number, height: number, seed: number) {
 }
 
 const sizes = (process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['896x896', '1280x720']).map((s) => s.split('x').map(Number) as [number, number]);
-const dir = process.env.BENCH_MODEL_DIR ?? '/tmp/mlxcel-bench/qwen2.5-vl-3b';
-writeBenchModel(dir, QWEN25_VL_3B);
+const dir = process.env.BENCH_MODEL_DIR ?? `/tmp/mlxcel-bench/qwen2.5-vl-3b-${layers}l-${depth}v`;
+writeBenchModel(dir, { ...QWEN25_VL_3B, layers });
 writeVisionTower(dir);
 const engine = await loadEngine({ modelDir: dir, batchSize: 1280, contextSize: 4096, backend: process.env.BENCH_BACKEND, log: (line) => console.log(line) });
 const vision = engine.vision!;
 const server = await startServer(engine, { host: '127.0.0.1', port: 0 });
-console.log(`${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)}`);
+console.log(`${layers} of 36 language-model layers, ${depth} of 32 vision blocks (full attention in ${VISION.fullatt_block_indexes.join(', ')}); ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)}`);
 let seed = 1;
 for (const [width, height] of sizes) {
   const tokens = vision.tokens({ width, height });
