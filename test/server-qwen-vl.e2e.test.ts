@@ -24,6 +24,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { mropePositions } from '../src/engine/forward.js';
 import { loadQwen25VlVision, smartResize, windowOrder } from '../src/models/qwen2-5-vl-vision.js';
+import { quantizeAffine } from '../src/models/quantize.js';
 import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
 import type { RgbImage } from '../src/models/vision-layers.js';
 import { useLive } from './helpers/live-server.js';
@@ -103,7 +104,7 @@ describe('the Qwen2.5-VL image encoder', () => {
     }
   });
 
-  it('reads mlx-vlm\'s layout (vision_tower., channels-last Conv3d) as the same weights', async () => {
+  it('reads mlx-vlm\'s layout (vision_tower., channels-last Conv3d) as the same weights, and its quantized linear layers', async () => {
     const mlx = mkdtempSync(join(tmpdir(), 'qwen-vl-mlx-'));
     try {
       const tensors = [...listCheckpointTensors(live.dir)].map(([name, t]) => {
@@ -120,8 +121,28 @@ describe('the Qwen2.5-VL image encoder', () => {
       writeSafetensors(join(mlx, 'model.safetensors'), tensors);
       for (const file of ['config.json', 'preprocessor_config.json']) copyFileSync(join(live.dir, file), join(mlx, file));
       const image = randomImage(3, 84, 56);
+      const float = await live.engine.vision!.encode(image);
       const fromMlx = await (await loadQwen25VlVision(await testGpu(), mlx, 32))!.encode(image);
-      expect(fromMlx).toEqual(await live.engine.vision!.encode(image));
+      expect(fromMlx).toEqual(float);
+      // Its linear layers quantized as mlx-vlm's 8-bit conversion writes them: close to the float tower, not equal.
+      const quantized = tensors.flatMap((t) => {
+        if (!t.name.startsWith('vision_tower.') || t.shape.length !== 2) return [t];
+        const [rows, cols] = t.shape as [number, number];
+        const q = quantizeAffine(t.data, rows, cols, 8, 32);
+        const prefix = t.name.replace(/\.weight$/, '');
+        return [
+          { name: t.name, dtype: 'U32' as const, shape: [rows, cols / 4], data: q.packed },
+          { name: `${prefix}.scales`, dtype: 'F32' as const, shape: [rows, cols / 32], data: q.scales },
+          { name: `${prefix}.biases`, dtype: 'F32' as const, shape: [rows, cols / 32], data: q.biases },
+        ];
+      });
+      writeSafetensors(join(mlx, 'model.safetensors'), quantized);
+      const config = JSON.parse(readFileSync(join(mlx, 'config.json'), 'utf8')) as Record<string, unknown>;
+      writeFileSync(join(mlx, 'config.json'), JSON.stringify({ ...config, quantization: { group_size: 32, bits: 8 } }));
+      const fromQuantized = await (await loadQwen25VlVision(await testGpu(), mlx, 32))!.encode(image);
+      const diff = Math.max(...fromQuantized.rows.map((x, i) => Math.abs(x - float.rows[i]!)));
+      expect(diff).toBeGreaterThan(0);
+      expect(diff).toBeLessThan(0.05);
     } finally {
       rmSync(mlx, { recursive: true, force: true });
     }

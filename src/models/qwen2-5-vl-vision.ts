@@ -163,8 +163,11 @@ export async function loadQwen25VlVision(gpu: Gpu, dir: string, batchTokens: num
     },
   };
   const ops = new Ops(gpu);
+  const intermediate = vc.count('intermediate_size');
+  // Quantized linear layers read their input through one shared texture: sized for the widest, the MLP's.
+  if (quantization) ops.reserveMatmulInput(maxPatches * Math.max(hidden, intermediate) * 4);
   const vt = windowedVitEncoder(ops, load, {
-    prefix: base, hidden, intermediate: vc.count('intermediate_size'), layers, heads, maxPatches, patchValues, eps: 1e-6, activation: 'silu', fullAttention,
+    prefix: base, hidden, intermediate, layers, heads, maxPatches, patchValues, eps: 1e-6, activation: 'silu', fullAttention,
   });
   const f32 = (n: number, label: string) => storageBuffer(gpu.device, n * 4, `vision.${label}`);
   const normed = f32(maxPatches * hidden, 'ln_q');
