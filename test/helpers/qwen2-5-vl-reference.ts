@@ -28,7 +28,8 @@
 // each layer h += o_proj(attention), q, k, v biased from input_layernorm(h), the rotary pairs
 // split by mrope_section into runs turning by the t, h and w positions (rope_theta), causal
 // GQA; h += down(silu(gate(x)) * up(x)), x = post_attention_layernorm(h); the final norm
-// and the tied embedding as the head.
+// and the tied embedding as the head. A call whose tokens extend the previous call's (a greedy
+// run) goes on from that call's keys and values: the same math, once per token.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
@@ -153,6 +154,9 @@ export class Qwen25VlReference {
     return out;
   }
 
+  /** The keys and values of the last logits call's tokens per layer, and where get_rope_index stood: a call extending those tokens goes on from them. */
+  private kept?: { tokens: number[]; images: unknown; keys: Rows[]; values: Rows[]; next: number; image: number };
+
   /** Logits [vocab] after the last of `tokens`, each image (its rows and merged grid) replacing its run of image pads. */
   logits(tokens: number[], images: Array<{ rows: Rows; grid: { h: number; w: number } }>): Float64Array {
     const c = this.config as Record<string, number> & { rope_scaling: { mrope_section: number[] } };
@@ -161,25 +165,28 @@ export class Qwen25VlReference {
     const theta = c.rope_theta;
     const [s0, s1] = c.rope_scaling.mrope_section as [number, number, number];
     const embed = this.t('model.language_model.embed_tokens.weight');
-    // get_rope_index and the embeddings together.
+    let kept = this.kept;
+    if (!kept || kept.images !== images || kept.tokens.length >= tokens.length || kept.tokens.some((t, i) => tokens[i] !== t)) {
+      kept = { tokens: [], images, keys: Array.from({ length: layers }, () => []), values: Array.from({ length: layers }, () => []), next: 0, image: -1 };
+    }
+    const from = kept.tokens.length;
+    // get_rope_index and the embeddings together, for the tokens not kept.
     const positions: Array<[number, number, number]> = [];
-    let next = 0;
-    let image = -1;
     let h: Rows = [];
-    for (let p = 0; p < tokens.length; p++) {
+    for (let p = from; p < tokens.length; p++) {
       if (tokens[p] === pad && (p === 0 || tokens[p - 1] !== pad)) {
-        const { rows, grid } = images[++image]!;
-        const st = next;
+        const { rows, grid } = images[++kept.image]!;
+        const st = kept.next;
         rows.forEach((row, k) => {
           positions.push([st, st + Math.floor(k / grid.w), st + (k % grid.w)]);
           h.push(Float64Array.from(row));
         });
-        next = st + Math.max(grid.h, grid.w);
+        kept.next = st + Math.max(grid.h, grid.w);
         p += rows.length - 1;
         continue;
       }
-      positions.push([next, next, next]);
-      next++;
+      positions.push([kept.next, kept.next, kept.next]);
+      kept.next++;
       h.push(Float64Array.from(embed.subarray(tokens[p]! * H, (tokens[p]! + 1) * H)));
     }
     const rope = (x: Rows) => x.forEach((row, r) => {
@@ -199,12 +206,16 @@ export class Qwen25VlReference {
       const [q, k, v] = ['q_proj', 'k_proj', 'v_proj'].map((n) => this.linear(x, `${p}.self_attn.${n}`)) as [Rows, Rows, Rows];
       rope(q);
       rope(k);
-      h = add(h, this.linear(attention(q, k, v, heads, kvHeads, d, (i, j) => j <= i), `${p}.self_attn.o_proj`, false));
+      kept.keys[l]!.push(...k);
+      kept.values[l]!.push(...v);
+      h = add(h, this.linear(attention(q, kept.keys[l]!, kept.values[l]!, heads, kvHeads, d, (i, j) => j <= from + i), `${p}.self_attn.o_proj`, false));
       const y = h.map((r) => this.rmsNorm(r, `${p}.post_attention_layernorm.weight`, eps));
       const gate = this.linear(y, `${p}.mlp.gate_proj`, false);
       const up = this.linear(y, `${p}.mlp.up_proj`, false);
       h = add(h, this.linear(gate.map((r, i) => r.map((g, j) => silu(g) * up[i]![j]!)), `${p}.mlp.down_proj`, false));
     }
+    kept.tokens = [...tokens];
+    this.kept = kept;
     const last = this.rmsNorm(h[h.length - 1]!, 'model.language_model.norm.weight', eps);
     const out = new Float64Array(embed.length / H);
     for (let t = 0; t < out.length; t++) {
