@@ -1,11 +1,11 @@
 // Image input on a Qwen2.5-VL-3B-shaped checkpoint (random weights: bench/bench-model.ts's
-// 4-bit language model, and Qwen2.5-VL-3B's vision tower in bf16: 32 blocks of width 1280,
-// 16 heads, SwiGLU 3420, windows of 112 pixels, full attention in blocks 7, 15, 23 and 31,
-// the merger into 2048): for each image size, the encode time (preprocessing, the tower
-// and the merger, through the engine's encoder, once warm) and the time to first token of a
-// chat turn with that image through the server (a picture not seen before, so it is
-// encoded; streamed, max_tokens 1). No llama.cpp counterpart: node-llama-cpp runs no
-// vision tower (mtmd is not in its bindings), so these are ours alone.
+// 4-bit language model, and Qwen2.5-VL-3B's vision tower in bf16: 32 blocks of width 1280, 16
+// heads, SwiGLU 3420, windows of 112 pixels, full attention in blocks 7, 15, 23 and 31, the
+// merger into 2048): for each image size, the encode time (preprocessing, the tower and the
+// merger, through the engine's encoder, once warm) and the time to first token of a chat turn
+// with that image through the server (a picture not seen before, so it is encoded; streamed,
+// max_tokens 1, until the chunk carrying the token's logprobs). No llama.cpp counterpart: node-
+// llama-cpp runs no vision tower (mtmd is not in its bindings), so these are ours alone.
 //   npx tsx bench/vision.ts [WIDTHxHEIGHT ...]        (default 896x896 1280x720)
 // Settings (environment): BENCH_LAYERS (the language model's layers, default 36) and
 // BENCH_VISION_DEPTH (the tower's blocks, default 32; full attention in every eighth from the
@@ -76,7 +76,7 @@ const sizes = (process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['896x
 const dir = process.env.BENCH_MODEL_DIR ?? `/tmp/mlxcel-bench/qwen2.5-vl-3b-${layers}l-${depth}v`;
 writeBenchModel(dir, { ...QWEN25_VL_3B, layers });
 writeVisionTower(dir);
-const engine = await loadEngine({ modelDir: dir, batchSize: 1280, contextSize: 4096, backend: process.env.BENCH_BACKEND, log: (line) => console.log(line) });
+const engine = await loadEngine({ modelDir: dir, batchSize: 1280, contextSize: 4096, parallel: 1, backend: process.env.BENCH_BACKEND, log: (line) => console.log(line) });
 const vision = engine.vision!;
 const server = await startServer(engine, { host: '127.0.0.1', port: 0 });
 console.log(`${layers} of 36 language-model layers, ${depth} of 32 vision blocks (full attention in ${VISION.fullatt_block_indexes.join(', ')}); ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)}`);
@@ -92,7 +92,7 @@ for (const [width, height] of sizes) {
   const sent = performance.now();
   const res = await fetch(`${server.url}/v1/chat/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ stream: true, max_tokens: 1, temperature: 0, messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe the picture.' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${png.toString('base64')}` } }] }] }),
+    body: JSON.stringify({ stream: true, max_tokens: 1, temperature: 0, logprobs: true, messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe the picture.' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${png.toString('base64')}` } }] }] }),
   });
   const reader = res.body!.getReader();
   let text = '';
@@ -101,7 +101,8 @@ for (const [width, height] of sizes) {
     const { value, done } = await reader.read();
     if (done) break;
     text += new TextDecoder().decode(value);
-    if (!ttftMs && text.includes('"content"')) ttftMs = performance.now() - sent;
+    // The first chunk carrying a token carries its logprobs.
+    if (!ttftMs && text.includes('"logprobs":{')) ttftMs = performance.now() - sent;
   }
   console.log(`${width}x${height}: ${tokens} image tokens; encode ${(encodeMs / 1000).toFixed(2)} s, time to first token ${(ttftMs / 1000).toFixed(2)} s (load average ${loadavg()[0]!.toFixed(2)})`);
 }
