@@ -2,10 +2,11 @@
 // 4-bit language model, and Qwen2.5-VL-3B's vision tower in bf16: 32 blocks of width 1280, 16
 // heads, SwiGLU 3420, windows of 112 pixels, full attention in blocks 7, 15, 23 and 31, the
 // merger into 2048): for each image size, the encode time (preprocessing, the tower and the
-// merger, through the engine's encoder, its pipelines run once before) and the time to first token of a chat turn
-// with that image through the server (a picture not seen before, so it is encoded; streamed,
-// max_tokens 1, until the chunk carrying the token's logprobs). No llama.cpp counterpart:
-// node-llama-cpp runs no vision tower (mtmd is not in its bindings), so these are ours alone.
+// merger, through the engine's encoder, its pipelines run once before) and the time to first
+// token of a chat turn with that image through the server (a picture not seen before, so it is
+// encoded; streamed, max_tokens 1, until the chunk carrying the token's logprobs). No llama.cpp
+// counterpart: node-llama-cpp runs no vision tower (mtmd is not in its bindings), so these are
+// ours alone.
 //   npx tsx bench/vision.ts [WIDTHxHEIGHT ...]        (default 896x896 1280x720)
 // Settings (environment): BENCH_LAYERS (the language model's layers, default 36) and
 // BENCH_VISION_DEPTH (the tower's blocks, default 32; full attention in every eighth from the
