@@ -8,6 +8,8 @@
 // add), q/k norms, GELU, 5:1 sliding layers; Phi-4-mini's fused qkv and gate_up, RoPE over
 // 3/4 of each head and a longrope table. QWEN3_30B_A3B is the mixture of experts (128
 // experts, top 8, expert FFN 768), its experts stacked as mlx-lm writes them (switch_mlp).
+// QWEN25_VL_3B is Qwen2.5-VL-3B's language model (Qwen2's biased q/k/v, multimodal RoPE);
+// bench/vision.ts adds its vision tower.
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { f32ToBf16 } from '../src/models/half.js';
@@ -20,7 +22,7 @@ export interface BenchShape {
   /** For tables, e.g. Qwen3-0.6B. */
   label: string;
   /** config.json model_type. */
-  family: 'qwen3' | 'gemma3_text' | 'phi3' | 'qwen3_moe';
+  family: 'qwen3' | 'gemma3_text' | 'phi3' | 'qwen3_moe' | 'qwen2_5_vl';
   hidden: number;
   layers: number;
   heads: number;
@@ -59,6 +61,12 @@ export const QWEN3_30B_A3B: BenchShape = {
   name: 'qwen3-30b-a3b', label: 'Qwen3-30B-A3B', family: 'qwen3_moe',
   hidden: 2048, layers: 48, heads: 32, kvHeads: 4, headDim: 128, intermediate: 6144, vocab: 151936, groupSize: 64, bits: 4,
   moe: { experts: 128, topK: 8, intermediate: 768 },
+};
+
+/** Qwen/Qwen2.5-VL-3B-Instruct's language model (tied embeddings). */
+export const QWEN25_VL_3B: BenchShape = {
+  name: 'qwen2.5-vl-3b', label: 'Qwen2.5-VL-3B', family: 'qwen2_5_vl',
+  hidden: 2048, layers: 36, heads: 16, kvHeads: 2, headDim: 128, intermediate: 11008, vocab: 151936, groupSize: 64, bits: 4,
 };
 
 export const BENCH_SHAPES: Record<string, BenchShape> = {
@@ -124,9 +132,11 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
       continue;
     }
     if (s.family === 'gemma3_text') tensors.push(norm(`${p}.pre_feedforward_layernorm.weight`, s.hidden), norm(`${p}.post_feedforward_layernorm.weight`, s.hidden));
+    // Qwen2's biases on q, k and v where the others norm q and k.
+    tensors.push(...(s.family === 'qwen2_5_vl'
+      ? [filled(`${p}.self_attn.q_proj.bias`, q, 0), filled(`${p}.self_attn.k_proj.bias`, kv, 0), filled(`${p}.self_attn.v_proj.bias`, kv, 0)]
+      : [norm(`${p}.self_attn.q_norm.weight`, s.headDim), norm(`${p}.self_attn.k_norm.weight`, s.headDim)]));
     tensors.push(
-      norm(`${p}.self_attn.q_norm.weight`, s.headDim),
-      norm(`${p}.self_attn.k_norm.weight`, s.headDim),
       ...quantized(`${p}.self_attn.q_proj`, q, s.hidden, seed + 1, g, s.bits),
       ...quantized(`${p}.self_attn.k_proj`, kv, s.hidden, seed + 2, g, s.bits),
       ...quantized(`${p}.self_attn.v_proj`, kv, s.hidden, seed + 3, g, s.bits),
@@ -178,6 +188,13 @@ export function writeBenchFiles(dir: string, s: BenchShape = QWEN3_06B, extra: R
     config = {
       architectures: [s.moe ? 'Qwen3MoeForCausalLM' : 'Qwen3ForCausalLM'], model_type: s.family, ...sizes, head_dim: s.headDim,
       rms_norm_eps: 1e-6, rope_theta: 1000000, max_position_embeddings: 40960, bos_token_id: 151643, eos_token_id: 151645, ...moe,
+    };
+  } else if (s.family === 'qwen2_5_vl') {
+    tokenizer = 'qwen3';
+    config = {
+      architectures: ['Qwen2_5_VLForConditionalGeneration'], model_type: 'qwen2_5_vl', ...sizes, hidden_act: 'silu', rms_norm_eps: 1e-6,
+      rope_theta: 1000000, rope_scaling: { type: 'mrope', mrope_section: [16, 24, 24] }, max_position_embeddings: 128000, bos_token_id: 151643, eos_token_id: 151645,
+      image_token_id: 151655, video_token_id: 151656, vision_start_token_id: 151652, vision_end_token_id: 151653,
     };
   } else if (s.family === 'gemma3_text') {
     tokenizer = 'gemma3';

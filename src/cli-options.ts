@@ -43,6 +43,8 @@ export interface ServeOptions {
   /** --swa-full: sliding-window layers keep every position; undefined = off. */
   swaFull?: boolean;
   batchSize?: number;
+  /** --image-min-tokens / --image-max-tokens: those set. */
+  imageTokens?: { minTokens?: number; maxTokens?: number };
   /** --cache-type-k / --cache-type-v; undefined = the engine's default. */
   cacheTypeK?: KvType;
   cacheTypeV?: KvType;
@@ -243,6 +245,8 @@ const FLAGS: Flag[] = [
   { name: 'media-path', env: ['LLAMA_ARG_MEDIA_PATH'], value: 'DIR', help: 'directory whose regular files (symlinks resolved, no "..") image parts may name as file:// URLs or absolute paths (default: none, local paths are refused)' },
   { name: 'max-images', env: ['MLXCEL_MAX_IMAGES'], value: 'N', help: `image parts per request (default: ${DEFAULT_MEDIA_POLICY.maxImages})` },
   { name: 'max-image-payload-size', env: ['MLXCEL_MAX_IMAGE_PAYLOAD_SIZE'], value: 'BYTES', help: `bytes of one encoded image, data URI, download or file; a download past it is cut off with 413 (default: ${DEFAULT_MEDIA_POLICY.maxImagePayloadBytes})` },
+  { name: 'image-min-tokens', env: ['LLAMA_ARG_IMAGE_MIN_TOKENS'], value: 'N', help: 'fewest tokens an image becomes, for a dynamic-resolution vision tower (Qwen2.5-VL: N x 784 pixels; Gemma 3 is always 256) (default: the preprocessor_config.json min_pixels)' },
+  { name: 'image-max-tokens', env: ['LLAMA_ARG_IMAGE_MAX_TOKENS'], value: 'N', help: 'most tokens an image becomes, for a dynamic-resolution vision tower (Qwen2.5-VL: N x 784 pixels; Gemma 3 is always 256) (default: the preprocessor_config.json max_pixels)' },
   // The REST reference's image server flag; image generation models do not load yet.
   { name: 'image-model', env: ['MLXCEL_IMAGE_MODEL'], value: 'DIR|REPO', help: 'image generation model for /v1/images/generations and /v1/images/edits: not supported yet, the server exits saying so (default: none, those routes answer 501)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
@@ -344,6 +348,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       kvUnified: getSwitch('kv-unified'),
       swaFull: getSwitch('swa-full'),
       batchSize: optionalInteger('batch-size', 1),
+      imageTokens: definedFields({ minTokens: optionalInteger('image-min-tokens', 1), maxTokens: optionalInteger('image-max-tokens', 1) }),
       cacheTypeK: kvType('cache-type-k', get('cache-type-k')),
       cacheTypeV: kvType('cache-type-v', get('cache-type-v')),
       maxQueue: optionalInteger('max-queue', 0),

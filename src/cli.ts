@@ -222,6 +222,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       cacheTypeK: options.cacheTypeK,
       cacheTypeV: options.cacheTypeV,
       batchSize: options.batchSize,
+      imageTokens: options.imageTokens,
       maxQueue: options.maxQueue,
       backend: options.backend,
       cachePrompt: options.cachePrompt,

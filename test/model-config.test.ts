@@ -244,7 +244,7 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ model_type: 'gemma2', hidden_activation: 'relu' })).toBe('config.json: hidden_activation "relu" is not supported (supported: "gelu_pytorch_tanh", "gelu_new", "gelu")');
     expect(refusal({ model_type: 'gemma3_text', layer_types: ['full_attention'] })).toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
     expect(refusal({ model_type: 'smollm3', no_rope_layers: [1, 2] })).toBe('config.json: no_rope_layers must be 0 or 1 for each of the 2 layers');
-    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gpt_oss, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2, lfm2, nemotron_h, granitemoehybrid\)$/);
+    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen2_5_vl, qwen2_5_vl_text, qwen3, qwen3_moe, mixtral, gpt_oss, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2, lfm2, nemotron_h, granitemoehybrid\)$/);
   });
 
   it('refuses mixture-of-experts settings it cannot honour, naming the field', () => {
@@ -350,6 +350,20 @@ describe('checkpointNames: where a family finds its tensors', () => {
     const text = names('gemma3_text', ['model.embed_tokens.weight', 'lm_head.weight']);
     expect(text('model.embed_tokens')).toBe('model.embed_tokens');
     expect(text('lm_head.weight')).toBe('lm_head.weight');
+  });
+
+  it("maps Qwen2.5-VL's decoder to transformers' and mlx-vlm's layouts, the vision tower outside it; refuses an mrope_section that does not split the rotary pairs", () => {
+    const saved = ['model.language_model.embed_tokens.weight', 'model.visual.merger.ln_q.weight', 'lm_head.weight'];
+    expect(names('qwen2_5_vl', saved)('model.layers.1.self_attn.q_proj')).toBe('model.language_model.layers.1.self_attn.q_proj');
+    expect(saved.filter(checkpointNames(familyFor('qwen2_5_vl'), saved).isFamily)).toEqual(['model.language_model.embed_tokens.weight', 'lm_head.weight']);
+    const mlx = ['language_model.model.embed_tokens.weight', 'vision_tower.merger.ln_q.weight'];
+    expect(names('qwen2_5_vl', mlx)('lm_head.weight')).toBe('language_model.lm_head.weight');
+    const earlier = ['model.embed_tokens.weight', 'visual.merger.ln_q.weight'];
+    expect(earlier.filter(checkpointNames(familyFor('qwen2_5_vl'), earlier).isFamily)).toEqual(['model.embed_tokens.weight']);
+    // head_dim 16: 8 rotary pairs.
+    expect(() => familyConfig({ ...base, model_type: 'qwen2_5_vl', rope_scaling: { type: 'mrope', mrope_section: [2, 3, 3] } })).not.toThrow();
+    expect(refusal({ model_type: 'qwen2_5_vl', rope_scaling: { type: 'mrope', mrope_section: [16, 24, 24] } })).toMatch(/mrope_section must be three counts of rotary pairs adding up to head_dim \/ 2 = 8, got \[16,24,24\]/);
+    expect(refusal({ model_type: 'qwen2_5_vl' })).toMatch(/mrope_section must be/);
   });
 
   it("finds an encoder bare or under its task model's prefix, with the classifier head at the top", () => {

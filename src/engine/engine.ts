@@ -1,6 +1,6 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { VisionEncoder } from '../models/vision-layers.js';
 import type { LoadOptions } from '../models/model.js';
 import type { KvType } from '../runtime/tensors.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
@@ -81,6 +81,11 @@ export interface EngineOptions {
   kvShrinkIdleMs?: number;
   /** Tokens per forward pass: the prefill chunk (--batch-size); default 512. */
   batchSize?: number;
+  /**
+   * A dynamic-resolution vision tower's bounds on an image's tokens (--image-min-tokens,
+   * --image-max-tokens), in place of its preprocessor_config.json's pixel bounds.
+   */
+  imageTokens?: { minTokens?: number; maxTokens?: number };
   /** Requests that may wait for a slot (--max-queue); default 64. */
   maxQueue?: number;
   /** Prompt cache (--no-cache-prompt turns it off); default on. */

@@ -5,6 +5,7 @@ import { mapRead, workDone } from '../runtime/gpu.js';
 import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BiasEntry, type SeqParams } from '../runtime/ops/sampling.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { LoadedModel } from '../models/model.js';
+import type { PromptImage } from './types.js';
 
 /** A penalty on one token: logit -> (repeat-penalised logit) - subtract. */
 export interface TokenPenalty {
@@ -71,6 +72,8 @@ export interface SeqChunk {
   forks?: SampleInput[];
   /** Images whose soft tokens lie in this chunk, each whole (a vision-language model's). */
   images?: ChunkImage[];
+  /** All of the sequence's images, where their grids place its multimodal-RoPE positions (PromptImage.grid). */
+  seqImages?: readonly PromptImage[];
 }
 
 /** One image's soft tokens in a chunk: they replace the embeddings of tokens at .. at + n - 1, which attend to each other both ways. */
@@ -165,6 +168,7 @@ export class ForwardRunner {
     }
     if (tables.length > model.maxTableEntries) throw new Error('block table overflow');
     if (samples.length > model.maxSeqs) throw new Error(`${samples.length} sampled sequences exceed ${model.maxSeqs}`);
+    if (model.mropePositions) queue.writeBuffer(model.mropePositions, 0, mropePositions(chunks, model.cfg.hidden));
     if (model.images) this.writeImages(chunks, pos);
     else if (chunks.some((c) => c.images)) throw new Error('this model takes no images');
     queue.writeBuffer(meta.tokens, 0, tokens);
@@ -272,4 +276,31 @@ export class ForwardRunner {
     staging.destroy();
     return data;
   }
+}
+
+/** Each token's multimodal-RoPE positions (t, h, w) in the pass, from its sequence's images' grids (PromptImage.grid). */
+export function mropePositions(chunks: readonly SeqChunk[], hidden: number): Uint32Array {
+  const out = new Uint32Array(3 * chunks.reduce((n, c) => n + c.tokens.length, 0));
+  let t = 0;
+  for (const c of chunks) {
+    const images = (c.seqImages ?? []).filter((im) => im.grid);
+    let next = 0;
+    // Position j of the sequence is j + shift until the next image: each image moves the text after it by p + max(h, w) - its end.
+    let shift = 0;
+    for (let j = c.startPos; j < c.startPos + c.tokens.length; j++, t++) {
+      while (next < images.length && j >= images[next]!.start + images[next]!.rows.length / hidden) {
+        const im = images[next++]!;
+        shift = im.start + shift + Math.max(im.grid!.h, im.grid!.w) - (im.start + im.rows.length / hidden);
+      }
+      const im = images[next];
+      if (im && j >= im.start) {
+        const p = im.start + shift;
+        const k = j - im.start;
+        out.set([p, p + Math.floor(k / im.grid!.w), p + (k % im.grid!.w)], 3 * t);
+      } else {
+        out.fill(j + shift, 3 * t, 3 * t + 3);
+      }
+    }
+  }
+  return out;
 }

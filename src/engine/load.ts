@@ -7,6 +7,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { openGpu, type Backend } from '../runtime/gpu.js';
 import { loadGemma3Vision } from '../models/gemma3-vision.js';
+import { loadQwen25VlVision } from '../models/qwen2-5-vl-vision.js';
 import { readFamilyConfig } from '../models/registry.js';
 import { checkpointWeightBytes, kvPlacements, kvRingBytes, kvTokenBytes, loadModel, type KvTypes } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
@@ -134,8 +135,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   if (recurrent && options.cachePrompt !== false) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
-  const vision = await loadGemma3Vision(gpu, dir);
-  if (vision) options.log?.(`vision tower: ${vision.tokensPerImage} soft tokens per image`);
+  const vision = (await loadGemma3Vision(gpu, dir, batchSize)) ?? (await loadQwen25VlVision(gpu, dir, batchSize, options.imageTokens));
+  if (vision) options.log?.(`vision tower: ${vision.tokensPerImage ?? `up to ${vision.maxImageTokens}`} soft tokens per image`);
   let drafter: DraftModel | undefined;
   if (draftDir !== undefined) {
     const draft = await loadModel(gpu, draftDir, {

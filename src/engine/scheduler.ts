@@ -26,7 +26,7 @@ import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import type { DraftModel, DraftRequest } from './drafters/draft-model.js';
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { VisionEncoder } from '../models/vision-layers.js';
 import { ForwardRunner, type ChunkImage, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
@@ -449,7 +449,7 @@ export class Scheduler implements Engine {
         continue;
       }
       if (drafts.length === 0) {
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, state: seq.slot, sample: this.draw(seq) }, forks: [] });
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, state: seq.slot, sample: this.draw(seq), seqImages: seq.req.images }, forks: [] });
       } else {
         // Each position draws as plain decode would after the drafts before it.
         const verify: SampleInput[] = [];
@@ -462,7 +462,7 @@ export class Scheduler implements Engine {
         rng.push(seq.rng.save());
         // A recurrent state advances through every drafted token: keep it to go back to.
         this.states.copy(seq.slot, [this.snapshotSlot(seq)]);
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, state: seq.slot, sample, verify }, forks: [], round: { drafts, rng } });
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, state: seq.slot, sample, verify, seqImages: seq.req.images }, forks: [], round: { drafts, rng } });
         spare -= drafts.length;
         tokens += drafts.length;
       }
@@ -481,7 +481,7 @@ export class Scheduler implements Engine {
       // An image that does not fit what this step has left waits for the next.
       if (end === seq.prefilled) continue;
       const n = end - seq.prefilled;
-      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, state: seq.slot };
+      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, state: seq.slot, seqImages: seq.req.images };
       const images = this.chunkImages(seq, end);
       if (images.length > 0) chunk.images = images;
       let forks: Sequence[] = [];

@@ -5,7 +5,7 @@
 // nothing happened. The tokenizer and the model's facts stay, so the routes keep answering
 // and /props tells it is asleep; counters carry across sleeps. The prompt cache and the
 // slots' caches do not survive a sleep (their KV is gone).
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { VisionEncoder } from '../models/vision-layers.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import type { PromptCacheStats } from './prompt-cache.js';

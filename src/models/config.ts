@@ -239,6 +239,8 @@ function ropeDict(c: Json, name: string, d: unknown, file: string): Rope {
   const ropeTheta = inner ?? outer ?? DEFAULT_ROPE_THETA;
   switch (type) {
     case 'default':
+    // Qwen2-VL's multimodal RoPE: default frequencies; the family reads mrope_section.
+    case 'mrope':
       return { ropeTheta };
     case 'linear':
       return { ropeTheta, ropeScaling: { type, factor: f.positive('factor') } };

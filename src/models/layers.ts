@@ -59,6 +59,8 @@ export interface AttentionSpec {
   postNorm?: string;
   /** Each token attends up to its position here instead of its own (ImageInputs.keyEnd: Gemma 3's bidirectional images). */
   keyEnd?: GPUBuffer;
+  /** Multimodal RoPE (Qwen2.5-VL): each pair turns by the position stream its section names (RopeOptions.mrope), positions from BuildContext.mropePositions. */
+  mrope?: { sections: readonly [number, number]; positions: GPUBuffer };
 }
 
 export interface MlpSpec {
@@ -152,8 +154,8 @@ export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { 
     q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, cache, blockSize: kv.blockSize,
   }, act.attn, {
     headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: layerKv === 'full' ? 0 : layerKv.window, softcap: spec.softcap,
-    sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined,
-  }, spec.keyEnd ? { ...meta, keyEnd: spec.keyEnd } : meta);
+    sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined, mrope: spec.mrope,
+  }, { ...meta, keyEnd: spec.keyEnd, ropePos: spec.mrope?.positions });
 }
 
 /** h += post(o_proj(act.attn)): without a post-norm the residual add is o_proj's accumulate. */

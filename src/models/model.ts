@@ -159,6 +159,8 @@ export interface BuildContext {
   pooled?: PooledOutput;
   /** The buffers through which a vision-language family takes images' soft tokens (made on first call). */
   imageInputs(): ImageInputs;
+  /** [maxTokens, 3] u32: each token's multimodal RoPE positions (t, h, w), which the engine fills each pass (made on first call). */
+  mropePositions(): GPUBuffer;
 }
 
 /**
@@ -259,6 +261,8 @@ export interface LoadedModel {
   pooled?: PooledOutput;
   /** A vision-language family's image inputs, which the engine fills each pass. */
   images?: ImageInputs;
+  /** A multimodal-RoPE family's positions (BuildContext.mropePositions), which the engine fills each pass. */
+  mropePositions?: GPUBuffer;
   /** The recurrent layers' states (BuildContext.state), each [stateSlots, slotBytes]; none for a transformer. */
   states: RecurrentState[];
 }
@@ -427,6 +431,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   };
   const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
   let images: ImageInputs | undefined;
+  let mropePositions: GPUBuffer | undefined;
   const ctx: BuildContext = {
     ops,
     cfg,
@@ -469,6 +474,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       return buffer;
     },
     imageInputs: () => (images ??= { rows: f32(T * cfg.hidden, 'image_rows'), flags: u32(T, 'image_flags'), keyEnd: u32(T, 'key_end') }),
+    mropePositions: () => (mropePositions ??= u32(3 * T, 'mrope_positions')),
     act,
     kv,
     meta,
@@ -480,5 +486,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images, mropePositions };
 }

@@ -21,7 +21,7 @@ import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
-import { expandImageMarkers, imageUrls, promptImages, withImageMarkers } from './turn-images.js';
+import { expandImageMarkers, imageUrls, loadTurnImages, promptImages, withImageMarkers } from './turn-images.js';
 
 export type { ChatTurnRequest, ToolChoice, ToolDefinition };
 
@@ -96,14 +96,21 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
     );
   }
   const urls = imageUrls(model, req.messages);
-  const chat = renderTurn(model, req, options);
+  let chat = renderTurn(model, req, options);
   // The template owns BOS and the turn markers, so no specials are added.
-  const promptTokens = await tokenizeText(model.engine, chat.prompt, false);
+  let promptTokens = await tokenizeText(model.engine, chat.prompt, false);
   if (urls.length === 0) return { chat, promptTokens };
-  // Refused before any image is fetched.
+  // Refused before any image is fetched (an image's markers are fewer tokens than it).
   const { contextSize } = model.engine.info;
   if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
-  return { chat, promptTokens, images: await promptImages(model, urls, promptTokens) };
+  const images = await loadTurnImages(model, urls);
+  const vision = model.engine.vision!;
+  if (vision.tokensPerImage === undefined) {
+    chat = { ...chat, prompt: expandImageMarkers(chat.prompt, vision, images) };
+    promptTokens = await tokenizeText(model.engine, chat.prompt, false);
+    if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
+  }
+  return { chat, promptTokens, images: await promptImages(model, images, promptTokens) };
 }
 
 export interface TurnOptions {

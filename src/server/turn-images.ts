@@ -8,7 +8,7 @@
 // is fetched: 501 for the media kinds the REST reference documents, 400 for other part types.
 import type { ChatMessage, OtherContentPart } from '../chat/template.js';
 import type { PromptImage } from '../engine/types.js';
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { EncodedImage, VisionEncoder } from '../models/vision-layers.js';
 import { ApiError, badRequest } from './errors.js';
 import { loadImage } from './media/acquire.js';
 import type { DecodedImage } from './media/image.js';
@@ -18,7 +18,7 @@ import type { ServedModel } from './model-state.js';
 const MEDIA_KINDS: Readonly<Record<string, string>> = { image_url: 'image', video_url: 'video', input_audio: 'audio' };
 
 const MEDIA_HINTS: Readonly<Record<string, string>> = {
-  image: 'the loaded model takes text only; serve a vision-language checkpoint (Gemma 3 with a vision_config) for images',
+  image: 'the loaded model takes text only; serve a vision-language checkpoint (Gemma 3 with a vision_config, or Qwen2.5-VL) for images',
   video: 'video is not read yet, for any model',
   audio: 'the loaded model takes text only; no audio-capable chat model is supported yet',
 };
@@ -54,39 +54,70 @@ export function withImageMarkers(messages: ChatMessage[], vision: VisionEncoder)
   );
 }
 
-/** The rendered prompt with each image marker expanded into the image's placeholder tokens. */
-export function expandImageMarkers(prompt: string, vision: VisionEncoder): string {
-  return prompt.split(vision.marker).join(vision.expansion);
+/**
+ * The rendered prompt with each image marker expanded into its image's placeholder tokens:
+ * given the images' sizes, the i-th marker by the i-th image's; without them, only where
+ * every image is the same number of tokens (the markers stay otherwise).
+ */
+export function expandImageMarkers(prompt: string, vision: VisionEncoder, images?: DecodedImage[]): string {
+  const parts = prompt.split(vision.marker);
+  if (!images) return vision.tokensPerImage === undefined ? prompt : parts.join(vision.expansion({ width: 0, height: 0 }));
+  if (parts.length - 1 !== images.length) throw badRequest(`the prompt holds ${parts.length - 1} image markers for ${images.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
+  return parts.reduce((text, part, i) => text + vision.expansion(images[i - 1]!) + part);
 }
 
 /**
- * The images fetched, decoded and encoded, each placed at its run of placeholder tokens in
- * the tokenized prompt; 400 when the prompt's runs do not match the images (a message's
- * text that spells the marker itself).
+ * The turn's images fetched and decoded under the media policy; 400 for one whose tokens
+ * do not fit one prefill batch (or that the encoder cannot size).
  */
-export async function promptImages(model: ServedModel, urls: string[], tokens: number[]): Promise<PromptImage[]> {
+export async function loadTurnImages(model: ServedModel, urls: string[]): Promise<DecodedImage[]> {
   const vision = model.engine.vision!;
-  const starts: number[] = [];
+  const images = await Promise.all(urls.map((url) => loadImage(url, model.media)));
+  for (const image of images) {
+    let tokens: number;
+    try {
+      tokens = vision.tokens(image);
+    } catch (err) {
+      throw badRequest((err as Error).message);
+    }
+    if (tokens > vision.maxImageTokens) {
+      throw badRequest(`an image of ${image.width}x${image.height} pixels is ${tokens} tokens; one prefill batch holds ${vision.maxImageTokens} (raise --batch-size, or lower --image-max-tokens)`);
+    }
+  }
+  return images;
+}
+
+/**
+ * The images encoded, each placed at its run of placeholder tokens in the tokenized
+ * prompt; 400 when the prompt's runs do not match the images (a message's text that
+ * spells the marker itself).
+ */
+export async function promptImages(model: ServedModel, decoded: DecodedImage[], tokens: number[]): Promise<PromptImage[]> {
+  const vision = model.engine.vision!;
+  const runs: Array<{ start: number; length: number }> = [];
   for (let i = 0; i < tokens.length; i++) {
     if (tokens[i] !== vision.imageToken || (i > 0 && tokens[i - 1] === vision.imageToken)) continue;
     let end = i;
     while (tokens[end] === vision.imageToken) end++;
-    if (end - i !== vision.tokensPerImage) throw badRequest(`the prompt holds a run of ${end - i} image tokens; an image is ${vision.tokensPerImage}`);
-    starts.push(i);
+    runs.push({ start: i, length: end - i });
   }
-  if (starts.length !== urls.length) throw badRequest(`the prompt holds ${starts.length} images' tokens for ${urls.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
-  const decoded = await Promise.all(urls.map((url) => loadImage(url, model.media)));
+  if (runs.length !== decoded.length) throw badRequest(`the prompt holds ${runs.length} images' tokens for ${decoded.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
   const images: PromptImage[] = [];
-  for (const [i, image] of decoded.entries()) images.push({ start: starts[i]!, rows: await encoded(vision, image), key: parseInt(image.hash.slice(0, 8), 16) % 2 ** 30 });
+  for (const [i, image] of decoded.entries()) {
+    const want = vision.tokens(image);
+    if (runs[i]!.length !== want) throw badRequest(`the prompt holds a run of ${runs[i]!.length} image tokens where image ${i + 1} is ${want}`);
+    const { rows, grid } = await encoded(vision, image);
+    images.push({ start: runs[i]!.start, rows, key: parseInt(image.hash.slice(0, 8), 16) % 2 ** 30, ...(grid ? { grid } : {}) });
+  }
   return images;
 }
 
 /** Images encoded lately, by pixel hash, per encoder: a conversation's next turn sends its pictures again. */
 const ENCODED_KEPT = 16;
-const encodedImages = new WeakMap<VisionEncoder, Map<string, Promise<Float32Array>>>();
+const encodedImages = new WeakMap<VisionEncoder, Map<string, Promise<EncodedImage>>>();
 
 /** The image's soft tokens, encoded once while it stays among the ENCODED_KEPT latest. */
-function encoded(vision: VisionEncoder, image: DecodedImage): Promise<Float32Array> {
+function encoded(vision: VisionEncoder, image: DecodedImage): Promise<EncodedImage> {
   let kept = encodedImages.get(vision);
   if (!kept) encodedImages.set(vision, (kept = new Map()));
   let rows = kept.get(image.hash);
