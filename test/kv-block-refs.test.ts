@@ -14,7 +14,7 @@ const BLOCK = 2;
 function pool(blocks: number) {
   const alloc = new BlockAllocator(blocks, BLOCK);
   const cache = new PromptCache(
-    { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model' },
+    { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model', snapshots: 0, snapshotBytes: 0 },
     (block) => alloc.release([block]),
   );
   alloc.reclaim = () => cache.evictForPool();
@@ -93,7 +93,7 @@ describe('a growing KV pool', () => {
     const sizes: number[] = [];
     const alloc = new BlockAllocator(2, BLOCK, { initial: 2, max: 16, resize: (blocks) => sizes.push(blocks) });
     const cache = new PromptCache(
-      { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model' },
+      { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model', snapshots: 0, snapshotBytes: 0 },
       (block) => alloc.release([block]),
     );
     alloc.reclaim = () => cache.evictForPool();

@@ -34,7 +34,7 @@ async function complete(body: Record<string, unknown>): Promise<{ content: strin
   return res.body as never;
 }
 
-/** A version 2 slot file of f16 keys and values rewritten as version 1 (one f32 dtype for both). */
+/** A version 3 slot file (a transformer's: no state) of f16 keys and values rewritten as version 1 (one f32 dtype for both). */
 function asVersion1(file: Buffer): Buffer {
   const jsonEnd = 16 + file.readUInt32LE(12);
   const { k_dtype, v_dtype, ...header } = JSON.parse(file.toString('utf8', 16, jsonEnd)) as Record<string, unknown>;
@@ -119,7 +119,7 @@ describe('slot save, erase, restore', () => {
       ['other.bin', /saved from another model/],
       ['short.bin', /truncated/],
       ['junk.bin', /not a slot file/],
-      ['future.bin', /slot file version 9, this server reads 1 and 2/],
+      ['future.bin', /slot file version 9, this server reads 1 to 3/],
       ['missing.bin', /no slot file "missing.bin"/],
     ];
     for (const [filename, message] of cases) {
