@@ -1,0 +1,103 @@
+// Mamba-2's selective state-space scan over each sequence's chunk of two or more tokens
+// (prefill, a verify round), its positions walked in parallel; the same recurrence as
+// ssm_scan.wgsl (which takes the decode steps, chunks of one token):
+//   s_t = a_t s_(t-1) + u_t,  a_t = exp(dt_t A),  u_t[p, n] = dt_t x_t[p] B_t[g, n]
+//   y_t[p] = sum_n C_t[g, n] s_t[p, n] + D x_t[p]
+// The recurrence is linear, so it splits at segment boundaries: a segment's end state is
+// (product of its a_t) times its start state plus its end state from zero. The chunk is cut
+// into SCAN_SEGMENTS segments of equal length, and
+//   1. each segment runs from a zero state, keeping its end state and its decay product;
+//   2. the segments' start states are carried through them in order (one multiply-add per
+//      state value and segment, through workgroup memory), from the sequence's state (zero
+//      at position 0); the last end state is the sequence's new state;
+//   3. each segment runs again from its true start state, writing y.
+// Twice the sequential scan's arithmetic, SCAN_SEGMENTS times its parallelism over positions.
+// Bindings: as ssm_scan.wgsl: 0 params, 1 step, 2 chunks [max chunks] vec4 (first token,
+// tokens, state slot, start position), 3 xbc [T, conv_dim]: x (H * P) | B (G * N) | C
+// (G * N), 4 proj [T, proj_stride] with dt_raw at dt_offset, 5 a_log [H], 6 dt_bias [H],
+// 7 d [H], 8 state [slots, H, P, N], 9 y [T, H * P].
+// Plan: a workgroup per (SCAN_CHANNELS head channels, head, chunk); invocation (segment,
+// channel) keeps its channel's N state values in registers through its segment. The
+// invocations of a workgroup share the head, so the dt, B and C of a token are the same
+// few addresses for the SCAN_CHANNELS invocations of a segment. Every barrier is reached by the
+// whole workgroup: invocations without work (a channel past head_dim, a chunk that is not
+// this kernel's) only skip the arithmetic.
+#include "common"
+#const D_STATE: u32
+const SCAN_SEGMENTS: u32 = 16u;
+const SCAN_CHANNELS: u32 = 4u;
+struct Params { head_dim: u32, heads: u32, groups: u32, conv_dim: u32, proj_stride: u32, dt_offset: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> chunks: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> xbc: array<f32>;
+@group(0) @binding(4) var<storage, read> proj: array<f32>;
+@group(0) @binding(5) var<storage, read> a_log: array<f32>;
+@group(0) @binding(6) var<storage, read> dt_bias: array<f32>;
+@group(0) @binding(7) var<storage, read> d: array<f32>;
+@group(0) @binding(8) var<storage, read_write> state: array<f32>;
+@group(0) @binding(9) var<storage, read_write> y: array<f32>;
+
+// The state carried from segment to segment, per channel of the workgroup.
+var<workgroup> carry: array<f32, SCAN_CHANNELS * D_STATE>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let seg = li / SCAN_CHANNELS;
+  let lc = li % SCAN_CHANNELS;
+  let pc = wid.x * SCAN_CHANNELS + lc;
+  let h = wid.y;
+  let chunk = chunks[wid.z];
+  let work = pc < p.head_dim && chunk.y > 1u && chunk.x + chunk.y <= step.n_tokens;
+  let inner = p.heads * p.head_dim;
+  let g = h / (p.heads / p.groups);
+  let b_at = inner + g * D_STATE;
+  let c_at = inner + p.groups * D_STATE + g * D_STATE;
+  let a = -exp(a_log[h]);
+  let base = ((chunk.z * p.heads + h) * p.head_dim + pc) * D_STATE;
+  let len = (chunk.y + SCAN_SEGMENTS - 1u) / SCAN_SEGMENTS;
+  let first = chunk.x + min(seg * len, chunk.y);
+  let end = chunk.x + min((seg + 1u) * len, chunk.y);
+  var s: array<f32, D_STATE>;
+  var decayed = 1.0;
+  if (work) {
+    for (var t = first; t < end; t++) {
+      let dt = softplus(proj[t * p.proj_stride + p.dt_offset + h] + dt_bias[h]);
+      let decay = exp(dt * a);
+      let row = t * p.conv_dim;
+      let dx = dt * xbc[row + h * p.head_dim + pc];
+      for (var n = 0u; n < D_STATE; n++) { s[n] = decay * s[n] + dx * xbc[row + b_at + n]; }
+      decayed *= decay;
+    }
+    if (seg == 0u) {
+      for (var n = 0u; n < D_STATE; n++) { carry[lc * D_STATE + n] = select(0.0, state[base + n], chunk.w > 0u); }
+    }
+  }
+  workgroupBarrier();
+  for (var k = 0u; k < SCAN_SEGMENTS; k++) {
+    if (work && seg == k) {
+      for (var n = 0u; n < D_STATE; n++) {
+        let start = carry[lc * D_STATE + n];
+        carry[lc * D_STATE + n] = decayed * start + s[n];
+        s[n] = start;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (!work) { return; }
+  if (seg == 0u) {
+    for (var n = 0u; n < D_STATE; n++) { state[base + n] = carry[lc * D_STATE + n]; }
+  }
+  for (var t = first; t < end; t++) {
+    let dt = softplus(proj[t * p.proj_stride + p.dt_offset + h] + dt_bias[h]);
+    let decay = exp(dt * a);
+    let row = t * p.conv_dim;
+    let xv = xbc[row + h * p.head_dim + pc];
+    let dx = dt * xv;
+    var acc = 0.0;
+    for (var n = 0u; n < D_STATE; n++) {
+      s[n] = decay * s[n] + dx * xbc[row + b_at + n];
+      acc += xbc[row + c_at + n] * s[n];
+    }
+    y[t * inner + h * p.head_dim + pc] = acc + d[h] * xv;
+  }
+}
