@@ -1,6 +1,7 @@
 // Mamba-2's selective state-space scan over each sequence's chunk of two or more tokens
 // (prefill, a verify round), its positions walked in parallel; the same recurrence as
-// ssm_scan.wgsl (which takes the decode steps, chunks of one token):
+// ssm_scan.wgsl (which takes the decode steps, chunks of one token; on a CPU adapter all
+// chunks):
 //   s_t = a_t s_(t-1) + u_t,  a_t = exp(dt_t A),  u_t[p, n] = dt_t x_t[p] B_t[g, n]
 //   y_t[p] = sum_n C_t[g, n] s_t[p, n] + D x_t[p]
 // The recurrence is linear, so it splits at segment boundaries: a segment's end state is
@@ -19,9 +20,9 @@
 // Plan: a workgroup per (SCAN_CHANNELS head channels, head, chunk); invocation (segment,
 // channel) keeps its channel's N state values in registers through its segment. The
 // invocations of a workgroup share the head, so the dt, B and C of a token are the same
-// few addresses for the SCAN_CHANNELS invocations of a segment. Every barrier is reached by the
-// whole workgroup: invocations without work (a channel past head_dim, a chunk that is not
-// this kernel's) only skip the arithmetic.
+// few addresses for the SCAN_CHANNELS invocations of a segment. A workgroup whose chunk is
+// not this kernel's (one token) leaves after one uniform load; in the others every barrier
+// is reached by the whole workgroup, invocations past head_dim only skipping the arithmetic.
 #include "common"
 #const D_STATE: u32
 const SCAN_SEGMENTS: u32 = 16u;
@@ -39,6 +40,8 @@ struct Params { head_dim: u32, heads: u32, groups: u32, conv_dim: u32, proj_stri
 
 // The state carried from segment to segment, per channel of the workgroup.
 var<workgroup> carry: array<f32, SCAN_CHANNELS * D_STATE>;
+// The chunk's token count, read once for the whole workgroup (a uniform branch on it).
+var<workgroup> chunk_tokens: u32;
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -47,7 +50,9 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   let pc = wid.x * SCAN_CHANNELS + lc;
   let h = wid.y;
   let chunk = chunks[wid.z];
-  let work = pc < p.head_dim && chunk.y > 1u && chunk.x + chunk.y <= step.n_tokens;
+  if (li == 0u) { chunk_tokens = select(0u, chunk.y, chunk.x + chunk.y <= step.n_tokens); }
+  if (workgroupUniformLoad(&chunk_tokens) < 2u) { return; }
+  let work = pc < p.head_dim;
   let inner = p.heads * p.head_dim;
   let g = h / (p.heads / p.groups);
   let b_at = inner + g * D_STATE;

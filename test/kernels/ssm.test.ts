@@ -1,7 +1,8 @@
 // The recurrent layers' kernels against a CPU reference (f64, token by token from a zero
 // state): ssm_conv.wgsl (Mamba-2's conv with bias and SiLU; LFM2's gated conv) and
-// the selective scan (4 heads of 8 channels in 2 groups, state size 16: ssm_scan_chunk.wgsl
-// over chunks of several tokens, in parallel over 16 segments of their positions;
+// the selective scan (4 heads of 8 channels in 2 groups, state size 16) in both layouts
+// (a CPU adapter's: ssm_scan.wgsl walks every chunk; a GPU's: ssm_scan_chunk.wgsl over
+// chunks of several tokens, in parallel over 16 segments of their positions, and
 // ssm_scan.wgsl over decode steps), and rmsnorm_gated.wgsl. Two sequences in their own
 // state slots run (a) each whole in one pass (37 tokens: segments of 3, the last one
 // short; 5 tokens: segments of one and empty ones) and (b) in chunks that split the conv
@@ -17,8 +18,16 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { expectClose, Harness, randomF32, rng } from './harness.js';
 
 let h: Harness;
-beforeAll(async () => { h = await Harness.open(); });
-afterAll(() => h?.destroy());
+/** The scans' two layouts: a CPU adapter's walk over every chunk, a GPU's chunked-parallel scan beside the decode steps' walk. */
+const harness = {} as Record<'cpu' | 'gpu', Harness>;
+beforeAll(async () => {
+  h = harness.cpu = await Harness.open();
+  harness.gpu = await Harness.open({ asGpu: true });
+});
+afterAll(() => {
+  h?.destroy();
+  harness.gpu?.destroy();
+});
 
 const H = 4;
 const P = 8;
@@ -99,7 +108,8 @@ describe('ssm_conv + ssm_scan', () => {
   const mag = (v: ArrayLike<number>) => Math.max(...Array.from(v, Math.abs));
 
   for (const [label, plan] of [['each sequence in one pass', WHOLE], ['chunks splitting the conv window and the scan, then decode steps', SPLIT]] as const) {
-    it(label, async () => {
+    for (const layout of ['cpu', 'gpu'] as const) it(`${label} (${layout} layout)`, async () => {
+      const h = harness[layout];
       const MAXT = 48;
       const chunks = h.activation(4 * MAXT, 'chunks');
       const proj = h.activation(MAXT * PROJ, 'proj');

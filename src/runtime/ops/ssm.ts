@@ -1,7 +1,7 @@
 // The recurrent layers' kernels: the causal depthwise convolution with its state
 // (ssm_conv.wgsl: Mamba-2's and LFM2's gated short convolution), Mamba-2's selective scan
-// (ssm_scan_chunk.wgsl over chunks of several tokens, ssm_scan.wgsl over decode steps) and
-// its gated grouped RMSNorm (rmsnorm_gated.wgsl). The conv and scan
+// (ssm_scan.wgsl; on a GPU ssm_scan_chunk.wgsl takes the chunks of several tokens) and its
+// gated grouped RMSNorm (rmsnorm_gated.wgsl). The conv and scan
 // run one workgroup row per sequence chunk of the step (BatchMeta.chunks), each continuing
 // from its sequence's state slot.
 import type { Dispatch } from '../program.js';
@@ -52,28 +52,34 @@ export interface ScanShape {
 
 /**
  * y = the selective scan of xbc with dt from proj, per chunk from and into its slot of
- * `state` [slots, heads, headDim, stateSize]: chunks of several tokens in parallel over
- * their positions, then the decode steps.
+ * `state` [slots, heads, headDim, stateSize]. A CPU adapter walks every chunk's positions
+ * in order (ssm_scan.wgsl); a GPU scans the chunks of several tokens in parallel over their
+ * positions (ssm_scan_chunk.wgsl, dispatched in steps that hold one) and walks the decode
+ * steps.
  */
 export function ssmScan(ops: Ops, label: string, chunks: GPUBuffer, xbc: GPUBuffer, proj: GPUBuffer, weights: { aLog: GPUBuffer; dtBias: GPUBuffer; d: GPUBuffer }, state: GPUBuffer, y: GPUBuffer, shape: ScanShape): Dispatch[] {
   const buffers = { chunks, xbc, proj, a_log: weights.aLog, dt_bias: weights.dtBias, d: weights.d, state, y };
   const values = { head_dim: shape.headDim, heads: shape.heads, groups: shape.groups, conv_dim: shape.convDim, proj_stride: shape.projStride, dt_offset: shape.dtOffset };
   const variant = { D_STATE: shape.stateSize };
+  const cpu = ops.gpu.isCpu;
+  const walk = ops.pipelines.get('ssm_scan', variant);
+  const steps: Dispatch = {
+    label,
+    pipeline: walk,
+    bindGroup: ops.bind(label, walk, ops.params('ssm_scan', { ...values, steps_only: !cpu }), buffers),
+    workgroups: (s) => [ceil(shape.headDim, 64), shape.heads, s.chunks ?? 0],
+  };
+  if (cpu) return [steps];
   const chunked = ops.pipelines.get('ssm_scan_chunk', variant);
-  const single = ops.pipelines.get('ssm_scan', variant);
   return [
     {
       label: `${label}.chunks`,
       pipeline: chunked,
       bindGroup: ops.bind(`${label}.chunks`, chunked, ops.params('ssm_scan_chunk', values), buffers),
-      workgroups: (s) => [ceil(shape.headDim, SCAN.channels), shape.heads, s.chunks ?? 0],
+      // A step of decode steps alone (a token per chunk) has no chunk for it.
+      workgroups: (s) => [ceil(shape.headDim, SCAN.channels), shape.heads, s.tokens > (s.chunks ?? 0) ? s.chunks ?? 0 : 0],
     },
-    {
-      label,
-      pipeline: single,
-      bindGroup: ops.bind(label, single, ops.params('ssm_scan', values), buffers),
-      workgroups: (s) => [ceil(shape.headDim, 64), shape.heads, s.chunks ?? 0],
-    },
+    steps,
   ];
 }
 
