@@ -208,13 +208,16 @@ function metadataSection(s: Shape): { bytes: Buffer; count: number } {
   const stub = mkdtempSync(join(tmpdir(), 'mlxcel-gguf-stub-'));
   try {
     writeBenchFiles(stub, s);
-    // The converter reads every tensor the family asks for: one-value stand-ins (only the
-    // metadata is kept, and the tensor infos start with token_embd.weight, the first asked for).
+    // The converter reads every tensor the family asks for: one-value stand-ins for the
+    // matrices, zeros of their own shape for the vectors, which it may reshape (a Mamba-2
+    // norm per group); only the metadata is kept, and the tensor infos start with
+    // token_embd.weight, the first asked for.
     const config = JSON.parse(readFileSync(join(stub, 'config.json'), 'utf8')) as Record<string, unknown>;
     // Experts are asked for one by one (the GGUF writer stacks them).
-    writeSafetensors(join(stub, 'model.safetensors'), familyTensors(config, (name) => /\.experts\.0\./.test(name)).tensors.map((t) => ({
-      name: t.name, dtype: 'F32' as const, shape: t.shape.map(() => 1), data: new Float32Array([0]),
-    })));
+    writeSafetensors(join(stub, 'model.safetensors'), familyTensors(config, (name) => /\.experts\.0\./.test(name)).tensors.map((t) => {
+      const shape = t.kind === 'vector' ? t.shape : t.shape.map(() => 1);
+      return { name: t.name, dtype: 'F32' as const, shape, data: new Float32Array(shape.reduce((a, b) => a * b, 1)) };
+    }));
     const path = join(stub, 'stub.gguf');
     writeGgufFromHf(stub, path, { name: `${s.name}-shape-random-q4_0` });
     const info = readGguf(path);
