@@ -17,11 +17,6 @@ fn tanh_sat(x: f32) -> f32 {
   return 1.0 - 2.0 / (exp(2.0 * x) + 1.0);
 }
 
-// torch.nn.functional.softplus (threshold 20: linear above it).
-fn softplus(v: f32) -> f32 {
-  return select(log(1.0 + exp(v)), v, v > 20.0);
-}
-
 // erf by Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7).
 fn erf_approx(x: f32) -> f32 {
   let t = 1.0 / (1.0 + 0.3275911 * abs(x));

@@ -13,10 +13,7 @@
 //      at position 0); the last end state is the sequence's new state;
 //   3. each segment runs again from its true start state, writing y.
 // Twice the sequential scan's arithmetic, SCAN_SEGMENTS times its parallelism over positions.
-// Bindings: as ssm_scan.wgsl: 0 params, 1 step, 2 chunks [max chunks] vec4 (first token,
-// tokens, state slot, start position), 3 xbc [T, conv_dim]: x (H * P) | B (G * N) | C
-// (G * N), 4 proj [T, proj_stride] with dt_raw at dt_offset, 5 a_log [H], 6 dt_bias [H],
-// 7 d [H], 8 state [slots, H, P, N], 9 y [T, H * P].
+// Bindings: 0 params, 1 step, then ssm_scan_io.wgsl's.
 // Plan: a workgroup per (SCAN_CHANNELS head channels, head, chunk); invocation (segment,
 // channel) keeps its channel's N state values in registers through its segment. The
 // invocations of a workgroup share the head, so the dt, B and C of a token are the same
@@ -24,19 +21,12 @@
 // not this kernel's (one token) leaves after one uniform load; in the others every barrier
 // is reached by the whole workgroup, invocations past head_dim only skipping the arithmetic.
 #include "common"
+#include "ssm_scan_io"
 #const D_STATE: u32
 const SCAN_SEGMENTS: u32 = 16u;
 const SCAN_CHANNELS: u32 = 4u;
 struct Params { head_dim: u32, heads: u32, groups: u32, conv_dim: u32, proj_stride: u32, dt_offset: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> chunks: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> xbc: array<f32>;
-@group(0) @binding(4) var<storage, read> proj: array<f32>;
-@group(0) @binding(5) var<storage, read> a_log: array<f32>;
-@group(0) @binding(6) var<storage, read> dt_bias: array<f32>;
-@group(0) @binding(7) var<storage, read> d: array<f32>;
-@group(0) @binding(8) var<storage, read_write> state: array<f32>;
-@group(0) @binding(9) var<storage, read_write> y: array<f32>;
 
 // The state carried from segment to segment, per channel of the workgroup.
 var<workgroup> carry: array<f32, SCAN_CHANNELS * D_STATE>;
@@ -48,17 +38,12 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   let seg = li / SCAN_CHANNELS;
   let lc = li % SCAN_CHANNELS;
   let pc = wid.x * SCAN_CHANNELS + lc;
-  let h = wid.y;
   let chunk = chunks[wid.z];
   if (li == 0u) { chunk_tokens = select(0u, chunk.y, chunk.x + chunk.y <= step.n_tokens); }
   if (workgroupUniformLoad(&chunk_tokens) < 2u) { return; }
   let work = pc < p.head_dim;
-  let inner = p.heads * p.head_dim;
-  let g = h / (p.heads / p.groups);
-  let b_at = inner + g * D_STATE;
-  let c_at = inner + p.groups * D_STATE + g * D_STATE;
-  let a = -exp(a_log[h]);
-  let base = ((chunk.z * p.heads + h) * p.head_dim + pc) * D_STATE;
+  let c = scan_channel(wid.y, pc);
+  let base = ((chunk.z * p.heads + c.h) * p.head_dim + pc) * D_STATE;
   let len = (chunk.y + SCAN_SEGMENTS - 1u) / SCAN_SEGMENTS;
   let first = chunk.x + min(seg * len, chunk.y);
   let end = chunk.x + min((seg + 1u) * len, chunk.y);
@@ -66,12 +51,8 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   var decayed = 1.0;
   if (work) {
     for (var t = first; t < end; t++) {
-      let dt = softplus(proj[t * p.proj_stride + p.dt_offset + h] + dt_bias[h]);
-      let decay = exp(dt * a);
-      let row = t * p.conv_dim;
-      let dx = dt * xbc[row + h * p.head_dim + pc];
-      for (var n = 0u; n < D_STATE; n++) { s[n] = decay * s[n] + dx * xbc[row + b_at + n]; }
-      decayed *= decay;
+      scan_token(&s, t, c, false);
+      decayed *= exp(scan_dt(t, c) * c.a);
     }
     if (seg == 0u) {
       for (var n = 0u; n < D_STATE; n++) { carry[lc * D_STATE + n] = select(0.0, state[base + n], chunk.w > 0u); }
@@ -92,17 +73,5 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   if (seg == 0u) {
     for (var n = 0u; n < D_STATE; n++) { state[base + n] = carry[lc * D_STATE + n]; }
   }
-  for (var t = first; t < end; t++) {
-    let dt = softplus(proj[t * p.proj_stride + p.dt_offset + h] + dt_bias[h]);
-    let decay = exp(dt * a);
-    let row = t * p.conv_dim;
-    let xv = xbc[row + h * p.head_dim + pc];
-    let dx = dt * xv;
-    var acc = 0.0;
-    for (var n = 0u; n < D_STATE; n++) {
-      s[n] = decay * s[n] + dx * xbc[row + b_at + n];
-      acc += xbc[row + c_at + n] * s[n];
-    }
-    y[t * inner + h * p.head_dim + pc] = acc + d[h] * xv;
-  }
+  for (var t = first; t < end; t++) { scan_write(t, c, scan_token(&s, t, c, true)); }
 }
