@@ -1,7 +1,7 @@
 // Decode/prefill bench: our engine and llama.cpp side by side, in one run, on the
 // Qwen3-0.6B shape (hidden 1024, 28 layers, 16/8 heads, head_dim 128, intermediate 3072,
 // vocab 151936, tied embeddings) with random weights, or another of bench-model.ts's shapes
-// (BENCH_SHAPE=gemma3-1b, phi4-mini).
+// (BENCH_SHAPE=gemma3-1b, phi4-mini, qwen3-30b-a3b, nemotron-nano-9b, lfm2-1.2b).
 //   ours:      mlx-lm 4-bit group 64 (bench/bench-model.ts), loadEngine + engine.generate,
 //              one slot, --ctx-size 1024, OpenGL ES backend (llvmpipe on a GPU-less machine;
 //              BENCH_BACKEND=vulkan on a GPU machine)
