@@ -1,6 +1,6 @@
 // The bench checkpoints: a model's shape with random weights, written straight in mlx-lm's
-// 4-bit group-64 format (random nibbles, bf16 scales and biases) so no multi-GB f32 model is
-// ever materialised. Only speed is measured on them, so their weights need not match the
+// 4-bit (QWEN3_06B_Q3: 3-bit) group-64 format (random packed values, bf16 scales and biases)
+// so no multi-GB f32 model is ever materialised. Only speed is measured on them, so their weights need not match the
 // llama.cpp side: the shape does. QWEN3_06B (hidden 1024, 28 layers, 16/8 heads, head_dim
 // 128, intermediate 3072, vocab 151936, tied embeddings) is the default of every bench;
 // GEMMA3_1B and PHI4_MINI (bench/decode-prefill.ts BENCH_SHAPE) show what other families'
@@ -52,6 +52,9 @@ export const QWEN3_06B: BenchShape = {
   name: 'qwen3-0.6b', label: 'Qwen3-0.6B', family: 'qwen3',
   hidden: 1024, layers: 28, heads: 16, kvHeads: 8, headDim: 128, intermediate: 3072, vocab: 151936, groupSize: 64, bits: 4,
 };
+
+/** QWEN3_06B in 3 bits (bench/weight-bytes.ts). */
+export const QWEN3_06B_Q3: BenchShape = { ...QWEN3_06B, name: 'qwen3-0.6b-q3', label: 'Qwen3-0.6B, 3-bit', bits: 3 };
 
 /** google/gemma-3-1b-it's shape (tied embeddings, 262k vocabulary). */
 export const GEMMA3_1B: BenchShape = {
@@ -105,19 +108,20 @@ function randomWords(n: number, seed: number): Uint32Array {
 }
 
 /**
- * Packed 4-bit [rows, cols] with scales such that weights have std ~ 1/sqrt(cols); with
+ * Packed `bits`-bit [rows, cols] with scales such that weights have std ~ 1/sqrt(cols); with
  * `stack`, [stack, rows, cols] (mlx-lm's stacked experts).
  */
-function quantized(name: string, rows: number, cols: number, seed: number, g: number, stack?: number): SafetensorsWriteTensor[] {
+function quantized(name: string, rows: number, cols: number, seed: number, g: number, bits: number, stack?: number): SafetensorsWriteTensor[] {
   const n = stack ?? 1;
   const lead = stack ? [stack, rows] : [rows];
   const groups = (n * rows * cols) / g;
-  // Uniform nibbles 0..15 have std 4.6; centre them with bias = -7.5 * scale.
-  const scale = 1 / Math.sqrt(cols) / 4.6;
+  // Uniform values 0..2^bits - 1 (std 4.6 for 4 bits); centre them with bias = -top / 2 * scale.
+  const top = 2 ** bits - 1;
+  const scale = 1 / Math.sqrt(cols) / Math.sqrt((top * (top + 2)) / 12);
   const scales = f32ToBf16(new Float32Array(groups).fill(scale));
-  const biases = f32ToBf16(new Float32Array(groups).fill(-7.5 * scale));
+  const biases = f32ToBf16(new Float32Array(groups).fill((-top / 2) * scale));
   return [
-    { name: `${name}.weight`, dtype: 'U32', shape: [...lead, cols / 8], data: randomWords((n * rows * cols) / 8, seed) },
+    { name: `${name}.weight`, dtype: 'U32', shape: [...lead, (cols * bits) / 32], data: randomWords((n * rows * cols * bits) / 32, seed) },
     { name: `${name}.scales`, dtype: 'BF16', shape: [...lead, cols / g], data: scales },
     { name: `${name}.biases`, dtype: 'BF16', shape: [...lead, cols / g], data: biases },
   ];
@@ -136,17 +140,17 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
   const kv = s.kvHeads * s.headDim;
   // Gemma's norms multiply by (1 + w): w = 0 is the others' w = 1.
   const norm = (name: string, n: number) => filled(name, n, s.family === 'gemma3_text' ? 0 : 1);
-  const tensors: SafetensorsWriteTensor[] = [...quantized('model.embed_tokens', s.vocab, s.hidden, 1, g), norm('model.norm.weight', s.hidden)];
+  const tensors: SafetensorsWriteTensor[] = [...quantized('model.embed_tokens', s.vocab, s.hidden, 1, g, s.bits), norm('model.norm.weight', s.hidden)];
   for (let l = 0; l < s.layers; l++) {
     const p = `model.layers.${l}`;
     const seed = 100 + l * 10;
     tensors.push(norm(`${p}.input_layernorm.weight`, s.hidden), norm(`${p}.post_attention_layernorm.weight`, s.hidden));
     if (s.family === 'phi3') {
       tensors.push(
-        ...quantized(`${p}.self_attn.qkv_proj`, q + 2 * kv, s.hidden, seed + 1, g),
-        ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4, g),
-        ...quantized(`${p}.mlp.gate_up_proj`, 2 * s.intermediate, s.hidden, seed + 5, g),
-        ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g),
+        ...quantized(`${p}.self_attn.qkv_proj`, q + 2 * kv, s.hidden, seed + 1, g, s.bits),
+        ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4, g, s.bits),
+        ...quantized(`${p}.mlp.gate_up_proj`, 2 * s.intermediate, s.hidden, seed + 5, g, s.bits),
+        ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g, s.bits),
       );
       continue;
     }
@@ -154,25 +158,25 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
     tensors.push(
       norm(`${p}.self_attn.q_norm.weight`, s.headDim),
       norm(`${p}.self_attn.k_norm.weight`, s.headDim),
-      ...quantized(`${p}.self_attn.q_proj`, q, s.hidden, seed + 1, g),
-      ...quantized(`${p}.self_attn.k_proj`, kv, s.hidden, seed + 2, g),
-      ...quantized(`${p}.self_attn.v_proj`, kv, s.hidden, seed + 3, g),
-      ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4, g),
+      ...quantized(`${p}.self_attn.q_proj`, q, s.hidden, seed + 1, g, s.bits),
+      ...quantized(`${p}.self_attn.k_proj`, kv, s.hidden, seed + 2, g, s.bits),
+      ...quantized(`${p}.self_attn.v_proj`, kv, s.hidden, seed + 3, g, s.bits),
+      ...quantized(`${p}.self_attn.o_proj`, s.hidden, q, seed + 4, g, s.bits),
     );
     if (s.moe) {
       const { experts: E, intermediate: I } = s.moe;
       tensors.push(
-        ...quantized(`${p}.mlp.gate`, E, s.hidden, seed + 8, g),
-        ...quantized(`${p}.mlp.switch_mlp.gate_proj`, I, s.hidden, seed + 5, g, E),
-        ...quantized(`${p}.mlp.switch_mlp.up_proj`, I, s.hidden, seed + 6, g, E),
-        ...quantized(`${p}.mlp.switch_mlp.down_proj`, s.hidden, I, seed + 7, g, E),
+        ...quantized(`${p}.mlp.gate`, E, s.hidden, seed + 8, g, s.bits),
+        ...quantized(`${p}.mlp.switch_mlp.gate_proj`, I, s.hidden, seed + 5, g, s.bits, E),
+        ...quantized(`${p}.mlp.switch_mlp.up_proj`, I, s.hidden, seed + 6, g, s.bits, E),
+        ...quantized(`${p}.mlp.switch_mlp.down_proj`, s.hidden, I, seed + 7, g, s.bits, E),
       );
       continue;
     }
     tensors.push(
-      ...quantized(`${p}.mlp.gate_proj`, s.intermediate, s.hidden, seed + 5, g),
-      ...quantized(`${p}.mlp.up_proj`, s.intermediate, s.hidden, seed + 6, g),
-      ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g),
+      ...quantized(`${p}.mlp.gate_proj`, s.intermediate, s.hidden, seed + 5, g, s.bits),
+      ...quantized(`${p}.mlp.up_proj`, s.intermediate, s.hidden, seed + 6, g, s.bits),
+      ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g, s.bits),
     );
   }
   writeSafetensors(join(dir, 'model.safetensors'), tensors, { format: 'mlx' });
@@ -192,7 +196,7 @@ function writeHybridBenchModel(dir: string, s: BenchShape): string {
   const value = (name: string) => (/A_log$|conv1d\.bias$/.test(name) ? 0 : /dt_bias$/.test(name) ? -2 : /conv1d\.weight$|conv\.conv\.weight$/.test(name) ? 0.25 : 1);
   const tensors = familyTensors({ ...config, quantization: undefined, quantization_config: undefined }, () => false).tensors.flatMap((t, i): SafetensorsWriteTensor[] => (
     t.kind === 'matrix'
-      ? quantized(t.name.slice(0, -'.weight'.length), t.shape[0]!, t.shape[1]!, 100 + i, s.groupSize)
+      ? quantized(t.name.slice(0, -'.weight'.length), t.shape[0]!, t.shape[1]!, 100 + i, s.groupSize, s.bits)
       : [{ name: t.name, dtype: 'BF16', shape: t.shape, data: f32ToBf16(new Float32Array(t.shape.reduce((a, b) => a * b, 1)).fill(value(t.name))) }]
   ));
   writeSafetensors(join(dir, 'model.safetensors'), tensors, { format: 'mlx' });

@@ -14,9 +14,10 @@
 // silently wrong: context shift answers 400, and a recurrent draft model stops the load.
 // Request memory admission (every model; here this one's): the engine's budget is its
 // weights plus ADMITTED bytes, which admits this file's requests (at most three choices of
-// ~50 tokens: each ~1 KiB of KV per token in the f32 KV cache this file configures, plus
-// ~20 KiB of Mamba-2 state, and ~16 KiB of activations for a prefill chunk) but not one
-// whose max_tokens can fill the context (256 tokens of KV alone): that one answers 503
+// ~30 tokens: each 256 B of KV per token in the f32 KV cache this file configures, its one
+// attention layer of four being the only one with KV, plus ~20 KiB of Mamba-2 state, and
+// ~16 KiB of activations for a prefill chunk: ~100 KB) but not one whose max_tokens can
+// fill the context (512 tokens of KV, ~165 KB with its state): that one answers 503
 // request_memory_budget_exceeded, streamed or not, while the others are served; a budget
 // below the weights stops the load.
 import { mkdtempSync } from 'node:fs';
@@ -25,17 +26,18 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadEngine } from '../src/engine/load.js';
 import { checkpointWeightBytes } from '../src/models/model.js';
+import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvTextureRows } from '../src/runtime/tensors.js';
 import { useLive, useServer } from './helpers/live-server.js';
 import { TEST_BACKEND } from './helpers/model-harness.js';
 import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 
 const model: RandomCheckpointOptions = { hidden: 64, layers: 4, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, arch: 'nemotron_h', tokenizer: 'stories', seed: 41, init: { outGain: 1 } };
-const ADMITTED = 270_000;
+const ADMITTED = 140_000;
 const dir = makeRandomCheckpoint(model, mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-'))).dir;
 const budget = checkpointWeightBytes(dir) + ADMITTED;
 const live = useLive({
   model: dir,
-  engine: { parallel: 3, contextSize: 768, batchSize: 8, warmup: false, requestMemoryBudget: budget, cacheTypeK: 'f32', cacheTypeV: 'f32' },
+  engine: { parallel: 3, contextSize: 1536, batchSize: 8, warmup: false, requestMemoryBudget: budget, cacheTypeK: 'f32', cacheTypeV: 'f32' },
   server: { slotSavePath: mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-')), metrics: true },
 });
 const shifting = useServer(live, { server: { sampling: { context_shift: true } } });
@@ -119,8 +121,10 @@ describe('nemotron_h through the server', () => {
       expect(body.error.estimated_bytes).toBeGreaterThan(ADMITTED);
     }
     expect(streamed.headers.get('content-type')).toMatch(/application\/json/);
-    const props = await (await fetch(`${live.server.url}/props`)).json() as { request_memory: { budget_bytes: number; in_use_bytes: number } };
+    const props = await (await fetch(`${live.server.url}/props`)).json() as { request_memory: { budget_bytes: number; in_use_bytes: number }; memory: { kv_cache_max_bytes: number; kv_cache_max_tokens: number } };
     expect(props.request_memory).toEqual({ budget_bytes: budget, in_use_bytes: checkpointWeightBytes(dir) });
+    // The recurrent and MLP layers keep no KV: the one attention layer's keys and values are all of it (f32, kvHeads * headDim = 32 values a row).
+    expect(props.memory.kv_cache_max_bytes).toBe(2 * KV_TEXTURE_WIDTH * kvTextureRows((props.memory.kv_cache_max_tokens * 32) / 4) * KV_TEXEL_BYTES.f32);
     const metrics = await (await fetch(`${live.server.url}/metrics`)).text();
     expect(metrics).toContain(`mlxcel_request_memory_budget_bytes ${budget}`);
     await expect(loadEngine({ modelDir: dir, backend: TEST_BACKEND, warmup: false, requestMemoryBudget: 1000 }))

@@ -71,6 +71,8 @@ export interface EngineOptions {
   /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the
    *  context is the total, not the per-slot share). Default off. */
   kvUnified?: boolean;
+  /** --swa-full: sliding-window layers keep every position, paged as full-attention ones, instead of a ring of their window per slot. Default off. */
+  swaFull?: boolean;
   /** How the KV cache stores keys and values (--cache-type-k, --cache-type-v); default ENGINE_DEFAULTS'. */
   cacheTypeK?: KvType;
   cacheTypeV?: KvType;

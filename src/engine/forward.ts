@@ -51,8 +51,10 @@ export interface SeqChunk {
   /** KV block ids covering positions 0 .. startPos + tokens.length - 1. */
   table: number[];
   /**
-   * The recurrent state slot the chunk continues from and leaves its state in (a recurrent
-   * model's; its slot). Default 0. A chunk at position 0 starts from a zero state.
+   * The sequence's slot: the recurrent state the chunk continues from and leaves its state
+   * in (a recurrent model's), and the ring its sliding-window layers keep their last
+   * positions in (a ring KV layer's, kv_cache.wgsl). Default 0. A chunk at position 0 starts
+   * from a zero state.
    */
   state?: number;
   /** Present when this chunk ends with a token whose successor is sampled. */
@@ -135,6 +137,7 @@ export class ForwardRunner {
     const tokens = new Uint32Array(nTokens);
     const pos = new Uint32Array(nTokens);
     const tableOf = new Uint32Array(nTokens);
+    const slotOf = new Uint32Array(nTokens);
     const tables: number[] = [];
     const seqLast: number[] = [];
     const samples: SampleInput[] = [];
@@ -148,6 +151,7 @@ export class ForwardRunner {
         tokens[t] = c.tokens[i];
         pos[t] = c.startPos + i;
         tableOf[t] = tableOffset;
+        slotOf[t] = c.state ?? 0;
       }
       const verify = c.sample ? c.verify ?? [] : [];
       verify.forEach((sample, i) => {
@@ -166,6 +170,7 @@ export class ForwardRunner {
     queue.writeBuffer(meta.tokens, 0, tokens);
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
+    queue.writeBuffer(meta.tokenSlot, 0, slotOf);
     queue.writeBuffer(meta.blockTable, 0, Uint32Array.from(tables));
     queue.writeBuffer(meta.chunks, 0, chunkMeta);
     const nSeqs = samples.length;

@@ -48,6 +48,14 @@ interface Entry {
   snapshot?: number;
 }
 
+/**
+ * The most blocks a cache may keep: its entry bound, and its byte capacity's worth of blocks
+ * (a model whose every layer keeps a ring has blocks of no bytes: the entry bound alone).
+ */
+export function cacheBlockBound(o: Pick<PromptCacheOptions, 'maxEntries' | 'capacityBytes' | 'blockBytes'>): number {
+  return o.blockBytes > 0 ? Math.min(o.maxEntries, Math.floor(o.capacityBytes / o.blockBytes)) : o.maxEntries;
+}
+
 export interface PromptCacheStats {
   enabled: boolean;
   apc_enabled: boolean;
@@ -470,7 +478,7 @@ export class PromptCache {
 
   /** Enforces the byte and entry bounds by LRU eviction of unreferenced blocks. */
   private shrink(): void {
-    const maxBlocks = Math.min(this.options.maxEntries, Math.floor(this.blockCapacity() / this.options.blockBytes));
+    const maxBlocks = cacheBlockBound({ ...this.options, capacityBytes: this.blockCapacity() });
     for (const e of [...this.entries.values()]) {
       if (this.entries.size <= maxBlocks) break;
       if (e.refs > 0) continue;

@@ -14,6 +14,9 @@
 // A request with a context shift that fills its context drops the older half of its
 // tokens after the ones it keeps, and re-prefills what follows them at their new positions
 // (the KV of a token depends on its position through RoPE) before generating on.
+// A model's sliding-window layers may keep only their window, in a ring per slot
+// (./kv-rings.ts): a sequence then starts from a cached prefix only where its slot's rings
+// hold that prefix's last window, and a context shift prefills from the start again.
 // With speculative decoding (./speculative.ts) a decoding sequence may feed drafted tokens
 // after its last one, sampled at every position in the same pass; the KV of the drafts
 // that were not kept is left to be overwritten (a sequence's `written` stops before it).
@@ -28,6 +31,7 @@ import { ForwardRunner, type ChunkImage, type Sampled, type SampleInput, type Se
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
 import { BlockAllocator, KvRows, type BlockCopy } from './kv-cache.js';
+import { KvRings } from './kv-rings.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
@@ -130,6 +134,7 @@ export class Scheduler implements Engine {
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
   private readonly rows: KvRows;
+  private readonly rings: KvRings;
   private readonly states: RecurrentStates;
   private readonly slotStore: SlotStore;
   private readonly eos: Set<number>;
@@ -156,9 +161,17 @@ export class Scheduler implements Engine {
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
     this.states = new RecurrentStates(runner.model.ops.gpu.device, runner.model.states, options.cache.snapshots);
     const { cfg } = runner.model;
-    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, this.states, {
+    this.rings = new KvRings(runner.model.ops.gpu.device, kv, cfg.layerKv);
+    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, this.states, this.rings, {
       slots: options.slots,
-      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, state_bytes: this.states.snapshotBytes },
+      layout: {
+        model: options.cache.modelIdentity,
+        layers: cfg.layers,
+        kv_heads: cfg.kvHeads,
+        head_dim: cfg.headDim,
+        kv_layout: kv.layers.map((l) => (!l ? '-' : l.ring ? 'r' : 'p')).join(''),
+        state_bytes: this.states.snapshotBytes,
+      },
       types: kv.types,
       contextSize: info.contextSize,
       blockBytes: options.cache.blockBytes,
@@ -353,7 +366,7 @@ export class Scheduler implements Engine {
       }
       if (!seq || !this.roomFor(seq)) break;
       this.waiting.remove(seq);
-      seq.slot = seq.pinned ?? this.freeSlot(taken);
+      seq.slot = seq.pinned ?? this.freeSlot(seq, taken);
       // A choice that may still fork holds its prompt's blocks until then, as any other
       // sequence does (a unified pool admitted it for them); it gives them back when it forks.
       if (seq.parent && awaitsFork(seq.parent)) this.reserve(seq, seq.req.promptTokens.length);
@@ -365,28 +378,45 @@ export class Scheduler implements Engine {
     return this.active.length > 0;
   }
 
-  /** A slot not in `taken` (one exists), preferring one that no queued sequence is pinned to. */
-  private freeSlot(taken: Set<number>): number {
+  /**
+   * A slot not in `taken` (one exists) for `seq`, preferring one that no queued sequence is
+   * pinned to, and of those, where ring layers keep their window per slot, the one whose
+   * rings hold the most of its prompt.
+   */
+  private freeSlot(seq: Sequence, taken: Set<number>): number {
     const wanted = new Set<number>();
     for (const s of this.waiting) if (s.pinned !== undefined) wanted.add(s.pinned);
     const free = [...Array(this.options.slots).keys()].filter((i) => !taken.has(i));
-    return free.find((i) => !wanted.has(i)) ?? free[0]!;
+    const open = free.filter((i) => !wanted.has(i));
+    if (open.length === 0) return free[0]!;
+    if (!this.rings.any || !this.usesCache(seq)) return open[0]!;
+    const prompt = this.cacheTokens(seq, seq.req.promptTokens);
+    const reach = open.map((slot) => this.rings.reusable(slot, prompt, prompt.length - 1));
+    return open[reach.indexOf(Math.max(...reach))]!;
   }
 
   /** Takes the blocks of a sequence's prompt: the longest prefix the prompt cache holds, then fresh ones. */
   private startPrompt(seq: Sequence): void {
     seq.parent = undefined;
     if (this.usesCache(seq)) this.borrowPrefix(seq);
+    this.rings.start(seq.slot, seq.cached);
     this.reserve(seq, seq.req.promptTokens.length);
   }
 
   /**
    * Starts a sequence from the longest cached prefix of its prompt: whole blocks shared,
    * then the rows of a partly matching block copied into a block of its own, and a hybrid
-   * model's recurrent state from the prefix's snapshot.
+   * model's recurrent state from the prefix's snapshot. With ring layers, only a prefix
+   * whose last window its slot's rings hold.
    */
   private borrowPrefix(seq: Sequence): void {
-    const { blocks, partial, state } = this.cache.borrow(this.cacheTokens(seq, seq.req.promptTokens));
+    const prompt = this.cacheTokens(seq, seq.req.promptTokens);
+    const { blocks, partial, state } = this.cache.borrow(prompt.slice(0, this.rings.reusable(seq.slot, prompt, prompt.length - 1) + 1));
+    const tokens = blocks.length * this.blocks.blockSize + (partial?.tokens ?? 0);
+    if (tokens > 0 && this.rings.reusable(seq.slot, prompt, tokens) < tokens) {
+      this.cache.release(partial ? [...blocks, partial.block] : blocks);
+      return;
+    }
     if (state !== undefined) this.states.load(state, seq.slot);
     seq.table.push(...blocks);
     seq.borrowed = blocks.length;
@@ -488,9 +518,13 @@ export class Scheduler implements Engine {
     const t0 = performance.now();
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
     if (prefills === 0) this.stepCost.observe(tokens, performance.now() - t0);
-    // After the pass that wrote the blocks and states they copy, before the next one reads them.
+    // After the pass that wrote the blocks, states and rings they copy, before the next one reads them.
     this.rows.copyBlocks(copies);
-    for (const { seq, forks } of batch) this.states.copy(seq.slot, forks.map((f) => f.slot));
+    for (const { seq, chunk, forks } of batch) {
+      this.rings.wrote(seq.slot, chunk.startPos + chunk.tokens.length);
+      this.states.copy(seq.slot, forks.map((f) => f.slot));
+      this.rings.copy(seq.slot, forks.map((f) => f.slot));
+    }
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
@@ -643,10 +677,11 @@ export class Scheduler implements Engine {
   /**
    * Frees half of a full context, as llama-server's context shift does: of the positions
    * written, the first `keep` stay and half of the rest, the oldest, go. The blocks wholly
-   * inside the kept start are kept; the tokens after them are prefilled again at their
-   * new positions, the last sampled one included, whose logits give the next token. False
-   * when there is nothing to drop (no shift asked for, or it keeps everything) or, in a
-   * unified pool, no room for the tokens to prefill again.
+   * inside the kept start are kept (none where ring layers keep their window: their rings
+   * no longer hold the window before the kept start); the tokens after them are prefilled
+   * again at their new positions, the last sampled one included, whose logits give the
+   * next token. False when there is nothing to drop (no shift asked for, or it keeps
+   * everything) or, in a unified pool, no room for the tokens to prefill again.
    */
   private shift(seq: Sequence): boolean {
     const shift = seq.req.contextShift;
@@ -657,7 +692,8 @@ export class Scheduler implements Engine {
     if (discard === 0) return false;
     seq.tokens.splice(keep, discard);
     this.options.drafter?.truncate(seq, keep);
-    const kept = Math.floor(keep / this.blocks.blockSize);
+    const kept = this.rings.any ? 0 : Math.floor(keep / this.blocks.blockSize);
+    this.rings.start(seq.slot, 0);
     const dropped = seq.table.splice(kept);
     // Borrowed blocks go back to the prompt cache, owned (or shared) ones to the pool.
     this.cache.release(dropped.slice(0, Math.max(0, seq.borrowed - kept)));
@@ -747,11 +783,13 @@ export class Scheduler implements Engine {
     const table = seq.table.splice(0);
     if (!this.usesCache(seq)) {
       this.blocks.release(table);
+      this.rings.finished(seq.slot, []);
       return this.slotStore.finished(seq.slot, []);
     }
     const history = this.cacheTokens(seq, seq.tokens.slice(0, seq.written));
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
     this.keepSnapshots(seq, history);
+    this.rings.finished(seq.slot, history);
     this.slotStore.finished(seq.slot, history);
   }
 

@@ -10,7 +10,8 @@
 // [rot_dim / 2], 5 the norm weights [2 * head_dim], q's then k's (read only with NORM; any
 // buffer otherwise), 6 k and 7 v [M, kv_heads, head_dim], 8 token_table [M] (offset of the
 // token's sequence in block_table), 9 block_table, 10 k_cache and 11 v_cache (write-only
-// textures of K_TYPE and V_TYPE, kv_cache.wgsl). All but the tables are arrays of vec4s, the pairs four at a time
+// textures of K_TYPE and V_TYPE, in the layout p.ring picks, kv_cache.wgsl), 12 token_slot
+// [M] (a ring layer's slots; a dummy for a paged one). All but the tables are arrays of vec4s, the pairs four at a time
 // (head_dim % 8 == 0 and rot_dim % 8 == 0).
 // Plan: one invocation per (token, head) of q's heads then k's, walking its pairs; a k
 // head's invocation also copies the same head of v. The q/k branch is per head, outside the
@@ -22,7 +23,7 @@
 #include "common"
 #include "kv_cache"
 override NORM: bool = false;
-struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32, rot_dim: u32, mscale: f32 }
+struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32, rot_dim: u32, mscale: f32, ring: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> q: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> token_pos: array<u32>;
@@ -32,6 +33,7 @@ struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: 
 @group(0) @binding(7) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> token_table: array<u32>;
 @group(0) @binding(9) var<storage, read> block_table: array<u32>;
+@group(0) @binding(12) var<storage, read> token_slot: array<u32>;
 #if K_TYPE == f16
 @group(0) @binding(10) var k_cache: texture_storage_2d<rgba16float, write>;
 fn store_k(i: u32, x: vec4<f32>) { textureStore(k_cache, kv_texel(i), kv_round(x)); }
@@ -74,7 +76,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (is_k) {
     let kh = head - p.heads;
     base = (m * p.kv_heads + kh) * d4;
-    out = (kv_slot(token_table[m], pos) * p.kv_heads + kh) * d4;
+    out = (kv_slot(kv_seq(m), pos) * p.kv_heads + kh) * d4;
     w_base = d4;
     for (var i = 0u; i < d4; i++) { store_v(out + i, v[base + i]); }
   }

@@ -157,6 +157,30 @@ interface TokenizerJson {
   added_tokens: Array<{ id: number; content: string; special: boolean }>;
 }
 
+const vocabularies = new Map<TokenizerName, { V: number; ordinary: number[] }>();
+
+/**
+ * A tokenizer's vocabulary size (largest id + 1) and its ordinary entries (not added tokens,
+ * not <0xNN> byte pieces), in id order; read once per process.
+ */
+function vocabulary(name: TokenizerName): { V: number; ordinary: number[] } {
+  let v = vocabularies.get(name);
+  if (!v) {
+    const tok = JSON.parse(readFileSync(join(tokenizerDir(name), 'tokenizer.json'), 'utf8')) as TokenizerJson;
+    const added = new Set(tok.added_tokens.map((t) => t.id));
+    let maxId = -1;
+    for (const id of Object.values(tok.model.vocab)) maxId = Math.max(maxId, id);
+    for (const id of added) maxId = Math.max(maxId, id);
+    const ordinary = Object.entries(tok.model.vocab)
+      .filter(([text, id]) => !added.has(id) && !/^<0x[0-9A-F]{2}>$/.test(text))
+      .map(([, id]) => id)
+      .sort((a, b) => a - b);
+    v = { V: maxId + 1, ordinary };
+    vocabularies.set(name, v);
+  }
+  return v;
+}
+
 export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: string): RandomCheckpoint {
   const { hidden: H, heads, kvHeads } = opts;
   if (heads % kvHeads !== 0) throw new Error('heads must be a multiple of kvHeads');
@@ -166,19 +190,7 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   const init = { ...DEFAULT_INIT, ...opts.init };
   const outGain = tie ? init.tiedOutGain : init.outGain;
 
-  const tokDir = tokenizerDir(opts.tokenizer);
-  const tok = JSON.parse(readFileSync(join(tokDir, 'tokenizer.json'), 'utf8')) as TokenizerJson;
-  const added = new Set(tok.added_tokens.map((t) => t.id));
-  let maxId = -1;
-  for (const id of Object.values(tok.model.vocab)) maxId = Math.max(maxId, id);
-  for (const id of added) maxId = Math.max(maxId, id);
-  const V = maxId + 1;
-
-  // Hot tokens: ordinary vocabulary entries (not added tokens, not <0xNN> byte pieces).
-  const ordinary = Object.entries(tok.model.vocab)
-    .filter(([text, id]) => !added.has(id) && !/^<0x[0-9A-F]{2}>$/.test(text))
-    .map(([, id]) => id)
-    .sort((a, b) => a - b);
+  const { V, ordinary } = vocabulary(opts.tokenizer);
   const hot = new Set<number>();
   while (hot.size < Math.min(HOT_TOKENS, ordinary.length)) hot.add(ordinary[Math.floor(rng.uniform() * ordinary.length)]!);
   const rowScale = new Float32Array(V).fill(SPECIAL_SCALE);
@@ -276,7 +288,7 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   writeFileSync(join(outDir, 'config.json'), JSON.stringify(written.config, null, 2));
   if (opts.multimodal) writeFileSync(join(outDir, 'preprocessor_config.json'), JSON.stringify(PREPROCESSOR_CONFIG, null, 2));
   writeFileSync(join(outDir, 'generation_config.json'), JSON.stringify({ bos_token_id: ids.bos, eos_token_id: ids.genEos }, null, 2));
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokDir, f), join(outDir, f));
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokenizerDir(opts.tokenizer), f), join(outDir, f));
   return { dir: outDir, config: written.config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
 }
 
