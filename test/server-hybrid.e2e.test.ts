@@ -20,7 +20,7 @@
 // fill the context (512 tokens of KV, ~165 KB with its state): that one answers 503
 // request_memory_budget_exceeded, streamed or not, while the others are served; a budget
 // below the weights stops the load.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -35,10 +35,11 @@ const model: RandomCheckpointOptions = { hidden: 64, layers: 4, heads: 4, kvHead
 const ADMITTED = 140_000;
 const dir = makeRandomCheckpoint(model, mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-'))).dir;
 const budget = checkpointWeightBytes(dir) + ADMITTED;
+const slotDir = mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-'));
 const live = useLive({
   model: dir,
   engine: { parallel: 3, contextSize: 1536, batchSize: 8, warmup: false, requestMemoryBudget: budget, cacheTypeK: 'f32', cacheTypeV: 'f32' },
-  server: { slotSavePath: mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-slots-')), metrics: true },
+  server: { slotSavePath: slotDir, metrics: true },
 });
 const shifting = useServer(live, { server: { sampling: { context_shift: true } } });
 
@@ -91,6 +92,13 @@ describe('nemotron_h through the server', () => {
     // Slot 0's file: its history up to the end snapshot, with that state.
     const saved = await live.post('/slots/0?action=save', { filename: 'turn.bin' });
     expect(saved.body).toMatchObject({ n_saved: history.length });
+    // Version 3: KV for the attention layer alone (M*M-: none, paged, none, none), then the state.
+    const file = readFileSync(join(slotDir, 'turn.bin'));
+    const jsonEnd = 16 + file.readUInt32LE(12);
+    const header = JSON.parse(file.toString('utf8', 16, jsonEnd)) as { kv_layout: string; ring_tokens: number; state_bytes: number };
+    expect([file.readUInt32LE(8), header.kv_layout, header.ring_tokens]).toEqual([3, '-p--', 0]);
+    expect(header.state_bytes).toBeGreaterThan(0);
+    expect(file.length).toBe(jsonEnd + history.length * (4 + 2 * model.kvHeads * model.headDim * 4) + header.state_bytes);
     await live.post('/v1/cache/reset');
     expect((await live.post('/slots/0?action=restore', { filename: 'turn.bin' })).body).toMatchObject({ n_restored: history.length });
     const restored = await complete({ prompt: next, id_slot: 2 });
