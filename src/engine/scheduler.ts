@@ -77,6 +77,10 @@ interface Sequence {
   prefilled: number;
   /** Positions whose KV has been written. */
   written: number;
+  /** Positions its slot's recurrent state has gone through (a hybrid model's; `written` unless a verify round went past it). */
+  stated: number;
+  /** The prompt cache's snapshot of its recurrent state at the prompt's last block boundary, until it is cached. */
+  promptSnapshot?: number;
   /** The last of `tokens` (the last sampled) is fed at the next step; false while prefilling. */
   decoding: boolean;
   /** A context shift has dropped some of its tokens: its later events say so. */
@@ -155,12 +159,19 @@ export class Scheduler implements Engine {
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
-    this.states = new RecurrentStates(runner.model.ops.gpu.device, runner.model.states);
+    this.states = new RecurrentStates(runner.model.ops.gpu.device, runner.model.states, options.cache.snapshots);
     const { cfg } = runner.model;
     this.rings = new KvRings(runner.model.ops.gpu.device, kv, cfg.layerKv);
-    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, this.rings, {
+    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, this.states, this.rings, {
       slots: options.slots,
-      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim, kv_layout: kv.layers.map((l) => (!l ? '-' : l.ring ? 'r' : 'p')).join('') },
+      layout: {
+        model: options.cache.modelIdentity,
+        layers: cfg.layers,
+        kv_heads: cfg.kvHeads,
+        head_dim: cfg.headDim,
+        kv_layout: kv.layers.map((l) => (!l ? '-' : l.ring ? 'r' : 'p')).join(''),
+        state_bytes: this.states.snapshotBytes,
+      },
       types: kv.types,
       contextSize: info.contextSize,
       blockBytes: options.cache.blockBytes,
@@ -276,6 +287,7 @@ export class Scheduler implements Engine {
       tokens: [...req.promptTokens],
       prefilled: 0,
       written: 0,
+      stated: 0,
       decoding: false,
       shifted: false,
       output: [],
@@ -393,17 +405,19 @@ export class Scheduler implements Engine {
 
   /**
    * Starts a sequence from the longest cached prefix of its prompt: whole blocks shared,
-   * then the rows of a partly matching block copied into a block of its own. With ring
-   * layers, only a prefix whose last window its slot's rings hold.
+   * then the rows of a partly matching block copied into a block of its own, and a hybrid
+   * model's recurrent state from the prefix's snapshot. With ring layers, only a prefix
+   * whose last window its slot's rings hold.
    */
   private borrowPrefix(seq: Sequence): void {
     const prompt = this.cacheTokens(seq, seq.req.promptTokens);
-    const { blocks, partial } = this.cache.borrow(prompt.slice(0, this.rings.reusable(seq.slot, prompt, prompt.length - 1) + 1));
+    const { blocks, partial, state } = this.cache.borrow(prompt.slice(0, this.rings.reusable(seq.slot, prompt, prompt.length - 1) + 1));
     const tokens = blocks.length * this.blocks.blockSize + (partial?.tokens ?? 0);
     if (tokens > 0 && this.rings.reusable(seq.slot, prompt, tokens) < tokens) {
       this.cache.release(partial ? [...blocks, partial.block] : blocks);
       return;
     }
+    if (state !== undefined) this.states.load(state, seq.slot);
     seq.table.push(...blocks);
     seq.borrowed = blocks.length;
     seq.cached = blocks.length * this.blocks.blockSize;
@@ -413,7 +427,7 @@ export class Scheduler implements Engine {
       this.cache.release([partial.block]);
       seq.cached += partial.tokens;
     }
-    seq.prefilled = seq.written = seq.cached;
+    seq.prefilled = seq.written = seq.stated = seq.cached;
   }
 
   /** Whether the KV pool can hold a queued sequence's prompt (always, unless --kv-unified). */
@@ -477,7 +491,10 @@ export class Scheduler implements Engine {
       }
       // A fork between its fork and its first token.
       if (seq.prefilled === seq.tokens.length) continue;
-      const end = this.chunkEnd(seq, Math.min(seq.prefilled + budget - tokens, seq.tokens.length));
+      let end = this.chunkEnd(seq, Math.min(seq.prefilled + budget - tokens, seq.tokens.length));
+      // A chunk stops where a hybrid model's state is to be snapshotted.
+      const boundary = this.snapshotBoundary(seq);
+      if (boundary > seq.prefilled && boundary < end) end = boundary;
       // An image that does not fit what this step has left waits for the next.
       if (end === seq.prefilled) continue;
       const n = end - seq.prefilled;
@@ -513,7 +530,8 @@ export class Scheduler implements Engine {
     const now = performance.now();
     let i = 0;
     for (const { seq, chunk, forks, round } of batch) {
-      seq.written = chunk.startPos + chunk.tokens.length;
+      seq.written = seq.stated = chunk.startPos + chunk.tokens.length;
+      if (!round && seq.written === this.snapshotBoundary(seq)) this.snapshotPrompt(seq);
       if (round) {
         const results = sampled.slice(i, (i += round.drafts.length + 1));
         if (!seq.closed) this.acceptRound(seq, round, results);
@@ -550,7 +568,7 @@ export class Scheduler implements Engine {
       f.table.push(...shared);
       this.reserve(f, length);
       if (rows > 0) copies.push({ from: parent.table[full]!, to: f.table[full]!, rows });
-      f.prefilled = f.written = length;
+      f.prefilled = f.written = f.stated = length;
       f.cached = parent.cached;
     }
     return forks;
@@ -626,7 +644,7 @@ export class Scheduler implements Engine {
     // the kept tokens prefilled again (the last one's logits give the next token).
     if (kept < drafts.length && this.states.any && !seq.closed && seq.decoding) {
       this.states.copy(this.snapshotSlot(seq), [seq.slot]);
-      seq.prefilled = start;
+      seq.prefilled = seq.stated = start;
       seq.decoding = false;
     }
   }
@@ -709,6 +727,8 @@ export class Scheduler implements Engine {
   private finish(seq: Sequence, error?: unknown): void {
     const i = this.active.indexOf(seq);
     if (i >= 0) this.active.splice(i, 1);
+    // A failed pass may have left its state anywhere.
+    if (error !== undefined) seq.stated = -1;
     this.release(seq);
     seq.events.close(error);
     seq.closed = true;
@@ -768,8 +788,46 @@ export class Scheduler implements Engine {
     }
     const history = this.cacheTokens(seq, seq.tokens.slice(0, seq.written));
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
+    this.keepSnapshots(seq, history);
     this.rings.finished(seq.slot, history);
     this.slotStore.finished(seq.slot, history);
+  }
+
+  /**
+   * Where a hybrid model's prompt is snapshotted: its last block boundary before its last
+   * token, past what the cache served; 0 for none (a transformer, no prompt cache, a short
+   * prompt, or a sequence past its prompt).
+   */
+  private snapshotBoundary(seq: Sequence): number {
+    if (!this.states.any || !this.usesCache(seq) || seq.generated > 0 || seq.promptSnapshot !== undefined) return 0;
+    const at = promptBoundary(seq.req.promptTokens.length, this.blocks.blockSize);
+    return at > seq.cached ? at : 0;
+  }
+
+  /** Snapshots the state at the prompt's last block boundary, which its pass just reached (queued after it). */
+  private snapshotPrompt(seq: Sequence): void {
+    const snapshot = this.cache.takeSnapshot();
+    if (snapshot === undefined) return;
+    this.states.save(seq.slot, snapshot);
+    seq.promptSnapshot = snapshot;
+  }
+
+  /**
+   * Gives the prompt cache a finished hybrid sequence's snapshots, for the blocks it just
+   * donated: the one at its prompt's last block boundary, and its state at the end of its
+   * history (what a next turn extends), copied from its slot now.
+   */
+  private keepSnapshots(seq: Sequence, history: number[]): void {
+    const keep = (tokens: number[], snapshot: number) => {
+      if (!this.cache.attachSnapshot(tokens, snapshot)) this.cache.freeSnapshot(snapshot);
+    };
+    if (seq.promptSnapshot !== undefined) keep(history.slice(0, promptBoundary(seq.req.promptTokens.length, this.blocks.blockSize)), seq.promptSnapshot);
+    seq.promptSnapshot = undefined;
+    if (!this.states.any || seq.stated !== seq.written || seq.written <= seq.cached) return;
+    const snapshot = this.cache.takeSnapshot();
+    if (snapshot === undefined) return;
+    this.states.save(seq.slot, snapshot);
+    keep(history, snapshot);
   }
 
   /**
@@ -820,6 +878,11 @@ export class Scheduler implements Engine {
 function canStart(seq: Sequence, taken: Set<number>): boolean {
   if (seq.pinned !== undefined) return !taken.has(seq.pinned);
   return !seq.parent || seq.parent.slot >= 0 || seq.parent.closed;
+}
+
+/** The last block boundary before a prompt's last token: the furthest a later request with this prompt can resume from. */
+function promptBoundary(promptTokens: number, blockSize: number): number {
+  return Math.floor((promptTokens - 1) / blockSize) * blockSize;
 }
 
 /** Whether a choice waiting for `parent` can still fork from it: its prompt is not yet all scheduled. */

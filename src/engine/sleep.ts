@@ -218,5 +218,5 @@ function zeroCounters(c: EngineCounters): EngineCounters {
 
 /** A cache snapshot with its contents gone (what a slept engine holds), counters kept. */
 function emptied(stats: PromptCacheStats): PromptCacheStats {
-  return { ...stats, entries: 0, bytes: 0, total_blocks_stored: 0, unique_block_hashes: 0, apc_active_entries: 0 };
+  return { ...stats, entries: 0, bytes: 0, total_blocks_stored: 0, unique_block_hashes: 0, apc_active_entries: 0, ...(stats.state_snapshots !== undefined ? { state_snapshots: 0 } : {}) };
 }

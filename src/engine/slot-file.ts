@@ -4,15 +4,17 @@
 //   | u32 tokens[n] | KV: per paged layer (kv_layout 'p'), keys then values, each
 //     [n, kvHeads * headDim] values of the header's k_dtype and v_dtype; then per ring
 //     layer ('r', a sliding-window layer that keeps its window), keys then values of the
-//     last ring_tokens positions, each [ring_tokens, kvHeads * headDim]
-// The header names the model (the prompt cache's model identity) and the KV layout; a file
-// whose header differs from the loaded model's is refused rather than read as garbage,
-// except that a layer the file keeps paged serves any layout: a ring layer takes its last
-// window positions, a layer without KV (kv_layout '-') none of them (a file saved with
-// --swa-full restores into a server without it). Version 1 (f32 keys and values) and 2
-// files hold every position of every layer, paged, and still load. A file whose KV types
-// differ from the cache's is converted on restore (f32 to f16 rounds to nearest even, as
-// the cache's own stores do).
+//     last ring_tokens positions, each [ring_tokens, kvHeads * headDim] | a hybrid model's
+//     recurrent state after the n tokens: state_bytes bytes, every recurrent layer's in
+//     order (f32)
+// The header names the model (the prompt cache's model identity) and the KV and state
+// layout; a file whose header differs from the loaded model's is refused rather than read
+// as garbage, except that a layer the file keeps paged serves any layout: a ring layer
+// takes its last window positions, a layer without KV (kv_layout '-') none of them (a file
+// saved with --swa-full restores into a server without it). Version 1 (f32 keys and
+// values) and 2 files hold every position of every layer, paged, and no state (a
+// transformer's), and still load. A file whose KV types differ from the cache's is
+// converted on restore (f32 to f16 rounds to nearest even, as the cache's own stores do).
 import { f16ToF32, f32ToF16 } from '../models/half.js';
 import type { KvType } from '../runtime/tensors.js';
 
@@ -27,6 +29,8 @@ export interface SlotLayout {
   head_dim: number;
   /** Per layer where its KV lives: 'p' paged (every position), 'r' a ring (the last positions), '-' nowhere (a recurrent layer). */
   kv_layout: string;
+  /** Bytes of the recurrent state (0 for a transformer). */
+  state_bytes: number;
 }
 
 export interface SlotFileHeader extends SlotLayout {
@@ -37,12 +41,13 @@ export interface SlotFileHeader extends SlotLayout {
   ring_tokens: number;
 }
 
-/** A slot file's KV as the cache takes it: the paged layers' (KvRows.write) and the ring layers' (KvRings.write). */
+/** A slot file's KV as the cache takes it, the paged layers' (KvRows.write) and the ring layers' (KvRings.write), and its recurrent state (empty for a transformer). */
 export interface SlotFileKv {
   tokens: number[];
   paged: Uint8Array;
   ring: Uint8Array;
   ringTokens: number;
+  state: Uint8Array;
 }
 
 /** A file that is not a slot file of the loaded model. */
@@ -50,7 +55,7 @@ export class SlotFileError extends Error {}
 
 const VALUE_BYTES: Record<KvType, number> = { f32: 4, f16: 2 };
 
-export function encodeSlotFile(header: SlotFileHeader, tokens: number[], paged: Uint8Array, ring: Uint8Array): Buffer {
+export function encodeSlotFile(header: SlotFileHeader, tokens: number[], paged: Uint8Array, ring: Uint8Array, state: Uint8Array): Buffer {
   const json = Buffer.from(JSON.stringify(header));
   const head = Buffer.alloc(16);
   head.write(MAGIC, 0, 'latin1');
@@ -58,7 +63,7 @@ export function encodeSlotFile(header: SlotFileHeader, tokens: number[], paged: 
   head.writeUInt32LE(json.length, 12);
   const ids = Buffer.from(Uint32Array.from(tokens).buffer);
   const bytes = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-  return Buffer.concat([head, json, ids, bytes(paged), bytes(ring)]);
+  return Buffer.concat([head, json, ids, bytes(paged), bytes(ring), bytes(state)]);
 }
 
 /**
@@ -73,8 +78,8 @@ export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvT
   let header: SlotFileHeader;
   try {
     const json = JSON.parse(data.toString('utf8', 16, jsonEnd)) as SlotFileHeader;
-    // Version 1 stored f32 keys and values under one `dtype`; versions 1 and 2 every position of every layer.
-    const all = { kv_layout: 'p'.repeat(layout.layers), ring_tokens: 0 };
+    // Version 1 stored f32 keys and values under one `dtype`; versions 1 and 2 every position of every layer and no state.
+    const all = { kv_layout: 'p'.repeat(layout.layers), ring_tokens: 0, state_bytes: 0 };
     header = version === 1 ? { ...json, ...all, k_dtype: 'f32', v_dtype: 'f32' } : version === 2 ? { ...json, ...all } : json;
   } catch {
     throw new SlotFileError('the slot file header is not valid JSON');
@@ -96,7 +101,7 @@ export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvT
   const stored = { k: header.k_dtype, v: header.v_dtype };
   const rowsOf = (where: string) => (where === 'p' ? n : where === 'r' ? r : 0);
   const kvBytes = [...header.kv_layout].reduce((sum, where) => sum + rowsOf(where) * rowValues * (VALUE_BYTES[stored.k] + VALUE_BYTES[stored.v]), 0);
-  if (data.length !== jsonEnd + 4 * n + kvBytes) throw new SlotFileError('the slot file is truncated or its size does not match its header');
+  if (data.length !== jsonEnd + 4 * n + kvBytes + layout.state_bytes) throw new SlotFileError('the slot file is truncated or its size does not match its header');
   // Copied out: the file's buffer offsets need not be 4-byte aligned.
   const body = new Uint8Array(data.subarray(jsonEnd));
   // Each layer's keys and values in the cache's types; the file keeps the paged layers first, as the cache reads them.
@@ -117,7 +122,7 @@ export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvT
     return [k.subarray(k.length - rows * rowValues * VALUE_BYTES[types.k]), v.subarray(v.length - rows * rowValues * VALUE_BYTES[types.v])];
   }));
   const rings = layersAt(layout.kv_layout, 'r').length > 0;
-  return { tokens: [...new Uint32Array(body.buffer, 0, n)], paged: last('p', n), ring: last('r', ringTokens), ringTokens: rings ? ringTokens : 0 };
+  return { tokens: [...new Uint32Array(body.buffer, 0, n)], paged: last('p', n), ring: last('r', ringTokens), ringTokens: rings ? ringTokens : 0, state: body.subarray(offset) };
 }
 
 /** Whether a file's KV layout holds what a model of `model`'s needs: each layer as it keeps it, or paged (every position). */

@@ -305,7 +305,8 @@ export interface ModelInfo {
   speculative?: { kind: string; nMax: number; draftModel?: string };
   /**
    * The model carries recurrent state (hybrid state-space layers: Nemotron-H, LFM2, Granite
-   * 4.0-H): the prompt cache, slot files and context shift are off for it.
+   * 4.0-H): context shift is refused for it, and the prompt cache resumes it from state
+   * snapshots.
    */
   recurrent?: true;
 }

@@ -412,7 +412,7 @@ export function mamba2(ctx: BuildContext, layer: number, spec: Mamba2Spec): Disp
   return [
     ...ops.linear(`${p}.in_proj`, inProj, act.h, proj, { norm }),
     ops.ssmConv(`${p}.conv1d`, meta.chunks, proj, convW, convState, xbc, { channels: convDim, inStride: projWidth, inOffset: inner, kernel: K, gated: false, bias: convB }),
-    ops.ssmScan(`${p}.scan`, meta.chunks, xbc, proj, weights, ssmState, y, {
+    ...ops.ssmScan(`${p}.scan`, meta.chunks, xbc, proj, weights, ssmState, y, {
       heads: H, headDim: P, groups: G, stateSize: N, convDim, projStride: projWidth, dtOffset: inner + convDim,
     }),
     ops.rmsnormGated(`${p}.norm`, y, proj, normW, { width: inner, group: spec.normGroup, zStride: projWidth, eps: spec.norms.eps }),
