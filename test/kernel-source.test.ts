@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { kernelEnum, kernelSource } from '../src/runtime/kernel-source.js';
 
-const matvec = { GROUP_SIZE: 64, W_READ: 'storage', X_UNIFORM: true, X_VEC4S: 16, NORM_UNIFORM: false };
+const matvec = { BITS: 4, GROUP_SIZE: 64, W_READ: 'storage', X_UNIFORM: true, X_VEC4S: 16, NORM_UNIFORM: false };
 const count = (text: string, needle: string | RegExp) => text.split(needle).length - 1;
 /** The unrolled chunk calls of matvec_q's K loop. */
 const chunkCalls = /chunk_dots\(c[ ,]/;
@@ -30,7 +30,7 @@ describe('kernel assembly', () => {
     expect(count(uniform, chunkCalls)).toBe(2);
     expect(count(kernelSource('matvec_q', { ...matvec, GROUP_SIZE: 128 }), chunkCalls)).toBe(4);
     expect(count(kernelSource('matvec_q', { ...matvec, GROUP_SIZE: 32 }), chunkCalls)).toBe(1);
-    const storage = kernelSource('matvec_q', { GROUP_SIZE: 64, W_READ: 'storage', X_UNIFORM: false, NORM_UNIFORM: true, NORM_VEC4S: 8 });
+    const storage = kernelSource('matvec_q', { BITS: 4, GROUP_SIZE: 64, W_READ: 'storage', X_UNIFORM: false, NORM_UNIFORM: true, NORM_VEC4S: 8 });
     expect(storage).toContain('var<storage, read> x: array<vec4<f32>>;');
     expect(storage).toContain('const NORM_VEC4S: u32 = 8u;');
     expect(storage).not.toContain('const X_VEC4S');
@@ -38,7 +38,7 @@ describe('kernel assembly', () => {
 
   it('includes a name built from the variant: the weight format', () => {
     expect(kernelSource('matmul', { FORMAT: 'bf16' })).toContain('bitcast<f32>');
-    expect(kernelSource('embedding', { FORMAT: 'affine', GROUP_SIZE: 32, W_READ: 'sampled' })).toContain('fn w_load4(');
+    expect(kernelSource('embedding', { FORMAT: 'affine', BITS: 4, GROUP_SIZE: 32, W_READ: 'sampled' })).toContain('fn w_load4(');
   });
 
   it('refuses a variant value the kernel does not read, one it lacks, and a wrong constant type', () => {
