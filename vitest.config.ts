@@ -1,13 +1,17 @@
 import { defineConfig } from 'vitest/config';
 
 // Two test files at a time: much of a file's time is single-threaded (writing checkpoints and
-// GGUFs, tokenizing, HTTP and JSON), which the other file's kernels fill.
+// GGUFs, tokenizing, HTTP and JSON), which the other file's kernels fill. Files share their
+// worker's modules (isolate: false) rather than importing the server, the engine and the
+// clients afresh each, so a test restores what it changes (spies, timers) and closes what it
+// opens (engines, servers, temporary folders).
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     pool: 'forks',
     maxWorkers: 2,
     fileParallelism: true,
+    isolate: false,
     testTimeout: 120_000,
     hookTimeout: 300_000,
     env: { EGL_PLATFORM: 'surfaceless' },
