@@ -21,7 +21,7 @@ import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
-import { expandImageMarkers, imageUrls, promptImages, withImageMarkers } from './turn-images.js';
+import { countMedia, expandImageMarkers, promptImages, sampleVideos, withImageMarkers } from './turn-images.js';
 
 export type { ChatTurnRequest, ToolChoice, ToolDefinition };
 
@@ -72,15 +72,18 @@ export interface TurnPrepareOptions {
   /** --chat-template-kwargs. */
   serverKwargs?: Record<string, unknown>;
   warn: (message: string) => void;
+  /** The request's lifetime: stops the sampling of its videos. */
+  signal?: AbortSignal;
 }
 
 /**
- * Renders a turn's prompt, each image expanded into its placeholder tokens; 400 (or 501,
- * for media the model cannot take) for what the template, the rules or the model refuse.
+ * Renders a turn's prompt, each image (and each frame of a sampled video: sampleVideos;
+ * a video not yet sampled as one frame) expanded into its placeholder tokens; 400 (or
+ * 501, for media the model cannot take) for what the template, the rules or the model refuse.
  */
 export function renderTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedChat {
   const { vision } = model.engine;
-  if (imageUrls(model, req.messages).length === 0 || !vision) return prepareChat(model, req, options);
+  if (countMedia(model, req.messages) === 0 || !vision) return prepareChat(model, req, options);
   const chat = prepareChat(model, { ...req, messages: withImageMarkers(req.messages, vision) }, options);
   return { ...chat, prompt: expandImageMarkers(chat.prompt, vision) };
 }
@@ -95,15 +98,24 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
       { n_ctx: contextSize },
     );
   }
-  const urls = imageUrls(model, req.messages);
-  const chat = renderTurn(model, req, options);
+  const media = countMedia(model, req.messages);
+  let chat = renderTurn(model, req, options);
   // The template owns BOS and the turn markers, so no specials are added.
-  const promptTokens = await tokenizeText(model.engine, chat.prompt, false);
-  if (urls.length === 0) return { chat, promptTokens };
-  // Refused before any image is fetched.
+  let promptTokens = await tokenizeText(model.engine, chat.prompt, false);
+  if (media === 0) return { chat, promptTokens };
   const { contextSize } = model.engine.info;
-  if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
-  return { chat, promptTokens, images: await promptImages(model, urls, promptTokens) };
+  const fits = () => {
+    if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
+  };
+  // Refused before any image or video is fetched, each video counted as one frame.
+  fits();
+  const messages = await sampleVideos(model, req.messages, options.signal);
+  if (messages !== req.messages) {
+    chat = renderTurn(model, { ...req, messages }, options);
+    promptTokens = await tokenizeText(model.engine, chat.prompt, false);
+    fits();
+  }
+  return { chat, promptTokens, images: await promptImages(model, messages, promptTokens) };
 }
 
 export interface TurnOptions {
