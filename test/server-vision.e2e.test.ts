@@ -37,6 +37,7 @@ import { VIDEO_DIR_PREFIX } from '../src/server/media/video.js';
 import { Gemma3Reference, Gemma3VisionReference } from './helpers/gemma3-vision-reference.js';
 import { useLive, useServer, type Endpoint } from './helpers/live-server.js';
 import { testGpu } from './helpers/model-harness.js';
+import { waitFor } from './helpers/server-load.js';
 import { rng } from './helpers/rng.js';
 
 const mediaRoot = mkdtempSync(join(tmpdir(), 'vision-media-'));
@@ -348,5 +349,27 @@ describe('video on a Gemma 3 vision checkpoint', () => {
       process.env.PATH = path;
     }
     expect(videoDirs()).toEqual(before);
+  });
+
+  it('stops sampling and removes the video\'s directory when the client leaves', async () => {
+    // ffprobe and ffmpeg that never finish, so that the client leaves while they run.
+    const stalled = join(mediaRoot, 'stalled-bin');
+    mkdirSync(stalled);
+    for (const tool of ['ffmpeg', 'ffprobe']) writeFileSync(join(stalled, tool), '#!/bin/sh\nexec sleep 60\n', { mode: 0o755 });
+    const before = videoDirs();
+    const path = process.env.PATH;
+    process.env.PATH = stalled;
+    try {
+      const client = new AbortController();
+      const request = fetch(`${live.url}/v1/chat/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...greedy, messages: askVideo(clipUri()) }), signal: client.signal,
+      }).catch(() => undefined);
+      await waitFor(() => videoDirs().length > before.length, 10_000, 'the video written');
+      client.abort();
+      await request;
+      await waitFor(() => videoDirs().length === before.length, 10_000, 'the video directory removed');
+    } finally {
+      process.env.PATH = path;
+    }
   });
 });

@@ -16,7 +16,7 @@ import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { badRequest } from '../errors.js';
+import { ApiError, badRequest } from '../errors.js';
 import { MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE, rgbImage, type DecodedImage } from './image.js';
 
 /** Frames a second when a video part sets no fps. */
@@ -119,8 +119,9 @@ function run(command: string, args: string[], signal: AbortSignal, maxBuffer: nu
       if (!err) return resolve(stdout);
       if (signal.aborted) {
         const timedOut = signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError';
-        // Otherwise the request ended (the client left, or the server's shutdown deadline passed).
-        return reject(timedOut ? badRequest(`video could not be sampled within ${VIDEO_TIMEOUT_MS / 1000} s`) : signal.reason);
+        if (timedOut) return reject(badRequest(`video could not be sampled within ${VIDEO_TIMEOUT_MS / 1000} s`));
+        // The request ended: the server's shutdown deadline (its ApiError), or the client left (no one reads the answer).
+        return reject(signal.reason instanceof ApiError ? signal.reason : badRequest('video sampling stopped: the request was cancelled'));
       }
       if (stderr.toString().includes('not on whitelist')) {
         return reject(badRequest('video format is not supported: MP4/MOV, Matroska/WebM, AVI, MPEG-TS and GIF are (playlists and lists of other files are refused)'));
