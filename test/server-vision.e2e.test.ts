@@ -286,7 +286,7 @@ describe('video on a Gemma 3 vision checkpoint', () => {
         messages: [{ role: 'user', content: [{ type: 'text', text: 'What happens in the video?' }, ...order.map((i) => ({ type: 'image_url' as const, image_url: { url: dataUri(colourPngs[i]!) } }))] }],
       });
     const want = await asImages([0, 1, 2, 3]);
-    for (const url of [clipUri(), clipUri(streamedClip), `file://${join(videoRoot, 'clip.mkv')}`, clipUrl()]) {
+    for (const url of [clipUri(), `file://${join(videoRoot, 'clip.mkv')}`, clipUrl()]) {
       const { status, body } = await live.post('/v1/chat/completions', { ...oneToken, messages: askVideo(url, 1) });
       expect(status, url).toBe(200);
       expect(body.usage.prompt_tokens, url).toBe(want.usage!.prompt_tokens);
