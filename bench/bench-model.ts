@@ -122,13 +122,15 @@ const GEMMA3_4B_VISION = {
  * Gemma-3-4B as mlx-community publishes it (mlx-vlm's layout): the language model 4-bit
  * under language_model.model., the vision tower and projector in bf16 (the patch embedding
  * channels-last), config.json's text_config and vision_config, Gemma 3's
- * preprocessor_config.json. Written unless complete in `dir` already; returns `dir`.
+ * preprocessor_config.json; `layers` of the language model's 34 and `visionLayers` of the
+ * tower's 27 (all by default). Written unless complete in `dir` already; returns `dir`.
  */
-export function writeGemma3VisionBenchModel(dir: string): string {
+export function writeGemma3VisionBenchModel(dir: string, { layers = GEMMA3_4B.layers, visionLayers = GEMMA3_4B_VISION.num_hidden_layers } = {}): string {
   if (existsSync(join(dir, 'tokenizer_config.json'))) return dir;
   mkdirSync(dir, { recursive: true });
-  const s = GEMMA3_4B;
-  const { hidden_size: V, intermediate_size: I, num_channels: C, patch_size: P, image_size: S } = GEMMA3_4B_VISION;
+  const s = { ...GEMMA3_4B, layers };
+  const visionConfig = { ...GEMMA3_4B_VISION, num_hidden_layers: visionLayers };
+  const { hidden_size: V, intermediate_size: I, num_channels: C, patch_size: P, image_size: S } = visionConfig;
   let seed = 7000;
   // Uniform in [-a, a] with std 1 / sqrt(fanIn): a = sqrt(3 / fanIn).
   const matrix = (name: string, shape: number[], fanIn: number): SafetensorsWriteTensor => {
@@ -146,7 +148,7 @@ export function writeGemma3VisionBenchModel(dir: string): string {
     matrix('multi_modal_projector.mm_input_projection_weight', [V, s.hidden], V),
     filled('multi_modal_projector.mm_soft_emb_norm.weight', V, 0),
   ];
-  for (let l = 0; l < GEMMA3_4B_VISION.num_hidden_layers; l++) {
+  for (let l = 0; l < visionLayers; l++) {
     const p = `${tower}.encoder.layers.${l}`;
     for (const n of ['q_proj', 'k_proj', 'v_proj', 'out_proj']) vision.push(matrix(`${p}.self_attn.${n}.weight`, [V, V], V), filled(`${p}.self_attn.${n}.bias`, V, 0));
     for (const n of ['layer_norm1', 'layer_norm2']) vision.push(filled(`${p}.${n}.weight`, V, 1), filled(`${p}.${n}.bias`, V, 0));
@@ -158,7 +160,7 @@ export function writeGemma3VisionBenchModel(dir: string): string {
   const { architectures: _a, eos_token_id, ...text } = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   const quantization = { group_size: s.groupSize, bits: s.bits };
   const config = {
-    architectures: ['Gemma3ForConditionalGeneration'], model_type: 'gemma3', text_config: { ...text, sliding_window: 1024 }, vision_config: GEMMA3_4B_VISION,
+    architectures: ['Gemma3ForConditionalGeneration'], model_type: 'gemma3', text_config: { ...text, sliding_window: 1024 }, vision_config: visionConfig,
     mm_tokens_per_image: 256, boi_token_index: 255999, eoi_token_index: 256000, image_token_index: 262144, eos_token_id, quantization, quantization_config: quantization,
   };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config, null, 2));

@@ -8,7 +8,10 @@
 //   cache_prompt off, each picture new (no encode or prompt cache hit).
 // Each size is a fresh random picture. llama.cpp is not compared: node-llama-cpp has no
 // vision tower (its multimodal projector path is not exposed by the binding).
-//   npx tsx bench/vision.ts [sizes, e.g. 896x896 1280x720]   (BENCH_MODEL_DIR to keep the checkpoint)
+// BENCH_LAYERS and BENCH_VISION_LAYERS take the first layers of the language model's 34 and
+// the tower's 27 (every layer of each has the same shape) where the whole model does not fit
+// the machine; BENCH_MODEL_DIR keeps the checkpoint there.
+//   npx tsx bench/vision.ts [sizes, e.g. 896x896 1280x720]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,7 +30,8 @@ const load = () => `load average ${loadavg()[0]!.toFixed(1)}`;
 
 try {
   let t0 = performance.now();
-  writeGemma3VisionBenchModel(dir);
+  const count = (name: string) => (process.env[name] ? Number(process.env[name]) : undefined);
+  writeGemma3VisionBenchModel(dir, { layers: count('BENCH_LAYERS'), visionLayers: count('BENCH_VISION_LAYERS') });
   console.log(`checkpoint written in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   t0 = performance.now();
   const engine = await loadEngine({ modelDir: dir, parallel: 1, contextSize: 1024, backend: process.env.BENCH_BACKEND });
