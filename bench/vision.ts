@@ -10,7 +10,8 @@
 // vision tower (its multimodal projector path is not exposed by the binding).
 // BENCH_LAYERS and BENCH_VISION_LAYERS take the first layers of the language model's 34 and
 // the tower's 27 (every layer of each has the same shape) where the whole model does not fit
-// the machine; BENCH_MODEL_DIR keeps the checkpoint there.
+// the machine; BENCH_SKIP=encode leaves the encode timings out (TTFT only); BENCH_MODEL_DIR
+// keeps the checkpoint there.
 //   npx tsx bench/vision.ts [sizes, e.g. 896x896 1280x720]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -38,14 +39,11 @@ try {
   console.log(`engine loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s (${load()})`);
   const vision = engine.vision!;
 
-  for (const [i, [width, height]] of sizes.entries()) {
+  for (const [i, [width, height]] of (process.env.BENCH_SKIP === 'encode' ? [] : sizes).entries()) {
     t0 = performance.now();
     await vision.encode(picture(width, height));
     console.log(`encode ${width}x${height}${i === 0 ? ' (cold: pipelines compiled)' : ''}: ${((performance.now() - t0) / 1000).toFixed(2)} s (${load()})`);
   }
-  t0 = performance.now();
-  await vision.encode(picture(...sizes[0]!));
-  console.log(`encode ${sizes[0]!.join('x')} (warm): ${((performance.now() - t0) / 1000).toFixed(2)} s (${load()})`);
 
   const server = await startServer(engine, { host: '127.0.0.1', port: 0 });
   try {
