@@ -83,6 +83,7 @@ function filled(name: string, n: number, v = 1): Tensor {
 
 /** llama.cpp's tensors for each bench family; norms hold the whole multiplier (Gemma's 1 + w too). */
 function planTensors(s: Shape): Tensor[] {
+  if (s.pattern) return planHybridTensors(s);
   const q = s.heads * s.headDim;
   const kv = s.kvHeads * s.headDim;
   // Tied embeddings: token_embd is also the output matrix (no output.weight).
@@ -131,6 +132,62 @@ function planTensors(s: Shape): Tensor[] {
 }
 
 /**
+ * llama.cpp's tensors for the hybrid families (nemotron_h, lfm2), layer by layer as the
+ * pattern has them, with the values ours has (bench-model.ts writeHybridBenchModel; A = -1).
+ */
+function planHybridTensors(s: Shape): Tensor[] {
+  const q = s.heads * s.headDim;
+  const kv = s.kvHeads * s.headDim;
+  const out: Tensor[] = [q4_0('token_embd.weight', s.vocab, s.hidden, 1)];
+  const attention = (p: string, seed: number) => [
+    q4_0(`${p}.attn_q.weight`, q, s.hidden, seed + 1),
+    q4_0(`${p}.attn_k.weight`, kv, s.hidden, seed + 2),
+    q4_0(`${p}.attn_v.weight`, kv, s.hidden, seed + 3),
+    q4_0(`${p}.attn_output.weight`, s.hidden, q, seed + 4),
+  ];
+  for (const [l, kind] of [...s.pattern!.slice(0, s.layers)].entries()) {
+    const p = `blk.${l}`;
+    const seed = 100 + l * 10;
+    out.push(filled(`${p}.attn_norm.weight`, s.hidden));
+    if (s.family === 'lfm2') {
+      if (kind === 'a') out.push(...attention(p, seed), filled(`${p}.attn_q_norm.weight`, s.headDim), filled(`${p}.attn_k_norm.weight`, s.headDim));
+      else {
+        out.push(
+          q4_0(`${p}.shortconv.in_proj.weight`, 3 * s.hidden, s.hidden, seed + 1),
+          { ...filled(`${p}.shortconv.conv.weight`, 3 * s.hidden, 0.25), dims: [3, s.hidden] },
+          q4_0(`${p}.shortconv.out_proj.weight`, s.hidden, s.hidden, seed + 2),
+        );
+      }
+      out.push(
+        filled(`${p}.ffn_norm.weight`, s.hidden),
+        q4_0(`${p}.ffn_gate.weight`, s.intermediate, s.hidden, seed + 5),
+        q4_0(`${p}.ffn_up.weight`, s.intermediate, s.hidden, seed + 6),
+        q4_0(`${p}.ffn_down.weight`, s.hidden, s.intermediate, seed + 7),
+      );
+      continue;
+    }
+    if (kind === '*') out.push(...attention(p, seed));
+    else if (kind === '-') out.push(q4_0(`${p}.ffn_up.weight`, s.intermediate, s.hidden, seed + 5), q4_0(`${p}.ffn_down.weight`, s.hidden, s.intermediate, seed + 7));
+    else {
+      const { heads: H, headDim: P, groups: G, state: N, conv: K } = s.mamba!;
+      const conv = H * P + 2 * G * N;
+      out.push(
+        q4_0(`${p}.ssm_in.weight`, 2 * H * P + 2 * G * N + H, s.hidden, seed + 1),
+        { ...filled(`${p}.ssm_conv1d.weight`, K * conv, 0.25), dims: [K, conv] },
+        filled(`${p}.ssm_conv1d.bias`, conv, 0),
+        { ...filled(`${p}.ssm_a`, H, -1), dims: [1, H] },
+        { ...filled(`${p}.ssm_d`, H), dims: [1, H] },
+        filled(`${p}.ssm_dt.bias`, H, -2),
+        { ...filled(`${p}.ssm_norm.weight`, H * P), dims: [(H * P) / G, G] },
+        q4_0(`${p}.ssm_out.weight`, s.hidden, H * P, seed + 2),
+      );
+    }
+  }
+  out.push(filled(s.family === 'lfm2' ? 'token_embd_norm.weight' : 'output_norm.weight', s.hidden));
+  return out;
+}
+
+/**
  * Bytes of the Q4_0 matrices one decode token reads (every linear layer plus the tied
  * output; of stacked experts, the chosen topK's share).
  */
@@ -151,13 +208,16 @@ function metadataSection(s: Shape): { bytes: Buffer; count: number } {
   const stub = mkdtempSync(join(tmpdir(), 'mlxcel-gguf-stub-'));
   try {
     writeBenchFiles(stub, s);
-    // The converter reads every tensor the family asks for: one-value stand-ins (only the
-    // metadata is kept, and the tensor infos start with token_embd.weight, the first asked for).
+    // The converter reads every tensor the family asks for: one-value stand-ins for the
+    // matrices, zeros of their own shape for the vectors, which it may reshape (a Mamba-2
+    // norm per group); only the metadata is kept, and the tensor infos start with
+    // token_embd.weight, the first asked for.
     const config = JSON.parse(readFileSync(join(stub, 'config.json'), 'utf8')) as Record<string, unknown>;
     // Experts are asked for one by one (the GGUF writer stacks them).
-    writeSafetensors(join(stub, 'model.safetensors'), familyTensors(config, (name) => /\.experts\.0\./.test(name)).tensors.map((t) => ({
-      name: t.name, dtype: 'F32' as const, shape: t.shape.map(() => 1), data: new Float32Array([0]),
-    })));
+    writeSafetensors(join(stub, 'model.safetensors'), familyTensors(config, (name) => /\.experts\.0\./.test(name)).tensors.map((t) => {
+      const shape = t.kind === 'vector' ? t.shape : t.shape.map(() => 1);
+      return { name: t.name, dtype: 'F32' as const, shape, data: new Float32Array(shape.reduce((a, b) => a * b, 1)) };
+    }));
     const path = join(stub, 'stub.gguf');
     writeGgufFromHf(stub, path, { name: `${s.name}-shape-random-q4_0` });
     const info = readGguf(path);

@@ -117,7 +117,7 @@ if (!(process.env.BENCH_SKIP ?? '').includes('llama')) {
   rows.push(`| llama.cpp, 4 x 8192, f16 KV | ${(await runLlama(gguf, 8192)).toFixed(0)} | | | | |`);
   console.error(rows.at(-1));
 }
-const perToken = (k: 'f32' | 'f16') => kvTokenBytes({ layers: shape.layers, kvHeads: shape.kvHeads, headDim: shape.headDim }, { k, v: k });
+const perToken = (k: 'f32' | 'f16') => kvTokenBytes({ kvHeads: shape.kvHeads, headDim: shape.headDim }, { k, v: k }, Array<number>(shape.layers).fill(0));
 console.log(`KV bytes per token: f32 ${perToken('f32')}, f16 ${perToken('f16')}\n`);
 console.log('| server | peak RSS (MiB) | KV allocated (MiB) | KV max (MiB) | weights (MiB) | other GPU (MiB) |');
 console.log('|---|---:|---:|---:|---:|---:|');

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { ENGINE_DEFAULTS } from './engine/engine.js';
 import { parseByteSize } from './engine/memory-budget.js';
 import { SPECULATIVE_DEFAULTS, type SpeculativeOptions } from './engine/speculative.js';
-import { TRANSCRIBER_DEFAULTS } from './engine/transcriber.js';
+import { AUDIO_QUEUE_DEFAULTS } from './engine/job-queue.js';
 import { parseRepoRef } from './hub/repo-ref.js';
 import type { ModelArg } from './hub/resolve-model.js';
 import { IMAGE_MODELS_UNSUPPORTED, SERVED_KINDS } from './models/model-kinds.js';
@@ -41,7 +41,11 @@ export interface ServeOptions {
   parallel?: number;
   /** --kv-unified: the slots share one KV pool; undefined = off. */
   kvUnified?: boolean;
+  /** --swa-full: sliding-window layers keep every position; undefined = off. */
+  swaFull?: boolean;
   batchSize?: number;
+  /** --image-min-tokens / --image-max-tokens: those set. */
+  imageTokens?: { minTokens?: number; maxTokens?: number };
   /** --cache-type-k / --cache-type-v; undefined = the engine's default. */
   cacheTypeK?: KvType;
   cacheTypeV?: KvType;
@@ -112,9 +116,11 @@ export interface ServeOptions {
   rerankerModel?: ModelArg;
   /** --stt-model: a Whisper model serving speech to text beside the chat model. */
   sttModel?: ModelArg;
-  /** --audio-queue-depth: transcription requests that may wait before 503. */
+  /** --tts-model: a Kokoro model serving text to speech beside the chat model. */
+  ttsModel?: ModelArg;
+  /** --audio-queue-depth: transcription (and speech) requests that may wait before 503. */
   audioQueueDepth?: number;
-  /** --audio-request-timeout-secs: a transcription not finished this long after it queued answers 504. */
+  /** --audio-request-timeout-secs: a transcription (or speech) request not finished this long after it queued answers 504. */
   audioRequestTimeoutSecs?: number;
   /** --pooling: overrides the embedding model's own pooling. */
   pooling?: Pooling;
@@ -159,6 +165,7 @@ const FLAGS: Flag[] = [
   { name: 'ctx-size', short: 'c', env: ['LLAMA_ARG_CTX_SIZE'], value: 'N', help: 'context tokens shared by all slots, 0 for the model default (default: 0)' },
   { name: 'parallel', short: 'np', env: ['LLAMA_ARG_N_PARALLEL'], value: 'N', help: `sequences decoded together (slots) (default: ${ENGINE_DEFAULTS.parallel})` },
   { name: 'kv-unified', short: 'kvu', negation: 'no-kv-unified', env: ['LLAMA_ARG_KV_UNIFIED'], help: 'one KV pool shared by the slots: a request may use the whole --ctx-size while the others leave room (default: off, each slot gets ctx-size / parallel)' },
+  { name: 'swa-full', env: ['LLAMA_ARG_SWA_FULL'], help: 'sliding-window layers keep every position in the paged KV cache, as full-attention layers do (default: off, each keeps a ring of its window plus one --batch-size chunk per slot)' },
   { name: 'cache-type-k', short: 'ctk', env: ['LLAMA_ARG_CACHE_TYPE_K'], value: 'TYPE', help: `KV cache type of the keys: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeK})` },
   { name: 'cache-type-v', short: 'ctv', env: ['LLAMA_ARG_CACHE_TYPE_V'], value: 'TYPE', help: `KV cache type of the values: ${KV_TYPES.join('|')} (default: ${ENGINE_DEFAULTS.cacheTypeV})` },
   { name: 'batch-size', short: 'b', env: ['LLAMA_ARG_BATCH'], value: 'N', help: `tokens per forward pass, the prefill chunk (default: ${ENGINE_DEFAULTS.batchSize})` },
@@ -230,8 +237,9 @@ const FLAGS: Flag[] = [
   { name: 'reranking', aliases: ['rerank'], env: ['LLAMA_ARG_RERANKING'], help: 'serve reranking with the -m model, a sequence classifier (bge-reranker) or a generative reranker (Qwen3-Reranker) (/v1/rerank, /rerank); the generation routes answer 501 (default: off)' },
   { name: 'reranker-model', env: ['LLAMA_ARG_RERANKER_MODEL'], value: 'DIR|REPO', help: 'a second model, directory or Hub repo, serving reranking beside the chat model, with its own worker and queue (default: none)' },
   { name: 'stt-model', env: ['MLXCEL_STT_MODEL'], value: 'DIR|REPO', help: 'a Whisper model, directory or Hub repo, serving speech to text (/v1/audio/transcriptions, /v1/audio/translations) beside the chat model, with its own worker and queue; -m a Whisper checkpoint instead makes an audio-only server (default: none)' },
-  { name: 'audio-queue-depth', env: ['MLXCEL_AUDIO_QUEUE_DEPTH'], value: 'N', help: `transcription requests that may wait behind the running one before 503 (default: ${TRANSCRIBER_DEFAULTS.maxQueue})` },
-  { name: 'audio-request-timeout-secs', env: ['MLXCEL_AUDIO_REQUEST_TIMEOUT_SECS'], value: 'N', help: `a transcription not finished this many seconds after it queued answers 504 (default: ${TRANSCRIBER_DEFAULTS.timeoutSecs})` },
+  { name: 'tts-model', env: ['MLXCEL_TTS_MODEL'], value: 'DIR|REPO', help: 'a Kokoro model, directory or Hub repo, serving text to speech (/v1/audio/speech) beside the chat model, with its own worker and queue; -m a Kokoro checkpoint instead makes an audio-only server (default: none)' },
+  { name: 'audio-queue-depth', env: ['MLXCEL_AUDIO_QUEUE_DEPTH'], value: 'N', help: `transcription and speech requests that may wait behind the running one (each worker its own queue) before 503 (default: ${AUDIO_QUEUE_DEFAULTS.maxQueue})` },
+  { name: 'audio-request-timeout-secs', env: ['MLXCEL_AUDIO_REQUEST_TIMEOUT_SECS'], value: 'N', help: `a transcription or speech request not finished this many seconds after it queued answers 504 (default: ${AUDIO_QUEUE_DEFAULTS.timeoutSecs})` },
   { name: 'pooling', env: ['LLAMA_ARG_POOLING'], value: 'NAME', help: `embedding pooling: ${EMBEDDING_POOLINGS.join('|')} (default: the checkpoint's sentence-transformers 1_Pooling config, else the family's: last token for decoders)` },
   { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
   // Media in chat content (src/server/media/): llama-server's --media-path, the REST reference's bounds.
@@ -239,6 +247,8 @@ const FLAGS: Flag[] = [
   { name: 'max-images', env: ['MLXCEL_MAX_IMAGES'], value: 'N', help: `image and video parts per request (default: ${DEFAULT_MEDIA_POLICY.maxImages})` },
   { name: 'max-image-payload-size', env: ['MLXCEL_MAX_IMAGE_PAYLOAD_SIZE'], value: 'BYTES', help: `bytes of one encoded image or video, data URI, download or file; a download past it is cut off with 413 (default: ${DEFAULT_MEDIA_POLICY.maxImagePayloadBytes})` },
   { name: 'video-max-frames', env: ['MLXCEL_VIDEO_MAX_FRAMES'], value: 'N', help: `frames a video part is sampled into at most (with ffmpeg, at its fps, default ${DEFAULT_VIDEO_FPS}), each taken as an image (default: ${DEFAULT_MEDIA_POLICY.videoMaxFrames})` },
+  { name: 'image-min-tokens', env: ['LLAMA_ARG_IMAGE_MIN_TOKENS'], value: 'N', help: 'fewest tokens an image becomes, for a dynamic-resolution vision tower (Qwen2.5-VL: N x 784 pixels; Gemma 3 is always 256) (default: the preprocessor_config.json min_pixels)' },
+  { name: 'image-max-tokens', env: ['LLAMA_ARG_IMAGE_MAX_TOKENS'], value: 'N', help: 'most tokens an image becomes, for a dynamic-resolution vision tower (Qwen2.5-VL: N x 784 pixels; Gemma 3 is always 256) (default: the preprocessor_config.json max_pixels)' },
   // The REST reference's image server flag; image generation models do not load yet.
   { name: 'image-model', env: ['MLXCEL_IMAGE_MODEL'], value: 'DIR|REPO', help: 'image generation model for /v1/images/generations and /v1/images/edits: not supported yet, the server exits saying so (default: none, those routes answer 501)' },
   { name: 'verbose', short: 'v', env: ['LLAMA_ARG_VERBOSE'], help: "log everything, Dawn's own startup warnings included (--log-verbosity without a limit)" },
@@ -339,7 +349,9 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       ctxSize: ctxSize === 0 ? undefined : ctxSize,
       parallel: optionalInteger('parallel', 1),
       kvUnified: getSwitch('kv-unified'),
+      swaFull: getSwitch('swa-full'),
       batchSize: optionalInteger('batch-size', 1),
+      imageTokens: definedFields({ minTokens: optionalInteger('image-min-tokens', 1), maxTokens: optionalInteger('image-max-tokens', 1) }),
       cacheTypeK: kvType('cache-type-k', get('cache-type-k')),
       cacheTypeV: kvType('cache-type-v', get('cache-type-v')),
       maxQueue: optionalInteger('max-queue', 0),
@@ -382,6 +394,7 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
       rerankerModel: secondModel('reranker-model', get('reranker-model')),
       embeddingModel: secondModel('embedding-model', get('embedding-model')),
       sttModel: secondModel('stt-model', get('stt-model')),
+      ttsModel: secondModel('tts-model', get('tts-model')),
       audioQueueDepth: optionalInteger('audio-queue-depth', 0),
       audioRequestTimeoutSecs: optionalInteger('audio-request-timeout-secs', 1),
       pooling: poolingOption(get('pooling')),

@@ -15,8 +15,11 @@ import { hubSettings } from './hub/settings.js';
 import type { SnapshotOptions } from './hub/snapshot.js';
 import { LoadDisplay } from './load-progress.js';
 import { UnsupportedModelKindError } from './models/model-kinds.js';
-import { AUDIO_ONLY, EmbeddingOnlyEngine } from './engine/embedding-only-engine.js';
-import { isWhisperCheckpoint, loadTranscriber, TRANSCRIBER_DEFAULTS, type Transcriber } from './engine/transcriber.js';
+import { AUDIO_ONLY, EmbeddingOnlyEngine, SPEECH_ONLY } from './engine/embedding-only-engine.js';
+import { loadSpeaker, type Speaker } from './engine/speaker.js';
+import { isKokoroCheckpoint } from './models/kokoro.js';
+import { AUDIO_QUEUE_DEFAULTS } from './engine/job-queue.js';
+import { isWhisperCheckpoint, loadTranscriber, type Transcriber } from './engine/transcriber.js';
 import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
 import { startServer } from './server/server.js';
 import { openStoreBackend, type StoreBackend } from './server/stores/store.js';
@@ -120,12 +123,17 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   // A local -m directory's kind is known now: a text model's server never lists speech to text, not even while loading.
   const local = options.model.kind === 'path-or-repo' && isDirectory(options.model.text) ? options.model.text : undefined;
   const mayTranscribe = options.sttModel !== undefined || local === undefined || isWhisperCheckpoint(local);
-  let audioOnly = false;
+  // Likewise -m a Kokoro checkpoint, and --tts-model.
+  const speaker = deferred<Speaker | undefined>();
+  const maySpeak = options.ttsModel !== undefined || local === undefined || isKokoroCheckpoint(local);
+  /** AUDIO_ONLY or SPEECH_ONLY once -m is known to be a Whisper or Kokoro checkpoint. */
+  let audioOnly: string | undefined;
   const server = await startServer(loading, {
     embedder: wantsEmbedder ? embedder.promise : undefined,
     reranker: wantsReranker ? reranker.promise : undefined,
     transcriber: mayTranscribe ? transcriber.promise : undefined,
-    generationDisabledBy: () => (audioOnly ? AUDIO_ONLY : onlyJob),
+    speaker: maySpeak ? speaker.promise : undefined,
+    generationDisabledBy: () => audioOnly ?? onlyJob,
     ...options,
     store,
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
@@ -167,24 +175,30 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     const resolved = resolveModel(arg, hub, hubOutput, rank ? '--reranker-model' : '--embedding-model');
     into.resolve(resolved.then(({ dir, id }) => loadSide(dir, id, rank)));
   };
-  const loadStt = (dir: string, id: string | undefined) => loadTranscriber({
-    modelDir: dir,
-    alias: id,
-    maxQueue: options.audioQueueDepth ?? TRANSCRIBER_DEFAULTS.maxQueue,
-    timeoutMs: (options.audioRequestTimeoutSecs ?? TRANSCRIBER_DEFAULTS.timeoutSecs) * 1000,
+  const audioOptions = {
+    maxQueue: options.audioQueueDepth ?? AUDIO_QUEUE_DEFAULTS.maxQueue,
+    timeoutMs: (options.audioRequestTimeoutSecs ?? AUDIO_QUEUE_DEFAULTS.timeoutSecs) * 1000,
     backend: options.backend,
     log: info,
     quietDawn: verbosity < LOG_LEVELS.trace,
-  });
-  const sttModel = options.sttModel;
-  const whisper = model.then(({ dir }) => isWhisperCheckpoint(dir));
-  transcriber.resolve(sttModel
-    ? resolveModel(sttModel, hub, hubOutput, '--stt-model').then(({ dir, id }) => loadStt(dir, id))
-    : Promise.all([model, whisper]).then(([{ dir, id }, isWhisper]) => (isWhisper && !onlyJob ? loadStt(dir, options.alias?.[0] ?? id) : undefined)));
-  const whisperAlone = whisper.then((isWhisper) => {
-    if (isWhisper && sttModel) throw new UnsupportedModelKindError('-m is a Whisper checkpoint and --stt-model names another: give one of them (-m alone serves speech to text only; --stt-model serves it beside a chat model)');
-    return isWhisper && !onlyJob;
-  });
+  };
+  /**
+   * An audio worker: the model of `flag` beside the chat model, or -m itself when it is a
+   * checkpoint of the kind (not with --embeddings / --reranking). Resolves `into`; the
+   * promise says whether -m is one (the server is then audio-only).
+   */
+  const audioWorker = <T>(arg: ModelArg | undefined, flag: string, kind: string, serves: string, isKind: (dir: string) => boolean, load: (dir: string, id: string | undefined) => Promise<T>, into: Deferred<T | undefined>) => {
+    const isIt = model.then(({ dir }) => isKind(dir));
+    into.resolve(arg
+      ? resolveModel(arg, hub, hubOutput, flag).then(({ dir, id }) => load(dir, id))
+      : Promise.all([model, isIt]).then(([{ dir, id }, yes]) => (yes && !onlyJob ? load(dir, options.alias?.[0] ?? id) : undefined)));
+    return isIt.then((yes) => {
+      if (yes && arg) throw new UnsupportedModelKindError(`-m is a ${kind} checkpoint and ${flag} names another: give one of them (-m alone serves ${serves} only; ${flag} serves it beside a chat model)`);
+      return yes && !onlyJob;
+    });
+  };
+  const whisperAlone = audioWorker(options.sttModel, '--stt-model', 'Whisper', 'speech to text', isWhisperCheckpoint, (dir, id) => loadTranscriber({ modelDir: dir, alias: id, ...audioOptions }), transcriber);
+  const kokoroAlone = audioWorker(options.ttsModel, '--tts-model', 'Kokoro', 'text to speech', isKokoroCheckpoint, (dir, id) => loadSpeaker({ modelDir: dir, alias: id, ...audioOptions }), speaker);
   if (onlyJob) {
     const rank = onlyJob === '--reranking';
     const only = model.then(({ dir, id }) => loadSide(dir, options.alias?.[0] ?? id, rank));
@@ -194,11 +208,16 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   } else {
     second(options.embeddingModel, embedder, false);
     second(options.rerankerModel, reranker, true);
-    startLoading(Promise.all([model, draft, whisperAlone]).then(async ([{ dir, id }, draftDir, alone]) => {
+    startLoading(Promise.all([model, draft, whisperAlone, kokoroAlone]).then(async ([{ dir, id }, draftDir, alone, speechAlone]) => {
     if (alone) {
       const t = (await transcriber.promise)!;
-      audioOnly = true;
+      audioOnly = AUDIO_ONLY;
       return new EmbeddingOnlyEngine(t, AUDIO_ONLY, t.adapterDescription);
+    }
+    if (speechAlone) {
+      const s = (await speaker.promise)!;
+      audioOnly = SPEECH_ONLY;
+      return new EmbeddingOnlyEngine(s, SPEECH_ONLY, s.adapterDescription);
     }
     return loadEngine({
       modelDir: dir,
@@ -206,9 +225,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
       contextSize: options.ctxSize,
       parallel: options.parallel,
       kvUnified: options.kvUnified,
+      swaFull: options.swaFull,
       cacheTypeK: options.cacheTypeK,
       cacheTypeV: options.cacheTypeV,
       batchSize: options.batchSize,
+      imageTokens: options.imageTokens,
       maxQueue: options.maxQueue,
       backend: options.backend,
       cachePrompt: options.cachePrompt,
@@ -227,13 +248,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
   }
 
   let engine: Engine;
-  const sides: Array<Embedder | Transcriber> = [];
+  const sides: Array<Embedder | Transcriber | Speaker> = [];
   try {
     engine = await loading;
     if (wantsEmbedder) sides.push(await embedder.promise);
     if (wantsReranker) sides.push(await reranker.promise);
     const stt = await transcriber.promise;
     if (stt && !audioOnly) sides.push(stt);
+    const tts = await speaker.promise;
+    if (tts && !audioOnly) sides.push(tts);
   } catch (err) {
     clearBars();
     if (err instanceof HubError || err instanceof UnsupportedModelKindError) console.error(`mlxcel-server: ${err.message}`);

@@ -357,7 +357,7 @@ describe('parseCli: media flags', () => {
 });
 
 describe('parseCli: model kinds the server cannot load yet', () => {
-  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings, reranking and speech to text';
+  const message = 'image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; this server serves text generation, embeddings, reranking, speech to text and text to speech';
 
   it('accepts the REST reference\'s --image-model and MLXCEL_IMAGE_MODEL, and answers that image models are not supported yet', () => {
     expect(parse(['--image-model', '/m/flux'])).toEqual({ kind: 'unsupported', message });
@@ -367,6 +367,18 @@ describe('parseCli: model kinds the server cannot load yet', () => {
     expect(() => parse(['--image-model'])).toThrow(CliError);
     expect(HELP_TEXT).toContain('--image-model DIR|REPO');
     expect(HELP_TEXT).toContain('(env: MLXCEL_IMAGE_MODEL)');
+  });
+});
+
+describe('parseCli: audio models', () => {
+  it('reads --stt-model and --tts-model (and their variables) as second models, and the shared audio queue flags', () => {
+    const local = { kind: 'path-or-repo', text: '/m/kokoro' };
+    expect(serveOptions(['--tts-model', '/m/kokoro']).ttsModel).toEqual(local);
+    expect(parse([], { MLXCEL_TTS_MODEL: '/m/kokoro' })).toMatchObject({ kind: 'serve', options: { ttsModel: local } });
+    expect(serveOptions(['--stt-model', '/m/whisper']).sttModel).toEqual({ kind: 'path-or-repo', text: '/m/whisper' });
+    expect(() => parse(['--tts-model', ' '])).toThrow('--tts-model must name a directory or a Hub repo');
+    expect(serveOptions(['--audio-queue-depth', '0', '--audio-request-timeout-secs', '5'])).toMatchObject({ audioQueueDepth: 0, audioRequestTimeoutSecs: 5 });
+    expect(HELP_TEXT).toContain('--tts-model DIR|REPO');
   });
 });
 

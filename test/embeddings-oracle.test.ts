@@ -9,7 +9,7 @@
 // (ORACLE_VERBOSE=file writes them): cosine > 0.9999995 everywhere; max abs diff 3.4e-3
 // (Qwen3, entries up to ~2.7) and 1.8e-3 (BERT). A real bug (a wrong row pooled, attention
 // leaking across packed sequences or staying causal, a missing norm) moves them by O(1).
-import { appendFileSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -46,7 +46,10 @@ function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 describe('embeddings vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-embed-'));
-  afterAll(() => disposeOracle());
+  afterAll(async () => {
+    await disposeOracle();
+    rmSync(tmp, { recursive: true, force: true });
+  });
 
   for (const pooling of ['last', 'mean'] as Pooling[]) {
     it(`qwen3 decoder embedder, ${pooling} pooling`, async () => {

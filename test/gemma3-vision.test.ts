@@ -20,7 +20,7 @@ describe('gemma3 image preprocessing', () => {
     const pre = readImagePreprocessor(dir, 2);
     // Pixels (r, g, b): 255 -> (1 - 0.5) / 0.5 = 1, 0 -> -1, 51 -> (0.2 - 0.5) / 0.5 = -0.6; blue over 0.25: 255 -> 2.
     const image = { width: 2, height: 2, pixels: Uint8Array.from([255, 0, 255, 0, 255, 0, 51, 51, 51, 255, 255, 255]) };
-    const x = await preprocessImage(image, pre);
+    const x = await preprocessImage(image, pre, 2, 2);
     expect(Array.from(x, (v) => Math.round(v * 1e6) / 1e6)).toEqual([1, -1, -0.6, 1, -1, 1, -0.6, 1, 2, -2, -1.2, 2]);
     // One 2 x 2 patch: its row is the channels-first image itself.
     expect(unfoldPatches(x, 2, 2)).toEqual(x);
@@ -33,7 +33,7 @@ describe('gemma3 image preprocessing', () => {
     // Nearest from 4 x 2 to 2 x 2: the left half black, the right half white, per channel.
     const row = [0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255];
     const image = { width: 4, height: 2, pixels: Uint8Array.from([...row, ...row]) };
-    const x = await preprocessImage(image, readImagePreprocessor(dir, 2));
+    const x = await preprocessImage(image, readImagePreprocessor(dir, 2), 2, 2);
     expect(Array.from(x)).toEqual([0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
   });
 

@@ -4,7 +4,9 @@
 // returns to the pool only when its last holder lets go, whether the cache evicts it for
 // the pool, drops it in a reset, or a borrower gives it back. And a pool that grows: it
 // doubles before the cache evicts, refuses past its maximum, and halves back while what
-// is held fits, the cache's blocks moved below the new size.
+// is held fits, the cache's blocks moved below the new size. And a hybrid model's state
+// snapshots: a borrow resumes only where a block carries one, a new snapshot takes the least
+// recently used one's place, and a dropped block gives its snapshot back.
 import { describe, expect, it } from 'vitest';
 import { BlockAllocator } from '../src/engine/kv-cache.js';
 import { PromptCache } from '../src/engine/prompt-cache.js';
@@ -14,7 +16,7 @@ const BLOCK = 2;
 function pool(blocks: number) {
   const alloc = new BlockAllocator(blocks, BLOCK);
   const cache = new PromptCache(
-    { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model' },
+    { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model', snapshots: 0, snapshotBytes: 0 },
     (block) => alloc.release([block]),
   );
   alloc.reclaim = () => cache.evictForPool();
@@ -93,7 +95,7 @@ describe('a growing KV pool', () => {
     const sizes: number[] = [];
     const alloc = new BlockAllocator(2, BLOCK, { initial: 2, max: 16, resize: (blocks) => sizes.push(blocks) });
     const cache = new PromptCache(
-      { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model' },
+      { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 1 << 20, maxEntries: 1 << 20, ttlMs: 0, modelIdentity: 'model', snapshots: 0, snapshotBytes: 0 },
       (block) => alloc.release([block]),
     );
     alloc.reclaim = () => cache.evictForPool();
@@ -144,5 +146,61 @@ describe('a growing KV pool', () => {
     const next: number[] = [];
     expect(alloc.ensure(next, 4)).toBe(true);
     expect(alloc.capacity).toBe(8);
+  });
+});
+
+describe('recurrent state snapshots in the prompt cache', () => {
+  /** A hybrid model's cache: blocks of 2 tokens (1 byte each), `snapshots` snapshots of 10 bytes. */
+  function hybrid(snapshots: number) {
+    const alloc = new BlockAllocator(16, BLOCK);
+    const cache = new PromptCache(
+      { enabled: true, blockSize: BLOCK, blockBytes: 1, capacityBytes: 100, maxEntries: 100, ttlMs: 0, modelIdentity: 'model', snapshots, snapshotBytes: 10 },
+      (block) => alloc.release([block]),
+    );
+    /** A finished sequence's history donated, with a snapshot at each of `at` (token counts). */
+    const finish = (history: number[], at: number[]) => {
+      const table: number[] = [];
+      expect(alloc.ensure(table, history.length)).toBe(true);
+      alloc.release(cache.donate(history, table, 0));
+      return at.map((n) => {
+        const snapshot = cache.takeSnapshot()!;
+        expect(cache.attachSnapshot(history.slice(0, n), snapshot)).toBe(true);
+        return snapshot;
+      });
+    };
+    return { alloc, cache, finish };
+  }
+
+  it('a borrow stops at the furthest block with a snapshot, a partly matching block only when the prompt holds all of it', () => {
+    const { cache, finish } = hybrid(4);
+    const [at4, at7] = finish([1, 2, 3, 4, 5, 6, 7], [4, 7]);
+    // Blocks [1 2] [3 4] [5 6] [7]: the prompt matches all whole blocks, but only [3 4] ends at a snapshot.
+    const borrowed = cache.borrow([1, 2, 3, 4, 5, 6, 9, 9]);
+    expect(borrowed).toEqual({ blocks: [expect.any(Number), expect.any(Number)], state: at4 });
+    cache.release(borrowed.blocks);
+    // The partial block [7] ends the snapshotted history, and the prompt goes on past it.
+    const extended = cache.borrow([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(extended.blocks).toHaveLength(3);
+    expect(extended).toMatchObject({ partial: { tokens: 1 }, state: at7 });
+    cache.release([...extended.blocks, extended.partial!.block]);
+    // No snapshot within the prompt: nothing to resume from.
+    expect(cache.borrow([1, 2, 3, 9])).toEqual({ blocks: [] });
+    expect(cache.stats()).toMatchObject({ entries: 4, bytes: 4 + 2 * 10, state_snapshots: 2, hits: 2, lookups: 3 });
+  });
+
+  it('a new snapshot takes the least recently used one\'s place; an evicted block frees its snapshot; attach needs the block', () => {
+    const { cache, finish } = hybrid(1);
+    const [first] = finish([1, 2, 3, 4], [4]);
+    expect(cache.stats().state_snapshots).toBe(1);
+    // The only snapshot is taken from its block for a newer one.
+    expect(cache.takeSnapshot()).toBe(first);
+    expect(cache.borrow([1, 2, 3, 4, 5])).toEqual({ blocks: [] });
+    // A prefix that is not cached takes no snapshot.
+    expect(cache.attachSnapshot([7, 8], first!)).toBe(false);
+    expect(cache.attachSnapshot([1, 2, 3, 4], first!)).toBe(true);
+    // A reset drops the blocks and gives their snapshots back.
+    cache.reset();
+    expect(cache.stats()).toMatchObject({ entries: 0, bytes: 0, state_snapshots: 0 });
+    expect(cache.takeSnapshot()).toBe(first);
   });
 });

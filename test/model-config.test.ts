@@ -1,12 +1,13 @@
 // config.ts's normaliser on config.json in each spelling transformers writes (v4 rope_theta +
 // rope_scaling with rope_type or the legacy type, v5 rope_parameters, a multimodal
 // wrapper's text_config) and on each value it refuses. Pure CPU.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { moduleQuantization, normalizeConfig, readModelConfig, type ModelConfig } from '../src/models/config.js';
-import { checkpointNames } from '../src/models/model.js';
+import { checkpointNames, kvPlacements, kvRingBytes, kvTokenBytes } from '../src/models/model.js';
+import { kvTextureRows } from '../src/runtime/tensors.js';
 import { familyConfig, familyFor } from '../src/models/registry.js';
 import { ropeAttentionFactor, ropeFreqDivisors, ropeInvFreq } from '../src/models/rope.js';
 
@@ -49,7 +50,7 @@ describe('normalizeConfig: spellings', () => {
     expect(c).toEqual({
       modelType: 'llama', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, vocab: 256,
       rmsEps: 1e-5, ropeTheta: 500000, ropeScaling: undefined, rotaryDim: 16, maxPositions: 128, tieEmbeddings: false,
-      quantization: undefined, eosTokenIds: [2, 3, 4], bosTokenId: 1,
+      quantization: undefined, eosTokenIds: [2, 3, 4], bosTokenId: 1, layerKv: ['full', 'full'],
     });
   });
 
@@ -160,6 +161,27 @@ describe('normalizeConfig: per-family fields', () => {
     const c = normalizeConfig({ model_type: 'gemma3', eos_token_id: [1, 106], text_config: { model_type: 'gemma3_text', hidden_size: 2560, intermediate_size: 10240, num_hidden_layers: 34 } });
     expect([c.modelType, c.hidden, c.heads, c.kvHeads, c.headDim, c.vocab, c.ropeTheta]).toEqual(['gemma3_text', 2560, 8, 4, 256, 262208, 1e6]);
   });
+
+  it('each layer declares what it keeps in the KV cache, and a window layer keeps a ring of window + chunk - 1 positions where shorter than the context', () => {
+    // Gemma 3 1B's shape: 26 layers, five windowed (512) to one global, one KV head of 256.
+    const gemma = familyConfig({
+      ...base, model_type: 'gemma3_text', hidden_size: 1152, num_hidden_layers: 26, num_attention_heads: 4, num_key_value_heads: 1, head_dim: 256,
+      sliding_window: 512, max_position_embeddings: 32768, hidden_act: undefined, hidden_activation: 'gelu_pytorch_tanh',
+    }).cfg;
+    expect(gemma.layerKv.map((l) => (l === 'full' ? 'F' : l === 'none' ? '-' : l.window)).join(' ')).toBe([...Array(26).keys()].map((i) => ((i + 1) % 6 === 0 ? 'F' : 512)).join(' '));
+    const rings = kvPlacements(gemma.layerKv, { slots: 4, chunk: 512, maxContext: 32768 });
+    expect([rings.filter((r) => r === 1023).length, rings.filter((r) => r === 0).length]).toEqual([22, 4]);
+    const f16 = { k: 'f16', v: 'f16' } as const;
+    // The paged pool's bytes per position: the four global layers' 256 keys and 256 values in f16.
+    expect(kvTokenBytes(gemma, f16, rings)).toBe(4 * 256 * 2 * 2);
+    expect(kvTokenBytes(gemma, f16, kvPlacements(gemma.layerKv))).toBe(26 * 256 * 2 * 2);
+    // 22 rings of 4 slots x 1023 positions (texture rows of 4096 texels rounded up).
+    expect(kvRingBytes(gemma, f16, rings, 4)).toBe(22 * 4096 * kvTextureRows((4 * 1023 * 256) / 4) * 16);
+    expect(kvPlacements(gemma.layerKv, { slots: 4, chunk: 512, maxContext: 1023 }).every((r) => r === 0)).toBe(true);
+    // Mistral's window on every layer; a layer without one keeps every position.
+    expect(familyConfig({ ...base, model_type: 'mistral', sliding_window: 8 }).cfg.layerKv).toEqual([{ window: 8 }, { window: 8 }]);
+    expect(familyConfig({ ...base, model_type: 'mistral', sliding_window: null }).cfg.layerKv).toEqual(['full', 'full']);
+  });
 });
 
 describe('normalizeConfig: refusals', () => {
@@ -222,7 +244,7 @@ describe('normalizeConfig: refusals', () => {
     expect(refusal({ model_type: 'gemma2', hidden_activation: 'relu' })).toBe('config.json: hidden_activation "relu" is not supported (supported: "gelu_pytorch_tanh", "gelu_new", "gelu")');
     expect(refusal({ model_type: 'gemma3_text', layer_types: ['full_attention'] })).toBe('config.json: layer_types must list sliding_attention or full_attention for each of the 2 layers');
     expect(refusal({ model_type: 'smollm3', no_rope_layers: [1, 2] })).toBe('config.json: no_rope_layers must be 0 or 1 for each of the 2 layers');
-    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gpt_oss, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2, lfm2, nemotron_h, granitemoehybrid\)$/);
+    expect(refusal({ model_type: 'falcon' })).toMatch(/^model_type "falcon" is not supported \(supported: bert, xlm-roberta, llama, mistral, qwen2, qwen2_5_vl, qwen2_5_vl_text, qwen3, qwen3_moe, mixtral, gpt_oss, gemma2, gemma3, gemma3_text, phi3, smollm3, granite, olmo2, lfm2, nemotron_h, granitemoehybrid\)$/);
   });
 
   it('refuses mixture-of-experts settings it cannot honour, naming the field', () => {
@@ -295,6 +317,7 @@ describe('normalizeConfig: refusals', () => {
 
 describe('readModelConfig', () => {
   const dir = mkdtempSync(join(tmpdir(), 'model-config-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('reads config.json and generation_config.json from the folder', () => {
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...base, rope_parameters: { rope_type: 'llama3', rope_theta: 500000, ...llama3 } }));
@@ -327,6 +350,20 @@ describe('checkpointNames: where a family finds its tensors', () => {
     const text = names('gemma3_text', ['model.embed_tokens.weight', 'lm_head.weight']);
     expect(text('model.embed_tokens')).toBe('model.embed_tokens');
     expect(text('lm_head.weight')).toBe('lm_head.weight');
+  });
+
+  it("maps Qwen2.5-VL's decoder to transformers' and mlx-vlm's layouts, the vision tower outside it; refuses an mrope_section that does not split the rotary pairs", () => {
+    const saved = ['model.language_model.embed_tokens.weight', 'model.visual.merger.ln_q.weight', 'lm_head.weight'];
+    expect(names('qwen2_5_vl', saved)('model.layers.1.self_attn.q_proj')).toBe('model.language_model.layers.1.self_attn.q_proj');
+    expect(saved.filter(checkpointNames(familyFor('qwen2_5_vl'), saved).isFamily)).toEqual(['model.language_model.embed_tokens.weight', 'lm_head.weight']);
+    const mlx = ['language_model.model.embed_tokens.weight', 'vision_tower.merger.ln_q.weight'];
+    expect(names('qwen2_5_vl', mlx)('lm_head.weight')).toBe('language_model.lm_head.weight');
+    const earlier = ['model.embed_tokens.weight', 'visual.merger.ln_q.weight'];
+    expect(earlier.filter(checkpointNames(familyFor('qwen2_5_vl'), earlier).isFamily)).toEqual(['model.embed_tokens.weight']);
+    // head_dim 16: 8 rotary pairs.
+    expect(() => familyConfig({ ...base, model_type: 'qwen2_5_vl', rope_scaling: { type: 'mrope', mrope_section: [2, 3, 3] } })).not.toThrow();
+    expect(refusal({ model_type: 'qwen2_5_vl', rope_scaling: { type: 'mrope', mrope_section: [16, 24, 24] } })).toMatch(/mrope_section must be three counts of rotary pairs adding up to head_dim \/ 2 = 8, got \[16,24,24\]/);
+    expect(refusal({ model_type: 'qwen2_5_vl' })).toMatch(/mrope_section must be/);
   });
 
   it("finds an encoder bare or under its task model's prefix, with the classifier head at the top", () => {

@@ -14,10 +14,10 @@
 //    reference with the window, the prompt and steps far past it;
 //  * a checkpoint larger than this CPU adapter's memory (a sparse 2 TiB file) is refused
 //    before anything loads, naming the sizes.
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ForwardRunner } from '../src/engine/forward.js';
 import { loadEngine } from '../src/engine/load.js';
 import { loadModel } from '../src/models/model.js';
@@ -83,6 +83,7 @@ function stackExperts(from: string, to: string): void {
 
 describe('mixture-of-experts checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-moe-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
   const qwen: RandomCheckpointOptions = {
     ...shape, arch: 'qwen3_moe', layers: 3, seed: 21, dtype: 'BF16',
     extraConfig: { num_experts: 6, num_experts_per_tok: 3, moe_intermediate_size: 32, mlp_only_layers: [1] },

@@ -4,7 +4,7 @@
 // case also checks the test-side tooling on the same files: the GGUF writer's metadata and
 // tensors, llama.cpp's tokenizer against the HF tokenizer, wide greedy margins, and the
 // HF-semantics CPU reference against llama.cpp.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -34,7 +34,10 @@ const F16_LOGPROB_TOLERANCE = 5e-2;
 
 describe('engine vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-oracle-'));
-  afterAll(() => disposeOracle());
+  afterAll(async () => {
+    await disposeOracle();
+    rmSync(tmp, { recursive: true, force: true });
+  });
   const samples = [ORACLE_STORY, 'Hello world! 1234567 café  naïve — 日本語 🙂\n\ttabs   and spaces', " don't 'RE 3.14 x=y+1;"];
 
   for (const c of ORACLE_CASES) {
@@ -66,18 +69,20 @@ describe('engine vs llama.cpp on random checkpoints', () => {
       expect(tokenizer.encode(ORACLE_STORY, false)).toEqual(hfIds(ORACLE_STORY));
 
       const prompt = [...(c.tokenizer === 'llama3_1' ? [ck.bosId] : []), ...hfIds(ORACLE_STORY)];
-      const oracle = await oracleGreedy(gguf, prompt, STEPS, { margins: true });
+      const oracle = await oracleGreedy(gguf, prompt, STEPS);
       // A continuation worth comparing: hot tokens, varied, with wide top-1/top-2 margins.
       expect(oracle.tokens).toHaveLength(STEPS);
       expect(oracle.tokens.every((t) => ck.hotTokens.includes(t))).toBe(true);
       expect(new Set(oracle.tokens).size).toBeGreaterThanOrEqual(5);
-      expect(Math.min(...oracle.margins!)).toBeGreaterThan(0.15);
 
       // The HF-semantics reference agrees with llama.cpp on the GGUF: Q/K order, biases,
-      // q/k norms, llama3 RoPE factors and tied output all converted faithfully.
+      // q/k norms, llama3 RoPE factors and tied output all converted faithfully; its float64
+      // logits give the margins.
       const ref = new HfReference(dir);
       expect(maxLogProbDiff(ref.logits(prompt), oracle.firstLogProbs)).toBeLessThan(1e-3);
-      expect(ref.greedy(prompt, STEPS)).toEqual(oracle.tokens);
+      const reference = ref.greedyWithMargins(prompt, STEPS);
+      expect(reference.tokens).toEqual(oracle.tokens);
+      expect(Math.min(...reference.margins)).toBeGreaterThan(0.15);
 
       // Our engine with an f32 KV cache against llama.cpp with one, then with the default f16
       // cache against llama.cpp's own default f16 cache.

@@ -14,7 +14,7 @@
 // window. Tolerance: both sides compute in f32 but llama.cpp's scan, conv and norms sum in
 // other orders; a real bug (the state lost at a chunk boundary, a conv tap off by one, the
 // wrong norm group) moves log-probs by far more than 1e-2. Both sides' KV caches are f32.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, it } from 'vitest';
@@ -39,7 +39,10 @@ const CASES: Array<RandomCheckpointOptions & { label: string }> = [
 
 describe('hybrid families vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-hybrid-'));
-  afterAll(() => disposeOracle());
+  afterAll(async () => {
+    await disposeOracle();
+    rmSync(tmp, { recursive: true, force: true });
+  });
   for (const [i, c] of CASES.entries()) {
     it(c.label, async () => {
       await expectMatchesLlamaCpp(c, join(tmp, `${i}-${c.arch}`), { bos: true, steps: STEPS, tolerance: LOGPROB_TOLERANCE, maxTokens: 5, kvTypes: F32_KV_TYPES });

@@ -8,7 +8,7 @@
 // Classifier: observed max |score diff| 2e-4 (f32 on both sides; llama.cpp's GELU is its tanh form
 // from an f16 table, ours erf), and the same order; a wrong pooled row or a missing tanh
 // moves scores by O(0.1).
-import { appendFileSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -32,7 +32,10 @@ const order = (scores: number[]) => scores.map((s, i) => [s, i] as const).sort((
 
 describe('rerankers vs llama.cpp on random checkpoints', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-rerank-'));
-  afterAll(() => disposeOracle());
+  afterAll(async () => {
+    await disposeOracle();
+    rmSync(tmp, { recursive: true, force: true });
+  });
 
   it('xlm-roberta sequence classifier', async () => {
     const dir = join(tmp, 'xlmr-reranker');

@@ -132,7 +132,7 @@ describe('audio containers', () => {
     const files: Array<[string, Uint8Array]> = [
       ['wav', wav(testSignal(0.5, 44100), 44100, '24', 2)],
       ['flac', await flac(testSignal(0.5, 22050), 22050)],
-      ['mp3', mp3(testSignal(0.5, 44100), 44100)],
+      ['mp3', await mp3(testSignal(0.5, 44100), 44100)],
     ];
     for (const [name, bytes] of files) {
       const res = await postForm('/audio/transcriptions', { response_format: 'verbose_json' }, bytes);

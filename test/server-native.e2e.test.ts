@@ -49,15 +49,13 @@ describe('native API on stories260k', () => {
     });
   });
 
-  // The reference's image and text-to-speech routes: their models do not load yet (the CLI
-  // exits saying so for --image-model or -m a Kokoro checkpoint), and the 501 says the same;
-  // the transcription routes answer 501 naming the flags that serve them, after reading the
-  // multipart body (a malformed one is a 400).
+  // The reference's image routes: their models do not load yet (the CLI exits saying so for
+  // --image-model), and the 501 says the same; the speech and transcription routes answer 501
+  // naming the flags that serve them, after reading the body (a malformed one is a 400).
   it('the image and audio routes answer 501 saying what would serve them', async () => {
     const cases: Array<[string, RegExp]> = [
       ['/v1/images/generations', /^POST \/v1\/images\/generations needs an image generation model, and image generation models \(--image-model, MLXCEL_IMAGE_MODEL\) are not supported yet; this server serves text generation/],
       ['/images/edits', /^POST \/images\/edits needs an image generation model, and image generation models .* are not supported yet; /],
-      ['/audio/speech', /^POST \/audio\/speech needs a Kokoro text-to-speech model, and text-to-speech models \(a Kokoro checkpoint served with -m\) are not supported yet; /],
     ];
     for (const [path, message] of cases) {
       const res = await live.post(path, { prompt: 'a cat', model: 'x', input: 'hi' });
@@ -69,7 +67,7 @@ describe('native API on stories260k', () => {
     const openai = live.openai;
     const calls: Array<[() => Promise<unknown>, RegExp]> = [
       [() => openai.images.generate({ model: 'flux', prompt: 'a cat' }), /image generation models .* are not supported yet/],
-      [() => openai.audio.speech.create({ model: 'kokoro', voice: 'alloy', input: 'hi' }), /Kokoro text-to-speech model, and text-to-speech models .* are not supported yet/],
+      [() => openai.audio.speech.create({ model: 'kokoro', voice: 'alloy', input: 'hi' }), /^501 This server does not serve text to speech\. Start it with `-m` a Kokoro checkpoint/],
       [() => openai.audio.transcriptions.create({ model: 'whisper-1', file: new File([new Uint8Array(64)], 'a.wav') }), /^501 This server does not serve speech to text\. Start it with `-m` a Whisper checkpoint/],
     ];
     for (const [call, message] of calls) {

@@ -270,14 +270,13 @@ describe('error paths', () => {
 describe('documented routes this server cannot serve', () => {
   const SERVED = 'this server serves text generation (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /completion)';
   const image = (path: string) => `POST ${path} needs an image generation model, and image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${SERVED}`;
-  const kokoro = (path: string) => `POST ${path} needs a Kokoro text-to-speech model, and text-to-speech models (a Kokoro checkpoint served with -m) are not supported yet; ${SERVED}`;
+  const textToSpeech = 'This server does not serve text to speech. Start it with `-m` a Kokoro checkpoint (an audio-only server) or `--tts-model DIR|repo` (a Kokoro model beside the chat model)';
   const speechToText = 'This server does not serve speech to text. Start it with `-m` a Whisper checkpoint (an audio-only server) or `--stt-model DIR|repo` (a Whisper model beside the chat model)';
   const embeddings = 'This server does not support embeddings. Start it with `--embeddings` (the -m model serves embeddings) or `--embedding-model DIR|repo` (a second model beside the chat model)';
   const reranking = 'This server does not support reranking. Start it with `--reranking` (the -m model reranks) or `--reranker-model DIR|repo` (a second model beside the chat model)';
 
   it.each([
     ...['/v1/images/generations', '/images/generations', '/v1/images/edits', '/images/edits'].map((p) => ['POST', p, 'not_implemented', image(p)]),
-    ...['/v1/audio/speech', '/audio/speech'].map((p) => ['POST', p, 'not_implemented', kokoro(p)]),
     ['GET', '/v1/realtime', 'not_implemented', `GET /v1/realtime needs a Nemotron VoiceChat checkpoint, and these are not supported yet; ${SERVED}`],
     ...['/v1/embeddings', '/embedding', '/embeddings'].map((p) => ['POST', p, 'not_supported_error', embeddings]),
     ...['/v1/rerank', '/v1/reranking', '/rerank', '/reranking'].map((p) => ['POST', p, 'not_supported_error', reranking]),
@@ -305,6 +304,18 @@ describe('documented routes this server cannot serve', () => {
     expect(((await missing.json()) as { error: { message: string } }).error.message).toMatch(/^file is required/);
     const json = await fetch(url + path, { method: 'POST', body: '{not json' });
     expect(json.status).toBe(400);
+  });
+
+  it.each(['/v1/audio/speech', '/audio/speech'])('POST %s: 501 for a valid body, 400 for a malformed one', async (path) => {
+    const url = await serve(await FakeEngine.create());
+    const post = (body: string) => fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const valid = await post(JSON.stringify({ model: 'kokoro', input: 'Hello.', voice: 'af_heart' }));
+    expect(valid.status).toBe(501);
+    expect(await valid.json()).toEqual({ error: { message: textToSpeech, type: 'not_supported_error', code: null } });
+    const missing = await post(JSON.stringify({ voice: 'af_heart' }));
+    expect(missing.status).toBe(400);
+    expect(((await missing.json()) as { error: { message: string } }).error.message).toBe('input is required');
+    expect((await post('{not json')).status).toBe(400);
   });
 
   it('answers a WebSocket upgrade on /v1/realtime with the 501', async () => {

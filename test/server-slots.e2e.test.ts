@@ -6,14 +6,20 @@
 // model, a damaged one or one of a later version is refused; file names stay inside the directory;
 // without --slot-save-path the actions answer 501 naming it. A request's id_slot runs it in
 // that slot (queued until the slot is free), so the actions act on what it left there.
+// A slot also owns its sliding-window layers' rings (a Mistral checkpoint below, served with
+// and without --swa-full): what they hold decides which cached prefix a request in the slot
+// may start from, and slot files carry their last window.
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PromptCacheStats } from '../src/engine/prompt-cache.js';
 import { f16ToF32 } from '../src/models/half.js';
-import { useLive, useServer } from './helpers/live-server.js';
+import { useLive, useServer, type LiveServer } from './helpers/live-server.js';
+import { TEST_BACKEND } from './helpers/model-harness.js';
+import { ORACLE_STORY } from './helpers/oracle-cases.js';
+import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/random-checkpoint.js';
 import { waitFor } from './helpers/server-load.js';
 import { storiesCases } from './helpers/stories-expected.js';
 
@@ -34,7 +40,7 @@ async function complete(body: Record<string, unknown>): Promise<{ content: strin
   return res.body as never;
 }
 
-/** A version 2 slot file of f16 keys and values rewritten as version 1 (one f32 dtype for both). */
+/** A slot file of f16 keys and values (a transformer's: every layer paged, no state) rewritten as version 1 (one f32 dtype for both). */
 function asVersion1(file: Buffer): Buffer {
   const jsonEnd = 16 + file.readUInt32LE(12);
   const { k_dtype, v_dtype, ...header } = JSON.parse(file.toString('utf8', 16, jsonEnd)) as Record<string, unknown>;
@@ -119,7 +125,7 @@ describe('slot save, erase, restore', () => {
       ['other.bin', /saved from another model/],
       ['short.bin', /truncated/],
       ['junk.bin', /not a slot file/],
-      ['future.bin', /slot file version 9, this server reads 1 and 2/],
+      ['future.bin', /slot file version 9, this server reads 1 to 3/],
       ['missing.bin', /no slot file "missing.bin"/],
     ];
     for (const [filename, message] of cases) {
@@ -265,3 +271,100 @@ describe('without --slot-save-path', () => {
     expect((await fetch(`${bare.url}/slots`)).status).toBe(200);
   });
 });
+
+// The engine's ring layout through the server: a Mistral checkpoint (window 8) served twice
+// from one directory with --batch-size 4, so each layer keeps a ring of 11 positions per
+// slot, and with --swa-full, every position. Each request runs several windows past the
+// ring, and both servers must answer with the same tokens: after the prompt cache reused a
+// prefix longer than the window, through speculative rounds whose rejected drafts overwrote
+// ring rows, for n > 1 forks, after a context shift, and from a restored slot file.
+describe('ring KV layers through the server', () => {
+  const WINDOW = 8;
+  const CHUNK = 4;
+  const base: RandomCheckpointOptions = { arch: 'mistral', tokenizer: 'stories', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 12 };
+  const model = mkdtempSync(join(tmpdir(), 'mlxcel-ring-'));
+  const slots = mkdtempSync(join(tmpdir(), 'mlxcel-ring-slots-'));
+  const drafter = mkdtempSync(join(tmpdir(), 'mlxcel-ring-drafter-'));
+  makeRandomCheckpoint({ ...base, extraConfig: { sliding_window: WINDOW } }, model);
+  // A draft model of other random weights: most of its drafts are rejected.
+  makeRandomCheckpoint({ ...base, seed: 13 }, drafter);
+  const engine = { backend: TEST_BACKEND, parallel: 2, batchSize: CHUNK, contextSize: 2 * 64, speculative: { kind: 'draft-model', draftModel: drafter, nMax: 3, nMin: 0, ngram: 3, adaptive: false } } as const;
+  const server = { slotSavePath: slots, sampling: { context_shift: true } };
+  const ring = useLive({ model, engine, server });
+  const full = useLive({ model, engine: { ...engine, swaFull: true }, server });
+  const both = [ring, full];
+  afterAll(() => {
+    for (const d of [model, drafter, slots]) rmSync(d, { recursive: true, force: true });
+  });
+
+  /** /completion on `live`, greedy: its body. */
+  const complete = async (live: LiveServer, body: Record<string, unknown>) => {
+    const res = await live.post('/completion', { temperature: 0, return_tokens: true, ...body });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body as { tokens: number[]; tokens_cached: number; truncated: boolean; timings: { draft_n: number; draft_n_accepted: number } };
+  };
+  let story: number[];
+  beforeAll(async () => {
+    story = (await ring.post('/tokenize', { content: ORACLE_STORY, add_special: true })).body.tokens;
+  });
+
+  it('the prompt cache reuses a prefix past the window in the slot whose rings hold it', async () => {
+    const first = await Promise.all(both.map((live) => complete(live, { prompt: story, n_predict: 12, id_slot: 0 })));
+    expect(first[0]!.tokens).toEqual(first[1]!.tokens);
+    const next = [...story, ...first[0]!.tokens, ...story.slice(1, 9)];
+    const again = await Promise.all(both.map((live) => complete(live, { prompt: next, n_predict: 8, id_slot: 0 })));
+    expect(again[0]!.tokens).toEqual(again[1]!.tokens);
+    expect(again[0]!.tokens_cached).toBeGreaterThan(story.length);
+    // Slot 1's rings hold nothing of it: the whole prompt is prefilled, to the same tokens.
+    const other = await complete(ring, { prompt: next, n_predict: 8, id_slot: 1 });
+    expect(other.tokens_cached).toBe(0);
+    expect(other.tokens).toEqual(again[0]!.tokens);
+  });
+
+  it('speculative rounds, n > 1 forks and a context shift give the same tokens', async () => {
+    const spec = await Promise.all(both.map((live) => complete(live, { prompt: story, n_predict: 16, cache_prompt: false })));
+    expect(spec[0]!.tokens).toEqual(spec[1]!.tokens);
+    expect(spec[0]!.timings.draft_n).toBeGreaterThan(spec[0]!.timings.draft_n_accepted);
+    const forks = await Promise.all(both.map(async (live) => (await live.post('/v1/completions', { prompt: story, n: 2, max_tokens: 12, temperature: 1, seed: 7 })).body.choices.map((c: { text: string }) => c.text)));
+    expect(forks[0]).toEqual(forks[1]);
+    const shifted = await Promise.all(both.map((live) => complete(live, { prompt: story, n_predict: 40, cache_prompt: false })));
+    expect(shifted[0]!.truncated).toBe(true);
+    expect(shifted[0]!.tokens).toEqual(shifted[1]!.tokens);
+  });
+
+  it('a slot file restores the rings, and one saved with every position kept (or as version 2) restores into them', async () => {
+    const prompt = story;
+    const [saved] = await Promise.all(both.map((live) => complete(live, { prompt, n_predict: 10, id_slot: 0 })));
+    const next = [...prompt, ...saved!.tokens, ...story.slice(1, 6)];
+    const expected = await complete(full, { prompt: next, n_predict: 8, cache_prompt: false, id_slot: 1 });
+    expect((await ring.post('/slots/0?action=save', { filename: 'ring.bin' })).status).toBe(200);
+    expect((await full.post('/slots/0?action=save', { filename: 'full.bin' })).status).toBe(200);
+    const header = (file: string) => {
+      const data = readFileSync(join(slots, file));
+      return { version: data.readUInt32LE(8), json: JSON.parse(data.toString('utf8', 16, 16 + data.readUInt32LE(12))) as Record<string, unknown> };
+    };
+    expect(header('ring.bin')).toMatchObject({ version: 3, json: { kv_layout: 'rr', ring_tokens: WINDOW } });
+    expect(header('full.bin')).toMatchObject({ version: 3, json: { kv_layout: 'pp', ring_tokens: 0 } });
+    writeFileSync(join(slots, 'v2.bin'), asVersion2(readFileSync(join(slots, 'full.bin'))));
+    for (const file of ['ring.bin', 'full.bin', 'v2.bin']) {
+      // Another prompt overwrites slot 0's rings and the cache's copy of the saved one.
+      await complete(ring, { prompt: story.slice(0, 30).reverse(), n_predict: 4, id_slot: 0 });
+      expect((await ring.post('/slots/0?action=erase')).status).toBe(200);
+      expect((await ring.post('/slots/0?action=restore', { filename: file })).body).toMatchObject({ n_restored: prompt.length + saved!.tokens.length - 1 });
+      const restored = await complete(ring, { prompt: next, n_predict: 8, id_slot: 0 });
+      expect(restored.tokens_cached, file).toBeGreaterThan(prompt.length);
+      expect(restored.tokens, file).toEqual(expected.tokens);
+    }
+  });
+});
+
+/** A version 3 slot file of paged layers as version 2 wrote it: the same bytes, a header without the layout fields. */
+function asVersion2(v3: Buffer): Buffer {
+  const jsonEnd = 16 + v3.readUInt32LE(12);
+  const { kv_layout: _layout, ring_tokens: _rings, ...header } = JSON.parse(v3.toString('utf8', 16, jsonEnd)) as Record<string, unknown>;
+  const json = Buffer.from(JSON.stringify(header));
+  const head = Buffer.from(v3.subarray(0, 16));
+  head.writeUInt32LE(2, 8);
+  head.writeUInt32LE(json.length, 12);
+  return Buffer.concat([head, json, v3.subarray(jsonEnd)]);
+}

@@ -31,7 +31,8 @@ import { join } from 'node:path';
 import type OpenAI from 'openai';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadGemma3Vision, type RgbImage } from '../src/models/gemma3-vision.js';
+import { loadGemma3Vision } from '../src/models/gemma3-vision.js';
+import type { RgbImage } from '../src/models/vision-layers.js';
 import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
 import { VIDEO_DIR_PREFIX } from '../src/server/media/video.js';
 import { Gemma3Reference, Gemma3VisionReference } from './helpers/gemma3-vision-reference.js';
@@ -109,7 +110,7 @@ describe('the Gemma 3 image encoder', () => {
     const reference = new Gemma3VisionReference(live.dir);
     for (const seed of [1, 2]) {
       const image = randomImage(seed);
-      const got = await encoder.encode(image);
+      const got = (await encoder.encode(image)).rows;
       const want = reference.features(image.pixels);
       expect(got.length).toBe(4 * 64);
       let maxDiff = 0;
@@ -121,7 +122,7 @@ describe('the Gemma 3 image encoder', () => {
       expect(maxValue).toBeGreaterThan(0.1);
       expect(maxDiff, `image ${seed}`).toBeLessThan(1e-4);
     }
-    expect(await encoder.encode(randomImage(4, 80, 30))).toHaveLength(4 * 64);
+    expect((await encoder.encode(randomImage(4, 80, 30))).rows).toHaveLength(4 * 64);
   });
 
   it('reads mlx-vlm\'s channels-last patch embedding as the same weights', async () => {
@@ -140,7 +141,7 @@ describe('the Gemma 3 image encoder', () => {
       });
       writeSafetensors(join(mlx, 'model.safetensors'), tensors);
       const image = randomImage(3);
-      const fromMlx = await (await loadGemma3Vision(await testGpu(), mlx))!.encode(image);
+      const fromMlx = await (await loadGemma3Vision(await testGpu(), mlx, 256))!.encode(image);
       expect(fromMlx).toEqual(await live.engine.vision!.encode(image));
     } finally {
       rmSync(mlx, { recursive: true, force: true });

@@ -7,10 +7,15 @@
 // cut-off KV range. Each run must match the reference run with the same window (greedy tokens
 // equal, prompt log-probs within TOLERANCE), and the two must differ from each other by far
 // more than that, so the window is honoured and not a no-op at this length.
-import { mkdtempSync } from 'node:fs';
+// The windowed run prefills in chunks of CHUNK tokens, so its layers keep a ring of
+// WINDOW + CHUNK - 1 = 11 positions (the engine's layout) that wraps five times over the ~59
+// positions; the same run with every position kept (--swa-full's layout) must give the same
+// tokens and the same logits to the bit, and the GPU layout's decode kernel the same tokens.
+// test/server-slots.e2e.test.ts serves the same layout through the engine.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { TextTokenizer } from '../src/models/tokenizer.js';
 import { HfReference } from './helpers/hf-reference.js';
 import { maxLogitsLogProbDiff } from './helpers/llama-oracle.js';
@@ -20,6 +25,7 @@ import { makeRandomCheckpoint, type RandomCheckpointOptions } from './helpers/ra
 
 const WINDOW = 8;
 const STEPS = 24;
+const CHUNK = 4;
 // f32 on the GPU (an f32 KV cache: the window, not the cache's rounding, is under test)
 // against f64 on the CPU (observed 2e-5); the reference's window off by one (9) moves them
 // by 12.
@@ -31,6 +37,7 @@ const base: RandomCheckpointOptions = {
 
 describe('mistral sliding window vs the CPU reference', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'mlxcel-window-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
   it(`window ${WINDOW} matches the reference with the window, and differs from no window`, async () => {
     const runs = [];
@@ -40,7 +47,19 @@ describe('mistral sliding window vs the CPU reference', () => {
       const prompt = [ck.bosId, ...tokenizer.encode(ORACLE_STORY, false)];
       expect(prompt.length).toBeGreaterThan(3 * WINDOW);
 
-      const ours = await greedy(await openRunner(ck.dir, 256, { kvTypes: F32_KV_TYPES }), prompt, STEPS);
+      const runner = await openRunner(ck.dir, 256, { kvTypes: F32_KV_TYPES, maxTokens: CHUNK });
+      const ours = await greedy(runner, prompt, STEPS);
+      if (window !== null) {
+        expect(runner.model.kv.layers.map((l) => l?.ring)).toEqual([WINDOW + CHUNK - 1, WINDOW + CHUNK - 1]);
+        const full = await openRunner(ck.dir, 256, { kvTypes: F32_KV_TYPES, maxTokens: CHUNK, swaFull: true });
+        expect(full.model.kv.layers.map((l) => l?.ring)).toEqual([undefined, undefined]);
+        const kept = await greedy(full, prompt, STEPS);
+        expect(ours.tokens).toEqual(kept.tokens);
+        expect(ours.promptLogits).toEqual(kept.promptLogits);
+        // A GPU's decode kernel (attention_decode_workgroup.wgsl) reads the same rings.
+        const gpu = await greedy(await openRunner(ck.dir, 256, { kvTypes: F32_KV_TYPES, maxTokens: CHUNK, asGpu: true }), prompt, STEPS);
+        expect(gpu.tokens).toEqual(ours.tokens);
+      }
       const reference = new HfReference(ck.dir, window ?? Infinity);
       const diff = maxLogitsLogProbDiff(ours.promptLogits, reference.logits(prompt));
       if (process.env.ORACLE_VERBOSE) console.info(`sliding_window ${window}: max log-prob diff ${diff.toExponential(2)}`);

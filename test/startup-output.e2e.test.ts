@@ -109,21 +109,20 @@ describe.skipIf(process.platform !== 'linux')('startup output', () => {
       return { code, lines: [...lines] };
     };
     try {
-      const served = 'this server serves text generation, embeddings, reranking and speech to text';
+      const served = 'this server serves text generation, embeddings, reranking, speech to text and text to speech';
       const image = `mlxcel-server: image generation models (--image-model, MLXCEL_IMAGE_MODEL) are not supported yet; ${served}`;
       expect(await run(['--image-model', 'black-forest-labs/FLUX.1-schnell'])).toEqual({ code: 1, lines: [image] });
       expect(await run([], { MLXCEL_IMAGE_MODEL: join(dir, 'flux') })).toEqual({ code: 1, lines: [image] });
-      const audio = 'text-to-speech models (a Kokoro checkpoint served with -m) are not supported yet';
       const whisper = join(dir, 'whisper-base');
       mkdirSync(whisper);
       writeFileSync(join(whisper, 'config.json'), JSON.stringify({ model_type: 'whisper', d_model: 512, encoder_layers: 6 }));
       const kokoro = join(dir, 'kokoro-82m');
       mkdirSync(kokoro);
       writeFileSync(join(kokoro, 'config.json'), JSON.stringify({ istftnet: { upsample_rates: [10, 6] }, vocab: {} }));
-      // A Whisper checkpoint is no text model: refused where one is expected (--embeddings).
+      // A Whisper or Kokoro checkpoint is no text model: refused where one is expected (--embeddings).
       const refusals = [
         [whisper, `${whisper} is a Whisper speech-to-text checkpoint, not a text model: serve it with -m alone (an audio-only server) or with --stt-model beside a chat model`],
-        [kokoro, `${kokoro} is a Kokoro text-to-speech checkpoint: ${audio}; ${served}`],
+        [kokoro, `${kokoro} is a Kokoro text-to-speech checkpoint, not a text model: serve it with -m alone (an audio-only server) or with --tts-model beside a chat model`],
       ];
       for (const [checkpoint, message] of refusals) {
         const { code, lines: printed } = await run(['-m', checkpoint!, '--embeddings']);

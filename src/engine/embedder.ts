@@ -11,7 +11,8 @@ import { readModelConfig } from '../models/config.js';
 import { loadModel, type LoadedModel } from '../models/model.js';
 import { ENCODERS } from '../models/registry.js';
 import { TextTokenizer } from '../models/tokenizer.js';
-import { modelMemory, QueueFullError, type EngineMemory } from './types.js';
+import { JobQueue } from './job-queue.js';
+import { modelMemory, type EngineMemory } from './types.js';
 
 const BLOCK_SIZE = 16;
 
@@ -66,16 +67,6 @@ export interface EmbedderOptions {
 
 const EMBEDDER_DEFAULTS = { batchSize: 512, maxSeqs: 32, maxQueue: 64, timeoutMs: 600_000 } as const;
 
-interface Job {
-  inputs: EmbedInput[];
-  results: Float32Array[];
-  left: number;
-  resolve: (r: Float32Array[]) => void;
-  reject: (e: Error) => void;
-  timer: NodeJS.Timeout;
-  done: boolean;
-}
-
 export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> {
   const dir = resolve(options.modelDir);
   const cfg = readModelConfig(dir);
@@ -110,8 +101,7 @@ export async function loadEmbedder(options: EmbedderOptions): Promise<Embedder> 
   return new Embedder(info, tokenizer, model, {
     maxQueue: options.maxQueue ?? EMBEDDER_DEFAULTS.maxQueue,
     timeoutMs: options.timeoutMs ?? EMBEDDER_DEFAULTS.timeoutMs,
-    release: options.gpu ? () => {} : () => gpu.device.destroy(),
-  }, gpu.description);
+  }, options.gpu ? () => {} : () => gpu.device.destroy(), gpu.description);
 }
 
 /** The one token `text` encodes to (a generative reranker's answer words). */
@@ -149,19 +139,19 @@ function familyPooling(modelType: string): Pooling {
 }
 
 export class Embedder {
-  private readonly queue: Job[] = [];
-  private running = false;
-  private closed = false;
+  private readonly jobs: JobQueue<EmbedInput[], Float32Array[]>;
   private readonly staging: GPUBuffer;
 
   constructor(
     readonly info: EmbedderInfo,
     readonly tokenizer: TextTokenizer,
     private readonly model: LoadedModel,
-    private readonly limits: { maxQueue: number; timeoutMs: number; release: () => void },
+    limits: { maxQueue: number; timeoutMs: number },
+    private readonly release: () => void,
     /** The adapter, e.g. "llvmpipe (LLVM 15, 256 bits) via opengles". */
     readonly adapterDescription: string,
   ) {
+    this.jobs = new JobQueue({ capacity: limits.maxQueue, timeoutMs: limits.timeoutMs, timeoutError: (ms) => new EmbedTimeoutError(ms), drain: () => this.drain() });
     this.staging = model.ops.gpu.device.createBuffer({
       label: 'pooled_readback',
       size: model.maxSeqs * model.pooled!.width * 4,
@@ -176,7 +166,7 @@ export class Embedder {
 
   /** Requests waiting or running. */
   get pending(): number {
-    return this.queue.length;
+    return this.jobs.pending;
   }
 
   /**
@@ -185,22 +175,13 @@ export class Embedder {
    * answer 400). Throws QueueFullError synchronously when the queue is full; rejects with
    * EmbedTimeoutError after the timeout.
    */
-  embed(inputs: EmbedInput[]): Promise<Float32Array[]> {
+  async embed(inputs: EmbedInput[]): Promise<Float32Array[]> {
     for (const input of inputs) {
       if (input.tokens.length < 1 || input.tokens.length > this.info.contextSize) throw new Error(`an input of ${input.tokens.length} tokens (1 .. ${this.info.contextSize})`);
       if (input.dims < 1 || input.dims > this.info.hidden) throw new Error(`dims ${input.dims} outside 1 .. ${this.info.hidden}`);
     }
-    if (this.closed) throw new Error('the embedder is closed');
-    if (this.queue.length >= this.limits.maxQueue) throw new QueueFullError(this.queue.length);
-    return new Promise((resolve, reject) => {
-      const job: Job = {
-        inputs, results: new Array<Float32Array>(inputs.length), left: inputs.length, resolve, reject, done: false,
-        timer: setTimeout(() => this.finish(job, new EmbedTimeoutError(this.limits.timeoutMs)), this.limits.timeoutMs),
-      };
-      this.queue.push(job);
-      if (inputs.length === 0) this.finish(job);
-      void this.work();
-    });
+    if (inputs.length === 0) return [];
+    return this.jobs.push(inputs);
   }
 
   /**
@@ -214,54 +195,37 @@ export class Embedder {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    for (const job of [...this.queue]) this.finish(job, new Error('the server is shutting down'));
-    while (this.running) await new Promise((r) => setTimeout(r, 10));
-    this.limits.release();
-  }
-
-  private finish(job: Job, error?: Error): void {
-    if (job.done) return;
-    job.done = true;
-    clearTimeout(job.timer);
-    const i = this.queue.indexOf(job);
-    if (i >= 0) this.queue.splice(i, 1);
-    if (error) job.reject(error);
-    else job.resolve(job.results);
+    await this.jobs.close();
+    this.release();
   }
 
   /** Runs every queued job's inputs, longest first, in passes as full as the limits allow. */
-  private async work(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (this.queue.length > 0) {
-        const items = this.queue.flatMap((job) => job.inputs.map((input, index) => ({ job, input, index })));
-        items.sort((a, b) => b.input.tokens.length - a.input.tokens.length);
-        const { maxTokens, maxSeqs } = this.model;
-        let at = 0;
-        while (at < items.length) {
-          let tokens = 0;
-          let end = at;
-          while (end < items.length && end - at < maxSeqs && tokens + items[end]!.input.tokens.length <= maxTokens) tokens += items[end++]!.input.tokens.length;
-          const pass = items.slice(at, end).filter((it) => !it.job.done);
-          at = end;
-          if (pass.length === 0) continue;
-          let vectors: Float32Array[];
-          try {
-            vectors = await this.run(pass.map((it) => it.input));
-          } catch (e) {
-            for (const it of pass) this.finish(it.job, e instanceof Error ? e : new Error(String(e)));
-            continue;
-          }
-          pass.forEach((it, i) => {
-            it.job.results[it.index] = vectors[i]!;
-            if (--it.job.left === 0) this.finish(it.job);
-          });
-        }
+  private async drain(): Promise<void> {
+    const jobs = [...this.jobs.waiting];
+    const results = new Map(jobs.map((job) => [job, { vectors: new Array<Float32Array>(job.request.length), left: job.request.length }]));
+    const items = jobs.flatMap((job) => job.request.map((input, index) => ({ job, input, index })));
+    items.sort((a, b) => b.input.tokens.length - a.input.tokens.length);
+    const { maxTokens, maxSeqs } = this.model;
+    let at = 0;
+    while (at < items.length) {
+      let tokens = 0;
+      let end = at;
+      while (end < items.length && end - at < maxSeqs && tokens + items[end]!.input.tokens.length <= maxTokens) tokens += items[end++]!.input.tokens.length;
+      const pass = items.slice(at, end).filter((it) => !it.job.done);
+      at = end;
+      if (pass.length === 0) continue;
+      let vectors: Float32Array[];
+      try {
+        vectors = await this.run(pass.map((it) => it.input));
+      } catch (e) {
+        for (const it of pass) this.jobs.finish(it.job, e instanceof Error ? e : new Error(String(e)));
+        continue;
       }
-    } finally {
-      this.running = false;
+      pass.forEach((it, i) => {
+        const r = results.get(it.job)!;
+        r.vectors[it.index] = vectors[i]!;
+        if (--r.left === 0) this.jobs.finish(it.job, undefined, r.vectors);
+      });
     }
   }
 

@@ -1,6 +1,6 @@
 // The engine of a server whose -m model serves one job other than text generation:
-// embeddings (--embeddings), reranking (--reranking) or speech to text (a Whisper
-// checkpoint). What the routes ask of an Engine (its id, tokenizer, context, stats for
+// embeddings (--embeddings), reranking (--reranking), speech to text (a Whisper checkpoint)
+// or text to speech (a Kokoro checkpoint). What the routes ask of an Engine (its id, tokenizer, context, stats for
 // /health, /props and /v1/models) comes from that model's worker; generation throws
 // GenerationDisabledError, which the server answers with 501 naming what turned it off, as
 // llama-server's generation routes do in embedding mode.
@@ -11,17 +11,21 @@ import { disabledCacheStats } from './prompt-cache.js';
 
 /** What turns generation off when -m is a Whisper checkpoint (AppOptions.generationDisabledBy). */
 export const AUDIO_ONLY = 'a Whisper speech-to-text checkpoint';
+/** What turns generation off when -m is a Kokoro checkpoint. */
+export const SPEECH_ONLY = 'a Kokoro text-to-speech checkpoint';
 
 /** Generation is off: the server answers 501, naming the flag (or the model kind) that turned it off. */
 export class GenerationDisabledError extends Error {
   constructor(by: string) {
     super(by === AUDIO_ONLY
       ? `This server's model (-m) is ${AUDIO_ONLY}: it serves speech to text only (/v1/audio/transcriptions, /v1/audio/translations). Serve a chat model with -m and the Whisper checkpoint beside it with --stt-model for both.`
+      : by === SPEECH_ONLY
+      ? `This server's model (-m) is ${SPEECH_ONLY}: it serves text to speech only (/v1/audio/speech). Serve a chat model with -m and the Kokoro checkpoint beside it with --tts-model for both.`
       : `This server was started with \`${by}\`: it serves ${by === '--reranking' ? 'reranking' : 'embeddings'} only. Start it without \`${by}\` for text generation (--embedding-model / --reranker-model serve a second model beside a chat model).`);
   }
 }
 
-/** The worker of the one job (an Embedder, a Transcriber). */
+/** The worker of the one job (an Embedder, a Transcriber, a Speaker). */
 export interface JobWorker {
   info: { id: string; path: string; architecture: string; vocabSize: number; contextSize: number };
   tokenizer: TextTokenizer;

@@ -1,6 +1,6 @@
 // What the server sees of the engine: one loaded model that turns prompt tokens into
 // a stream of sampled tokens. Implemented by ./scheduler.ts.
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { VisionEncoder } from '../models/vision-layers.js';
 import type { LoadOptions } from '../models/model.js';
 import type { KvType } from '../runtime/tensors.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
@@ -71,6 +71,8 @@ export interface EngineOptions {
   /** --kv-unified: the slots share one KV pool, and one sequence may use all of it (the
    *  context is the total, not the per-slot share). Default off. */
   kvUnified?: boolean;
+  /** --swa-full: sliding-window layers keep every position, paged as full-attention ones, instead of a ring of their window per slot. Default off. */
+  swaFull?: boolean;
   /** How the KV cache stores keys and values (--cache-type-k, --cache-type-v); default ENGINE_DEFAULTS'. */
   cacheTypeK?: KvType;
   cacheTypeV?: KvType;
@@ -79,6 +81,11 @@ export interface EngineOptions {
   kvShrinkIdleMs?: number;
   /** Tokens per forward pass: the prefill chunk (--batch-size); default 512. */
   batchSize?: number;
+  /**
+   * A dynamic-resolution vision tower's bounds on an image's tokens (--image-min-tokens,
+   * --image-max-tokens), in place of its preprocessor_config.json's pixel bounds.
+   */
+  imageTokens?: { minTokens?: number; maxTokens?: number };
   /** Requests that may wait for a slot (--max-queue); default 64. */
   maxQueue?: number;
   /** Prompt cache (--no-cache-prompt turns it off); default on. */

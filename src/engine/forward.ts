@@ -5,6 +5,7 @@ import { mapRead, workDone } from '../runtime/gpu.js';
 import { MAX_TOP_LOGPROBS, maskWords, packBiasEntries, packSeqParams, type BiasEntry, type SeqParams } from '../runtime/ops/sampling.js';
 import type { Dispatch } from '../runtime/program.js';
 import type { LoadedModel } from '../models/model.js';
+import type { PromptImage } from './types.js';
 
 /** A penalty on one token: logit -> (repeat-penalised logit) - subtract. */
 export interface TokenPenalty {
@@ -51,8 +52,10 @@ export interface SeqChunk {
   /** KV block ids covering positions 0 .. startPos + tokens.length - 1. */
   table: number[];
   /**
-   * The recurrent state slot the chunk continues from and leaves its state in (a recurrent
-   * model's; its slot). Default 0. A chunk at position 0 starts from a zero state.
+   * The sequence's slot: the recurrent state the chunk continues from and leaves its state
+   * in (a recurrent model's), and the ring its sliding-window layers keep their last
+   * positions in (a ring KV layer's, kv_cache.wgsl). Default 0. A chunk at position 0 starts
+   * from a zero state.
    */
   state?: number;
   /** Present when this chunk ends with a token whose successor is sampled. */
@@ -69,6 +72,8 @@ export interface SeqChunk {
   forks?: SampleInput[];
   /** Images whose soft tokens lie in this chunk, each whole (a vision-language model's). */
   images?: ChunkImage[];
+  /** All of the sequence's images, where their grids place its multimodal-RoPE positions (PromptImage.grid). */
+  seqImages?: readonly PromptImage[];
 }
 
 /** One image's soft tokens in a chunk: they replace the embeddings of tokens at .. at + n - 1, which attend to each other both ways. */
@@ -135,6 +140,7 @@ export class ForwardRunner {
     const tokens = new Uint32Array(nTokens);
     const pos = new Uint32Array(nTokens);
     const tableOf = new Uint32Array(nTokens);
+    const slotOf = new Uint32Array(nTokens);
     const tables: number[] = [];
     const seqLast: number[] = [];
     const samples: SampleInput[] = [];
@@ -148,6 +154,7 @@ export class ForwardRunner {
         tokens[t] = c.tokens[i];
         pos[t] = c.startPos + i;
         tableOf[t] = tableOffset;
+        slotOf[t] = c.state ?? 0;
       }
       const verify = c.sample ? c.verify ?? [] : [];
       verify.forEach((sample, i) => {
@@ -161,11 +168,13 @@ export class ForwardRunner {
     }
     if (tables.length > model.maxTableEntries) throw new Error('block table overflow');
     if (samples.length > model.maxSeqs) throw new Error(`${samples.length} sampled sequences exceed ${model.maxSeqs}`);
+    if (model.mropePositions) queue.writeBuffer(model.mropePositions, 0, mropePositions(chunks, model.cfg.hidden));
     if (model.images) this.writeImages(chunks, pos);
     else if (chunks.some((c) => c.images)) throw new Error('this model takes no images');
     queue.writeBuffer(meta.tokens, 0, tokens);
     queue.writeBuffer(meta.tokenPos, 0, pos);
     queue.writeBuffer(meta.tokenTable, 0, tableOf);
+    queue.writeBuffer(meta.tokenSlot, 0, slotOf);
     queue.writeBuffer(meta.blockTable, 0, Uint32Array.from(tables));
     queue.writeBuffer(meta.chunks, 0, chunkMeta);
     const nSeqs = samples.length;
@@ -267,4 +276,31 @@ export class ForwardRunner {
     staging.destroy();
     return data;
   }
+}
+
+/** Each token's multimodal-RoPE positions (t, h, w) in the pass, from its sequence's images' grids (PromptImage.grid). */
+export function mropePositions(chunks: readonly SeqChunk[], hidden: number): Uint32Array {
+  const out = new Uint32Array(3 * chunks.reduce((n, c) => n + c.tokens.length, 0));
+  let t = 0;
+  for (const c of chunks) {
+    const images = (c.seqImages ?? []).filter((im) => im.grid);
+    let next = 0;
+    // Position j of the sequence is j + shift until the next image: each image moves the text after it by p + max(h, w) - its end.
+    let shift = 0;
+    for (let j = c.startPos; j < c.startPos + c.tokens.length; j++, t++) {
+      while (next < images.length && j >= images[next]!.start + images[next]!.rows.length / hidden) {
+        const im = images[next++]!;
+        shift = im.start + shift + Math.max(im.grid!.h, im.grid!.w) - (im.start + im.rows.length / hidden);
+      }
+      const im = images[next];
+      if (im && j >= im.start) {
+        const p = im.start + shift;
+        const k = j - im.start;
+        out.set([p, p + Math.floor(k / im.grid!.w), p + (k % im.grid!.w)], 3 * t);
+      } else {
+        out.fill(j + shift, 3 * t, 3 * t + 3);
+      }
+    }
+  }
+  return out;
 }

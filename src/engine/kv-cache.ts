@@ -7,6 +7,7 @@
 import { mapRead } from '../runtime/gpu.js';
 import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTypeOf, padded } from '../runtime/tensors.js';
 import type { KvCache } from '../models/model.js';
+import type { KvLayer } from '../runtime/ops/attention.js';
 
 /** How a pool of blocks grows and shrinks: the blocks it starts with and may grow to. */
 export interface PoolGrowth {
@@ -142,7 +143,8 @@ export interface BlockCopy {
 
 /**
  * Moves KV rows (one row = one position's keys or values in one layer, kvDim values of the
- * cache's type for them) by GPU copies, and resizes the layers' textures. In a layer's
+ * cache's type for them) of the paged layers by GPU copies, and resizes their textures
+ * (the ring layers' rings are ./kv-rings.ts's). In a layer's
  * texture, block b's rows are the texels [b * blockSize * rowTexels, (b + 1) * blockSize *
  * rowTexels), row-major across texture rows of KV_TEXTURE_WIDTH texels (kv_cache.wgsl), so
  * a run of rows within a block is one texel range, copied as one segment per texture row
@@ -162,7 +164,7 @@ export class KvRows {
     this.rowTexels = rowFloats / 4;
   }
 
-  /** Bytes of `rows` rows across every layer's keys and values. */
+  /** Bytes of `rows` rows across the paged layers' keys and values. */
   bytes(rows: number): number {
     return rows * this.kv.tokenBytes;
   }
@@ -177,7 +179,7 @@ export class KvRows {
     const keptRows = Math.ceil((keep * this.kv.blockSize * this.rowTexels) / KV_TEXTURE_WIDTH);
     const encoder = this.device.createCommandEncoder();
     const old: GPUTexture[] = [];
-    for (const layer of this.kv.layers) {
+    for (const layer of pagedLayers(this.kv)) {
       for (const side of ['k', 'v'] as const) {
         const from = layer[side];
         const to = kvCacheTexture(this.device, texels, kvTypeOf(from), from.label);
@@ -259,7 +261,7 @@ export class KvRows {
   }
 
   private textures(): GPUTexture[] {
-    return this.kv.layers.flatMap((l) => [l.k, l.v]);
+    return pagedLayers(this.kv).flatMap((l) => [l.k, l.v]);
   }
 
   /** The segments of positions 0 .. tokens - 1 through the blocks of `table`. */
@@ -269,20 +271,29 @@ export class KvRows {
   }
 
   /** The first `rows` rows of `block`, split at texture rows. */
-  private *segments(block: number, rows: number): Generator<Segment> {
-    let start = block * this.kv.blockSize * this.rowTexels;
-    let left = rows * this.rowTexels;
-    while (left > 0) {
-      const x = start % KV_TEXTURE_WIDTH;
-      const texels = Math.min(left, KV_TEXTURE_WIDTH - x);
-      yield { x, y: Math.floor(start / KV_TEXTURE_WIDTH), texels };
-      start += texels;
-      left -= texels;
-    }
+  private segments(block: number, rows: number): Generator<Segment> {
+    return texelSegments(block * this.kv.blockSize * this.rowTexels, rows * this.rowTexels);
   }
 }
 
-interface Segment {
+/** Texels start .. start + texels - 1 of a KV texture, split at its rows. */
+export function* texelSegments(start: number, texels: number): Generator<Segment> {
+  let left = texels;
+  while (left > 0) {
+    const x = start % KV_TEXTURE_WIDTH;
+    const n = Math.min(left, KV_TEXTURE_WIDTH - x);
+    yield { x, y: Math.floor(start / KV_TEXTURE_WIDTH), texels: n };
+    start += n;
+    left -= n;
+  }
+}
+
+/** The layers that keep every position in blocks. */
+function pagedLayers(kv: KvCache): KvLayer[] {
+  return kv.layers.filter((l): l is KvLayer => l !== undefined && !l.ring);
+}
+
+export interface Segment {
   x: number;
   y: number;
   texels: number;

@@ -6,13 +6,14 @@ import { basename, join, resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { openGpu, type Backend } from '../runtime/gpu.js';
-import { readModelConfig } from '../models/config.js';
 import { loadGemma3Vision } from '../models/gemma3-vision.js';
+import { loadQwen25VlVision } from '../models/qwen2-5-vl-vision.js';
 import { readFamilyConfig } from '../models/registry.js';
-import { checkpointWeightBytes, kvTokenBytes, loadModel, type KvTypes } from '../models/model.js';
+import { checkpointWeightBytes, kvPlacements, kvRingBytes, kvTokenBytes, loadModel, type KvTypes } from '../models/model.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { DraftModel, tokenizerMismatch } from './drafters/draft-model.js';
 import { memoryBudget, RequestMemory } from './memory-budget.js';
+import { cacheBlockBound } from './prompt-cache.js';
 import { ENGINE_DEFAULTS, type Engine, type EngineOptions } from './engine.js';
 import { ForwardRunner } from './forward.js';
 import { Scheduler } from './scheduler.js';
@@ -40,7 +41,6 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const dir = resolve(options.modelDir);
   const slots = options.parallel ?? ENGINE_DEFAULTS.parallel;
   const batchSize = options.batchSize ?? ENGINE_DEFAULTS.batchSize;
-  // The family's reading: a hybrid's recurrent layers turn the prompt cache off before its KV is sized.
   const { cfg } = readFamilyConfig(dir);
   const maxPositions = cfg.maxPositions;
   // Like llama-server, an explicit --ctx-size is shared by the slots; by default each
@@ -58,24 +58,28 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   const seqContext = unified ? total : perSlot;
   const slotBlocks = Math.max(slots * Math.ceil(perSlot / BLOCK_SIZE), Math.ceil(seqContext / BLOCK_SIZE));
   const kvTypes: KvTypes = { k: options.cacheTypeK ?? ENGINE_DEFAULTS.cacheTypeK, v: options.cacheTypeV ?? ENGINE_DEFAULTS.cacheTypeV };
-  const blockBytes = BLOCK_SIZE * kvTokenBytes(cfg, kvTypes);
+  // Sliding-window layers keep a ring per slot (unless --swa-full): a fixed size beside the paged pool's blocks.
+  const ringSlots = options.swaFull ? undefined : slots;
+  const placements = kvPlacements(cfg.layerKv, ringSlots === undefined ? undefined : { slots: ringSlots, chunk: batchSize, maxContext: seqContext });
+  const ringBytes = kvRingBytes(cfg, kvTypes, placements, slots);
+  const blockBytes = BLOCK_SIZE * kvTokenBytes(cfg, kvTypes, placements);
   // A recurrent state holds the whole prefix in a fixed size: it cannot be cut back to a
-  // cached prefix or a shifted context.
+  // shifted context, and the prompt cache resumes it from snapshots (sized once loaded).
   const recurrent = cfg.recurrent === true;
-  const cacheOn = options.cachePrompt !== false && !recurrent;
+  const cacheAsked = options.cachePrompt !== false;
   const cacheMaxEntries = options.cacheMaxEntries ?? ENGINE_DEFAULTS.cacheMaxEntries;
   const cacheCapacityBytes = options.cacheCapacityBytes ?? slotBlocks * blockBytes;
-  const cacheBlocks = cacheOn ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / blockBytes)) : 0;
+  const cacheBlocks = cacheAsked ? cacheBlockBound({ maxEntries: cacheMaxEntries, capacityBytes: cacheCapacityBytes, blockBytes }) : 0;
   // A draft model gets a KV pool of its own for the slots' contexts (no prompt cache).
   const draftDir = options.speculative?.kind === 'draft-model' ? draftModelDir(options.speculative.draftModel) : undefined;
-  const draftCfg = draftDir === undefined ? undefined : readModelConfig(draftDir);
-  const draftKvBytes = draftCfg ? slotBlocks * BLOCK_SIZE * kvTokenBytes(draftCfg, kvTypes) : 0;
+  const draftCfg = draftDir === undefined ? undefined : readFamilyConfig(draftDir).cfg;
+  const draftKvBytes = draftCfg ? slotBlocks * BLOCK_SIZE * kvTokenBytes(draftCfg, kvTypes, kvPlacements(draftCfg.layerKv)) : 0;
   const gpu = await openGpu((options.backend ?? 'auto') as Backend, { quietDawn: options.quietDawn });
   options.log?.(`adapter ${gpu.description}`);
   // On a CPU adapter the weights and the KV cache are host memory (llvmpipe zero-fills each
   // texture as it creates it): a model the machine cannot hold would start loading, then
   // die to the out-of-memory killer. WebGPU reports no GPU memory to check against.
-  const kvBytes = (slotBlocks + cacheBlocks) * blockBytes + draftKvBytes;
+  const kvBytes = (slotBlocks + cacheBlocks) * blockBytes + ringBytes + draftKvBytes;
   const weightBytes = checkpointWeightBytes(dir);
   if (gpu.isCpu && kvBytes > freemem()) {
     throw new Error(`a KV cache of ${size(kvBytes)} (${slots} slots of ${perSlot} tokens${cacheBlocks > 0 ? `, ${cacheBlocks * BLOCK_SIZE} tokens of prompt cache` : ''}) exceeds the ${size(freemem())} of free memory; lower --ctx-size or --parallel`);
@@ -108,6 +112,7 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
     blockSize: BLOCK_SIZE,
     // With speculative decoding, a snapshot slot per slot for a verify round's state.
     stateSlots: options.speculative ? 2 * slots : slots,
+    ringSlots,
     onProgress: options.onLoadProgress,
   });
   const eos = new Set(model.cfg.eosTokenIds);
@@ -126,11 +131,19 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   options.log?.(unified
     ? `context ${seqContext} tokens per sequence, one KV pool shared by ${slots} slot${slots === 1 ? '' : 's'} (--kv-unified)`
     : `context ${perSlot} tokens per slot, ${slots} slot${slots === 1 ? '' : 's'}`);
-  if (recurrent && options.cachePrompt !== false) options.log?.(`prompt cache off: ${info.architecture}'s recurrent state is not kept per cached prefix, every prompt is prefilled from its start`);
+  // A hybrid's snapshots of its recurrent state take at most half the prompt cache's bytes.
+  const snapshotBytes = model.states.reduce((n, s) => n + s.slotBytes, 0);
+  const snapshots = cacheAsked && recurrent ? Math.min(cacheMaxEntries, Math.floor(cacheCapacityBytes / 2 / snapshotBytes)) : 0;
+  const cacheOn = cacheAsked && (!recurrent || snapshots > 0);
+  if (cacheAsked && recurrent) {
+    options.log?.(cacheOn
+      ? `prompt cache: ${snapshots} snapshots of ${info.architecture}'s recurrent state (${size(snapshotBytes)} each) within its ${size(cacheCapacityBytes)}`
+      : `prompt cache off: its ${size(cacheCapacityBytes)} (--cache-capacity-bytes) are under two snapshots of ${info.architecture}'s recurrent state (${size(snapshotBytes)} each)`);
+  }
   const runner = new ForwardRunner(model);
   if (options.warmup !== false) await runner.warmUp();
-  const vision = await loadGemma3Vision(gpu, dir);
-  if (vision) options.log?.(`vision tower: ${vision.tokensPerImage} soft tokens per image`);
+  const vision = (await loadGemma3Vision(gpu, dir, batchSize)) ?? (await loadQwen25VlVision(gpu, dir, batchSize, options.imageTokens));
+  if (vision) options.log?.(`vision tower: ${vision.tokensPerImage ?? `up to ${vision.maxImageTokens}`} soft tokens per image`);
   let drafter: DraftModel | undefined;
   if (draftDir !== undefined) {
     const draft = await loadModel(gpu, draftDir, {
@@ -152,10 +165,11 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
   }
   options.log?.(`request memory budget ${size(budget.bytes)} (${budget.from}), ${size(budget.bytes - weightBytes)} of it for requests`);
   const qkv = (cfg.heads + 2 * cfg.kvHeads) * cfg.headDim;
-  const memory = new RequestMemory(budget.bytes, weightBytes, {
+  // The rings, allocated whatever the requests hold, come off the top with the weights.
+  const memory = new RequestMemory(budget.bytes, weightBytes + ringBytes, {
     kvBytesPerToken: blockBytes / BLOCK_SIZE,
     // With speculative decoding, each sequence's state has a snapshot too.
-    stateBytes: (options.speculative ? 2 : 1) * model.states.reduce((n, s) => n + s.slotBytes, 0),
+    stateBytes: (options.speculative ? 2 : 1) * snapshotBytes,
     activationBytesPerToken: 4 * (2 * cfg.hidden + qkv + 2 * cfg.intermediate),
     chunkTokens: batchSize,
     contextSize: seqContext,
@@ -175,12 +189,17 @@ async function loadScheduler(options: EngineOptions): Promise<Awake> {
       capacityBytes: cacheCapacityBytes,
       maxEntries: cacheMaxEntries,
       ttlMs: (options.cacheTtlSecs ?? ENGINE_DEFAULTS.cacheTtlSecs) * 1000,
+      snapshots,
+      snapshotBytes,
       modelIdentity: createHash('sha256').update(dir).update(readFileSync(join(dir, 'config.json'))).digest('hex'),
     },
   });
   const m = engine.stats().memory;
   const bytes = (n: number) => `${n} B (${(n / 2 ** 20).toFixed(1)} MiB)`;
-  options.log?.(`GPU memory: weights ${bytes(m.weights)}, KV cache ${bytes(m.kv)} of at most ${bytes(m.kvMax)} (K ${kvTypes.k}, V ${kvTypes.v}), other ${bytes(m.other)}`);
+  const kvLayers = placements.filter((p) => p !== null).length;
+  const ringLayers = placements.filter((p) => p);
+  const layout = ringLayers.length > 0 ? `, ${ringLayers.length} of ${kvLayers} layers a ring of ${Math.max(...(ringLayers as number[]))} positions per slot` : '';
+  options.log?.(`GPU memory: weights ${bytes(m.weights)}, KV cache ${bytes(m.kv)} of at most ${bytes(m.kvMax)} (K ${kvTypes.k}, V ${kvTypes.v}${layout}), other ${bytes(m.other)}`);
   return { engine, release: () => gpu.device.destroy() };
 }
 

@@ -9,6 +9,13 @@
 // Unreferenced blocks are evicted LRU when the pool needs them, past their TTL, or over
 // the capacity and entry bounds. The cache holds one reference to each of its blocks in the
 // block allocator (./kv-cache.ts): a block a fork still shares outlives its eviction.
+// A hybrid model's recurrent state cannot be cut back to a shorter prefix, so for it a
+// block is only a place to resume from when it carries a snapshot of that state after its
+// last token (./recurrent-state.ts): a borrow stops at the furthest such block of the
+// prompt's cached chain (a partly matching block only when the prompt holds all of its
+// tokens). Snapshots live in a fixed pool; the cache's bytes are its blocks' plus its
+// snapshots', and the blocks get the capacity the pool leaves. A snapshot goes with its
+// block, or alone (the least recently used one) when a new one needs its place.
 import { createHash } from 'node:crypto';
 
 export interface PromptCacheOptions {
@@ -22,6 +29,10 @@ export interface PromptCacheOptions {
   ttlMs: number;
   /** Distinguishes models: part of every key. */
   modelIdentity: string;
+  /** Recurrent state snapshots the cache keeps (a hybrid model's; 0 for a transformer). */
+  snapshots: number;
+  /** Bytes of one snapshot (0 for a transformer: every block is a place to resume from). */
+  snapshotBytes: number;
 }
 
 interface Entry {
@@ -33,6 +44,16 @@ interface Entry {
   block: number;
   refs: number;
   lastUsed: number;
+  /** The recurrent state snapshot after this block's last token, if one is kept. */
+  snapshot?: number;
+}
+
+/**
+ * The most blocks a cache may keep: its entry bound, and its byte capacity's worth of blocks
+ * (a model whose every layer keeps a ring has blocks of no bytes: the entry bound alone).
+ */
+export function cacheBlockBound(o: Pick<PromptCacheOptions, 'maxEntries' | 'capacityBytes' | 'blockBytes'>): number {
+  return o.blockBytes > 0 ? Math.min(o.maxEntries, Math.floor(o.capacityBytes / o.blockBytes)) : o.maxEntries;
 }
 
 export interface PromptCacheStats {
@@ -51,6 +72,8 @@ export interface PromptCacheStats {
   evictions_lru: number;
   evictions_ttl: number;
   rejections_oversized: number;
+  /** A hybrid model's only: the recurrent state snapshots held, whose bytes are part of `bytes`. */
+  state_snapshots?: number;
   total_blocks_stored: number;
   unique_block_hashes: number;
   apc_active_entries: number;
@@ -88,6 +111,8 @@ export interface Borrowed {
    * copies those rows into a block of its own, then gives this one back with `release`.
    */
   partial?: { block: number; tokens: number };
+  /** The recurrent state snapshot after the borrowed tokens, to start from (a hybrid model's). */
+  state?: number;
 }
 
 export class PromptCache {
@@ -104,13 +129,17 @@ export class PromptCache {
   private evictionsLru = 0;
   private evictionsTtl = 0;
   private rejectionsOversized = 0;
+  /** Snapshot slots nobody holds. */
+  private readonly freeSnapshots: number[];
 
   constructor(
     readonly options: PromptCacheOptions,
     /** Gives an evicted block back to the KV pool. */
     private readonly freeBlock: (block: number) => void,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.freeSnapshots = Array.from({ length: options.snapshots }, (_, i) => i);
+  }
 
   get enabled(): boolean {
     return this.options.enabled;
@@ -138,20 +167,70 @@ export class PromptCache {
   borrow(prompt: number[]): Borrowed {
     this.expire();
     this.lookups++;
-    const { whole, partial, shared } = this.match(prompt, prompt.length - 1);
+    const { whole, partial, shared, state } = this.resumable(this.match(prompt, prompt.length - 1));
     if (whole.length > 0 || partial) this.hits++;
-    return { blocks: whole.map((e) => e.block), ...(partial ? { partial: { block: partial.block, tokens: shared } } : {}) };
+    return { blocks: whole.map((e) => e.block), ...(partial ? { partial: { block: partial.block, tokens: shared } } : {}), ...(state !== undefined ? { state } : {}) };
   }
 
   /**
    * Holds the blocks that cache the longest prefix of `tokens` (a slot's history, to be
    * read back): their ids in position order and the tokens they cover. Not a lookup in the
-   * statistics. The caller returns the blocks with `release`.
+   * statistics; for a hybrid model, up to the furthest snapshot (`state`). The caller
+   * returns the blocks with `release`.
    */
-  hold(tokens: number[]): { blocks: number[]; tokens: number } {
+  hold(tokens: number[]): { blocks: number[]; tokens: number; state?: number } {
     this.expire();
-    const { whole, partial, shared } = this.match(tokens, tokens.length);
-    return { blocks: [...whole, ...(partial ? [partial] : [])].map((e) => e.block), tokens: whole.length * this.options.blockSize + shared };
+    const { whole, partial, shared, state } = this.resumable(this.match(tokens, tokens.length));
+    return { blocks: [...whole, ...(partial ? [partial] : [])].map((e) => e.block), tokens: whole.length * this.options.blockSize + shared, ...(state !== undefined ? { state } : {}) };
+  }
+
+  /**
+   * A matched chain cut back to where a hybrid model can resume: its furthest block with a
+   * snapshot (a partial block only when all its tokens match), the references past it
+   * dropped; the whole match for a transformer.
+   */
+  private resumable(m: Match): Match & { state?: number } {
+    if (this.options.snapshotBytes === 0) return m;
+    const { whole, partial, shared } = m;
+    if (partial?.snapshot !== undefined && shared === partial.tokens.length) return { ...m, state: partial.snapshot };
+    let end = whole.length;
+    while (end > 0 && whole[end - 1]!.snapshot === undefined) end--;
+    for (const e of [...whole.slice(end), ...(partial ? [partial] : [])]) e.refs--;
+    const kept = whole.slice(0, end);
+    return { whole: kept, shared: 0, ...(end > 0 ? { state: kept[end - 1]!.snapshot } : {}) };
+  }
+
+  /** A free snapshot slot, taking the least recently used block's snapshot when none is free; undefined if the cache keeps none. */
+  takeSnapshot(): number | undefined {
+    const free = this.freeSnapshots.pop();
+    if (free !== undefined) return free;
+    for (const e of this.entries.values()) {
+      if (e.snapshot === undefined) continue;
+      const taken = e.snapshot;
+      e.snapshot = undefined;
+      return taken;
+    }
+    return undefined;
+  }
+
+  /** Gives back a snapshot slot that `takeSnapshot` handed out and no block took. */
+  freeSnapshot(snapshot: number): void {
+    this.freeSnapshots.push(snapshot);
+  }
+
+  /**
+   * Gives snapshot `snapshot` (the state after `tokens`) to the cached block that ends the
+   * prefix `tokens`; false, and the caller keeps it, when that block is not cached or
+   * already has one.
+   */
+  attachSnapshot(tokens: number[], snapshot: number): boolean {
+    const bs = this.options.blockSize;
+    const blocks = Math.ceil(tokens.length / bs);
+    if (blocks === 0) return false;
+    const e = this.entries.get(this.keys(tokens, blocks)[blocks - 1]!);
+    if (!e || e.snapshot !== undefined || e.tokens.length !== tokens.length - (blocks - 1) * bs) return false;
+    e.snapshot = snapshot;
+    return true;
   }
 
   /**
@@ -170,7 +249,7 @@ export class PromptCache {
    * The cached whole blocks of the first `usable` tokens, then the child of the last one
    * that shares the most (`shared`) of the next tokens, each referenced once more.
    */
-  private match(tokens: number[], usable: number): { whole: Entry[]; partial?: Entry; shared: number } {
+  private match(tokens: number[], usable: number): Match {
     const bs = this.options.blockSize;
     const whole: Entry[] = [];
     let parent = this.options.modelIdentity;
@@ -224,7 +303,7 @@ export class PromptCache {
     const written = Math.min(table.length, Math.ceil(tokens.length / bs));
     const fresh = written - borrowed;
     if (fresh <= 0) return owned;
-    if (fresh * this.options.blockBytes > this.options.capacityBytes) {
+    if (fresh * this.options.blockBytes > this.blockCapacity()) {
       this.rejectionsOversized++;
       return owned;
     }
@@ -293,7 +372,7 @@ export class PromptCache {
       block_size: this.options.blockSize,
       hash: 'sha256',
       entries: n,
-      bytes: n * this.options.blockBytes,
+      bytes: n * this.options.blockBytes + this.snapshotsHeld() * this.options.snapshotBytes,
       capacity_bytes: this.options.enabled ? this.options.capacityBytes : 0,
       max_entries: this.options.enabled ? this.options.maxEntries : 0,
       hits: this.hits,
@@ -303,6 +382,7 @@ export class PromptCache {
       evictions_lru: this.evictionsLru,
       evictions_ttl: this.evictionsTtl,
       rejections_oversized: this.rejectionsOversized,
+      ...(this.options.snapshotBytes > 0 ? { state_snapshots: this.snapshotsHeld() } : {}),
       total_blocks_stored: n,
       unique_block_hashes: n,
       apc_active_entries: 0,
@@ -364,12 +444,25 @@ export class PromptCache {
   }
 
   private remove(e: Entry): number {
+    if (e.snapshot !== undefined) this.freeSnapshots.push(e.snapshot);
+    e.snapshot = undefined;
     this.entries.delete(e.key);
     this.byBlock.delete(e.block);
     const siblings = this.children.get(e.parent)!;
     siblings.delete(e);
     if (siblings.size === 0) this.children.delete(e.parent);
     return e.block;
+  }
+
+  /** The bytes the blocks may take: the capacity less the snapshot pool's. */
+  private blockCapacity(): number {
+    return this.options.capacityBytes - this.options.snapshots * this.options.snapshotBytes;
+  }
+
+  private snapshotsHeld(): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.snapshot !== undefined) n++;
+    return n;
   }
 
   private expire(): void {
@@ -385,7 +478,7 @@ export class PromptCache {
 
   /** Enforces the byte and entry bounds by LRU eviction of unreferenced blocks. */
   private shrink(): void {
-    const maxBlocks = Math.min(this.options.maxEntries, Math.floor(this.options.capacityBytes / this.options.blockBytes));
+    const maxBlocks = cacheBlockBound({ ...this.options, capacityBytes: this.blockCapacity() });
     for (const e of [...this.entries.values()]) {
       if (this.entries.size <= maxBlocks) break;
       if (e.refs > 0) continue;
@@ -393,6 +486,13 @@ export class PromptCache {
       this.freeBlock(this.remove(e));
     }
   }
+}
+
+/** A prompt's cached chain: whole blocks, then the block after them sharing the most (`shared`) of the next tokens. */
+interface Match {
+  whole: Entry[];
+  partial?: Entry;
+  shared: number;
 }
 
 /** How many leading tokens `a` and `b` share. */

@@ -14,6 +14,9 @@
 // A request with a context shift that fills its context drops the older half of its
 // tokens after the ones it keeps, and re-prefills what follows them at their new positions
 // (the KV of a token depends on its position through RoPE) before generating on.
+// A model's sliding-window layers may keep only their window, in a ring per slot
+// (./kv-rings.ts): a sequence then starts from a cached prefix only where its slot's rings
+// hold that prefix's last window, and a context shift prefills from the start again.
 // With speculative decoding (./speculative.ts) a decoding sequence may feed drafted tokens
 // after its last one, sampled at every position in the same pass; the KV of the drafts
 // that were not kept is left to be overwritten (a sequence's `written` stops before it).
@@ -23,11 +26,12 @@ import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import { Channel } from './channel.js';
 import type { DraftModel, DraftRequest } from './drafters/draft-model.js';
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { VisionEncoder } from '../models/vision-layers.js';
 import { ForwardRunner, type ChunkImage, type Sampled, type SampleInput, type SeqChunk } from './forward.js';
 import { isLooping } from './loop-detection.js';
 import { hasPenalties, penalties, readsHistory } from './penalties.js';
 import { BlockAllocator, KvRows, type BlockCopy } from './kv-cache.js';
+import { KvRings } from './kv-rings.js';
 import { PriorityQueue } from './priority-queue.js';
 import { PromptCache, type PromptCacheOptions, type PromptCacheStats } from './prompt-cache.js';
 import { randomSeed, Rng } from './rng.js';
@@ -73,6 +77,10 @@ interface Sequence {
   prefilled: number;
   /** Positions whose KV has been written. */
   written: number;
+  /** Positions its slot's recurrent state has gone through (a hybrid model's; `written` unless a verify round went past it). */
+  stated: number;
+  /** The prompt cache's snapshot of its recurrent state at the prompt's last block boundary, until it is cached. */
+  promptSnapshot?: number;
   /** The last of `tokens` (the last sampled) is fed at the next step; false while prefilling. */
   decoding: boolean;
   /** A context shift has dropped some of its tokens: its later events say so. */
@@ -126,6 +134,7 @@ export class Scheduler implements Engine {
   private readonly blocks: BlockAllocator;
   private readonly cache: PromptCache;
   private readonly rows: KvRows;
+  private readonly rings: KvRings;
   private readonly states: RecurrentStates;
   private readonly slotStore: SlotStore;
   private readonly eos: Set<number>;
@@ -150,11 +159,19 @@ export class Scheduler implements Engine {
     this.cache = new PromptCache({ ...options.cache, blockSize: kv.blockSize }, (block) => this.blocks.release([block]));
     this.blocks.reclaim = () => this.cache.evictForPool();
     this.rows = new KvRows(runner.model.ops.gpu.device, kv, runner.model.cfg.kvHeads * runner.model.cfg.headDim);
-    this.states = new RecurrentStates(runner.model.ops.gpu.device, runner.model.states);
+    this.states = new RecurrentStates(runner.model.ops.gpu.device, runner.model.states, options.cache.snapshots);
     const { cfg } = runner.model;
-    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, {
+    this.rings = new KvRings(runner.model.ops.gpu.device, kv, cfg.layerKv);
+    this.slotStore = new SlotStore(this.cache, this.blocks, this.rows, this.states, this.rings, {
       slots: options.slots,
-      layout: { model: options.cache.modelIdentity, layers: cfg.layers, kv_heads: cfg.kvHeads, head_dim: cfg.headDim },
+      layout: {
+        model: options.cache.modelIdentity,
+        layers: cfg.layers,
+        kv_heads: cfg.kvHeads,
+        head_dim: cfg.headDim,
+        kv_layout: kv.layers.map((l) => (!l ? '-' : l.ring ? 'r' : 'p')).join(''),
+        state_bytes: this.states.snapshotBytes,
+      },
       types: kv.types,
       contextSize: info.contextSize,
       blockBytes: options.cache.blockBytes,
@@ -270,6 +287,7 @@ export class Scheduler implements Engine {
       tokens: [...req.promptTokens],
       prefilled: 0,
       written: 0,
+      stated: 0,
       decoding: false,
       shifted: false,
       output: [],
@@ -348,11 +366,11 @@ export class Scheduler implements Engine {
       }
       if (!seq || !this.roomFor(seq)) break;
       this.waiting.remove(seq);
+      seq.slot = seq.pinned ?? this.freeSlot(seq, taken);
       // A choice that may still fork holds its prompt's blocks until then, as any other
       // sequence does (a unified pool admitted it for them); it gives them back when it forks.
       if (seq.parent && awaitsFork(seq.parent)) this.reserve(seq, seq.req.promptTokens.length);
       else this.startPrompt(seq);
-      seq.slot = seq.pinned ?? this.freeSlot(taken);
       seq.tAdmit = performance.now();
       this.active.push(seq);
       this.counters.sequences_started++;
@@ -360,27 +378,46 @@ export class Scheduler implements Engine {
     return this.active.length > 0;
   }
 
-  /** A slot not in `taken` (one exists), preferring one that no queued sequence is pinned to. */
-  private freeSlot(taken: Set<number>): number {
+  /**
+   * A slot not in `taken` (one exists) for `seq`, preferring one that no queued sequence is
+   * pinned to, and of those, where ring layers keep their window per slot, the one whose
+   * rings hold the most of its prompt.
+   */
+  private freeSlot(seq: Sequence, taken: Set<number>): number {
     const wanted = new Set<number>();
     for (const s of this.waiting) if (s.pinned !== undefined) wanted.add(s.pinned);
     const free = [...Array(this.options.slots).keys()].filter((i) => !taken.has(i));
-    return free.find((i) => !wanted.has(i)) ?? free[0]!;
+    const open = free.filter((i) => !wanted.has(i));
+    if (open.length === 0) return free[0]!;
+    if (!this.rings.any || !this.usesCache(seq)) return open[0]!;
+    const prompt = this.cacheTokens(seq, seq.req.promptTokens);
+    const reach = open.map((slot) => this.rings.reusable(slot, prompt, prompt.length - 1));
+    return open[reach.indexOf(Math.max(...reach))]!;
   }
 
   /** Takes the blocks of a sequence's prompt: the longest prefix the prompt cache holds, then fresh ones. */
   private startPrompt(seq: Sequence): void {
     seq.parent = undefined;
     if (this.usesCache(seq)) this.borrowPrefix(seq);
+    this.rings.start(seq.slot, seq.cached);
     this.reserve(seq, seq.req.promptTokens.length);
   }
 
   /**
    * Starts a sequence from the longest cached prefix of its prompt: whole blocks shared,
-   * then the rows of a partly matching block copied into a block of its own.
+   * then the rows of a partly matching block copied into a block of its own, and a hybrid
+   * model's recurrent state from the prefix's snapshot. With ring layers, only a prefix
+   * whose last window its slot's rings hold.
    */
   private borrowPrefix(seq: Sequence): void {
-    const { blocks, partial } = this.cache.borrow(this.cacheTokens(seq, seq.req.promptTokens));
+    const prompt = this.cacheTokens(seq, seq.req.promptTokens);
+    const { blocks, partial, state } = this.cache.borrow(prompt.slice(0, this.rings.reusable(seq.slot, prompt, prompt.length - 1) + 1));
+    const tokens = blocks.length * this.blocks.blockSize + (partial?.tokens ?? 0);
+    if (tokens > 0 && this.rings.reusable(seq.slot, prompt, tokens) < tokens) {
+      this.cache.release(partial ? [...blocks, partial.block] : blocks);
+      return;
+    }
+    if (state !== undefined) this.states.load(state, seq.slot);
     seq.table.push(...blocks);
     seq.borrowed = blocks.length;
     seq.cached = blocks.length * this.blocks.blockSize;
@@ -390,7 +427,7 @@ export class Scheduler implements Engine {
       this.cache.release([partial.block]);
       seq.cached += partial.tokens;
     }
-    seq.prefilled = seq.written = seq.cached;
+    seq.prefilled = seq.written = seq.stated = seq.cached;
   }
 
   /** Whether the KV pool can hold a queued sequence's prompt (always, unless --kv-unified). */
@@ -426,7 +463,7 @@ export class Scheduler implements Engine {
         continue;
       }
       if (drafts.length === 0) {
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, state: seq.slot, sample: this.draw(seq) }, forks: [] });
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!], startPos: pos, table: seq.table, state: seq.slot, sample: this.draw(seq), seqImages: seq.req.images }, forks: [] });
       } else {
         // Each position draws as plain decode would after the drafts before it.
         const verify: SampleInput[] = [];
@@ -439,7 +476,7 @@ export class Scheduler implements Engine {
         rng.push(seq.rng.save());
         // A recurrent state advances through every drafted token: keep it to go back to.
         this.states.copy(seq.slot, [this.snapshotSlot(seq)]);
-        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, state: seq.slot, sample, verify }, forks: [], round: { drafts, rng } });
+        batch.push({ seq, chunk: { tokens: [seq.tokens[pos]!, ...drafts], startPos: pos, table: seq.table, state: seq.slot, sample, verify, seqImages: seq.req.images }, forks: [], round: { drafts, rng } });
         spare -= drafts.length;
         tokens += drafts.length;
       }
@@ -454,11 +491,14 @@ export class Scheduler implements Engine {
       }
       // A fork between its fork and its first token.
       if (seq.prefilled === seq.tokens.length) continue;
-      const end = this.chunkEnd(seq, Math.min(seq.prefilled + budget - tokens, seq.tokens.length));
+      let end = this.chunkEnd(seq, Math.min(seq.prefilled + budget - tokens, seq.tokens.length));
+      // A chunk stops where a hybrid model's state is to be snapshotted.
+      const boundary = this.snapshotBoundary(seq);
+      if (boundary > seq.prefilled && boundary < end) end = boundary;
       // An image that does not fit what this step has left waits for the next.
       if (end === seq.prefilled) continue;
       const n = end - seq.prefilled;
-      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, state: seq.slot };
+      const chunk: SeqChunk = { tokens: seq.tokens.slice(seq.prefilled, end), startPos: seq.prefilled, table: seq.table, state: seq.slot, seqImages: seq.req.images };
       const images = this.chunkImages(seq, end);
       if (images.length > 0) chunk.images = images;
       let forks: Sequence[] = [];
@@ -478,15 +518,20 @@ export class Scheduler implements Engine {
     const t0 = performance.now();
     const sampled = await this.runner.run(batch.map((b) => b.chunk));
     if (prefills === 0) this.stepCost.observe(tokens, performance.now() - t0);
-    // After the pass that wrote the blocks and states they copy, before the next one reads them.
+    // After the pass that wrote the blocks, states and rings they copy, before the next one reads them.
     this.rows.copyBlocks(copies);
-    for (const { seq, forks } of batch) this.states.copy(seq.slot, forks.map((f) => f.slot));
+    for (const { seq, chunk, forks } of batch) {
+      this.rings.wrote(seq.slot, chunk.startPos + chunk.tokens.length);
+      this.states.copy(seq.slot, forks.map((f) => f.slot));
+      this.rings.copy(seq.slot, forks.map((f) => f.slot));
+    }
     if (decodes > 0) this.counters.decode_steps_processed++;
     this.counters.prefill_chunks_processed += prefills;
     const now = performance.now();
     let i = 0;
     for (const { seq, chunk, forks, round } of batch) {
-      seq.written = chunk.startPos + chunk.tokens.length;
+      seq.written = seq.stated = chunk.startPos + chunk.tokens.length;
+      if (!round && seq.written === this.snapshotBoundary(seq)) this.snapshotPrompt(seq);
       if (round) {
         const results = sampled.slice(i, (i += round.drafts.length + 1));
         if (!seq.closed) this.acceptRound(seq, round, results);
@@ -523,7 +568,7 @@ export class Scheduler implements Engine {
       f.table.push(...shared);
       this.reserve(f, length);
       if (rows > 0) copies.push({ from: parent.table[full]!, to: f.table[full]!, rows });
-      f.prefilled = f.written = length;
+      f.prefilled = f.written = f.stated = length;
       f.cached = parent.cached;
     }
     return forks;
@@ -599,7 +644,7 @@ export class Scheduler implements Engine {
     // the kept tokens prefilled again (the last one's logits give the next token).
     if (kept < drafts.length && this.states.any && !seq.closed && seq.decoding) {
       this.states.copy(this.snapshotSlot(seq), [seq.slot]);
-      seq.prefilled = start;
+      seq.prefilled = seq.stated = start;
       seq.decoding = false;
     }
   }
@@ -632,10 +677,11 @@ export class Scheduler implements Engine {
   /**
    * Frees half of a full context, as llama-server's context shift does: of the positions
    * written, the first `keep` stay and half of the rest, the oldest, go. The blocks wholly
-   * inside the kept start are kept; the tokens after them are prefilled again at their
-   * new positions, the last sampled one included, whose logits give the next token. False
-   * when there is nothing to drop (no shift asked for, or it keeps everything) or, in a
-   * unified pool, no room for the tokens to prefill again.
+   * inside the kept start are kept (none where ring layers keep their window: their rings
+   * no longer hold the window before the kept start); the tokens after them are prefilled
+   * again at their new positions, the last sampled one included, whose logits give the
+   * next token. False when there is nothing to drop (no shift asked for, or it keeps
+   * everything) or, in a unified pool, no room for the tokens to prefill again.
    */
   private shift(seq: Sequence): boolean {
     const shift = seq.req.contextShift;
@@ -646,7 +692,8 @@ export class Scheduler implements Engine {
     if (discard === 0) return false;
     seq.tokens.splice(keep, discard);
     this.options.drafter?.truncate(seq, keep);
-    const kept = Math.floor(keep / this.blocks.blockSize);
+    const kept = this.rings.any ? 0 : Math.floor(keep / this.blocks.blockSize);
+    this.rings.start(seq.slot, 0);
     const dropped = seq.table.splice(kept);
     // Borrowed blocks go back to the prompt cache, owned (or shared) ones to the pool.
     this.cache.release(dropped.slice(0, Math.max(0, seq.borrowed - kept)));
@@ -680,6 +727,8 @@ export class Scheduler implements Engine {
   private finish(seq: Sequence, error?: unknown): void {
     const i = this.active.indexOf(seq);
     if (i >= 0) this.active.splice(i, 1);
+    // A failed pass may have left its state anywhere.
+    if (error !== undefined) seq.stated = -1;
     this.release(seq);
     seq.events.close(error);
     seq.closed = true;
@@ -734,11 +783,51 @@ export class Scheduler implements Engine {
     const table = seq.table.splice(0);
     if (!this.usesCache(seq)) {
       this.blocks.release(table);
+      this.rings.finished(seq.slot, []);
       return this.slotStore.finished(seq.slot, []);
     }
     const history = this.cacheTokens(seq, seq.tokens.slice(0, seq.written));
     this.blocks.release(this.cache.donate(history, table, seq.borrowed));
+    this.keepSnapshots(seq, history);
+    this.rings.finished(seq.slot, history);
     this.slotStore.finished(seq.slot, history);
+  }
+
+  /**
+   * Where a hybrid model's prompt is snapshotted: its last block boundary before its last
+   * token, past what the cache served; 0 for none (a transformer, no prompt cache, a short
+   * prompt, or a sequence past its prompt).
+   */
+  private snapshotBoundary(seq: Sequence): number {
+    if (!this.states.any || !this.usesCache(seq) || seq.generated > 0 || seq.promptSnapshot !== undefined) return 0;
+    const at = promptBoundary(seq.req.promptTokens.length, this.blocks.blockSize);
+    return at > seq.cached ? at : 0;
+  }
+
+  /** Snapshots the state at the prompt's last block boundary, which its pass just reached (queued after it). */
+  private snapshotPrompt(seq: Sequence): void {
+    const snapshot = this.cache.takeSnapshot();
+    if (snapshot === undefined) return;
+    this.states.save(seq.slot, snapshot);
+    seq.promptSnapshot = snapshot;
+  }
+
+  /**
+   * Gives the prompt cache a finished hybrid sequence's snapshots, for the blocks it just
+   * donated: the one at its prompt's last block boundary, and its state at the end of its
+   * history (what a next turn extends), copied from its slot now.
+   */
+  private keepSnapshots(seq: Sequence, history: number[]): void {
+    const keep = (tokens: number[], snapshot: number) => {
+      if (!this.cache.attachSnapshot(tokens, snapshot)) this.cache.freeSnapshot(snapshot);
+    };
+    if (seq.promptSnapshot !== undefined) keep(history.slice(0, promptBoundary(seq.req.promptTokens.length, this.blocks.blockSize)), seq.promptSnapshot);
+    seq.promptSnapshot = undefined;
+    if (!this.states.any || seq.stated !== seq.written || seq.written <= seq.cached) return;
+    const snapshot = this.cache.takeSnapshot();
+    if (snapshot === undefined) return;
+    this.states.save(seq.slot, snapshot);
+    keep(history, snapshot);
   }
 
   /**
@@ -789,6 +878,11 @@ export class Scheduler implements Engine {
 function canStart(seq: Sequence, taken: Set<number>): boolean {
   if (seq.pinned !== undefined) return !taken.has(seq.pinned);
   return !seq.parent || seq.parent.slot >= 0 || seq.parent.closed;
+}
+
+/** The last block boundary before a prompt's last token: the furthest a later request with this prompt can resume from. */
+function promptBoundary(promptTokens: number, blockSize: number): number {
+  return Math.floor((promptTokens - 1) / blockSize) * blockSize;
 }
 
 /** Whether a choice waiting for `parent` can still fork from it: its prompt is not yet all scheduled. */

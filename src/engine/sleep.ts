@@ -5,7 +5,7 @@
 // nothing happened. The tokenizer and the model's facts stay, so the routes keep answering
 // and /props tells it is asleep; counters carry across sleeps. The prompt cache and the
 // slots' caches do not survive a sleep (their KV is gone).
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { VisionEncoder } from '../models/vision-layers.js';
 import type { TextTokenizer } from '../models/tokenizer.js';
 import type { Engine, SlotFileResult } from './engine.js';
 import type { PromptCacheStats } from './prompt-cache.js';
@@ -218,5 +218,5 @@ function zeroCounters(c: EngineCounters): EngineCounters {
 
 /** A cache snapshot with its contents gone (what a slept engine holds), counters kept. */
 function emptied(stats: PromptCacheStats): PromptCacheStats {
-  return { ...stats, entries: 0, bytes: 0, total_blocks_stored: 0, unique_block_hashes: 0, apc_active_entries: 0 };
+  return { ...stats, entries: 0, bytes: 0, total_blocks_stored: 0, unique_block_hashes: 0, apc_active_entries: 0, ...(stats.state_snapshots !== undefined ? { state_snapshots: 0 } : {}) };
 }

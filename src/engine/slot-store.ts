@@ -1,12 +1,19 @@
 // The slots' caches (POST /slots/:id?action=save|restore|erase). A slot's cache is what the
 // prompt cache holds of the last request the slot served: its tokens are remembered here,
-// its KV lives in the shared pool. Save reads that KV back from the GPU into a slot file;
-// restore writes a file's KV into fresh blocks and gives them to the prompt cache; erase
-// drops the slot's entries. An action on a busy slot waits for its request to end.
+// its KV lives in the shared pool, and the last window of it in the slot's rings where
+// ring layers keep only their window (./kv-rings.ts). Save reads that KV back from the GPU
+// into a slot file; restore writes a file's KV into fresh blocks and gives them to the
+// prompt cache, and its ring layers' positions into the slot's rings; erase drops the
+// slot's entries. A hybrid model's file also holds the recurrent state after its
+// tokens: save keeps the slot's tokens up to the furthest cached snapshot of that state and
+// writes the snapshot, restore gives the file's state to the cache as the snapshot of its
+// last block. An action on a busy slot waits for its request to end.
 import { readFile, writeFile } from 'node:fs/promises';
 import type { SlotFileResult } from './engine.js';
 import type { BlockAllocator, KvRows } from './kv-cache.js';
+import type { KvRings } from './kv-rings.js';
 import type { PromptCache } from './prompt-cache.js';
+import type { RecurrentStates } from './recurrent-state.js';
 import type { KvTypes } from '../models/model.js';
 import { decodeSlotFile, encodeSlotFile, SlotFileError, type SlotLayout } from './slot-file.js';
 
@@ -34,6 +41,8 @@ export class SlotStore {
     private readonly cache: PromptCache,
     private readonly blocks: BlockAllocator,
     private readonly rows: KvRows,
+    private readonly states: RecurrentStates,
+    private readonly rings: KvRings,
     private readonly options: SlotStoreOptions,
   ) {
     this.tokens = Array.from({ length: options.slots }, () => []);
@@ -52,9 +61,15 @@ export class SlotStore {
     const held = this.cache.hold(this.tokens[slot]);
     try {
       const tokens = this.tokens[slot].slice(0, held.tokens);
-      const kv = await this.rows.read(held.blocks, held.tokens);
+      const ringTokens = this.rings.kept(slot, held.tokens);
+      // The reads are queued before any waits: a request that takes the slot meanwhile writes its rings and state after them.
+      const [paged, ring, state] = await Promise.all([
+        this.rows.read(held.blocks, held.tokens),
+        this.rings.read(slot, held.tokens, ringTokens),
+        held.state !== undefined ? this.states.read(held.state) : new Uint8Array(this.options.layout.state_bytes),
+      ]);
       const { k, v } = this.options.types;
-      const data = encodeSlotFile({ ...this.options.layout, k_dtype: k, v_dtype: v, tokens: tokens.length }, tokens, kv);
+      const data = encodeSlotFile({ ...this.options.layout, k_dtype: k, v_dtype: v, tokens: tokens.length, ring_tokens: ringTokens }, tokens, paged, ring, state);
       await writeFile(path, data);
       return { tokens: tokens.length, bytes: data.length };
     } finally {
@@ -64,7 +79,7 @@ export class SlotStore {
 
   async restore(slot: number, path: string): Promise<SlotFileResult> {
     const data = await readFile(path);
-    const { tokens, kv } = decodeSlotFile(data, this.options.layout, this.options.types);
+    const { tokens, paged, ring, ringTokens, state } = decodeSlotFile(data, this.options.layout, this.options.types, this.rings.window);
     if (!this.cache.enabled) throw new SlotFileError('the prompt cache is off (--no-cache-prompt): a restored slot has nowhere to live');
     if (tokens.length > this.options.contextSize) throw new SlotFileError(`the slot file holds ${tokens.length} tokens, more than the context of ${this.options.contextSize}`);
     if (Math.ceil(tokens.length / this.blocks.blockSize) * this.options.blockBytes > this.options.capacityBytes) {
@@ -76,9 +91,16 @@ export class SlotStore {
       this.blocks.release(table);
       throw new SlotFileError('no free KV space for the slot file');
     }
-    this.rows.write(table, tokens.length, kv);
+    this.rows.write(table, tokens.length, paged);
     this.blocks.release(this.cache.donate(tokens, table, 0));
+    const snapshot = state.length > 0 && tokens.length > 0 ? this.cache.takeSnapshot() : undefined;
+    if (snapshot !== undefined) {
+      this.states.write(snapshot, state);
+      if (!this.cache.attachSnapshot(tokens, snapshot)) this.cache.freeSnapshot(snapshot);
+    }
     this.tokens[slot] = tokens;
+    // A request admitted to the slot as it went idle owns its rings now.
+    if (ringTokens > 0 && !this.options.busy(slot)) this.rings.write(slot, tokens, ringTokens, ring);
     return { tokens: tokens.length, bytes: data.length };
   }
 

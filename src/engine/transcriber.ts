@@ -12,19 +12,19 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { deflateSync } from 'node:zlib';
-import { openGpu, type Backend, type Gpu } from '../runtime/gpu.js';
+import { openGpu, type Backend } from '../runtime/gpu.js';
 import { HOP, LogMel, SAMPLE_RATE } from '../models/mel.js';
 import { TextTokenizer } from '../models/tokenizer.js';
 import { whisperConfig, WhisperModel, WINDOW_FRAMES } from '../models/whisper.js';
-import { NO_MEMORY, QueueFullError, type EngineMemory } from './types.js';
+import { JobQueue, type AudioWorkerOptions, type Job as QueuedJob } from './job-queue.js';
+import { NO_MEMORY, type EngineMemory } from './types.js';
+
+type Job = QueuedJob<TranscribeRequest, Transcript>;
 
 /** openai-whisper's language codes and names, in its token order. */
 export const WHISPER_LANGUAGES: Readonly<Record<string, string>> = {
   en: 'english', zh: 'chinese', de: 'german', es: 'spanish', ru: 'russian', ko: 'korean', fr: 'french', ja: 'japanese', pt: 'portuguese', tr: 'turkish', pl: 'polish', ca: 'catalan', nl: 'dutch', ar: 'arabic', sv: 'swedish', it: 'italian', id: 'indonesian', hi: 'hindi', fi: 'finnish', vi: 'vietnamese', he: 'hebrew', uk: 'ukrainian', el: 'greek', ms: 'malay', cs: 'czech', ro: 'romanian', da: 'danish', hu: 'hungarian', ta: 'tamil', no: 'norwegian', th: 'thai', ur: 'urdu', hr: 'croatian', bg: 'bulgarian', lt: 'lithuanian', la: 'latin', mi: 'maori', ml: 'malayalam', cy: 'welsh', sk: 'slovak', te: 'telugu', fa: 'persian', lv: 'latvian', bn: 'bengali', sr: 'serbian', az: 'azerbaijani', sl: 'slovenian', kn: 'kannada', et: 'estonian', mk: 'macedonian', br: 'breton', eu: 'basque', is: 'icelandic', hy: 'armenian', ne: 'nepali', mn: 'mongolian', bs: 'bosnian', kk: 'kazakh', sq: 'albanian', sw: 'swahili', gl: 'galician', mr: 'marathi', pa: 'punjabi', si: 'sinhala', km: 'khmer', sn: 'shona', yo: 'yoruba', so: 'somali', af: 'afrikaans', oc: 'occitan', ka: 'georgian', be: 'belarusian', tg: 'tajik', sd: 'sindhi', gu: 'gujarati', am: 'amharic', yi: 'yiddish', lo: 'lao', uz: 'uzbek', fo: 'faroese', ht: 'haitian creole', ps: 'pashto', tk: 'turkmen', nn: 'nynorsk', mt: 'maltese', sa: 'sanskrit', lb: 'luxembourgish', my: 'myanmar', bo: 'tibetan', tl: 'tagalog', mg: 'malagasy', as: 'assamese', tt: 'tatar', haw: 'hawaiian', ln: 'lingala', ha: 'hausa', ba: 'bashkir', jw: 'javanese', su: 'sundanese', yue: 'cantonese',
 };
-
-/** --audio-queue-depth and --audio-request-timeout-secs. */
-export const TRANSCRIBER_DEFAULTS = { maxQueue: 8, timeoutSecs: 120 } as const;
 
 /** Seconds per timestamp token. */
 const TIME_PRECISION = 0.02;
@@ -108,19 +108,6 @@ export class TranscribeTimeoutError extends Error {
   }
 }
 
-export interface TranscriberOptions {
-  modelDir: string;
-  alias?: string;
-  /** Requests that may wait behind the running one. */
-  maxQueue: number;
-  /** A request not finished this long after it queued is rejected with TranscribeTimeoutError. */
-  timeoutMs: number;
-  backend?: string;
-  quietDawn?: boolean;
-  /** An already opened device to load onto (beside a chat model). */
-  gpu?: Gpu;
-  log?: (line: string) => void;
-}
 
 /** Whether `dir` holds a Whisper checkpoint (config.json model_type "whisper"). */
 export function isWhisperCheckpoint(dir: string): boolean {
@@ -129,7 +116,7 @@ export function isWhisperCheckpoint(dir: string): boolean {
   return (JSON.parse(readFileSync(file, 'utf8')) as { model_type?: unknown }).model_type === 'whisper';
 }
 
-export async function loadTranscriber(options: TranscriberOptions): Promise<Transcriber> {
+export async function loadTranscriber(options: AudioWorkerOptions): Promise<Transcriber> {
   const dir = resolve(options.modelDir);
   const json = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   const cfg = whisperConfig(json, join(dir, 'config.json'));
@@ -182,22 +169,6 @@ function specialTokens(tokenizer: TextTokenizer, g: Record<string, unknown>, dir
   };
 }
 
-interface Job {
-  request: TranscribeRequest;
-  resolve: (t: Transcript) => void;
-  reject: (e: Error) => void;
-  timer: NodeJS.Timeout;
-  /** performance.now() past which the job has timed out, whether or not its timer has fired yet
-   *  (a long stretch of GPU work can hold the event loop past it). */
-  deadline: number;
-  done: boolean;
-}
-
-/** Whether the job may go on: not finished, and not past its deadline. */
-function live(job: Job): boolean {
-  return !job.done && performance.now() <= job.deadline;
-}
-
 /** One window's decode. */
 interface WindowResult {
   tokens: number[];
@@ -208,9 +179,7 @@ interface WindowResult {
 }
 
 export class Transcriber {
-  private readonly queue: Job[] = [];
-  private running?: Job;
-  private closed = false;
+  private readonly jobs: JobQueue<TranscribeRequest, Transcript>;
   private readonly mel: LogMel;
   private random = 0x2545f491;
 
@@ -219,17 +188,19 @@ export class Transcriber {
     readonly tokenizer: TextTokenizer,
     private readonly model: WhisperModel,
     private readonly special: SpecialTokens,
-    private readonly limits: { maxQueue: number; timeoutMs: number },
+    limits: { maxQueue: number; timeoutMs: number },
     /** The adapter, e.g. "llvmpipe (LLVM 15, 256 bits) via opengles". */
     readonly adapterDescription: string,
     private readonly release: () => void,
   ) {
     this.mel = new LogMel(model.cfg.melBins);
+    // One request runs while maxQueue more wait.
+    this.jobs = new JobQueue({ capacity: limits.maxQueue + 1, timeoutMs: limits.timeoutMs, timeoutError: (ms) => new TranscribeTimeoutError(ms), drain: () => this.next() });
   }
 
   /** Requests waiting or running. */
   get pending(): number {
-    return this.queue.length + (this.running ? 1 : 0);
+    return this.jobs.pending;
   }
 
   /** The device's GPU memory: the model's weights, and the rest (its buffers and caches) as other. */
@@ -243,51 +214,24 @@ export class Transcriber {
    * maxQueue more already wait; rejects with TranscribeTimeoutError after the timeout.
    */
   transcribe(request: TranscribeRequest): Promise<Transcript> {
-    if (this.closed) throw new Error('the transcriber is closed');
     if (request.language !== undefined && !this.special.languages.has(request.language)) throw new Error(`language ${request.language} is not one of this model's`);
-    if (this.running && this.queue.length >= this.limits.maxQueue) throw new QueueFullError(this.queue.length);
-    return new Promise((resolve, reject) => {
-      const job: Job = {
-        request, resolve, reject, done: false, deadline: performance.now() + this.limits.timeoutMs,
-        timer: setTimeout(() => this.finish(job, new TranscribeTimeoutError(this.limits.timeoutMs)), this.limits.timeoutMs),
-      };
-      this.queue.push(job);
-      void this.work();
-    });
+    return this.jobs.push(request);
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    for (const job of [...this.queue]) this.finish(job, new Error('the server is shutting down'));
-    if (this.running) this.finish(this.running, new Error('the server is shutting down'));
-    while (this.running) await new Promise((r) => setTimeout(r, 10));
+    await this.jobs.close();
     await this.tokenizer.close();
     this.release();
   }
 
-  private finish(job: Job, error?: Error, transcript?: Transcript): void {
-    if (job.done) return;
-    job.done = true;
-    clearTimeout(job.timer);
-    const i = this.queue.indexOf(job);
-    if (i >= 0) this.queue.splice(i, 1);
-    if (error) job.reject(error);
-    else job.resolve(transcript!);
-  }
-
-  private async work(): Promise<void> {
-    if (this.running) return;
-    while (this.queue.length > 0) {
-      const job = this.queue.shift()!;
-      this.running = job;
-      try {
-        const transcript = await this.run(job);
-        this.finish(job, performance.now() > job.deadline ? new TranscribeTimeoutError(this.limits.timeoutMs) : undefined, transcript);
-      } catch (e) {
-        this.finish(job, e instanceof Error ? e : new Error(String(e)));
-      } finally {
-        this.running = undefined;
-      }
+  /** Runs the next job. */
+  private async next(): Promise<void> {
+    const job = this.jobs.take()!;
+    try {
+      const transcript = await this.run(job);
+      this.jobs.finish(job, performance.now() > job.deadline ? this.jobs.timeoutError : undefined, transcript);
+    } catch (e) {
+      this.jobs.finish(job, e instanceof Error ? e : new Error(String(e)));
     }
   }
 
@@ -304,7 +248,7 @@ export class Transcriber {
     let emitted = '';
     const allText: number[] = [];
     let seek = 0;
-    while (seek < contentFrames && live(job)) {
+    while (seek < contentFrames && this.jobs.live(job)) {
       const segmentFrames = Math.min(WINDOW_FRAMES, contentFrames - seek);
       const offset = (seek * HOP) / SAMPLE_RATE;
       await this.model.encode(this.mel.window30s(audio, seek * HOP));
@@ -356,7 +300,7 @@ export class Transcriber {
       seek += Math.max(1, advance);
       emitted = this.emitText(job, allText, emitted, seek >= contentFrames);
     }
-    if (!live(job)) throw new TranscribeTimeoutError(this.limits.timeoutMs);
+    if (!this.jobs.live(job)) throw this.jobs.timeoutError;
     return { text: tokenizer.decode(allText).trim(), language: language ?? 'en', duration: round(audio.length / SAMPLE_RATE), segments };
   }
 
@@ -401,7 +345,7 @@ export class Transcriber {
     pos += sot.length - 1;
     const tokens: number[] = [];
     let sumLogprob = 0;
-    while (tokens.length < sampleLength && pos < this.model.cfg.targetPositions && live(job)) {
+    while (tokens.length < sampleLength && pos < this.model.cfg.targetPositions && this.jobs.live(job)) {
       this.applyRules(logits, tokens, timestamps);
       const next = temperature > 0 ? this.sample(logits, temperature) : argmax(logits);
       sumLogprob += logSoftmax(logits)[next]!;

@@ -130,6 +130,12 @@ export interface PromptImage {
   rows: Float32Array;
   /** 30 bits from a hash of the decoded pixels: the image's identity in the prompt cache. */
   key: number;
+  /**
+   * The rows' grid, h x w row-major, for a multimodal-RoPE model (LoadedModel.mropePositions):
+   * the image's tokens take positions (p, p + row, p + column) from the position p its first
+   * token would have had, and the text after it goes on from p + max(h, w).
+   */
+  grid?: { h: number; w: number };
 }
 
 /**
@@ -299,7 +305,8 @@ export interface ModelInfo {
   speculative?: { kind: string; nMax: number; draftModel?: string };
   /**
    * The model carries recurrent state (hybrid state-space layers: Nemotron-H, LFM2, Granite
-   * 4.0-H): the prompt cache, slot files and context shift are off for it.
+   * 4.0-H): context shift is refused for it, and the prompt cache resumes it from state
+   * snapshots.
    */
   recurrent?: true;
 }

@@ -25,7 +25,7 @@ override WG: u32 = 8u;
 fn attend_one(m: u32, h: u32, kv_row: u32) {
   let qo = (m * p.heads + h) * D4;
   let pos = token_pos[m];
-  let table = token_table[m];
+  let seq = kv_seq(m);
   var qs: array<vec4<f32>, D4>;  // q * scale
   var acc: array<vec4<f32>, D4>;
   for (var d = 0u; d < D4; d++) {
@@ -36,7 +36,7 @@ fn attend_one(m: u32, h: u32, kv_row: u32) {
   var run_max = start.x;
   var run_sum = start.y;
   for (var j = first_key(pos); j <= pos; j++) {
-    let base = kv_base(table, j, kv_row);
+    let base = kv_base(seq, j, kv_row);
     var s4 = vec4<f32>(0.0);
     for (var d = 0u; d < D4; d++) { s4 += qs[d] * cached_k(base + d); }
     let s = softcap(s4.x + s4.y + s4.z + s4.w, p.softcap);
@@ -60,6 +60,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let n = min(TQ, M - m0);  // tokens of this group
   let kv_row = (h0 / (p.heads / p.kv_heads)) * D4;
   let table = token_table[m0];
+  let seq = kv_seq(m0);
   var one_seq = true;
   for (var t = 1u; t < TQ; t++) {
     if (t < n && token_table[m0 + t] != table) { one_seq = false; }
@@ -96,7 +97,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     run_sum[r] = start.y;
   }
   for (var j = lo; j <= last; j++) {
-    let base = kv_base(table, j, kv_row);
+    let base = kv_base(seq, j, kv_row);
     var s4: array<vec4<f32>, ROWS>;
     for (var d = 0u; d < D4; d++) {
       let k = cached_k(base + d);

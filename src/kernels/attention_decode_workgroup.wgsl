@@ -30,7 +30,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (m >= step.n_tokens) { return; }
   let h = wid.x % p.heads;
   let pos = token_pos[m];
-  let table = token_table[m];
+  let seq = kv_seq(m);
   let kv_row = (h / (p.heads / p.kv_heads)) * D4;
   let row = (m * p.heads + h) * D4;
   for (var d = lid; d < D4; d += WG) { q_scaled[d] = q[row + d] * p.scale; }
@@ -43,7 +43,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var t0 = first_key(pos); t0 <= pos; t0 += WG) {
     var s = MASKED;
     if (t0 + lid <= pos) {
-      let base = kv_base(table, t0 + lid, kv_row);
+      let base = kv_base(seq, t0 + lid, kv_row);
       var s4 = vec4<f32>(0.0);
       for (var d = 0u; d < D4; d++) { s4 += q_scaled[d] * cached_k(base + d); }
       s = softcap(s4.x + s4.y + s4.z + s4.w, p.softcap);
@@ -61,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var i = 0u; i < min(WG, pos + 1u - t0); i++) {
       let w = weights[i];
       run_sum += w;
-      let base = kv_base(table, t0 + i, kv_row);
+      let base = kv_base(seq, t0 + i, kv_row);
       for (var e = 0u; e < PER; e++) {
         let d = lid + e * WG;
         if (d < D4) { acc[e] += w * cached_v(base + d); }

@@ -1,27 +1,18 @@
-// Included by every kernel. The step uniform is the only state that changes between
-// forward passes (everything else is bound once at load), so recorded bind groups replay.
+// Included by every kernel that reads the step uniform (the speech kernels of
+// runtime/ops/audio.ts take their shapes in params instead). The step uniform is the only
+// state that changes between forward passes (everything else is bound once at load), so
+// recorded bind groups replay.
 struct Step {
   n_tokens: u32,  // tokens in this forward pass (all sequences, prefill and decode)
   n_seqs: u32,    // sequences that sample a token this pass
   n_bias: u32,    // logit penalty entries this pass (logit_bias.wgsl)
 }
 @group(0) @binding(1) var<uniform> step: Step;
+#include "math"
 
 // Rows a row-wise op covers: one per token, or one per sampling sequence (the head).
 fn row_count(per_seq: u32) -> u32 {
   return select(step.n_tokens, step.n_seqs, per_seq == 1u);
-}
-
-// tanh through exp, saturating to +-1 where exp overflows (a library tanh may return NaN there).
-fn tanh_sat(x: f32) -> f32 {
-  return 1.0 - 2.0 / (exp(2.0 * x) + 1.0);
-}
-
-// erf by Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7).
-fn erf_approx(x: f32) -> f32 {
-  let t = 1.0 / (1.0 + 0.3275911 * abs(x));
-  let y = 1.0 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
-  return select(-y, y, x >= 0.0);
 }
 
 // A gated MLP's activation of its gate, by code: SiLU, GELU with the tanh approximation

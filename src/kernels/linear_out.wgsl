@@ -12,7 +12,7 @@
 // cap * tanh(v / cap) (Gemma 2's final logits; 0: none), both before the accumulate;
 // norm_eps: matvec_q's fused RMSNorm (documented there); act: the GLU's activation
 // (common.wgsl activate).
-// glu (matmul_q; matvec_q's constant GLU; Ops.gatedLinear): gate and up rows interleaved in
+// glu (matmul_q, matvec_q; Ops.gatedLinear): gate and up rows interleaved in
 // blocks of 16 (GpuWeight.gluBlock), so of an invocation's 32 rows the first 16 are gate
 // rows and the last 16 the up rows of the same columns; it stores glu(gate, up) as column
 // (n_offset + n0) / 2 + r, r < 16 (n_total is then the output's width, half the weight's).
@@ -20,8 +20,8 @@
 // projection fills only two workgroups, so stacking and glu save dispatches (glu also the up
 // projection's trip through memory). Flags are runtime values so one compiled kernel serves
 // every layer (matmul_q's pipelines are large), but a branch in a hot loop is not free:
-// matvec_q takes NORM and GLU as constants; matmul_q has no norm (rmsnorm.wgsl norms its
-// input; Ops.linear).
+// matvec_q takes NORM, which its K loop reads, as a constant; matmul_q has no norm
+// (rmsnorm.wgsl norms its input; Ops.linear).
 struct Params { K: u32, N: u32, n_offset: u32, n_total: u32, split1: u32, split2: u32, per_seq: u32, accumulate: u32, has_bias: u32, glu: u32, norm_eps: f32, act: u32, out_scale: f32, softcap: f32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;

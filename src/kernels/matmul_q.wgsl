@@ -1,13 +1,14 @@
-// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
-// or 8) over many tokens at once: prefill and batched decode.
+// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 2,
+// 3, 4, 5, 6 or 8) over many tokens at once: prefill and batched decode.
 // Bindings: 0 params, 1 step, 2-3 W (formats/affine.wgsl), 5 X as an rgba32float texture
 // X_WIDTH texels wide holding [M, K] flat (the runtime copies the rows in before the
 // dispatch; x_texel() reads it, from a read-only storage texture where WGSL allows one, else
 // a sampled one: X_READ); outputs 6-9 and params are linear_out.wgsl's.
 // Plan: one invocation owns a register tile of RR = 32 rows x TT = 4 tokens. Per 32-value
 // chunk it loads the tokens' X once (each X value serves 32 rows), then walks the rows:
-// one packed texel per row, dequantized 4 values at a time into TT running sums (each
-// weight byte serves TT tokens). The affine map is applied once per group.
+// the chunk's BITS packed words per row (formats/affine.wgsl chunk_words), dequantized 4
+// values at a time into TT running sums (each weight byte serves TT tokens). The affine map
+// is applied once per group.
 // Why: on llvmpipe each WGSL scalar is a vector register and a runtime-indexed private
 // array is per-lane scratch memory, so the tile arrays are indexed only by constant-trip
 // loops as long as the arrays (which NIR unrolls). X comes from a texture because a
@@ -20,17 +21,6 @@
 override X_WIDTH: u32 = 1024u;
 const RR: u32 = 32u;
 const TT: u32 = 4u;
-
-// Quantized values f*4 .. f*4+3 (f < 8) of a 32-value chunk of one W row, from the chunk's
-// packed words w0 (and w1 for BITS = 8), each times 2^s (formats/affine.wgsl; chunk_tile
-// scales X to match).
-fn quads(w0: vec4<u32>, w1: vec4<u32>, f: u32) -> vec4<f32> {
-  if (BITS == 4u) {
-    let w = w0[f / 2u];
-    return select(nibbles_lo(w), nibbles_hi(w), f % 2u == 1u);
-  }
-  return bytes_in_place(select(w0, w1, f >= 4u)[f % 4u]);
-}
 
 // Chunk `chunk` of token m's X: 8 texels from a multiple of 8, so never across a texture
 // row (X_WIDTH is a power of two, K a multiple of 32).
@@ -63,13 +53,10 @@ fn chunk_tile(chunk: u32, at: At, t: ptr<function, Tile>) {
     (*t).xsum[tt] += (s.x + s.y) + (s.z + s.w);
   }
   for (var r = 0u; r < RR; r++) {
-    let w = w_row_texel(min(at.n0 + r, p.N - 1u), chunk * (BITS / 4u), at.vec_per_row);
-    let w0 = w_texel(w);
-    var w1 = w0;
-    if (BITS == 8u) { w1 = w_texel(w + PACKED_TILE_ROWS); }
+    let w = chunk_words(w_row_texel(min(at.n0 + r, p.N - 1u), 0u, at.vec_per_row), chunk);
     var d: array<f32, TT>;
     for (var f = 0u; f < 8u; f++) {
-      let q = quads(w0, w1, f);
+      let q = chunk_quad(w, f);
       for (var tt = 0u; tt < TT; tt++) {
         let x = xs[tt][f];
         d[tt] = fma(q.w, x.w, fma(q.z, x.z, fma(q.y, x.y, fma(q.x, x.x, d[tt]))));
@@ -100,7 +87,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let m0 = wid.y * TT;
   let M = row_count(p.per_seq);
   if (n0 >= p.N || m0 >= M) { return; }
-  let at = At(n0, m0, M, (p.K / 32u) * (BITS / 4u));
+  let at = At(n0, m0, M, w_row_texels(p.K));
   let groups = p.K / GROUP_SIZE;
 
   // acc[r][t]: output row n0 + r, token m0 + t. Rows past N and tokens past M re-read the

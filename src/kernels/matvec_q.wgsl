@@ -1,15 +1,15 @@
-// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
-// or 8), one token per workgroup row: decode's hot loop, where reading the packed weights
-// once per token is the whole cost. The layout for CPU adapters (llvmpipe);
+// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 2,
+// 3, 4, 5, 6 or 8), one token per workgroup row: decode's hot loop, where reading the
+// packed weights once per token is the whole cost. The layout for CPU adapters (llvmpipe);
 // matvec_q_workgroup.wgsl is the one for GPUs (Ops.linear picks by Gpu.isCpu).
 // Bindings: 0 params, 1 step, 2-4 W (formats/affine.wgsl), 5 X and 10 the norm weight
-// (matvec_input.wgsl, which fuses the RMSNorm under NORM); outputs 6-9, params and GLU's
-// row layout are linear_out.wgsl's (GLU a constant here).
+// (matvec_input.wgsl, which fuses the RMSNorm under NORM); outputs 6-9, params and the GLU
+// row layout are linear_out.wgsl's.
 // Plan: one invocation per R = 32 output rows of one token (gid.y), four tiles of
 // PACKED_TILE_ROWS = 8 rows, so each tile's texels for a chunk are adjacent; workgroups of
 // 16 (512 rows: a 1024-row projection still has two). Each X chunk (8 vec4, the same for
-// the workgroup) meets one 16-byte texel per row (two for 8-bit); per group the affine map
-// is applied once: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
+// the workgroup) meets BITS words per row (one 16-byte texel for 4-bit); per group the
+// affine map is applied once: sum_k (s*q_k + b) * x_k = s * dot(q, x) + b * sum(x).
 // Why: on llvmpipe an X load is a per-lane gather even when every lane reads the same
 // address (only constant offsets become one broadcast load), so each X chunk serves many
 // rows; a runtime-indexed private array is per-lane scratch memory, so private arrays are
@@ -18,7 +18,6 @@
 #include "formats/affine"
 #include "linear_out"
 #include "matvec_input"
-override GLU: bool = false;
 const R: u32 = 32u;
 // The rows as vec4s.
 const RV: u32 = R / 4u;
@@ -37,10 +36,9 @@ fn chunk_dots(chunk: u32, x_base: u32, r: Rows, d: ptr<function, Dots>) {
   let xc = load_chunk(chunk, x_base);
   if (NORM) { (*d).ss += xc.ss; }
   (*d).xsum += xc.xsum;
-  let at = chunk * (BITS / 4u) * PACKED_TILE_ROWS;
   for (var i = 0u; i < RV; i++) {
     let w = r.w[i];
-    (*d).a[i] += vec4<f32>(chunk_dot(w.x + at, xc.x), chunk_dot(w.y + at, xc.x), chunk_dot(w.z + at, xc.x), chunk_dot(w.w + at, xc.x));
+    (*d).a[i] += vec4<f32>(chunk_dot(w.x, chunk, xc.x), chunk_dot(w.y, chunk, xc.x), chunk_dot(w.z, chunk, xc.x), chunk_dot(w.w, chunk, xc.x));
   }
 }
 
@@ -77,7 +75,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let n0 = gid.x * R;
   let m = wid.y;
   if (n0 >= p.N || m >= row_count(p.per_seq)) { return; }
-  let row_texels = (p.K / 32u) * (BITS / 4u);
+  let row_texels = w_row_texels(p.K);
   let groups = p.K / GROUP_SIZE;
   // Rows past N re-read the last row (valid memory) and are not written.
   let last = p.N - 1u;
@@ -90,7 +88,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   var acc: Acc;
   k_loop(m, rows, &acc);
   let scale = norm_scale(acc.ss);
-  if (GLU) {
+  if (p.glu != 0u) {
     // Vectors 0 to RV/2 - 1 hold gate rows, the rest the matching up rows (linear_out.wgsl).
     // The loop runs RV times, as long as the array, so that it unrolls (see above).
     for (var i = 0u; i < RV; i++) {

@@ -1,9 +1,9 @@
-// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 4
-// or 8), one token per workgroup row: decode's matvec in the layout for GPUs
+// Y[m, n] (+)= sum_k X[m, k] * W[n, k] (+ bias[n]) for MLX affine-quantized W (BITS = 2,
+// 3, 4, 5, 6 or 8), one token per workgroup row: decode's matvec in the layout for GPUs
 // (matvec_q.wgsl is the CPU layout; Ops.linear picks by Gpu.isCpu).
 // Bindings and constants as matvec_q.wgsl: 0 params, 1 step, 2-4 W (formats/affine.wgsl),
 // 5 X and 10 the norm weight (matvec_input.wgsl, with the RMSNorm fused under NORM),
-// 6-9 the outputs (linear_out.wgsl, GLU a constant as in matvec_q).
+// 6-9 the outputs (linear_out.wgsl).
 // Plan: a workgroup owns 16 rows: tiles j and j + 2 (PACKED_TILE_ROWS = 8 rows each) of a
 // 32-row block (j = wid.x % 2), so a gated weight's gate rows meet their up rows, 16 rows
 // further (linear_out.wgsl), in one workgroup. Invocation t takes row t % 8 of both tiles
@@ -18,7 +18,6 @@
 #include "formats/affine"
 #include "linear_out"
 #include "matvec_input"
-override GLU: bool = false;
 const WG: u32 = 128u;
 // Rows per tile: PACKED_TILE_ROWS, whose value (8) the coalescing above assumes.
 const TILE: u32 = 8u;
@@ -32,7 +31,7 @@ var<workgroup> part_ss: array<f32, WG>;
 // Row n's dot product with its token's X over chunk `chunk`, the affine map applied.
 fn chunk_row(n: u32, chunk: u32, xc: XChunk, row_texels: u32, groups: u32) -> f32 {
   let sb = w_scale_bias(w_affine_entry(n, chunk * 32u / GROUP_SIZE, groups));
-  return sb.x * chunk_dot(w_row_texel(n, chunk * (BITS / 4u), row_texels), xc.x) + sb.y * xc.xsum;
+  return sb.x * chunk_dot(w_row_texel(n, 0u, row_texels), chunk, xc.x) + sb.y * xc.xsum;
 }
 
 @compute @workgroup_size(WG)
@@ -47,7 +46,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   // row (valid memory) and are not written.
   let a = min(n0 + r, p.N - 1u);
   let b = min(n0 + 16u + r, p.N - 1u);
-  let row_texels = (p.K / 32u) * (BITS / 4u);
+  let row_texels = w_row_texels(p.K);
   let groups = p.K / GROUP_SIZE;
   var sa = 0.0;
   var sb = 0.0;
@@ -72,7 +71,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     ss += part_ss[lane * TILE];
   }
   let scale = norm_scale(ss);
-  if (GLU) {
+  if (p.glu != 0u) {
     store_y(m, (p.n_offset + block) / 2u + j + t, glu(sa * scale, sb * scale));
     return;
   }

@@ -13,10 +13,10 @@
 // Plan: workgroups (column tiles, tiles of TM of the expert's slots, the part's experts);
 // TM is 1 for single-token steps (an expert has at most one slot), else 4. An invocation
 // owns RR output rows (of the gate and of the up projection with GLU) for the tile's TM
-// slots. q4/q8 (affine): RR = 8, one PACKED_TILE_ROWS tile, so its texels for a 32-value
+// slots. Affine formats: RR = 8, one PACKED_TILE_ROWS tile, so its texels for a 32-value
 // chunk are adjacent; per chunk the TM slots' X is loaded once for the 8 rows, each row's
-// texel once for the TM slots, and the affine map applied once per group (formats/affine.wgsl
-// chunk math). Float formats: RR = 1, each weight quad (w_load4) used for the TM slots.
+// words once for the TM slots (formats/affine.wgsl chunk_words, at the weight's width), and
+// the affine map applied once per group. Float formats: RR = 1, each weight quad (w_load4) used for the TM slots.
 // The grid is bounded by the step's tokens (an expert gets each token at most once); a
 // workgroup past its expert's count exits before reading anything.
 // Why: the counts are known only on the GPU, and an exit costs next to nothing, so one
@@ -76,24 +76,6 @@ fn out(t: Tile, i: u32, e: u32, n: u32, a: f32, b: f32) {
 #if FORMAT == affine
 const RR: u32 = 8u;
 
-// The words of row texel `at` (and the next tile's for 8-bit: a row's second texel).
-struct Words { w0: vec4<u32>, w1: vec4<u32> }
-fn words(at: u32) -> Words {
-  let w0 = w_texel(at);
-  var w1 = w0;
-  if (BITS == 8u) { w1 = w_texel(at + PACKED_TILE_ROWS); }
-  return Words(w0, w1);
-}
-
-// dot(q, x) of one 32-value chunk from its loaded words (formats/affine.wgsl chunk_dot).
-fn words_dot(w: Words, x: Chunk) -> f32 {
-  if (BITS == 4u) {
-    return nibbles_dot(w.w0.x, x.a, x.b) + nibbles_dot(w.w0.y, x.c, x.d) + nibbles_dot(w.w0.z, x.e, x.f) + nibbles_dot(w.w0.w, x.g, x.h);
-  }
-  return bytes_dot(w.w0.x, x.a) + bytes_dot(w.w0.y, x.b) + bytes_dot(w.w0.z, x.c) + bytes_dot(w.w0.w, x.d)
-       + bytes_dot(w.w1.x, x.e) + bytes_dot(w.w1.y, x.f) + bytes_dot(w.w1.z, x.g) + bytes_dot(w.w1.w, x.h);
-}
-
 // 32-value chunk `c` of the X row at `r`, scaled by x_field_scale, and its sum.
 fn x_chunk(r: u32, c: u32, xsum: ptr<function, f32>) -> Chunk {
   let b = r + c * 8u;
@@ -117,7 +99,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
   let n0 = gid.x * RR;
   if (m0 >= count || n0 >= p.N) { return; }
   let t = tile(e, m0, count);
-  let row_texels = (p.K / 32u) * (BITS / 4u);
+  let row_texels = w_row_texels(p.K);
   let groups = p.K / GROUP_SIZE;
   // Gate (or only) rows and up rows; rows past N re-read the last row.
   let first = wid.z * expert_rows();
@@ -135,10 +117,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
       var xc: array<Chunk, TM>;
       for (var j = 0u; j < TM; j++) { xc[j] = x_chunk(t.x[j], c, &d.xsum[j]); }
       for (var i = 0u; i < RR; i++) {
-        let wa = words(w_row_texel(ra[i], c * (BITS / 4u), row_texels));
+        let wa = chunk_words(w_row_texel(ra[i], 0u, row_texels), c);
         for (var j = 0u; j < TM; j++) { d.a[i][j] += words_dot(wa, xc[j]); }
         if (GLU) {
-          let wb = words(w_row_texel(rb[i], c * (BITS / 4u), row_texels));
+          let wb = chunk_words(w_row_texel(rb[i], 0u, row_texels), c);
           for (var j = 0u; j < TM; j++) { d.b[i][j] += words_dot(wb, xc[j]); }
         }
       }

@@ -5,12 +5,17 @@
 // Frequencies come from the host (inv_freq[i]), so every rope_scaling type is a host table.
 // Only the first rot_dim of each head's dims rotate (partial_rotary_factor; 0: a NoPE
 // layer), pairs (i, i + rot_dim/2), and the rotated values are multiplied by mscale
-// (longrope's attention factor; 1 otherwise); the rest pass through.
+// (longrope's attention factor; 1 otherwise); the rest pass through. With MROPE (Qwen2.5-VL's
+// multimodal RoPE, and its vision tower's 2D one) each token has three positions (t, h, w)
+// in rope_pos and pair i turns by the stream its section names: t below section_t, h below
+// section_t + section_h, w from there; token_pos still places the token in the cache.
 // Bindings: 0 params, 1 step, 2 q [M, heads, head_dim] rw, 3 token_pos [M], 4 inv_freq
 // [rot_dim / 2], 5 the norm weights [2 * head_dim], q's then k's (read only with NORM; any
 // buffer otherwise), 6 k and 7 v [M, kv_heads, head_dim], 8 token_table [M] (offset of the
 // token's sequence in block_table), 9 block_table, 10 k_cache and 11 v_cache (write-only
-// textures of K_TYPE and V_TYPE, kv_cache.wgsl). All but the tables are arrays of vec4s, the pairs four at a time
+// textures of K_TYPE and V_TYPE, in the layout p.ring picks, kv_cache.wgsl), 12 token_slot
+// [M] (a ring layer's slots; a dummy for a paged one), 13 rope_pos [M, 3] (read only with
+// MROPE; any buffer otherwise). All but the tables are arrays of vec4s, the pairs four at a time
 // (head_dim % 8 == 0 and rot_dim % 8 == 0).
 // Plan: one invocation per (token, head) of q's heads then k's, walking its pairs; a k
 // head's invocation also copies the same head of v. The q/k branch is per head, outside the
@@ -22,7 +27,8 @@
 #include "common"
 #include "kv_cache"
 override NORM: bool = false;
-struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32, rot_dim: u32, mscale: f32 }
+override MROPE: bool = false;
+struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: u32, rot_dim: u32, mscale: f32, ring: u32, section_t: u32, section_h: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read_write> q: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> token_pos: array<u32>;
@@ -32,6 +38,8 @@ struct Params { heads: u32, kv_heads: u32, head_dim: u32, eps: f32, block_size: 
 @group(0) @binding(7) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> token_table: array<u32>;
 @group(0) @binding(9) var<storage, read> block_table: array<u32>;
+@group(0) @binding(12) var<storage, read> token_slot: array<u32>;
+@group(0) @binding(13) var<storage, read> rope_pos: array<u32>;
 #if K_TYPE == f16
 @group(0) @binding(10) var k_cache: texture_storage_2d<rgba16float, write>;
 fn store_k(i: u32, x: vec4<f32>) { textureStore(k_cache, kv_texel(i), kv_round(x)); }
@@ -74,7 +82,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (is_k) {
     let kh = head - p.heads;
     base = (m * p.kv_heads + kh) * d4;
-    out = (kv_slot(token_table[m], pos) * p.kv_heads + kh) * d4;
+    out = (kv_slot(kv_seq(m), pos) * p.kv_heads + kh) * d4;
     w_base = d4;
     for (var i = 0u; i < d4; i++) { store_v(out + i, v[base + i]); }
   }
@@ -89,8 +97,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     inv = inverseSqrt(ss / f32(p.head_dim) + p.eps);
   }
-  let fpos = f32(pos);
+  var fpos = vec4<f32>(f32(pos));
+  var streams = vec3<f32>(fpos.x);
+  if (MROPE) { streams = vec3<f32>(f32(rope_pos[3u * m]), f32(rope_pos[3u * m + 1u]), f32(rope_pos[3u * m + 2u])); }
   for (var i = 0u; i < half; i++) {
+    if (MROPE) {
+      let pair = vec4<u32>(4u * i) + vec4<u32>(0u, 1u, 2u, 3u);
+      fpos = select(select(vec4<f32>(streams.z), vec4<f32>(streams.y), pair < vec4<u32>(p.section_t + p.section_h)), vec4<f32>(streams.x), pair < vec4<u32>(p.section_t));
+    }
     var xa = load(is_k, base + i);
     var xb = load(is_k, base + i + half);
     if (NORM) {

@@ -6,7 +6,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { moduleQuantization, type Quantization } from './config.js';
 import { widenPacked, type QuantBits } from './quantize.js';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from './safetensors.js';
-import { isAffine, type WeightFormat } from '../runtime/kernel-source.js';
+import { isAffine, type AffineFormat, type WeightFormat } from '../runtime/kernel-source.js';
 import { affineTexture, filledBuffer, GLU_BLOCK_ROWS, MXFP4_BLOCK, rowBytes, rowsPerPart, SCALE_BYTES, weightData, type GpuWeight, type ScaleFormat, type WeightPart } from '../runtime/tensors.js';
 
 export class Checkpoint {
@@ -70,7 +70,7 @@ export class Checkpoint {
   }
 }
 
-/** Float dtypes: of float weights, and of q4/q8 scales and biases. */
+/** Float dtypes: of float weights, and of affine scales and biases. */
 const FLOAT_FORMATS: Record<string, WeightFormat & ScaleFormat> = { F32: 'f32', F16: 'f16', BF16: 'bf16' };
 
 /**
@@ -189,14 +189,6 @@ function leadingRows(shape: number[]): number {
   return shape.slice(0, -1).reduce((a, b) => a * b, 1);
 }
 
-/**
- * The kernels' packed formats: q4 holds 2-, 3- and 4-bit values, q8 5-, 6- and 8-bit ones
- * (each value widened to the format's field at load: the same q, scale and bias).
- */
-function packedFormat(bits: number): 'q4' | 'q8' {
-  return bits <= 4 ? 'q4' : 'q8';
-}
-
 function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: number, dtype: string, quant?: Quantization): StoredMatrix {
   const name = `${prefix}.weight`;
   const q = moduleQuantization(quant, prefix, ckpt.has(`${prefix}.scales`));
@@ -219,7 +211,7 @@ function storedFormat(ckpt: Checkpoint, prefix: string, rows: number, stored: nu
   if (!Number.isInteger(cols) || cols % 32 !== 0 || groups * q.groupSize !== cols || biases!.shape.at(-1) !== groups || leadingRows(scales!.shape) !== leadingRows(ckpt.entry(name).info.shape) || leadingRows(biases!.shape) !== leadingRows(scales!.shape)) {
     throw new Error(`${shapes}: do not match ${q.bits}-bit, group size ${q.groupSize} rows`);
   }
-  return { rows, cols, format: packedFormat(q.bits), bits: q.bits, groupSize: q.groupSize, scaleFormat };
+  return { rows, cols, format: `q${q.bits}`, bits: q.bits, groupSize: q.groupSize, scaleFormat };
 }
 
 /** Reads a run's bytes in the loaded layout into dst, from byte `from` of its first row on. */
@@ -262,11 +254,16 @@ function convertingReader(ckpt: Checkpoint, name: string, first: number, rows: n
   };
 }
 
-/** A row of `from`-bit packed values as `to`-bit ones (widenPacked). */
+/**
+ * A row of `from`-bit packed values as `to`-bit ones (widenPacked; copied where the widths
+ * are equal), the rest of dst (a padded row's end) zeros.
+ */
 function widenRow(cols: number, from: QuantBits, to: QuantBits): (src: Uint8Array, dst: Uint8Array) => void {
   const s = new Uint32Array((cols * from) / 32);
   const d = new Uint32Array((cols * to) / 32);
   return (src, dst) => {
+    dst.fill(0);
+    if (from === to) { dst.set(src); return; }
     new Uint8Array(s.buffer).set(src);
     widenPacked(s, from, d, to, cols);
     dst.set(new Uint8Array(d.buffer));
@@ -320,10 +317,12 @@ function stackOrder(sources: Array<{ rows: number }>, block?: number): Array<{ s
 /**
  * Uploads the matrix `<prefix>.weight` ([rows, cols]) in its stored format: a float dtype,
  * or MLX affine packed uint32 with `<prefix>.scales` / `.biases` beside it. Several prefixes
- * stack their matrices' rows into one weight (same format and width), so one dispatch
- * computes them all (Ops.linear writes each source's rows to its own output).
+ * stack their matrices' rows into one weight (same input width), so one dispatch computes
+ * them all (Ops.linear writes each source's rows to its own output); affine matrices of
+ * different bit widths or group sizes each keep theirs, in parts of their own (a dispatch
+ * per part).
  * `glu`: the prefixes are a SwiGLU's gate and up. Where the quantized kernels can apply the
- * SwiGLU themselves (q4/q8, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
+ * SwiGLU themselves (affine formats, rows a multiple of GLU_BLOCK_ROWS), their rows are interleaved
  * in blocks for that (GpuWeight.gluBlock); otherwise they stack as usual.
  * `unit`: every part holds a whole number of units of this many rows (a mixture of experts'
  * stacked experts: each expert's rows in one binding).
@@ -332,9 +331,11 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
   const sources = matrices.map((m) => storedMatrix(ckpt, m, quant));
   const prefixes = sources.map((s) => (s.first === 0 ? s.prefix : `${s.prefix}[${s.first}:${s.first + s.rows}]`));
   const { cols, scaleFormat } = sources[0]!;
-  // Stacked affine matrices of different bit widths or group sizes load in the widest
-  // format and the smallest group (each group's scale and bias repeated), exactly.
-  const format = sources.some((s) => s.format === 'q8') ? 'q8' : sources[0]!.format;
+  // Stacked experts of different bit widths or group sizes (`unit`: each expert's matrices
+  // side by side) load in the widest format and the smallest group (each value in a wider
+  // field, each group's scale and bias repeated), exactly.
+  const widest = sources.reduce((a, s) => (s.bits > a.bits ? s : a));
+  const format = widest.format;
   const groupSize = Math.min(...sources.map((s) => s.groupSize));
   for (const s of sources) {
     if (s.cols !== cols || isAffine(s.format) !== isAffine(format) || (!isAffine(format) && s.format !== format) || s.scaleFormat !== scaleFormat) {
@@ -342,13 +343,26 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     }
   }
   const rows = sources.reduce((n, s) => n + s.rows, 0);
+  if (isAffine(format) && !options.unit && sources.some((s) => s.bits !== widest.bits || s.groupSize !== groupSize)) {
+    // Each matrix at its own width and group size, in parts of its own (WeightPart.format);
+    // a gate and up stacked so do not interleave, and take the GLU's own dispatch.
+    const each = matrices.map((m) => loadMatrix(device, limits, ckpt, [m], quant));
+    let at = 0;
+    const parts = each.flatMap((w) => {
+      const first = at;
+      at += w.rows;
+      return w.parts.map((part) => ({ ...part, rowStart: first + part.rowStart, format: w.format as AffineFormat, groupSize: w.groupSize }));
+    });
+    return { format: each[0]!.format, rows, cols, groupSize: each[0]!.groupSize, scaleFormat, parts, segments: sources.map((s) => s.rows) };
+  }
   const glu = options.glu === true && isAffine(format) && sources.length === 2 && sources[0]!.rows === sources[1]!.rows && sources[0]!.rows % GLU_BLOCK_ROWS === 0;
   const order = stackOrder(sources, glu ? GLU_BLOCK_ROWS : undefined);
   const bytesPerRow = rowBytes(format, cols);
   const groupsPerRow = groupSize ? cols / groupSize : 0;
   const valueBytes = scaleFormat ? SCALE_BYTES[scaleFormat] : 0;
-  const loadedBits = format === 'q8' ? 8 : 4;
-  // Each run's rows in the loaded layout: straight from the file where that is how they are stored.
+  const loadedBits = widest.bits as QuantBits;
+  // Each run's rows in the loaded layout: straight from the file where that is how they are
+  // stored, else converted a block of rows at a time (widened, or padded to whole texels).
   // MXFP4: the blocks and a scale byte per block (mxfp4Matrix).
   const mxfp4 = format === 'mxfp4';
   const tensorName = (s: StoredMatrix & { prefix: string }, what: 'weight' | 'scales' | 'biases') => (s.mxfp4 ? s.prefix + s.mxfp4[what === 'weight' ? 0 : 1] : `${s.prefix}.${what}`);
@@ -358,8 +372,9 @@ export function loadMatrix(device: GPUDevice, limits: { maxBinding: number; maxT
     const first = s.first + r.first;
     if (mxfp4 && what === 'scales') return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * groupsPerRow + from) };
     if (what === 'weight') {
-      if (!isAffine(format) || s.bits === loadedBits) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * bytesPerRow + from) };
-      return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, (cols * s.bits) / 8, bytesPerRow, widenRow(cols, s.bits as QuantBits, loadedBits)) };
+      const fileRowBytes = isAffine(format) ? (cols * s.bits) / 8 : bytesPerRow;
+      if (fileRowBytes === bytesPerRow) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * bytesPerRow + from) };
+      return { rows: r.rows, read: convertingReader(ckpt, name, first, r.rows, fileRowBytes, bytesPerRow, widenRow(cols, s.bits as QuantBits, loadedBits)) };
     }
     const rowBytesOut = groupsPerRow * valueBytes;
     if (s.groupSize === groupSize) return { rows: r.rows, read: (dst, from) => ckpt.readInto(name, dst, first * rowBytesOut + from) };

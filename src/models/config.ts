@@ -46,6 +46,13 @@ export function moduleQuantization(q: Quantization | undefined, prefix: string, 
   return q && hasScales ? q : undefined;
 }
 
+/**
+ * What a layer keeps in the KV cache: every position ('full'), the last `window` positions
+ * it attends to (a sliding-window layer), or nothing ('none': a recurrent layer, an
+ * MLP-only one).
+ */
+export type LayerKv = 'full' | 'none' | { window: number };
+
 export interface ModelConfig {
   modelType: string;
   hidden: number;
@@ -70,6 +77,8 @@ export interface ModelConfig {
   bosTokenId?: number;
   /** Set by a hybrid family's configure where layers carry recurrent state (LoadedModel.states). */
   recurrent?: true;
+  /** Per layer, what it keeps in the KV cache: set by the family's configure (every layer 'full' until then). */
+  layerKv: LayerKv[];
 }
 
 export type RopeConfig = Pick<ModelConfig, 'rotaryDim' | 'ropeTheta' | 'ropeScaling'>;
@@ -86,7 +95,8 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
 const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
 
 /** Typed reads of `obj`'s fields (null counts as absent); errors name `file` and `prefix` + the key. */
-function fields(obj: Json, file: string, prefix = '') {
+/** Typed reads of a config object's fields (`prefix` names a nested object's in errors). */
+export function configFields(obj: Json, file: string, prefix = '') {
   const fail = (key: string, what: string): never => {
     throw new Error(`${file}: ${prefix}${key} ${what}`);
   };
@@ -119,11 +129,11 @@ function fields(obj: Json, file: string, prefix = '') {
 }
 
 /** A family's typed reads of the decoder's config fields (ModelConfig's and its own). */
-export type ConfigReader = ReturnType<typeof fields>;
+export type ConfigReader = ReturnType<typeof configFields>;
 
 /** The decoder's fields of config.json `json` as a family reads them. */
 export function configReader(json: Json, file = 'config.json'): ConfigReader {
-  return fields(decoderFields(json, file), file);
+  return configFields(decoderFields(json, file), file);
 }
 
 /**
@@ -153,7 +163,7 @@ function decoderFields(json: Json, file: string): Json {
 
 /** head_dim, or hidden_size // num_attention_heads as transformers derives it. */
 function headSize(c: Json, file: string): { hidden: number; heads: number; headDim: number } {
-  const f = fields(c, file);
+  const f = configFields(c, file);
   const hidden = f.count('hidden_size');
   const heads = f.count('num_attention_heads');
   const headDim = f.count('head_dim', Math.floor(hidden / heads));
@@ -204,8 +214,8 @@ export function oneRope(cfg: ModelConfig, file = 'config.json'): void {
 /** head_dim * partial_rotary_factor (top level, or in rope_parameters), as transformers takes it. */
 function rotaryDim(c: Json, headDim: number, file: string): number {
   const v5 = isObject(c.rope_parameters) ? c.rope_parameters : {};
-  const inner = v5.partial_rotary_factor == null ? undefined : fields(v5, file, 'rope_parameters.').positive('partial_rotary_factor');
-  const outer = c.partial_rotary_factor == null ? undefined : fields(c, file).positive('partial_rotary_factor');
+  const inner = v5.partial_rotary_factor == null ? undefined : configFields(v5, file, 'rope_parameters.').positive('partial_rotary_factor');
+  const outer = c.partial_rotary_factor == null ? undefined : configFields(c, file).positive('partial_rotary_factor');
   if (inner !== undefined && outer !== undefined && inner !== outer) throw new Error(`${file}: rope_parameters.partial_rotary_factor ${inner} and partial_rotary_factor ${outer} disagree`);
   const factor = inner ?? outer ?? 1;
   if (factor > 1) throw new Error(`${file}: partial_rotary_factor ${factor} must be at most 1`);
@@ -217,18 +227,20 @@ function rotaryDim(c: Json, headDim: number, file: string): number {
 /** One rope dict (`name` is where it sits), with rope_theta and partial_rotary_factor from it or the top level. */
 function ropeDict(c: Json, name: string, d: unknown, file: string): Rope {
   if (!isObject(d)) throw new Error(`${file}: ${name} must be an object, got ${show(d)}`);
-  const f = fields(d, file, `${name}.`);
+  const f = configFields(d, file, `${name}.`);
   const type = d.rope_type ?? d.type ?? 'default';
   if (d.rope_type != null && d.type != null && d.rope_type !== d.type) {
     f.fail('rope_type', `${show(d.rope_type)} and ${name}.type ${show(d.type)} disagree`);
   }
   if (typeof type !== 'string') return f.fail('rope_type', `must be a string, got ${show(type)}`);
-  const outer = c.rope_theta == null ? undefined : fields(c, file).positive('rope_theta');
+  const outer = c.rope_theta == null ? undefined : configFields(c, file).positive('rope_theta');
   const inner = d.rope_theta == null ? undefined : f.positive('rope_theta');
   if (outer !== undefined && inner !== undefined && outer !== inner) f.fail('rope_theta', `${inner} and rope_theta ${outer} disagree`);
   const ropeTheta = inner ?? outer ?? DEFAULT_ROPE_THETA;
   switch (type) {
     case 'default':
+    // Qwen2-VL's multimodal RoPE: default frequencies; the family reads mrope_section.
+    case 'mrope':
       return { ropeTheta };
     case 'linear':
       return { ropeTheta, ropeScaling: { type, factor: f.positive('factor') } };
@@ -258,11 +270,11 @@ function ropeDict(c: Json, name: string, d: unknown, file: string): Rope {
  * max_position_embeddings / original replaces factor; a config on which they disagree is refused.
  */
 function yarn(c: Json, d: Json, name: string, file: string): RopeScaling {
-  const f = fields(d, file, `${name}.`);
+  const f = configFields(d, file, `${name}.`);
   const factor = f.positive('factor');
   const originalMaxPositions = llama3Context(c, d, name, file);
   if (d.original_max_position_embeddings != null) {
-    const ratio = fields(c, file).count('max_position_embeddings') / originalMaxPositions;
+    const ratio = configFields(c, file).count('max_position_embeddings') / originalMaxPositions;
     if (ratio !== factor) f.fail('factor', `${factor} differs from max_position_embeddings / original_max_position_embeddings = ${ratio}`);
   }
   const mscale = (m: number) => (factor <= 1 ? 1 : 0.1 * m * Math.log(factor) + 1);
@@ -280,14 +292,14 @@ function yarn(c: Json, d: Json, name: string, file: string): RopeScaling {
  * sqrt(1 + ln(s) / ln(original)) for s = max_position_embeddings / original (1 when s <= 1).
  */
 function longrope(c: Json, d: Json, name: string, file: string): RopeScaling {
-  const f = fields(d, file, `${name}.`);
+  const f = configFields(d, file, `${name}.`);
   const list = (key: string): number[] => {
     const v = d[key];
     if (!Array.isArray(v) || !v.every((x) => typeof x === 'number' && x > 0)) return f.fail(key, `must be a list of positive numbers, got ${show(v)}`);
     return v as number[];
   };
   const originalMaxPositions = llama3Context(c, d, name, file);
-  const s = fields(c, file).count('max_position_embeddings') / originalMaxPositions;
+  const s = configFields(c, file).count('max_position_embeddings') / originalMaxPositions;
   const attentionFactor = f.optional('attention_factor') ?? (s <= 1 ? 1 : Math.sqrt(1 + Math.log(s) / Math.log(originalMaxPositions)));
   return { type: 'longrope', shortFactor: list('short_factor'), longFactor: list('long_factor'), originalMaxPositions, attentionFactor };
 }
@@ -298,10 +310,10 @@ function longrope(c: Json, d: Json, name: string, file: string): RopeScaling {
  */
 function llama3Context(c: Json, d: Json, name: string, file: string): number {
   const key = 'original_max_position_embeddings';
-  const inner = d[key] == null ? undefined : fields(d, file, `${name}.`).count(key);
-  const outer = c[key] == null ? undefined : fields(c, file).count(key);
+  const inner = d[key] == null ? undefined : configFields(d, file, `${name}.`).count(key);
+  const outer = c[key] == null ? undefined : configFields(c, file).count(key);
   if (inner !== undefined && outer !== undefined && inner !== outer) throw new Error(`${file}: ${name}.${key} ${inner} and ${key} ${outer} disagree`);
-  return inner ?? outer ?? fields(c, file).count('max_position_embeddings');
+  return inner ?? outer ?? configFields(c, file).count('max_position_embeddings');
 }
 
 /** MLX quantization (`quantization`, or the `quantization_config` copy mlx-lm also writes). */
@@ -310,7 +322,7 @@ export function readQuantization(json: Json, file: string): Quantization | undef
   const q = json[name];
   if (q == null) return undefined;
   if (!isObject(q)) throw new Error(`${file}: ${name} must be an object, got ${show(q)}`);
-  const f = fields(q, file, `${name}.`);
+  const f = configFields(q, file, `${name}.`);
   // GPT-OSS's mxfp4: its quantized tensors name themselves (<prefix>_blocks, _scales: checkpoint.ts).
   if (name === 'quantization_config' && q.quant_method === 'mxfp4') return undefined;
   if (name === 'quantization_config' && q.quant_method != null) f.fail('quant_method', `${show(q.quant_method)} is not supported (MLX affine quantization, or mxfp4)`);
@@ -330,7 +342,7 @@ export function readQuantization(json: Json, file: string): Quantization | undef
  * against what the engine loads: affine, or mxfp4 (MLX's, as mlx-lm writes GPT-OSS's experts).
  */
 function moduleFields(q: Json, file: string, prefix: string, defaultGroup: number): ModuleQuantization {
-  const f = fields(q, file, prefix);
+  const f = configFields(q, file, prefix);
   const mode = f.oneOf('mode', ['affine', 'mxfp4'], 'affine');
   if (mode === 'mxfp4') {
     if (q.bits !== 4 || (q.group_size ?? 32) !== 32) f.fail('mode', `mxfp4 takes bits 4 and group_size 32, got ${show(q.bits)} and ${show(q.group_size)}`);
@@ -356,7 +368,7 @@ function tokenIds(v: unknown, where: string): number[] {
  */
 export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 'config.json'): ModelConfig {
   const c = decoderFields(json, file);
-  const f = fields(c, file);
+  const f = configFields(c, file);
   const { hidden, heads, headDim } = headSize(c, file);
   const kvHeads = f.count('num_key_value_heads', heads);
   if (heads % kvHeads !== 0) f.fail('num_key_value_heads', `${kvHeads} does not divide num_attention_heads ${heads}`);
@@ -366,10 +378,11 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
     ...tokenIds(c.eos_token_id, `${file}: eos_token_id`),
     ...tokenIds(generationConfig.eos_token_id, `${file} (generation_config.json): eos_token_id`),
   ];
+  const layers = f.count('num_hidden_layers');
   return {
     modelType: String(c.model_type ?? ''),
     hidden,
-    layers: f.count('num_hidden_layers'),
+    layers,
     heads,
     kvHeads,
     headDim,
@@ -383,6 +396,7 @@ export function normalizeConfig(json: Json, generationConfig: Json = {}, file = 
     quantization: readQuantization(json, file),
     eosTokenIds: [...new Set(eos)],
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : undefined,
+    layerKv: Array<LayerKv>(layers).fill('full'),
   };
 }
 

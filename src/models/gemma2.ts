@@ -16,6 +16,7 @@ export const gemma2: Family = {
     c.oneOf('attention_bias', [false], false);
     const types = gemmaLayerTypes(c, cfg.layers, (i) => i % 2 === 0);
     const window = c.count('sliding_window', 4096);
+    cfg.layerKv = types.map((t) => (t === 'sliding_attention' ? { window } : 'full'));
     const scale = c.positive('query_pre_attn_scalar', 256) ** -0.5;
     const softcap = c.optional('attn_logit_softcapping');
     const finalSoftcap = c.optional('final_logit_softcapping');
@@ -24,10 +25,7 @@ export const gemma2: Family = {
       const program = new Program();
       program.add(...embed(ctx, Math.sqrt(cfg.hidden)));
       for (let i = 0; i < cfg.layers; i++) {
-        const sliding = types[i] === 'sliding_attention';
-        program.add(...attention(ctx, i, {
-          norms, inputNorm: 'input_layernorm', postNorm: 'post_attention_layernorm', rope: cfg, window: sliding ? window : undefined, scale, softcap,
-        }));
+        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', postNorm: 'post_attention_layernorm', rope: cfg, scale, softcap }));
         program.add(...mlp(ctx, i, { norms, inputNorm: 'pre_feedforward_layernorm', postNorm: 'post_feedforward_layernorm', activation }));
       }
       program.add(...head(ctx, { norms, softcap: finalSoftcap }));

@@ -15,34 +15,12 @@ import { Ops } from '../runtime/ops.js';
 import { Program } from '../runtime/program.js';
 import { filledBuffer, storageBuffer, type GpuWeight } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource } from './checkpoint.js';
-import { configReader, readConfigFiles, readModelConfig } from './config.js';
+import { configReader, readConfigFiles, readModelConfig, type ConfigReader } from './config.js';
 import { gemmaActivation } from './gemma3.js';
-import { vitEncoder, type VisionLoader } from './vision-layers.js';
+import { vitEncoder, type RgbImage, type VisionEncoder, type VisionLoader } from './vision-layers.js';
 
-/** Decoded RGB pixels, row-major, 3 bytes a pixel. */
-export interface RgbImage {
-  width: number;
-  height: number;
-  pixels: Uint8Array;
-}
-
-export interface VisionEncoder {
-  /** Soft tokens each image becomes in the language model. */
-  tokensPerImage: number;
-  /** The id of the soft tokens' placeholder token in the prompt. */
-  imageToken: number;
-  /** What the chat template writes where an image goes (for a {"type": "image"} part). */
-  marker: string;
-  /** The prompt text that marker stands for: the image's placeholder tokens with their delimiters. */
-  expansion: string;
-  /** Their embeddings, [tokensPerImage, text hidden] row-major. */
-  encode(image: RgbImage): Promise<Float32Array>;
-}
-
-/** How an image becomes the tower's input (Gemma3ImageProcessor's fields). */
-export interface ImagePreprocessor {
-  /** The square side the image is resized to. */
-  size: number;
+/** How an image's pixels become the tower's input values (the image processors' resample, rescale and normalise fields). */
+export interface ImageNormalization {
   /** sharp's kernel for PIL's resample code. */
   kernel: 'nearest' | 'linear' | 'cubic' | 'lanczos3';
   rescale: number;
@@ -50,44 +28,60 @@ export interface ImagePreprocessor {
   std: [number, number, number];
 }
 
-/** PIL's resample codes (NEAREST, LANCZOS, BILINEAR, BICUBIC) as sharp's kernels. */
-const RESAMPLE: Record<number, ImagePreprocessor['kernel']> = { 0: 'nearest', 1: 'lanczos3', 2: 'linear', 3: 'cubic' };
+/** How an image becomes the tower's input (Gemma3ImageProcessor's fields). */
+export interface ImagePreprocessor extends ImageNormalization {
+  /** The square side the image is resized to. */
+  size: number;
+}
 
-/** preprocessor_config.json as Gemma 3's image processor reads it; `size` is the tower's image_size. */
-export function readImagePreprocessor(dir: string, size: number): ImagePreprocessor {
+/** PIL's resample codes (NEAREST, LANCZOS, BILINEAR, BICUBIC) as sharp's kernels. */
+const RESAMPLE: Record<number, ImageNormalization['kernel']> = { 0: 'nearest', 1: 'lanczos3', 2: 'linear', 3: 'cubic' };
+
+/** A checkpoint's preprocessor_config.json, for typed reads. */
+export function readPreprocessorConfig(dir: string): ConfigReader {
   const file = join(dir, 'preprocessor_config.json');
   if (!existsSync(file)) throw new Error(`${dir}: no preprocessor_config.json, which says how images are prepared for the vision tower`);
   const c = configReader(JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>, file);
-  if (c.bool('do_pan_and_scan', false)) c.fail('do_pan_and_scan', 'true is not supported (pan-and-scan crops are not implemented)');
   c.oneOf('do_convert_rgb', [true, null], true);
-  const sizeField = c.raw.size as { height?: unknown; width?: unknown } | undefined;
-  if (sizeField != null && (sizeField.height !== size || sizeField.width !== size)) c.fail('size', `must be ${size} x ${size}, the vision tower's image_size`);
-  const resample = c.number('resample', 2);
+  return c;
+}
+
+/** The resample filter (`resample`, PIL's code, default `resample`), rescale and normalisation an image processor config gives. */
+export function readImageNormalization(c: ConfigReader, defaults: { resample: number; mean: [number, number, number]; std: [number, number, number] }): ImageNormalization {
+  const resample = c.number('resample', defaults.resample);
   const kernel = RESAMPLE[resample] ?? c.fail('resample', `${resample} is not supported (0, 1, 2, 3: nearest, lanczos, bilinear, bicubic)`);
-  const triple = (key: string, fallback: number): [number, number, number] => {
-    const v = c.raw[key] ?? [fallback, fallback, fallback];
+  const triple = (key: string, fallback: [number, number, number]): [number, number, number] => {
+    const v = c.raw[key] ?? fallback;
     if (!Array.isArray(v) || v.length !== 3 || !v.every((x) => typeof x === 'number')) return c.fail(key, 'must be three numbers');
     return v as [number, number, number];
   };
   const normalize = c.bool('do_normalize', true);
   return {
-    size,
     kernel,
     rescale: c.bool('do_rescale', true) ? c.positive('rescale_factor', 1 / 255) : 1,
-    mean: normalize ? triple('image_mean', 0.5) : [0, 0, 0],
-    std: normalize ? triple('image_std', 0.5) : [1, 1, 1],
+    mean: normalize ? triple('image_mean', defaults.mean) : [0, 0, 0],
+    std: normalize ? triple('image_std', defaults.std) : [1, 1, 1],
   };
 }
 
-/** The image resized to size x size and normalised: [3, size, size] channels-first. */
-export async function preprocessImage(image: RgbImage, pre: ImagePreprocessor): Promise<Float32Array> {
-  const { size } = pre;
-  const pixels = image.width === size && image.height === size
+/** preprocessor_config.json as Gemma 3's image processor reads it; `size` is the tower's image_size. */
+export function readImagePreprocessor(dir: string, size: number): ImagePreprocessor {
+  const c = readPreprocessorConfig(dir);
+  if (c.bool('do_pan_and_scan', false)) c.fail('do_pan_and_scan', 'true is not supported (pan-and-scan crops are not implemented)');
+  const sizeField = c.raw.size as { height?: unknown; width?: unknown } | undefined;
+  if (sizeField != null && (sizeField.height !== size || sizeField.width !== size)) c.fail('size', `must be ${size} x ${size}, the vision tower's image_size`);
+  return { size, ...readImageNormalization(c, { resample: 2, mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5] }) };
+}
+
+/** The image resized to width x height and normalised: [3, height, width] channels-first. */
+export async function preprocessImage(image: RgbImage, pre: ImageNormalization, width: number, height: number): Promise<Float32Array> {
+  const pixels = image.width === width && image.height === height
     ? image.pixels
-    : await sharp(image.pixels, { raw: { width: image.width, height: image.height, channels: 3 } }).resize(size, size, { fit: 'fill', kernel: pre.kernel }).raw().toBuffer();
-  const out = new Float32Array(3 * size * size);
-  for (let i = 0; i < size * size; i++) {
-    for (let c = 0; c < 3; c++) out[c * size * size + i] = (pixels[3 * i + c]! * pre.rescale - pre.mean[c]!) / pre.std[c]!;
+    : await sharp(image.pixels, { raw: { width: image.width, height: image.height, channels: 3 } }).resize(width, height, { fit: 'fill', kernel: pre.kernel }).raw().toBuffer();
+  const n = width * height;
+  const out = new Float32Array(3 * n);
+  for (let i = 0; i < n; i++) {
+    for (let c = 0; c < 3; c++) out[c * n + i] = (pixels[3 * i + c]! * pre.rescale - pre.mean[c]!) / pre.std[c]!;
   }
   return out;
 }
@@ -112,7 +106,7 @@ export function unfoldPatches(pixels: Float32Array, size: number, patch: number)
 }
 
 /** The image encoder of a gemma3 checkpoint with a vision_config; undefined for one without. */
-export async function loadGemma3Vision(gpu: Gpu, dir: string): Promise<VisionEncoder | undefined> {
+export async function loadGemma3Vision(gpu: Gpu, dir: string, batchTokens: number): Promise<VisionEncoder | undefined> {
   const { json, file } = readConfigFiles(dir);
   if (json.model_type !== 'gemma3' || json.vision_config == null) return undefined;
   const top = configReader({ ...json, text_config: undefined }, file);
@@ -191,7 +185,7 @@ export async function loadGemma3Vision(gpu: Gpu, dir: string): Promise<VisionEnc
   // One image at a time: the passes share their buffers.
   let queue: Promise<unknown> = Promise.resolve();
   const encodeOne = async (image: RgbImage): Promise<Float32Array> => {
-    const patches = unfoldPatches(await preprocessImage(image, pre), imageSize, patch);
+    const patches = unfoldPatches(await preprocessImage(image, pre, imageSize, imageSize), imageSize, patch);
     const device = gpu.device;
     device.queue.writeBuffer(vt.buffers.patches, 0, patches);
     for (const [program, rows] of [[tower, side * side], [projector, tokens]] as const) {
@@ -205,13 +199,16 @@ export async function loadGemma3Vision(gpu: Gpu, dir: string): Promise<VisionEnc
     return new Float32Array(await mapRead(staging), 0, tokens * textHidden);
   };
   // Gemma3Processor's expansion of the template's image marker.
+  const expansion = `\n\n<start_of_image>${'<image_soft_token>'.repeat(tokens)}<end_of_image>\n\n`;
   return {
     tokensPerImage: tokens,
+    maxImageTokens: batchTokens,
     imageToken: top.count('image_token_index', 262144),
     marker: '<start_of_image>',
-    expansion: `\n\n<start_of_image>${'<image_soft_token>'.repeat(tokens)}<end_of_image>\n\n`,
+    tokens: () => tokens,
+    expansion: () => expansion,
     encode: (image) => {
-      const result = queue.then(() => encodeOne(image));
+      const result = queue.then(async () => ({ rows: await encodeOne(image) }));
       queue = result.catch(() => undefined);
       return result;
     },

@@ -25,6 +25,7 @@ export const gemma3: Family = {
     const pattern = c.count('sliding_window_pattern', 6);
     const types = gemmaLayerTypes(c, cfg.layers, (i) => (i + 1) % pattern !== 0);
     const window = c.count('sliding_window', 4096);
+    cfg.layerKv = types.map((t) => (t === 'sliding_attention' ? { window } : 'full'));
     const scale = c.positive('query_pre_attn_scalar', 256) ** -0.5;
     const softcap = c.optional('attn_logit_softcapping');
     const finalSoftcap = c.optional('final_logit_softcapping');
@@ -41,7 +42,7 @@ export const gemma3: Family = {
         const sliding = types[i] === 'sliding_attention';
         program.add(...attention(ctx, i, {
           norms, inputNorm: 'input_layernorm', postNorm: 'post_attention_layernorm', qkNorm: 'head',
-          rope: sliding ? local : global, window: sliding ? window : undefined, scale, softcap, keyEnd: images?.keyEnd,
+          rope: sliding ? local : global, scale, softcap, keyEnd: images?.keyEnd,
         }));
         program.add(...mlp(ctx, i, { norms, inputNorm: 'pre_feedforward_layernorm', postNorm: 'post_feedforward_layernorm', activation }));
       }

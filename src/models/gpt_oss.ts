@@ -24,7 +24,10 @@ export const gptOss: Family = {
     if (topK > experts) c.fail('num_experts_per_tok', `${topK} exceeds num_local_experts ${experts}`);
     if (c.raw.experts_per_token != null && c.raw.experts_per_token !== topK) c.fail('experts_per_token', `${JSON.stringify(c.raw.experts_per_token)} disagrees with num_experts_per_tok ${topK}`);
     const types = gemmaLayerTypes(c, cfg.layers, (i) => i % 2 === 0);
-    const window = types.includes('sliding_attention') ? c.count('sliding_window') : undefined;
+    if (types.includes('sliding_attention')) {
+      const window = c.count('sliding_window');
+      cfg.layerKv = types.map((t) => (t === 'sliding_attention' ? { window } : 'full'));
+    }
     const gluLimit = c.positive('swiglu_limit', 7);
     const norms = { eps: cfg.rmsEps };
     return (ctx) => {
@@ -32,8 +35,7 @@ export const gptOss: Family = {
       program.add(...embed(ctx));
       for (let i = 0; i < cfg.layers; i++) {
         program.add(...attention(ctx, i, {
-          norms, inputNorm: 'input_layernorm', qkvBias: true, oBias: true, sinks: true, rope: cfg,
-          window: types[i] === 'sliding_attention' ? window : undefined, scale: cfg.headDim ** -0.5,
+          norms, inputNorm: 'input_layernorm', qkvBias: true, oBias: true, sinks: true, rope: cfg, scale: cfg.headDim ** -0.5,
         }));
         program.add(...moe(ctx, i, {
           norms, inputNorm: 'post_attention_layernorm', block: 'mlp', router: 'router', projections: { gate: 'gate_proj', up: 'up_proj', down: 'down_proj' },

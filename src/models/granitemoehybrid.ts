@@ -43,6 +43,7 @@ export const granitemoehybrid: Family = {
     }
     cfg.intermediate = c.count('shared_intermediate_size');
     if ((types as string[]).includes('mamba')) cfg.recurrent = true;
+    cfg.layerKv = (types as string[]).map((t) => (t === 'attention' ? 'full' : 'none'));
     const heads = c.count('mamba_n_heads');
     const headDim = c.count('mamba_d_head');
     const expand = c.count('mamba_expand', 2);

@@ -82,8 +82,8 @@ export function f32ToBf16(src: ArrayLike<number>): Uint16Array {
 }
 
 export function bf16ToF32(src: Uint16Array): Float32Array {
-  // bf16 is the top half of a float32, so widening is a shift.
-  const out = new Uint32Array(src.length);
-  for (let i = 0; i < src.length; i++) out[i] = src[i]! << 16;
+  // bf16 is the top half of a float32: the high 16 bits of each little-endian word.
+  const out = new Uint16Array(src.length * 2);
+  for (let i = 0; i < src.length; i++) out[2 * i + 1] = src[i]!;
   return new Float32Array(out.buffer);
 }

@@ -1,7 +1,7 @@
 // The layer vocabulary the decoder families compose (src/models/<family>.ts), each layer
 // recording its dispatches; the math is in src/kernels. A layer's spec names what varies
 // between families: norms before and after a block, the activation, the RoPE (or none),
-// a sliding window, soft-capping, scalar multipliers, biases, fused projections. Beside
+// soft-capping, scalar multipliers, biases, fused projections. Beside
 // attention and the MLPs are the recurrent layers (Mamba-2, LFM2's short convolution), whose
 // kernels continue each sequence from its state slot (BuildContext.state). Layers name
 // their tensors as transformers' decoders do (model.embed_tokens, model.layers.N.self_attn.*,
@@ -45,8 +45,6 @@ export interface AttentionSpec {
   qkNorm?: 'head' | 'full';
   /** Absent: a NoPE layer (no rotary embedding). */
   rope?: Rope;
-  /** Attend to the last `window` positions only (sliding-window layers). */
-  window?: number;
   /** q's multiplier: 1 / sqrt(head_dim), or the family's (query_pre_attn_scalar, Granite's attention_multiplier). */
   scale: number;
   /** Attention-score soft-capping (Gemma 2's attn_logit_softcapping). */
@@ -61,6 +59,8 @@ export interface AttentionSpec {
   postNorm?: string;
   /** Each token attends up to its position here instead of its own (ImageInputs.keyEnd: Gemma 3's bidirectional images). */
   keyEnd?: GPUBuffer;
+  /** Multimodal RoPE (Qwen2.5-VL): each pair turns by the position stream its section names (RopeOptions.mrope), positions from BuildContext.mropePositions. */
+  mrope?: { sections: readonly [number, number]; positions: GPUBuffer };
 }
 
 export interface MlpSpec {
@@ -137,7 +137,8 @@ export function qkvProjection(ctx: BuildContext, layer: number, spec: AttentionS
 
 /**
  * act.attn = attention(rope(q), rope(k), act.v) over the layer's KV cache: the per-head q/k
- * norm (qkNorm 'head'), RoPE and KV-cache write in one kernel, then the attention kernel.
+ * norm (qkNorm 'head'), RoPE and KV-cache write in one kernel, then the attention kernel,
+ * over the last positions the layer keeps where it is a sliding-window one (cfg.layerKv).
  */
 export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { q, k }: Pick<ProjectedQk, 'q' | 'k'>): Dispatch[] {
   const { ops, cfg, act, kv, meta } = ctx;
@@ -146,12 +147,15 @@ export function attend(ctx: BuildContext, layer: number, spec: AttentionSpec, { 
     ? ctx.vector([spec.names?.qNorm ?? 'q_norm', spec.names?.kNorm ?? 'k_norm'].map((n) => ({ name: `${p}.${n}.weight`, length: cfg.headDim })), spec.norms.plusOne ? 1 : 0)
     : undefined;
   const rope = spec.rope ? ctx.rope(spec.rope) : { rotaryDim: 0 };
+  const layerKv = cfg.layerKv[layer]!;
+  const cache = kv.layers[layer];
+  if (layerKv === 'none' || !cache) throw new Error(`layer ${layer} attends but declares no KV cache`);
   return ops.attention(p, {
-    q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, cache: kv.layers[layer]!, blockSize: kv.blockSize,
+    q, k, v: act.v, heads: cfg.heads, kvHeads: cfg.kvHeads, cache, blockSize: kv.blockSize,
   }, act.attn, {
-    headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: spec.window, softcap: spec.softcap,
-    sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined,
-  }, spec.keyEnd ? { ...meta, keyEnd: spec.keyEnd } : meta);
+    headDim: cfg.headDim, ...rope, headNorm, eps: spec.norms.eps, scale: spec.scale, window: layerKv === 'full' ? 0 : layerKv.window, softcap: spec.softcap,
+    sinks: spec.sinks ? ctx.vector({ name: `${p}.sinks`, length: cfg.heads }) : undefined, mrope: spec.mrope,
+  }, { ...meta, keyEnd: spec.keyEnd, ropePos: spec.mrope?.positions });
 }
 
 /** h += post(o_proj(act.attn)): without a post-norm the residual add is o_proj's accumulate. */
@@ -408,7 +412,7 @@ export function mamba2(ctx: BuildContext, layer: number, spec: Mamba2Spec): Disp
   return [
     ...ops.linear(`${p}.in_proj`, inProj, act.h, proj, { norm }),
     ops.ssmConv(`${p}.conv1d`, meta.chunks, proj, convW, convState, xbc, { channels: convDim, inStride: projWidth, inOffset: inner, kernel: K, gated: false, bias: convB }),
-    ops.ssmScan(`${p}.scan`, meta.chunks, xbc, proj, weights, ssmState, y, {
+    ...ops.ssmScan(`${p}.scan`, meta.chunks, xbc, proj, weights, ssmState, y, {
       heads: H, headDim: P, groups: G, stateSize: N, convDim, projStride: projWidth, dtOffset: inner + convDim,
     }),
     ops.rmsnormGated(`${p}.norm`, y, proj, normW, { width: inner, group: spec.normGroup, zStride: projWidth, eps: spec.norms.eps }),

@@ -30,6 +30,7 @@ export const lfm2: Family = {
       return c.fail('layer_types', 'is missing (and full_attn_idxs is not a list of layer indices)');
     }
     if (attentionLayers.includes(false)) cfg.recurrent = true;
+    cfg.layerKv = attentionLayers.map((a) => (a ? 'full' : 'none'));
     cfg.rmsEps = c.positive('norm_eps', 1e-5);
     const tie = c.raw.tie_word_embeddings ?? c.raw.tie_embedding ?? true;
     if (typeof tie !== 'boolean') c.fail('tie_embedding', `must be true or false, got ${JSON.stringify(tie)}`);

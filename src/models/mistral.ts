@@ -11,12 +11,13 @@ export const mistral: Family = {
     c.oneOf('hidden_act', ['silu'], 'silu');
     oneRope(cfg, c.file);
     const window = 'sliding_window' in c.raw ? (c.raw.sliding_window === null ? undefined : c.count('sliding_window')) : 4096;
+    if (window !== undefined) cfg.layerKv.fill({ window });
     const norms = { eps: cfg.rmsEps };
     return (ctx) => {
       const program = new Program();
       program.add(...embed(ctx));
       for (let i = 0; i < cfg.layers; i++) {
-        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', rope: cfg, window, scale: cfg.headDim ** -0.5 }));
+        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', rope: cfg, scale: cfg.headDim ** -0.5 }));
         program.add(...mlp(ctx, i, { norms, inputNorm: 'post_attention_layernorm', activation: 'silu' }));
       }
       program.add(...head(ctx, { norms }));

@@ -12,7 +12,7 @@ export const mixtral: Family = {
   configure(c, cfg) {
     c.oneOf('hidden_act', ['silu'], 'silu');
     oneRope(cfg, c.file);
-    const window = c.raw.sliding_window == null ? undefined : c.count('sliding_window');
+    if (c.raw.sliding_window != null) cfg.layerKv.fill({ window: c.count('sliding_window') });
     const experts = c.count('num_local_experts');
     const topK = c.count('num_experts_per_tok');
     if (topK > experts) c.fail('num_experts_per_tok', `${topK} exceeds num_local_experts ${experts}`);
@@ -21,7 +21,7 @@ export const mixtral: Family = {
       const program = new Program();
       program.add(...embed(ctx));
       for (let i = 0; i < cfg.layers; i++) {
-        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', rope: cfg, window, scale: cfg.headDim ** -0.5 }));
+        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', rope: cfg, scale: cfg.headDim ** -0.5 }));
         program.add(...moe(ctx, i, {
           norms, inputNorm: 'post_attention_layernorm', block: 'block_sparse_moe', router: 'gate', projections: { gate: 'w1', up: 'w3', down: 'w2' },
           experts, topK, intermediate: cfg.intermediate, routing: 'softmax_topk', renormalize: true, activation: 'silu',

@@ -7,9 +7,9 @@ import { Ops, type BatchMeta } from '../runtime/ops.js';
 import { SEQ_NORM_BYTES, type Pooling } from '../runtime/ops/pooling.js';
 import type { Program } from '../runtime/program.js';
 import type { KvLayer } from '../runtime/ops/attention.js';
-import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTextureRows, storageBuffer, type GpuWeight, type KvType } from '../runtime/tensors.js';
+import { KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTextureRows, partWeight, storageBuffer, type GpuWeight, type KvType } from '../runtime/tensors.js';
 import { Checkpoint, loadMatrix, loadVector, type MatrixSource, type VectorSource } from './checkpoint.js';
-import type { ConfigReader, ModelConfig, Rope } from './config.js';
+import type { ConfigReader, LayerKv, ModelConfig, Rope } from './config.js';
 import { readFamilyConfig } from './registry.js';
 import { listCheckpointTensors } from './safetensors.js';
 import { ropeAttentionFactor, ropeInvFreq } from './rope.js';
@@ -39,26 +39,77 @@ export interface KvTypes {
 }
 
 /**
- * The paged KV cache's textures: `blocks` blocks of blockSize positions per layer now, up
- * to maxBlocks as the engine grows the pool (engine/kv-cache.ts KvRows.resize replaces the
- * layers' textures).
+ * The KV cache's textures, per layer (undefined for a layer that keeps no KV). A paged
+ * layer holds `blocks` blocks of blockSize positions now, up to maxBlocks as the engine
+ * grows the pool (engine/kv-cache.ts KvRows.resize replaces the paged layers' textures); a
+ * ring layer holds its ring of every slot, allocated once (KvLayer.ring).
  */
 export interface KvCache {
   blockSize: number;
   blocks: number;
   maxBlocks: number;
+  /** Slots a ring layer holds a ring for (0 without ring layers). */
+  ringSlots: number;
   types: KvTypes;
   /** Values of one position's keys (or values) in one layer: kvHeads * headDim. */
   kvDim: number;
-  /** Bytes of one position's keys and values across all layers. */
+  /** Bytes of one position's keys and values across the paged layers. */
   tokenBytes: number;
-  layers: KvLayer[];
+  layers: Array<KvLayer | undefined>;
 }
 
-/** Bytes of a KV cache's textures when they hold `blocks` blocks (default: as many as now). */
+/**
+ * Where a layer keeps its KV (cfg.layerKv): `ring` positions per slot for a sliding-window
+ * layer whose ring is shorter than the context, 0 for paged blocks of every position, null
+ * for a layer that keeps none.
+ */
+export type KvPlacement = number | null;
+
+/** What sizes the rings: the slots, a pass's most tokens per sequence (the prefill chunk), a sequence's longest context. */
+export interface RingOptions {
+  slots: number;
+  chunk: number;
+  maxContext: number;
+}
+
+/**
+ * Each layer's KV placement. A sliding-window layer of window w keeps a ring of w + chunk - 1
+ * positions per slot (kv_cache.wgsl): a pass writes at most `chunk` positions of a sequence
+ * (a speculative verify round's drafts included) before its first token reads back w - 1
+ * before them. Without `rings` (or where the ring would not be shorter than the context)
+ * a layer is paged.
+ */
+export function kvPlacements(layerKv: readonly LayerKv[], rings?: RingOptions): KvPlacement[] {
+  return layerKv.map((l) => {
+    if (l === 'none') return null;
+    if (l === 'full' || !rings) return 0;
+    const ring = l.window + rings.chunk - 1;
+    return ring < rings.maxContext ? ring : 0;
+  });
+}
+
+/** Bytes of one position's keys and values in one layer. */
+function kvRowBytes(cfg: Pick<ModelConfig, 'kvHeads' | 'headDim'>, types: KvTypes): number {
+  const bytes = (t: KvType) => KV_TEXEL_BYTES[t] / 4;
+  return cfg.kvHeads * cfg.headDim * (bytes(types.k) + bytes(types.v));
+}
+
+/** Bytes of the textures of `layers` layers holding `rows` positions each. */
+function kvTextureBytes(layers: number, rows: number, kvDim: number, types: KvTypes): number {
+  return layers * KV_TEXTURE_WIDTH * kvTextureRows((rows * kvDim) / 4) * (KV_TEXEL_BYTES[types.k] + KV_TEXEL_BYTES[types.v]);
+}
+
+/** Bytes of a KV cache's textures when its paged layers hold `blocks` blocks (default: as many as now). */
 export function kvCacheBytes(kv: KvCache, blocks = kv.blocks): number {
-  const rows = kvTextureRows((blocks * kv.blockSize * kv.kvDim) / 4);
-  return kv.layers.length * KV_TEXTURE_WIDTH * rows * (KV_TEXEL_BYTES[kv.types.k] + KV_TEXEL_BYTES[kv.types.v]);
+  const layers = kv.layers.filter((l): l is KvLayer => l !== undefined);
+  const paged = layers.filter((l) => !l.ring).length;
+  const rings = layers.reduce((n, l) => n + (l.ring ? kvTextureBytes(1, kv.ringSlots * l.ring, kv.kvDim, kv.types) : 0), 0);
+  return kvTextureBytes(paged, blocks * kv.blockSize, kv.kvDim, kv.types) + rings;
+}
+
+/** Bytes of the ring layers' textures of a model of cfg's shape with `placements`: a fixed cost, whatever the sequences hold. */
+export function kvRingBytes(cfg: Pick<ModelConfig, 'kvHeads' | 'headDim'>, types: KvTypes, placements: readonly KvPlacement[], slots: number): number {
+  return placements.reduce<number>((n, ring) => n + (ring ? kvTextureBytes(1, slots * ring, cfg.kvHeads * cfg.headDim, types) : 0), 0);
 }
 
 /** One RoPE's tables as Ops.attention takes them (RopeOptions). */
@@ -108,6 +159,8 @@ export interface BuildContext {
   pooled?: PooledOutput;
   /** The buffers through which a vision-language family takes images' soft tokens (made on first call). */
   imageInputs(): ImageInputs;
+  /** [maxTokens, 3] u32: each token's multimodal RoPE positions (t, h, w), which the engine fills each pass (made on first call). */
+  mropePositions(): GPUBuffer;
 }
 
 /**
@@ -208,6 +261,8 @@ export interface LoadedModel {
   pooled?: PooledOutput;
   /** A vision-language family's image inputs, which the engine fills each pass. */
   images?: ImageInputs;
+  /** A multimodal-RoPE family's positions (BuildContext.mropePositions), which the engine fills each pass. */
+  mropePositions?: GPUBuffer;
   /** The recurrent layers' states (BuildContext.state), each [stateSlots, slotBytes]; none for a transformer. */
   states: RecurrentState[];
 }
@@ -234,6 +289,8 @@ export interface LoadOptions {
   blockSize: number;
   /** Recurrent state slots (the engine's slots; SeqChunk.state). Default maxSeqs. */
   stateSlots?: number;
+  /** Sliding-window layers keep a ring per slot of the engine's `ringSlots` slots (kvPlacements); absent: every position, paged. */
+  ringSlots?: number;
   /** Load as an embedding model: the head pools the final hidden states (no LM head, no sampling). */
   pooling?: Pooling;
   /** With pooling 'rank' on a decoder: its answer tokens. */
@@ -249,24 +306,27 @@ export interface LoadProgress {
   pipelines: number;
 }
 
-/** Bytes of one position's keys and values across all layers of a model of `cfg`'s shape. */
-export function kvTokenBytes(cfg: Pick<ModelConfig, 'layers' | 'kvHeads' | 'headDim'>, types: KvTypes): number {
-  const bytes = (t: KvType) => (t === 'f16' ? 2 : 4);
-  return cfg.layers * cfg.kvHeads * cfg.headDim * (bytes(types.k) + bytes(types.v));
+/** Bytes of one position's keys and values across the paged layers of a model of `cfg`'s shape with `placements`. */
+export function kvTokenBytes(cfg: Pick<ModelConfig, 'kvHeads' | 'headDim'>, types: KvTypes, placements: readonly KvPlacement[]): number {
+  return placements.filter((p) => p === 0).length * kvRowBytes(cfg, types);
 }
 
-/** A model's KV cache textures for `blocks` blocks. */
-function kvCache(device: GPUDevice, cfg: ModelConfig, shape: Omit<KvCache, 'layers' | 'tokenBytes' | 'kvDim'>): KvCache {
+/** A model's KV cache textures: `blocks` blocks per paged layer, a ring per slot per ring layer. */
+function kvCache(device: GPUDevice, cfg: ModelConfig, placements: KvPlacement[], shape: Omit<KvCache, 'layers' | 'tokenBytes' | 'kvDim'>): KvCache {
   const kvDim = cfg.kvHeads * cfg.headDim;
-  const texels = (shape.blocks * shape.blockSize * kvDim) / 4;
+  const layer = (i: number, ring: number): KvLayer => {
+    const texels = ((ring ? shape.ringSlots * ring : shape.blocks * shape.blockSize) * kvDim) / 4;
+    return {
+      k: kvCacheTexture(device, texels, shape.types.k, `k_cache.${i}`),
+      v: kvCacheTexture(device, texels, shape.types.v, `v_cache.${i}`),
+      ...(ring ? { ring } : {}),
+    };
+  };
   return {
     ...shape,
     kvDim,
-    tokenBytes: kvTokenBytes(cfg, shape.types),
-    layers: Array.from({ length: cfg.layers }, (_, i) => ({
-      k: kvCacheTexture(device, texels, shape.types.k, `k_cache.${i}`),
-      v: kvCacheTexture(device, texels, shape.types.v, `v_cache.${i}`),
-    })),
+    tokenBytes: kvTokenBytes(cfg, shape.types, placements),
+    layers: placements.map((ring, i) => (ring === null ? undefined : layer(i, ring))),
   };
 }
 
@@ -315,7 +375,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     attn: borrow(gate, T * qDim, 'attn'),
     gate,
     up,
-    headIn: f32(S * cfg.hidden, 'head_in'),
+    // At least one uniform binding's worth, as the layers' inputs are: the LM head's decode
+    // matvec then shares their pipeline (runtime/ops/linear.ts matvecInput).
+    headIn: storageBuffer(device, Math.max(S * cfg.hidden * 4, gpu.maxUniformBinding), 'head_in'),
     // An embedding model computes no logits.
     logits: f32(options.pooling ? 4 : S * cfg.vocab, 'logits'),
   };
@@ -323,7 +385,9 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   if (cfg.quantization) ops.reserveMatmulInput(Math.max(act.h.size, act.attn.size, act.gate.size, act.headIn.size));
   const maxBlocks = Math.ceil(options.kvTokens / options.blockSize);
   const blocks = Math.min(maxBlocks, Math.ceil((options.kvInitialTokens ?? options.kvTokens) / options.blockSize));
-  const kv = kvCache(device, cfg, { blockSize: options.blockSize, blocks, maxBlocks, types: options.kvTypes });
+  const ringSlots = options.ringSlots ?? 0;
+  const placements = kvPlacements(cfg.layerKv, ringSlots > 0 ? { slots: ringSlots, chunk: T, maxContext: options.maxContext } : undefined);
+  const kv = kvCache(device, cfg, placements, { blockSize: options.blockSize, blocks, maxBlocks, ringSlots, types: options.kvTypes });
   const maxTableEntries = S * Math.ceil(options.maxContext / options.blockSize);
   // Penalties name at most every token of each sequence's context, logit_bias at most
   // MAX_LOGIT_BIAS_TOKENS more.
@@ -333,6 +397,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     tokenPos: u32(T, 'token_pos'),
     tokenTable: u32(T, 'token_table'),
     blockTable: u32(maxTableEntries, 'block_table'),
+    tokenSlot: u32(T, 'token_slot'),
     seqLast: u32(S, 'seq_last'),
     seqParams: storageBuffer(device, S * SEQ_PARAMS_BYTES, 'seq_params'),
     sampled: u32(S, 'sampled'),
@@ -357,12 +422,16 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
     return data;
   };
   const loaded = (w: GpuWeight) => {
-    for (const part of w.parts) [part.data, part.affine].forEach((d) => d && uploaded(d));
-    formats.add(isAffine(w.format) ? (w.stored ? `${w.stored} (as ${w.format} g${w.groupSize})` : `${w.format} g${w.groupSize}`) : w.format);
+    for (const part of w.parts) {
+      [part.data, part.affine].forEach((d) => d && uploaded(d));
+      const p = partWeight(w, part);
+      formats.add(isAffine(p.format) ? (w.stored ? `${w.stored} (as ${p.format} g${p.groupSize})` : `${p.format} g${p.groupSize}`) : p.format);
+    }
     return w;
   };
   const inCheckpoint = (s: MatrixSource): MatrixSource => ({ ...s, prefix: names.of(s.prefix) });
   let images: ImageInputs | undefined;
+  let mropePositions: GPUBuffer | undefined;
   const ctx: BuildContext = {
     ops,
     cfg,
@@ -405,6 +474,7 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
       return buffer;
     },
     imageInputs: () => (images ??= { rows: f32(T * cfg.hidden, 'image_rows'), flags: u32(T, 'image_flags'), keyEnd: u32(T, 'key_end') }),
+    mropePositions: () => (mropePositions ??= u32(3 * T, 'mrope_positions')),
     act,
     kv,
     meta,
@@ -416,5 +486,5 @@ export async function loadModel(gpu: Gpu, dir: string, options: LoadOptions): Pr
   ckpt.close();
   const error = await device.popErrorScope();
   if (error) throw new Error(`building the ${family.name} forward pass: ${error.message}`);
-  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images };
+  return { cfg, ops, program, meta, kv, logits: act.logits, maxTokens: T, maxSeqs: S, maxTableEntries, weightFormat: [...formats].join(', '), weightBytes, pooled, states, images, mropePositions };
 }

@@ -53,6 +53,7 @@ export const nemotronH: Family = {
     if (convKernel < 2 || convKernel > MAX_CONV_KERNEL) c.fail('conv_kernel', `${convKernel} is not supported (2 to ${MAX_CONV_KERNEL})`);
     const convBias = c.bool('use_conv_bias', true);
     if (blocks.includes('mamba')) cfg.recurrent = true;
+    cfg.layerKv = blocks.map((b) => (b === 'attention' ? 'full' : 'none'));
     const norms = { eps: cfg.rmsEps };
     const mamba = { norms, inputNorm: 'norm', block: 'mixer', heads, headDim, groups, stateSize, convKernel, convBias, normGroup: (heads * headDim) / groups };
     return (ctx) => {

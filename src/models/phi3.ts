@@ -13,13 +13,13 @@ export const phi3: Family = {
     c.oneOf('hidden_act', ['silu'], 'silu');
     c.oneOf('attention_bias', [false], false);
     oneRope(cfg, c.file);
-    const window = c.raw.sliding_window == null ? undefined : c.count('sliding_window');
+    if (c.raw.sliding_window != null) cfg.layerKv.fill({ window: c.count('sliding_window') });
     const norms = { eps: cfg.rmsEps };
     return (ctx) => {
       const program = new Program();
       program.add(...embed(ctx));
       for (let i = 0; i < cfg.layers; i++) {
-        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', fusedQkv: true, rope: cfg, window, scale: cfg.headDim ** -0.5 }));
+        program.add(...attention(ctx, i, { norms, inputNorm: 'input_layernorm', fusedQkv: true, rope: cfg, scale: cfg.headDim ** -0.5 }));
         program.add(...mlp(ctx, i, { norms, inputNorm: 'post_attention_layernorm', fusedGateUp: true, activation: 'silu' }));
       }
       program.add(...head(ctx, { norms }));

@@ -16,6 +16,7 @@ import { olmo2 } from './olmo2.js';
 import { phi3 } from './phi3.js';
 import type { Program } from '../runtime/program.js';
 import { qwen2 } from './qwen2.js';
+import { qwen25Vl } from './qwen2-5-vl.js';
 import { qwen3 } from './qwen3.js';
 import { qwen3Moe } from './qwen3-moe.js';
 import { smollm3 } from './smollm3.js';
@@ -26,6 +27,8 @@ const FAMILIES: Record<string, Family> = {
   llama,
   mistral,
   qwen2,
+  qwen2_5_vl: qwen25Vl,
+  qwen2_5_vl_text: qwen25Vl,
   qwen3,
   qwen3_moe: qwen3Moe,
   mixtral,

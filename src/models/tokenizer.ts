@@ -1,7 +1,7 @@
 // The checkpoint's Hugging Face tokenizer (tokenizer.json + tokenizer_config.json),
 // run by @huggingface/tokenizers, plus the special-token facts generation needs.
 import { readFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { TokenizerWorker, WORKER_MIN_CHARS } from './tokenizer-worker.js';
@@ -90,6 +90,11 @@ export class TextTokenizer {
     const jinjaPath = join(dir, 'chat_template.jinja');
     if (existsSync(jinjaPath)) templates.set('default', await readFile(jinjaPath, 'utf8'));
     return new TextTokenizer(new Tokenizer(json, config), config, templates, jsonPath);
+  }
+
+  /** A tokenizer.json alone (no config, no chat template). */
+  static fromFile(jsonPath: string): TextTokenizer {
+    return new TextTokenizer(new Tokenizer(JSON.parse(readFileSync(jsonPath, 'utf8')), {}), {}, new Map(), jsonPath);
   }
 
   /** `addSpecial` runs the tokenizer's post-processor (e.g. prepends BOS). */

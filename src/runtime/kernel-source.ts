@@ -16,11 +16,15 @@ import { parseStruct, type StructLayout } from './wgsl-struct.js';
 // Resolves to src/kernels from both src/runtime (tsx, vitest) and dist/runtime (built).
 const KERNEL_DIR = fileURLToPath(new URL('../../src/kernels/', import.meta.url));
 
-export type WeightFormat = 'f32' | 'f16' | 'bf16' | 'q4' | 'q8' | 'mxfp4';
+/** MLX affine quantization at its stored bit width, packed words in a texture (formats/affine.wgsl). */
+export type AffineFormat = 'q2' | 'q3' | 'q4' | 'q5' | 'q6' | 'q8';
+export type WeightFormat = 'f32' | 'f16' | 'bf16' | AffineFormat | 'mxfp4';
 
-/** q4 / q8: MLX affine quantization, packed words in a texture (formats/affine.wgsl). */
-export function isAffine(format: WeightFormat): format is 'q4' | 'q8' {
-  return format === 'q4' || format === 'q8';
+/** Bits per value of each affine format (formats/affine.wgsl BITS). */
+export const AFFINE_BITS: Record<AffineFormat, number> = { q2: 2, q3: 3, q4: 4, q5: 5, q6: 6, q8: 8 };
+
+export function isAffine(format: WeightFormat): format is AffineFormat {
+  return format in AFFINE_BITS;
 }
 
 /** The file under formats/ that reads weights of `format`: a kernel's `FORMAT` variant value. */

@@ -6,10 +6,11 @@
 import type { Gpu } from './gpu.js';
 import { PipelineCache } from './pipelines.js';
 import type { StepShape } from './program.js';
-import { formatFile, isAffine, kernelEnum, kernelStruct, type Variant } from './kernel-source.js';
+import { AFFINE_BITS, formatFile, isAffine, kernelEnum, kernelStruct, type Variant } from './kernel-source.js';
 import { packStruct, type StructValues } from './wgsl-struct.js';
 import { PACKED_TEXTURE_WIDTH, PACKED_TILE_ROWS, storageBuffer, uniformBuffer, type GpuWeight, type ScaleFormat, type WeightPart } from './tensors.js';
 import { attention, cachedAttention, ropeKvWrite } from './ops/attention.js';
+import { adain, adaLayerNorm, conv1d, convTranspose1d, gatherRows, harmonicSource, istft, lstm, stft } from './ops/audio.js';
 import { im2col } from './ops/conv.js';
 import { embedOverride, embedding } from './ops/embedding.js';
 import { gatedLinear, glu, linear, reserveMatmulInput } from './ops/linear.js';
@@ -24,7 +25,7 @@ export const ceil = (a: number, b: number) => Math.ceil(a / b);
 /** A bind group's resources by the WGSL variable names they bind to. */
 export type Resources = Record<string, GPUBuffer | GPUBindingResource>;
 
-/** How a q4/q8 weight's scales and biases are stored (formats/affine.wgsl SCALE_FORMAT). */
+/** How an affine weight's scales and biases are stored (formats/affine.wgsl SCALE_FORMAT). */
 const SCALE_FORMAT_CODE = kernelEnum<ScaleFormat>('formats/affine', 'SCALE', ['f32', 'f16', 'bf16']);
 
 /** A kernel family's function (ops/*.ts) as a method of `ops`. */
@@ -67,6 +68,15 @@ export class Ops {
   readonly embdNormalize = method(this, embdNormalize);
   readonly logitBias = method(this, logitBias);
   readonly sample = method(this, sample);
+  readonly conv1d = method(this, conv1d);
+  readonly convTranspose1d = method(this, convTranspose1d);
+  readonly adain = method(this, adain);
+  readonly adaLayerNorm = method(this, adaLayerNorm);
+  readonly lstm = method(this, lstm);
+  readonly gatherRows = method(this, gatherRows);
+  readonly harmonicSource = method(this, harmonicSource);
+  readonly stft = method(this, stft);
+  readonly istft = method(this, istft);
 
   constructor(readonly gpu: Gpu) {
     this.pipelines = new PipelineCache(gpu.device);
@@ -84,9 +94,13 @@ export class Ops {
     return uniformBuffer(this.gpu.device, packStruct(kernelStruct(file, 'Params'), values));
   }
 
-  /** A bind group of `pipeline`: its params (p), the step uniform, and `resources` by the WGSL variable names they bind to. */
+  /**
+   * A bind group of `pipeline`: its params (p), the step uniform where the kernel declares
+   * it, and `resources` by the WGSL variable names they bind to.
+   */
   bind(label: string, pipeline: GPUComputePipeline, params: GPUBuffer, resources: Resources): GPUBindGroup {
-    const entries = Object.entries({ p: params, step: this.step, ...resources }).map(([name, r]): GPUBindGroupEntry => ({
+    const step = this.pipelines.declares(pipeline, 'step') ? { step: this.step } : {};
+    const entries = Object.entries({ p: params, ...step, ...resources }).map(([name, r]): GPUBindGroupEntry => ({
       binding: this.pipelines.binding(pipeline, name),
       resource: r instanceof GPUBuffer ? { buffer: r } : r,
     }));
@@ -100,20 +114,20 @@ export class Ops {
     return { w_packed: (part.data as GPUTexture).createView(), w_affine: part.affine.createView() };
   }
 
-  /** formats/affine.wgsl's override constants for a q4/q8 weight (none for a float one). */
+  /** formats/affine.wgsl's override constants for an affine weight (none for a float one). */
   weightConstants(w: GpuWeight): Record<string, number> {
     if (!isAffine(w.format)) return {};
     return {
-      BITS: w.format === 'q4' ? 4 : 8,
       SCALE_FORMAT: SCALE_FORMAT_CODE[w.scaleFormat ?? 'f32'],
       PACKED_WIDTH: PACKED_TEXTURE_WIDTH,
       PACKED_TILE_ROWS,
     };
   }
 
-  /** formats/affine.wgsl's variant values for a q4/q8 weight, read through storage textures with `storage` where WGSL allows them (affineRead). */
+  /** formats/affine.wgsl's variant values for an affine weight, read through storage textures with `storage` where WGSL allows them (affineRead). */
   affineVariant(w: GpuWeight, storage: boolean): Variant {
-    return { GROUP_SIZE: w.groupSize, W_READ: this.affineRead(storage) };
+    if (!isAffine(w.format)) throw new Error(`${w.format}: not an affine format`);
+    return { BITS: AFFINE_BITS[w.format], GROUP_SIZE: w.groupSize, W_READ: this.affineRead(storage) };
   }
 
   /** A kernel's variant values for reading a weight of any format (`#include "formats/${FORMAT}"`). */
@@ -122,7 +136,7 @@ export class Ops {
   }
 
   /**
-   * How a q4/q8 weight's two textures are read (formats/affine.wgsl W_READ): as read-only
+   * How an affine weight's two textures are read (formats/affine.wgsl W_READ): as read-only
    * storage textures with `storage` where WGSL allows them, else sampled. On llvmpipe a
    * storage-texture load skips the sampled path's per-lane mip-level arithmetic, which pays
    * in matvec_q and costs in matmul_q, so only matvec_q asks for it (the GPU layout keeps
@@ -150,6 +164,8 @@ export interface BatchMeta {
   tokenPos: GPUBuffer;
   tokenTable: GPUBuffer;
   blockTable: GPUBuffer;
+  /** [max tokens] u32: each token's sequence's engine slot, whose ring a ring KV layer uses (kv_cache.wgsl). */
+  tokenSlot: GPUBuffer;
   seqLast: GPUBuffer;
   seqParams: GPUBuffer;
   sampled: GPUBuffer;

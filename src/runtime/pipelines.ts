@@ -46,6 +46,11 @@ export class PipelineCache {
     return pipeline;
   }
 
+  /** Whether `pipeline`'s WGSL declares a binding named `name`. */
+  declares(pipeline: GPUComputePipeline, name: string): boolean {
+    return this.bindings.get(pipeline)?.has(name) === true;
+  }
+
   /** The binding number of the variable `name` in `pipeline`'s WGSL. */
   binding(pipeline: GPUComputePipeline, name: string): number {
     const n = this.bindings.get(pipeline)?.get(name);

@@ -1,7 +1,7 @@
 // GPU buffers for activations and weights. A weight whose bytes exceed one binding is
 // split by rows into parts, each its own buffer (float formats, MXFP4) or texture (packed
-// q4/q8); ops dispatch once per part.
-import { isAffine, type WeightFormat } from './kernel-source.js';
+// affine); ops dispatch once per part.
+import { AFFINE_BITS, isAffine, type AffineFormat, type WeightFormat } from './kernel-source.js';
 import './webgpu-globals.js';
 
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
@@ -38,15 +38,21 @@ export function uniformBuffer(device: GPUDevice, data: ArrayBuffer, label = 'par
 export interface WeightPart {
   rowStart: number;
   rows: number;
-  /** Float formats and MXFP4 (its blocks): a storage buffer. q4/q8: an rgba32uint texture (packedTexture). */
+  /** Float formats and MXFP4 (its blocks): a storage buffer. Affine: an rgba32uint texture (packedTexture). */
   data: GPUBuffer | GPUTexture;
-  /** q4/q8: each group's scale and bias side by side (interleaveAffine), in an rgba32uint texture (affineTexture). */
+  /** Affine: each group's scale and bias side by side (interleaveAffine), in an rgba32uint texture (affineTexture). */
   affine?: GPUTexture;
   /** MXFP4: each block's e8m0 scale byte, in block order (formats/mxfp4.wgsl). */
   scales?: GPUBuffer;
+  /**
+   * A stack of affine matrices at different bit widths or group sizes (loadMatrix): this
+   * part's own, each part one matrix's rows; absent where it is the weight's (partWeight).
+   */
+  format?: AffineFormat;
+  groupSize?: number;
 }
 
-/** How q4/q8 scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
+/** How affine scales and biases are stored (formats/affine.wgsl SCALE_FORMAT): as the checkpoint has them. */
 export type ScaleFormat = 'f32' | 'f16' | 'bf16';
 /** Bytes of one stored scale (or bias) value. */
 export const SCALE_BYTES: Record<ScaleFormat, 2 | 4> = { f32: 4, f16: 2, bf16: 2 };
@@ -57,11 +63,12 @@ export interface GpuWeight {
   rows: number;
   cols: number;
   groupSize: number;
-  /** q4/q8 only. */
+  /** Affine formats only. */
   scaleFormat?: ScaleFormat;
   /**
-   * q4/q8 loaded from other bit widths or group sizes (widened at load, exactly): what the
-   * checkpoint stores, e.g. "q3 g64+q6 g64"; absent when that is `format` and `groupSize`.
+   * Experts stacked from matrices of different bit widths or group sizes (loaded at the
+   * widest and the smallest, exactly): what the checkpoint stores, e.g. "q3 g64+q6 g64";
+   * absent when that is `format` and `groupSize`.
    */
   stored?: string;
   parts: WeightPart[];
@@ -75,22 +82,27 @@ export interface GpuWeight {
   gluBlock?: number;
 }
 
+/** Part `part` of `w` as a weight of its own format and group size (WeightPart.format), for choosing its kernels. */
+export function partWeight(w: GpuWeight, part: WeightPart): GpuWeight {
+  return part.format ? { ...w, format: part.format, groupSize: part.groupSize! } : w;
+}
+
 /**
  * Rows per block of an interleaved gate/up weight (GpuWeight.gluBlock): half the 32 rows a
  * matvec_q or matmul_q invocation owns, so each invocation holds matching gate and up rows.
  */
 export const GLU_BLOCK_ROWS = 16;
 
-/** Bytes of one row of data in each format (MXFP4: its blocks; a scale byte per 32 values beside them). */
+/**
+ * Bytes of one row of data in each format as loaded: an affine row's bit stream padded to
+ * whole 16-byte texels (formats/affine.wgsl w_row_texels), which only rows of 2-, 3-, 5- and
+ * 6-bit values whose width is not a multiple of 128 (64 for 2- and 6-bit) need; MXFP4 its
+ * blocks (a scale byte per 32 values beside them).
+ */
 export function rowBytes(format: WeightFormat, cols: number): number {
-  switch (format) {
-    case 'f32': return cols * 4;
-    case 'f16':
-    case 'bf16': return cols * 2;
-    case 'q4':
-    case 'mxfp4': return cols / 2;
-    case 'q8': return cols;
-  }
+  if (isAffine(format)) return Math.ceil((cols * AFFINE_BITS[format]) / 128) * 16;
+  if (format === 'mxfp4') return cols / 2;
+  return format === 'f32' ? cols * 4 : cols * 2;
 }
 
 /** Values per MXFP4 block (one e8m0 scale each). */
@@ -168,7 +180,7 @@ function flatTexture(device: GPUDevice, bytes: number, label: string, read: RowR
 }
 
 /**
- * Packed q4/q8 weight words in a flat texture (flatTexture), in tiles of PACKED_TILE_ROWS
+ * Packed affine weight words in a flat texture (flatTexture), in tiles of PACKED_TILE_ROWS
  * rows: texel c of row n is vec4<u32> (n / 8) * 8 * row_texels + c * 8 + n % 8 of the
  * data; rows past `rows` are zeros.
  */
@@ -227,7 +239,7 @@ export type AffineReader = (dst: Uint8Array, first: number, rows: number) => voi
 const AFFINE_SLICE_ROWS = 64;
 
 /**
- * A q4/q8 part's scales and biases (stored dtype: `valueBytes` each, `groupsPerRow` per
+ * An affine part's scales and biases (stored dtype: `valueBytes` each, `groupsPerRow` per
  * row) in formats/affine.wgsl's layout (interleaveAffine), in a flat texture. They are read
  * and interleaved AFFINE_SLICE_ROWS rows at a time through small reused slices (whole-part
  * copies leave garbage that stays resident while serving).
@@ -247,7 +259,7 @@ export function affineTexture(device: GPUDevice, rows: number, groupsPerRow: num
   return flatTexture(device, affineBytes(rows, groupsPerRow, valueBytes), `${label}.affine`, slices);
 }
 
-/** Bytes of a q4/q8 part's scales and biases for `rows` rows (interleaveAffine: rows padded to a quad). */
+/** Bytes of an affine part's scales and biases for `rows` rows (interleaveAffine: rows padded to a quad). */
 function affineBytes(rows: number, groupsPerRow: number, valueBytes: 2 | 4): number {
   return Math.ceil(rows / 4) * 4 * groupsPerRow * 2 * valueBytes;
 }

@@ -7,8 +7,10 @@
 import express, { Router, type Express, type RequestHandler } from 'express';
 import type { Embedder } from '../engine/embedder.js';
 import type { Engine } from '../engine/engine.js';
+import type { Speaker } from '../engine/speaker.js';
 import type { Transcriber } from '../engine/transcriber.js';
 import { audioRoutes } from './openai/audio.js';
+import { speechRoutes } from './openai/speech.js';
 import { anthropicErrorScope, anthropicRoutes, ANTHROPIC_PATHS } from './anthropic/routes.js';
 import { apiKeyAuth } from './auth.js';
 import { cacheRoutes } from './native/cache.js';
@@ -77,8 +79,10 @@ export interface AppOptions {
   reranker?: Embedder | Promise<Embedder>;
   /** -m or --stt-model a Whisper checkpoint: the model the transcription and translation routes serve (a promise settling on none: not a Whisper -m). */
   transcriber?: Transcriber | Promise<Transcriber | undefined>;
+  /** -m or --tts-model a Kokoro checkpoint: the model the speech route serves (a promise settling on none: not a Kokoro -m). */
+  speaker?: Speaker | Promise<Speaker | undefined>;
   /**
-   * --embeddings / --reranking, or AUDIO_ONLY (-m is a Whisper checkpoint): the -m model
+   * --embeddings / --reranking, AUDIO_ONLY or SPEECH_ONLY (-m is a Whisper or Kokoro checkpoint): the -m model
    * serves that job only; generation routes answer 501 naming it. A function is asked per
    * request (the -m model's kind is known once it is resolved).
    */
@@ -121,8 +125,12 @@ export function createAppState(engine: Engine | Promise<Engine>, options: AppOpt
     options.transcriber,
     'This server does not serve speech to text. Start it with `-m` a Whisper checkpoint (an audio-only server) or `--stt-model DIR|repo` (a Whisper model beside the chat model)',
   );
+  const speakers = new EmbedderState(
+    options.speaker,
+    'This server does not serve text to speech. Start it with `-m` a Kokoro checkpoint (an audio-only server) or `--tts-model DIR|repo` (a Kokoro model beside the chat model)',
+  );
   const disabledBy = generationDisabledBy(options);
-  const services: Services = { get completion() { return disabledBy() === undefined; }, embedders, rerankers, transcribers };
+  const services: Services = { get completion() { return disabledBy() === undefined; }, embedders, rerankers, transcribers, speakers };
   return {
     models,
     defaults: samplingDefaults(options.sampling),
@@ -185,6 +193,7 @@ export function createApp(
     modelRoutes(models, services, { aliases: options.aliases, tags: options.tags }),
     embeddingRoutes(services.embedders, options.embdNormalize),
     rerankRoutes(services.rerankers),
+    speechRoutes(services.speakers),
     slotActionRoutes(models, slots),
   );
   return finish(app);

@@ -21,7 +21,7 @@ import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
-import { countMedia, expandImageMarkers, promptImages, sampleVideos, withImageMarkers } from './turn-images.js';
+import { countMedia, expandImageMarkers, loadTurnImages, promptImages, sampleVideos, withImageMarkers } from './turn-images.js';
 
 export type { ChatTurnRequest, ToolChoice, ToolDefinition };
 
@@ -78,7 +78,8 @@ export interface TurnPrepareOptions {
 
 /**
  * Renders a turn's prompt, each image (and each frame of a sampled video: sampleVideos;
- * a video not yet sampled as one frame) expanded into its placeholder tokens; 400 (or
+ * a video not yet sampled as one frame) expanded into its placeholder tokens where every
+ * image is the same number of tokens (the marker stays otherwise: loadTurnImages sizes them); 400 (or
  * 501, for media the model cannot take) for what the template, the rules or the model refuse.
  */
 export function renderTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedChat {
@@ -107,7 +108,8 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
   const fits = () => {
     if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
   };
-  // Refused before any image or video is fetched, each video counted as one frame.
+  // Refused before any image or video is fetched, each video counted as one frame (an
+  // image's marker is fewer tokens than the image).
   fits();
   const messages = await sampleVideos(model, req.messages, options.signal);
   if (messages !== req.messages) {
@@ -115,7 +117,14 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
     promptTokens = await tokenizeText(model.engine, chat.prompt, false);
     fits();
   }
-  return { chat, promptTokens, images: await promptImages(model, messages, promptTokens) };
+  const images = await loadTurnImages(model, messages);
+  const vision = model.engine.vision!;
+  if (vision.tokensPerImage === undefined) {
+    chat = { ...chat, prompt: expandImageMarkers(chat.prompt, vision, images) };
+    promptTokens = await tokenizeText(model.engine, chat.prompt, false);
+    fits();
+  }
+  return { chat, promptTokens, images: await promptImages(model, images, promptTokens) };
 }
 
 export interface TurnOptions {

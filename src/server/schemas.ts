@@ -488,6 +488,36 @@ export const validateAudioFields = ajv.compile<AudioFields>({
   },
 });
 
+/** POST /v1/audio/speech: OpenAI's fields, and a seed for the harmonic source's noise. */
+export interface SpeechBody {
+  model?: string;
+  input: string;
+  /** A voice's name, or OpenAI's custom-voice object. */
+  voice: string | { id: string };
+  /** Checked by the route, which names the formats it encodes. */
+  response_format?: string;
+  speed?: number;
+  /** Accepted and ignored: Kokoro takes no instructions. */
+  instructions?: string;
+  stream_format?: 'audio' | 'sse';
+  seed?: number;
+}
+
+export const validateSpeech = ajv.compile<SpeechBody>({
+  type: 'object',
+  required: ['input', 'voice'],
+  properties: {
+    model: { type: 'string' },
+    input: { type: 'string' },
+    voice: { type: ['string', 'object'], required: ['id'], properties: { id: { type: 'string' } } },
+    response_format: { type: 'string' },
+    speed: { type: 'number' },
+    instructions: { type: 'string' },
+    stream_format: { enum: ['audio', 'sse'] },
+    seed: { type: 'integer', minimum: 0, maximum: 4294967295 },
+  },
+});
+
 /** Returns the body typed, or throws a 400 whose message names the offending field. */
 export function validateBody<T>(validate: ValidateFunction<T>, body: unknown): T {
   if (validate(body)) return body;

@@ -10,7 +10,7 @@
 // REST reference documents, 400 for other part types.
 import type { ChatMessage, ContentPart, OtherContentPart } from '../chat/template.js';
 import type { PromptImage } from '../engine/types.js';
-import type { VisionEncoder } from '../models/gemma3-vision.js';
+import type { EncodedImage, VisionEncoder } from '../models/vision-layers.js';
 import { ApiError, badRequest } from './errors.js';
 import { loadImage, videoBytes } from './media/acquire.js';
 import type { DecodedImage } from './media/image.js';
@@ -21,8 +21,8 @@ import type { ServedModel } from './model-state.js';
 const MEDIA_KINDS: Readonly<Record<string, string>> = { image_url: 'image', video_url: 'video', video_frames: 'video', input_audio: 'audio' };
 
 const MEDIA_HINTS: Readonly<Record<string, string>> = {
-  image: 'the loaded model takes text only; serve a vision-language checkpoint (Gemma 3 with a vision_config) for images',
-  video: 'the loaded model takes text only; serve a vision-language checkpoint (Gemma 3 with a vision_config) for video',
+  image: 'the loaded model takes text only; serve a vision-language checkpoint (Gemma 3 with a vision_config, or Qwen2.5-VL) for images',
+  video: 'the loaded model takes text only; serve a vision-language checkpoint (Gemma 3 with a vision_config, or Qwen2.5-VL) for video',
   audio: 'the loaded model takes text only; no audio-capable chat model is supported yet',
 };
 
@@ -83,6 +83,7 @@ export async function sampleVideos(model: ServedModel, messages: ChatMessage[], 
 }
 
 /**
+/**
  * The messages with each image part as the encoder's marker, a text part, and each video
  * part as one marker per frame; a video not yet sampled as one, the fewest it yields.
  */
@@ -95,43 +96,75 @@ export function withImageMarkers(messages: ChatMessage[], vision: VisionEncoder)
   return messages.map((m) => (Array.isArray(m.content) && m.content.some((p) => p.type !== 'text') ? { ...m, content: m.content.flatMap(markers) } : m));
 }
 
-/** The rendered prompt with each image marker expanded into the image's placeholder tokens. */
-export function expandImageMarkers(prompt: string, vision: VisionEncoder): string {
-  return prompt.split(vision.marker).join(vision.expansion);
+/**
+ * The rendered prompt with each image marker expanded into its image's placeholder tokens:
+ * given the images' sizes, the i-th marker by the i-th image's; without them, only where
+ * every image is the same number of tokens (the markers stay otherwise).
+ */
+export function expandImageMarkers(prompt: string, vision: VisionEncoder, images?: DecodedImage[]): string {
+  const pieces = prompt.split(vision.marker);
+  if (!images) return vision.tokensPerImage === undefined ? prompt : pieces.join(vision.expansion({ width: 0, height: 0 }));
+  if (pieces.length - 1 !== images.length) throw badRequest(`the prompt holds ${pieces.length - 1} image markers for ${images.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
+  return pieces.reduce((text, piece, i) => text + vision.expansion(images[i - 1]!) + piece);
 }
 
 /**
- * The images (image parts fetched and decoded, sampled video frames) encoded, each placed
- * at its run of placeholder tokens in the tokenized prompt; 400 when the prompt's runs do
- * not match the images (a message's text that spells the marker itself).
+ * The turn's images in order (image parts fetched and decoded under the media policy,
+ * sampled video frames: sampleVideos first); 400 for one whose tokens do not fit one
+ * prefill batch (or that the encoder cannot size).
  */
-export async function promptImages(model: ServedModel, messages: ChatMessage[], tokens: number[]): Promise<PromptImage[]> {
+export async function loadTurnImages(model: ServedModel, messages: ChatMessage[]): Promise<DecodedImage[]> {
   const vision = model.engine.vision!;
   const pictures = parts(messages).flatMap((p): Array<string | DecodedImage> => {
     if (p.type === 'image_url') return [((p as OtherContentPart).image_url as { url: string }).url];
     return p.type === 'video_frames' ? (p as VideoFramesPart).frames : [];
   });
-  const starts: number[] = [];
+  const images = await Promise.all(pictures.map((p) => (typeof p === 'string' ? loadImage(p, model.media) : p)));
+  for (const image of images) {
+    let tokens: number;
+    try {
+      tokens = vision.tokens(image);
+    } catch (err) {
+      throw badRequest((err as Error).message);
+    }
+    if (tokens > vision.maxImageTokens) {
+      throw badRequest(`an image of ${image.width}x${image.height} pixels is ${tokens} tokens; one prefill batch holds ${vision.maxImageTokens} (raise --batch-size, or lower --image-max-tokens)`);
+    }
+  }
+  return images;
+}
+
+/**
+ * The images encoded, each placed at its run of placeholder tokens in the tokenized
+ * prompt; 400 when the prompt's runs do not match the images (a message's text that
+ * spells the marker itself).
+ */
+export async function promptImages(model: ServedModel, decoded: DecodedImage[], tokens: number[]): Promise<PromptImage[]> {
+  const vision = model.engine.vision!;
+  const runs: Array<{ start: number; length: number }> = [];
   for (let i = 0; i < tokens.length; i++) {
     if (tokens[i] !== vision.imageToken || (i > 0 && tokens[i - 1] === vision.imageToken)) continue;
     let end = i;
     while (tokens[end] === vision.imageToken) end++;
-    if (end - i !== vision.tokensPerImage) throw badRequest(`the prompt holds a run of ${end - i} image tokens; an image is ${vision.tokensPerImage}`);
-    starts.push(i);
+    runs.push({ start: i, length: end - i });
   }
-  if (starts.length !== pictures.length) throw badRequest(`the prompt holds ${starts.length} images' tokens for ${pictures.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
-  const decoded = await Promise.all(pictures.map((p) => (typeof p === 'string' ? loadImage(p, model.media) : p)));
+  if (runs.length !== decoded.length) throw badRequest(`the prompt holds ${runs.length} images' tokens for ${decoded.length} images (does a message spell ${JSON.stringify(vision.marker)}?)`);
   const images: PromptImage[] = [];
-  for (const [i, image] of decoded.entries()) images.push({ start: starts[i]!, rows: await encoded(vision, image), key: parseInt(image.hash.slice(0, 8), 16) % 2 ** 30 });
+  for (const [i, image] of decoded.entries()) {
+    const want = vision.tokens(image);
+    if (runs[i]!.length !== want) throw badRequest(`the prompt holds a run of ${runs[i]!.length} image tokens where image ${i + 1} is ${want}`);
+    const { rows, grid } = await encoded(vision, image);
+    images.push({ start: runs[i]!.start, rows, key: parseInt(image.hash.slice(0, 8), 16) % 2 ** 30, ...(grid ? { grid } : {}) });
+  }
   return images;
 }
 
 /** Images encoded lately, by pixel hash, per encoder: a conversation's next turn sends its pictures again. */
 const ENCODED_KEPT = 16;
-const encodedImages = new WeakMap<VisionEncoder, Map<string, Promise<Float32Array>>>();
+const encodedImages = new WeakMap<VisionEncoder, Map<string, Promise<EncodedImage>>>();
 
 /** The image's soft tokens, encoded once while it stays among the ENCODED_KEPT latest. */
-function encoded(vision: VisionEncoder, image: DecodedImage): Promise<Float32Array> {
+function encoded(vision: VisionEncoder, image: DecodedImage): Promise<EncodedImage> {
   let kept = encodedImages.get(vision);
   if (!kept) encodedImages.set(vision, (kept = new Map()));
   let rows = kept.get(image.hash);

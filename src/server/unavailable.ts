@@ -1,12 +1,12 @@
 // Routes the REST reference documents that this server cannot serve: each answers 501
 // naming what is missing, in place of a 404. The image routes need an image model
-// (--image-model); /v1/audio/speech a Kokoro text-to-speech model; /v1/realtime a Nemotron
-// VoiceChat checkpoint. None of these kinds loads yet, and the messages say so
-// (../models/model-kinds.ts). None reads its body, so they mount ahead of the parser. (The
-// embedding, rerank and transcription routes answer their own 501 without a model:
-// ./openai/embeddings.ts, ./native/rerank.ts, ./openai/audio.ts.)
+// (--image-model); /v1/realtime a Nemotron VoiceChat checkpoint. Neither kind loads yet, and
+// the messages say so (../models/model-kinds.ts). None reads its body, so they mount ahead of
+// the parser. (The embedding, rerank, transcription and speech routes answer their own 501
+// without a model: ./openai/embeddings.ts, ./native/rerank.ts, ./openai/audio.ts,
+// ./openai/speech.ts.)
 import { Router } from 'express';
-import { AUDIO_MODELS_UNSUPPORTED, IMAGE_MODELS_UNSUPPORTED } from '../models/model-kinds.js';
+import { IMAGE_MODELS_UNSUPPORTED } from '../models/model-kinds.js';
 import { ApiError } from './errors.js';
 import { capabilities, type Services } from './services.js';
 
@@ -16,6 +16,7 @@ const JOB_ROUTES: Record<string, string> = {
   embedding: 'embeddings (/v1/embeddings, /embedding, /embeddings)',
   rerank: 'reranking (/v1/rerank, /rerank)',
   transcription: 'speech to text (/v1/audio/transcriptions, /v1/audio/translations)',
+  speech: 'text to speech (/v1/audio/speech)',
 };
 
 const notImplemented = (message: string) => new ApiError(501, 'not_implemented', message);
@@ -26,11 +27,6 @@ const UNAVAILABLE: Array<{ method: 'get' | 'post'; paths: string[]; error: (path
     method: 'post',
     paths: ['/v1/images/generations', '/images/generations', '/v1/images/edits', '/images/edits'],
     error: (path, served) => notImplemented(`POST ${path} needs an image generation model, and ${IMAGE_MODELS_UNSUPPORTED}; ${served}`),
-  },
-  {
-    method: 'post',
-    paths: ['/v1/audio/speech', '/audio/speech'],
-    error: (path, served) => notImplemented(`POST ${path} needs a Kokoro text-to-speech model, and ${AUDIO_MODELS_UNSUPPORTED}; ${served}`),
   },
   {
     method: 'get',

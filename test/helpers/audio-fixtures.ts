@@ -1,8 +1,8 @@
-// Audio files made in the tests: WAV in every encoding wavefile writes, FLAC (libflacjs) and
-// MP3 (@breezystack/lamejs), from a signal given as samples in [-1, 1].
+// Audio files made in the tests: WAV in every encoding wavefile writes, FLAC and MP3 (the
+// speech route's encoders), from a signal given as samples in [-1, 1].
 import { createRequire } from 'node:module';
-import { Mp3Encoder } from '@breezystack/lamejs';
 import wavefile from 'wavefile';
+import { encodeAudio } from '../../src/server/audio/encode.js';
 
 const require = createRequire(import.meta.url);
 
@@ -66,44 +66,31 @@ export function wavHeaderOnly(rate: number, channels: number, frames: number, cl
   return new Uint8Array(b);
 }
 
+/** A 16-bit FLAC file of `samples` (mono), as the speech route encodes one. */
+export const flac = (samples: Float32Array, rate: number): Promise<Uint8Array> => encodeAudio('flac', samples, rate);
+
+/** A 64 kbps MP3 file of `samples` (mono), as the speech route encodes one. */
+export const mp3 = (samples: Float32Array, rate: number): Promise<Uint8Array> => encodeAudio('mp3', samples, rate);
+
 interface FlacModule {
   isReady(): boolean;
   on(event: 'ready', f: () => void): void;
 }
-interface FlacEncoder {
-  encode(pcm?: Int32Array[]): boolean;
-  getSamples(): Uint8Array;
-  destroy(): void;
-}
 
-let flacModule: Promise<FlacModule> | undefined;
-
-/** A 16-bit FLAC file of `samples` (mono). */
-export async function flac(samples: Float32Array, rate: number): Promise<Uint8Array> {
-  flacModule ??= (async () => {
-    const Flac = (require('libflacjs') as () => FlacModule)();
-    if (!Flac.isReady()) await new Promise<void>((r) => Flac.on('ready', r));
-    return Flac;
-  })();
-  const Flac = await flacModule;
-  const { Encoder } = require('libflacjs/lib/encoder') as { Encoder: new (flac: FlacModule, options: object) => FlacEncoder };
-  const encoder = new Encoder(Flac, { sampleRate: rate, channels: 1, bitsPerSample: 16, compression: 5, verify: false });
-  encoder.encode([Int32Array.from(samples, (x) => Math.round(x * 32767))]);
-  encoder.encode();
-  const bytes = encoder.getSamples();
-  encoder.destroy();
-  return bytes;
-}
-
-/** An MP3 file of `samples` at `kbps` (mono). */
-export function mp3(samples: Float32Array, rate: number, kbps = 64): Uint8Array {
-  const encoder = new Mp3Encoder(1, rate, kbps);
-  const parts = [encoder.encodeBuffer(Int16Array.from(samples, (x) => Math.round(x * 32767))), encoder.flush()];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
+/**
+ * A 16-bit mono FLAC file's samples, decoded by libFLAC itself (libflacjs): the reference
+ * decoder, which reads frames of full-scale noise that @wasm-audio-decoders/flac drops.
+ */
+export async function flacSamples(bytes: Uint8Array): Promise<Int16Array> {
+  const Flac = (require('libflacjs') as () => FlacModule)();
+  if (!Flac.isReady()) await new Promise<void>((r) => Flac.on('ready', r));
+  const { Decoder } = require('libflacjs/lib/decoder') as { Decoder: new (flac: FlacModule) => { decode(b: Uint8Array): boolean; getSamples(interleaved: true): Uint8Array; destroy(): void } };
+  const decoder = new Decoder(Flac);
+  try {
+    if (!decoder.decode(new Uint8Array(bytes))) throw new Error('libFLAC could not decode the file');
+    const pcm = decoder.getSamples(true);
+    return new Int16Array(pcm.buffer.slice(pcm.byteOffset, pcm.byteOffset + pcm.byteLength));
+  } finally {
+    decoder.destroy();
   }
-  return out;
 }

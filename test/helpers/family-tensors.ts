@@ -66,8 +66,9 @@ export function familyTensors(json: Json, has: (name: string) => boolean): Famil
     scratch: () => buffer,
     state: () => buffer,
     imageInputs: () => ({ rows: buffer, flags: buffer, keyEnd: buffer }),
+    mropePositions: () => buffer,
     act: anyKey<Activations>(buffer),
-    kv: { blockSize: 16, blocks: 1, maxBlocks: 1, types: { k: 'f32', v: 'f32' }, kvDim: cfg.kvHeads * cfg.headDim, tokenBytes: 0, layers: Array.from({ length: cfg.layers }, () => ({}) as KvLayer) },
+    kv: { blockSize: 16, blocks: 1, maxBlocks: 1, ringSlots: 0, types: { k: 'f32', v: 'f32' }, kvDim: cfg.kvHeads * cfg.headDim, tokenBytes: 0, layers: Array.from({ length: cfg.layers }, () => ({}) as KvLayer) },
     meta: anyKey<BuildContext['meta']>(buffer),
   };
   build(ctx);

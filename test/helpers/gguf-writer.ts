@@ -50,45 +50,55 @@ const f32 = (value: number): KV => ({ type: ValueType.FLOAT32, value });
 const str = (value: string): KV => ({ type: ValueType.STRING, value });
 const bool = (value: boolean): KV => ({ type: ValueType.BOOL, value });
 
-/** Appends little-endian values to a list of chunks. */
+/** Appends little-endian values to one growing buffer. */
 class ByteWriter {
-  readonly chunks: Buffer[] = [];
+  private buf = Buffer.alloc(1 << 20);
   length = 0;
-  push(b: Buffer): void {
-    this.chunks.push(b);
-    this.length += b.length;
+  private reserve(n: number): number {
+    const at = this.length;
+    if (at + n > this.buf.length) {
+      const next = Buffer.alloc(Math.max(at + n, this.buf.length * 2));
+      this.buf.copy(next, 0, 0, at);
+      this.buf = next;
+    }
+    this.length += n;
+    return at;
+  }
+  bytes(): Buffer {
+    return this.buf.subarray(0, this.length);
+  }
+  push(b: Uint8Array): void {
+    const at = this.reserve(b.length);
+    this.buf.set(b, at);
   }
   u32(v: number): void {
-    const b = Buffer.alloc(4);
-    b.writeUInt32LE(v >>> 0);
-    this.push(b);
+    const at = this.reserve(4);
+    this.buf.writeUInt32LE(v >>> 0, at);
   }
   i32(v: number): void {
-    const b = Buffer.alloc(4);
-    b.writeInt32LE(v);
-    this.push(b);
+    const at = this.reserve(4);
+    this.buf.writeInt32LE(v, at);
   }
   u64(v: number): void {
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(BigInt(v));
-    this.push(b);
+    const at = this.reserve(8);
+    this.buf.writeBigUInt64LE(BigInt(v), at);
   }
   f32(v: number): void {
-    const b = Buffer.alloc(4);
-    b.writeFloatLE(v);
-    this.push(b);
+    const at = this.reserve(4);
+    this.buf.writeFloatLE(v, at);
   }
   str(s: string): void {
-    const b = Buffer.from(s, 'utf8');
-    this.u64(b.length);
-    this.push(b);
+    const n = Buffer.byteLength(s, 'utf8');
+    this.u64(n);
+    const at = this.reserve(n);
+    this.buf.write(s, at, 'utf8');
   }
   value(type: ValueType, v: string | number | boolean): void {
     switch (type) {
       case ValueType.UINT32: return this.u32(v as number);
       case ValueType.INT32: return this.i32(v as number);
       case ValueType.FLOAT32: return this.f32(v as number);
-      case ValueType.BOOL: return this.push(Buffer.from([v ? 1 : 0]));
+      case ValueType.BOOL: return this.push(Uint8Array.of(v ? 1 : 0));
       case ValueType.STRING: return this.str(v as string);
       default: throw new Error(`unsupported GGUF value type ${type}`);
     }
@@ -887,11 +897,11 @@ function writeFile(path: string, kv: Map<string, KV>, tensors: PlannedTensor[]):
     w.u64(offset);
     offset += t.nbytes + pad(t.nbytes);
   }
-  w.push(Buffer.alloc(pad(w.length)));
+  w.push(new Uint8Array(pad(w.length)));
 
   const fd = openSync(path, 'w');
   try {
-    writeAll(fd, Buffer.concat(w.chunks));
+    writeAll(fd, w.bytes());
     for (const t of tensors) {
       const data = t.data();
       const bytes = t.type === GGML_F16 ? f32ToF16(data as Float32Array) : data;

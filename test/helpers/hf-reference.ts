@@ -152,16 +152,29 @@ export class HfReference {
 
   /** Greedy continuation (recomputes the whole prefix each step: fine for a few dozen tokens). */
   greedy(prompt: number[], steps: number): number[] {
+    return this.greedyWithMargins(prompt, steps).tokens;
+  }
+
+  /** The greedy continuation and each step's logit(top1) - logit(top2). */
+  greedyWithMargins(prompt: number[], steps: number): { tokens: number[]; margins: number[] } {
     const seq = [...prompt];
-    const out: number[] = [];
+    const tokens: number[] = [];
+    const margins: number[] = [];
     for (let s = 0; s < steps; s++) {
       const logits = this.logits(seq);
       let best = 0;
-      for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
-      out.push(best);
+      let second = -Infinity;
+      for (let i = 1; i < logits.length; i++) {
+        if (logits[i]! > logits[best]!) {
+          second = logits[best]!;
+          best = i;
+        } else second = Math.max(second, logits[i]!);
+      }
+      tokens.push(best);
+      margins.push(logits[best]! - second);
       seq.push(best);
     }
-    return out;
+    return { tokens, margins };
   }
 
   /** HF rotate_half RoPE in place: dims (i, i + D/2) of each head form a pair. */

@@ -27,11 +27,15 @@ export function testGpu(): Promise<Gpu> {
 /**
  * With `asGpu`, Ops is told the adapter is not a CPU, so the model records the kernel layouts
  * meant for GPUs; `maxTokens` is the pass's token capacity (greedy's prefill chunk; default 128).
- * The KV cache has the server's default types unless `kvTypes` names others.
+ * The KV cache has the server's default types unless `kvTypes` names others, and its layout:
+ * sliding-window layers keep a ring for the one slot (window + maxTokens - 1 positions, where
+ * shorter than the context), or every position with `swaFull`.
  */
-export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean; maxTokens?: number; kvTypes?: KvTypes } = {}): Promise<ForwardRunner> {
+export async function openRunner(dir: string, context = 256, o: { asGpu?: boolean; maxTokens?: number; kvTypes?: KvTypes; swaFull?: boolean } = {}): Promise<ForwardRunner> {
   const gpu = await testGpu();
-  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, { maxTokens: o.maxTokens ?? 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16, kvTypes: o.kvTypes ?? SERVER_KV_TYPES });
+  const model = await loadModel(o.asGpu ? { ...gpu, isCpu: false } : gpu, dir, {
+    maxTokens: o.maxTokens ?? 128, maxSeqs: 1, kvTokens: context, maxContext: context, blockSize: 16, kvTypes: o.kvTypes ?? SERVER_KV_TYPES, ...(o.swaFull ? {} : { ringSlots: 1 }),
+  });
   return new ForwardRunner(model);
 }
 

@@ -59,10 +59,13 @@ export interface RandomCheckpointOptions {
   /** Family fields merged into config.json last (sliding_window, multipliers, partial_rotary_factor...). */
   extraConfig?: Record<string, unknown>;
   /**
-   * gemma3_text only: the same decoder written as the multimodal gemma3 checkpoint
+   * gemma3_text: the same decoder written as the multimodal gemma3 checkpoint
    * (Gemma3ForConditionalGeneration, as published) holds it: config.json with text_config
    * and a SigLIP vision_config, the decoder's tensors under language_model.model., and a
-   * small random vision tower and projector beside them.
+   * small random vision tower and projector beside them. qwen2: a qwen2_5_vl checkpoint
+   * (Qwen2_5_VLForConditionalGeneration as transformers 4.52+ saves it): the text fields
+   * flat with rope_scaling's mrope_section, the decoder under model.language_model., a small
+   * random windowed ViT and merger under model.visual.
    */
   multimodal?: boolean;
 }
@@ -157,6 +160,30 @@ interface TokenizerJson {
   added_tokens: Array<{ id: number; content: string; special: boolean }>;
 }
 
+const vocabularies = new Map<TokenizerName, { V: number; ordinary: number[] }>();
+
+/**
+ * A tokenizer's vocabulary size (largest id + 1) and its ordinary entries (not added tokens,
+ * not <0xNN> byte pieces), in id order; read once per process.
+ */
+function vocabulary(name: TokenizerName): { V: number; ordinary: number[] } {
+  let v = vocabularies.get(name);
+  if (!v) {
+    const tok = JSON.parse(readFileSync(join(tokenizerDir(name), 'tokenizer.json'), 'utf8')) as TokenizerJson;
+    const added = new Set(tok.added_tokens.map((t) => t.id));
+    let maxId = -1;
+    for (const id of Object.values(tok.model.vocab)) maxId = Math.max(maxId, id);
+    for (const id of added) maxId = Math.max(maxId, id);
+    const ordinary = Object.entries(tok.model.vocab)
+      .filter(([text, id]) => !added.has(id) && !/^<0x[0-9A-F]{2}>$/.test(text))
+      .map(([, id]) => id)
+      .sort((a, b) => a - b);
+    v = { V: maxId + 1, ordinary };
+    vocabularies.set(name, v);
+  }
+  return v;
+}
+
 export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: string): RandomCheckpoint {
   const { hidden: H, heads, kvHeads } = opts;
   if (heads % kvHeads !== 0) throw new Error('heads must be a multiple of kvHeads');
@@ -166,19 +193,7 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
   const init = { ...DEFAULT_INIT, ...opts.init };
   const outGain = tie ? init.tiedOutGain : init.outGain;
 
-  const tokDir = tokenizerDir(opts.tokenizer);
-  const tok = JSON.parse(readFileSync(join(tokDir, 'tokenizer.json'), 'utf8')) as TokenizerJson;
-  const added = new Set(tok.added_tokens.map((t) => t.id));
-  let maxId = -1;
-  for (const id of Object.values(tok.model.vocab)) maxId = Math.max(maxId, id);
-  for (const id of added) maxId = Math.max(maxId, id);
-  const V = maxId + 1;
-
-  // Hot tokens: ordinary vocabulary entries (not added tokens, not <0xNN> byte pieces).
-  const ordinary = Object.entries(tok.model.vocab)
-    .filter(([text, id]) => !added.has(id) && !/^<0x[0-9A-F]{2}>$/.test(text))
-    .map(([, id]) => id)
-    .sort((a, b) => a - b);
+  const { V, ordinary } = vocabulary(opts.tokenizer);
   const hot = new Set<number>();
   while (hot.size < Math.min(HOT_TOKENS, ordinary.length)) hot.add(ordinary[Math.floor(rng.uniform() * ordinary.length)]!);
   const rowScale = new Float32Array(V).fill(SPECIAL_SCALE);
@@ -270,13 +285,14 @@ export function makeRandomCheckpoint(opts: RandomCheckpointOptions, outDir: stri
     return /^(self_attn\.(o_proj|out_proj)|mlp\.down_proj|mlp\.experts\.(\d+\.)?down_proj|block_sparse_moe\.experts\.\d+\.w2|mixer\.(out_proj|down_proj)|mamba\.out_proj|shared_mlp\.output_linear|block_sparse_moe\.output_linear|conv\.out_proj|feed_forward\.w2)\.weight$/.test(role) ? outGain : 1;
   }
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const written = opts.multimodal ? multimodalGemma3(config, tensors, dtype, opts.seed) : { config, tensors };
+  const qwenVl = opts.multimodal && opts.arch === 'qwen2';
+  const written = !opts.multimodal ? { config, tensors } : qwenVl ? multimodalQwen25Vl(config, tensors, dtype, opts.seed) : multimodalGemma3(config, tensors, dtype, opts.seed);
   mkdirSync(outDir, { recursive: true });
   writeSafetensors(join(outDir, 'model.safetensors'), written.tensors, { format: 'pt' });
   writeFileSync(join(outDir, 'config.json'), JSON.stringify(written.config, null, 2));
-  if (opts.multimodal) writeFileSync(join(outDir, 'preprocessor_config.json'), JSON.stringify(PREPROCESSOR_CONFIG, null, 2));
+  if (opts.multimodal) writeFileSync(join(outDir, 'preprocessor_config.json'), JSON.stringify(qwenVl ? QWEN_VL_PREPROCESSOR_CONFIG : PREPROCESSOR_CONFIG, null, 2));
   writeFileSync(join(outDir, 'generation_config.json'), JSON.stringify({ bos_token_id: ids.bos, eos_token_id: ids.genEos }, null, 2));
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokDir, f), join(outDir, f));
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tokenizerDir(opts.tokenizer), f), join(outDir, f));
   return { dir: outDir, config: written.config, vocabSize: V, bosId: ids.bos, eosIds: ids.genEos, hotTokens: [...hot].sort((a, b) => a - b) };
 }
 
@@ -342,6 +358,64 @@ function multimodalGemma3(text: Record<string, unknown>, decoder: SafetensorsWri
     return stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, draw), dtype);
   });
   const renamed = decoder.map((t) => ({ ...t, name: t.name.replace(/^model\./, 'language_model.model.').replace(/^lm_head\./, 'language_model.lm_head.') }));
+  return { config, tensors: [...renamed, ...vision].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
+}
+
+/**
+ * Qwen2.5-VL's vision tower in small: two blocks of width 32 (two heads of 16), the first
+ * windowed (windows of 2 x 2 tokens: window_size 56 over 28-pixel tokens), the second over
+ * the whole image; merged 2 x 2 into the decoder's width 64.
+ */
+const QWEN_VL_VISION_CONFIG = {
+  model_type: 'qwen2_5_vl', depth: 2, hidden_size: 32, hidden_act: 'silu', intermediate_size: 64, num_heads: 2, in_chans: 3, out_hidden_size: 64,
+  patch_size: 14, spatial_merge_size: 2, spatial_patch_size: 14, temporal_patch_size: 2, window_size: 56, fullatt_block_indexes: [1], tokens_per_second: 2,
+};
+
+/** Qwen2.5-VL's image processor settings, its pixel bounds 4 to 64 tokens of 28 x 28 pixels. */
+const QWEN_VL_PREPROCESSOR_CONFIG = {
+  image_processor_type: 'Qwen2VLImageProcessor', processor_class: 'Qwen2_5_VLProcessor', min_pixels: 4 * 784, max_pixels: 64 * 784,
+  patch_size: 14, temporal_patch_size: 2, merge_size: 2, do_rescale: true, rescale_factor: 1 / 255, do_normalize: true,
+  image_mean: [0.48145466, 0.4578275, 0.40821073], image_std: [0.26862954, 0.26130258, 0.27577711], do_convert_rgb: true,
+};
+
+/**
+ * A qwen2 checkpoint as Qwen2_5_VLForConditionalGeneration's (transformers 4.52+): the text
+ * fields flat beside the vision_config, rope_scaling's mrope_section splitting the rotary
+ * pairs 2 / 3 / 3 (head_dim 16), the decoder under model.language_model., the tower and
+ * merger under model.visual. (drawn from their own generator).
+ */
+function multimodalQwen25Vl(text: Record<string, unknown>, decoder: SafetensorsWriteTensor[], dtype: 'F32' | 'F16' | 'BF16', seed: number): { config: Record<string, unknown>; tensors: SafetensorsWriteTensor[] } {
+  if (text.model_type !== 'qwen2') throw new Error('multimodal Qwen2.5-VL: qwen2 checkpoints only');
+  const config = {
+    ...text, architectures: ['Qwen2_5_VLForConditionalGeneration'], model_type: 'qwen2_5_vl', rope_scaling: { type: 'mrope', mrope_section: [2, 3, 3] },
+    image_token_id: 151655, video_token_id: 151656, vision_start_token_id: 151652, vision_end_token_id: 151653, vision_token_id: 151654, vision_config: QWEN_VL_VISION_CONFIG,
+  };
+  const rng = makeRng(seed ^ 0x5eed);
+  const { hidden_size: V, intermediate_size: I, patch_size: P, depth, spatial_merge_size: m } = QWEN_VL_VISION_CONFIG;
+  const out = text.hidden_size as number;
+  const biased = (name: string, rows: number, cols: number): Array<[string, number[]]> => [[`${name}.weight`, [rows, cols]], [`${name}.bias`, [rows]]];
+  const shapes: Array<[string, number[]]> = [
+    ['model.visual.patch_embed.proj.weight', [V, 3, 2, P, P]],
+    ...Array.from({ length: depth }, (_, i) => `model.visual.blocks.${i}`).flatMap((b): Array<[string, number[]]> => [
+      [`${b}.norm1.weight`, [V]], [`${b}.norm2.weight`, [V]],
+      ...biased(`${b}.attn.qkv`, 3 * V, V), ...biased(`${b}.attn.proj`, V, V),
+      ...biased(`${b}.mlp.gate_proj`, I, V), ...biased(`${b}.mlp.up_proj`, I, V), ...biased(`${b}.mlp.down_proj`, V, I),
+    ]),
+    ['model.visual.merger.ln_q.weight', [V]],
+    ...biased('model.visual.merger.mlp.0', V * m * m, V * m * m), ...biased('model.visual.merger.mlp.2', out, V * m * m),
+  ];
+  // As the Gemma tower's: norm gains near 1, matrices of unit gain, small biases.
+  const value = (name: string, shape: number[]) => {
+    if (/norm\d?\.weight$|ln_q\.weight$/.test(name)) return () => 1 + 0.1 * rng.normal();
+    if (shape.length === 1) return () => 0.1 * rng.normal();
+    const fanIn = shape.slice(1).reduce((a, b) => a * b, 1);
+    return () => rng.normal() / Math.sqrt(fanIn);
+  };
+  const vision = shapes.map(([name, shape]) => {
+    const draw = value(name, shape);
+    return stored(name, shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, draw), dtype);
+  });
+  const renamed = decoder.map((t) => ({ ...t, name: t.name.replace(/^model\./, 'model.language_model.') }));
   return { config, tensors: [...renamed, ...vision].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
 }
 

@@ -1,13 +1,13 @@
 // embedding.wgsl through Ops.embedding: out[m, :] = W[token[m], :] decoded from each weight
 // format, with the table split into parts (each part writes only the ids it holds).
 //
-// Tolerance: exact for f32/f16/bf16 (a gather of values that are exact in f32). For q4/q8,
-// |got - want| <= 2^-22 * (2 |want| + 4): the kernel may round q * scale and then the sum
-// (two f32 roundings, 2^-24 |q * scale| + 2^-24 |want|) where the reference rounds once;
-// with the table in [-2, 2] every |bias| <= 2, so |q * scale| <= |want| + 2, and the bound
-// has a 4x margin.
+// Tolerance: exact for f32/f16/bf16 (a gather of values that are exact in f32). For the
+// affine formats (2- to 8-bit), |got - want| <= 2^-22 * (2 |want| + 4): the kernel may round
+// q * scale and then the sum (two f32 roundings, 2^-24 |q * scale| + 2^-24 |want|) where the
+// reference rounds once; with the table in [-2, 2] every |bias| <= 2, so
+// |q * scale| <= |want| + 2, and the bound has a 4x margin.
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { WeightFormat } from '../../src/runtime/kernel-source.js';
+import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
 import { expectClose, expectPoisoned, Harness, randomF32, randomInts, rng } from './harness.js';
 
 let h: Harness;
@@ -24,7 +24,7 @@ async function runCase(c: Case): Promise<void> {
   const { K } = c;
   const table = randomF32(rand, VOCAB * K, -2, 2);
   const w = h.weight(table, VOCAB, K, c.format, { groupSize: c.groupSize, parts: c.parts });
-  const quantized = c.format === 'q4' || c.format === 'q8';
+  const quantized = isAffine(c.format);
   const tokensBuf = h.uploadU32(new Uint32Array(MAX_ROWS), 'tokens');
   const outBuf = h.poisoned(MAX_ROWS * K, undefined, 'out');
   const dispatches = h.ops.embedding(w.gpu, tokensBuf, outBuf);
@@ -84,5 +84,9 @@ describe('embedding: vocab 513, every format', () => {
   for (const [format, groupSize, K] of [['q4', 32, 160], ['q4', 64, 192], ['q8', 32, 96], ['q8', 128, 256]] as const) {
     it(`${format} group ${groupSize} K=${K}`, () => runCase({ format, K, groupSize, seed: 5 }));
     it(`${format} group ${groupSize} K=${K} in 2 parts [100, 413]`, () => runCase({ format, K, groupSize, parts: [100, 413], seed: 6 }));
+  }
+  // Quads of 3-, 5- and 6-bit values that straddle words, rows padded to whole texels.
+  for (const [format, groupSize, K] of [['q2', 32, 96], ['q3', 64, 192], ['q5', 128, 256], ['q6', 32, 160]] as const) {
+    it(`${format} group ${groupSize} K=${K} in 2 parts [100, 413]`, () => runCase({ format, K, groupSize, parts: [100, 413], seed: 7 }));
   }
 });

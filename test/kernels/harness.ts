@@ -7,9 +7,9 @@ import { mapRead, openGpu, type Gpu } from '../../src/runtime/gpu.js';
 import { Ops } from '../../src/runtime/ops.js';
 import { Program, type Dispatch, type StepShape } from '../../src/runtime/program.js';
 import { affineTexture, filledBuffer, KV_TEXEL_BYTES, KV_TEXTURE_WIDTH, kvCacheTexture, kvTypeOf, MXFP4_BLOCK, rowBytes, SCALE_BYTES, storageBuffer, weightData, type GpuWeight, type KvType, type ScaleFormat, type WeightPart } from '../../src/runtime/tensors.js';
-import type { WeightFormat } from '../../src/runtime/kernel-source.js';
+import { AFFINE_BITS, isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../../src/models/half.js';
-import { quantizeAffine, widenPacked, type QuantBits } from '../../src/models/quantize.js';
+import { quantizeAffine, type QuantBits } from '../../src/models/quantize.js';
 import { TEST_BACKEND } from '../helpers/model-harness.js';
 import { decodeMxfp4, quantizeMxfp4, type Mxfp4 } from '../helpers/mxfp4.js';
 
@@ -183,20 +183,18 @@ export class Harness {
    * Uploads a row-major [rows, cols] f32 matrix in `format`, split into parts of the given
    * row counts (one part by default). Returns the weight and the values the kernel should
    * see after dequantization (`effective`), decoded independently of the kernels: halves
-   * through src/models/half.ts, q4/q8 by unpacking words as formats/affine.wgsl documents,
-   * with scales and biases rounded to `scaleFormat` (bf16 by default, as mlx-lm stores them).
+   * through src/models/half.ts, the affine formats by reading the bit stream bit by bit as
+   * formats/affine.wgsl documents it, with scales and biases rounded to `scaleFormat` (bf16
+   * by default, as mlx-lm stores them). Affine rows are uploaded as the loader uploads a
+   * checkpoint's: padded to whole texels where their bit stream is not (rowBytes).
+   * `mxfp4`: the blocks to upload as they are (else `host` quantized to MXFP4,
+   * test/helpers/mxfp4.ts), decoded for the reference by that file's table.
    */
-  /**
-   * `storedBits` (q4: 2 or 3, q8: 5 or 6): quantized at that width and widened to the
-   * format's as the loader does for such checkpoints (widenPacked); the reference decodes
-   * the stored width. `mxfp4`: the blocks to upload as they are (else `host` quantized to
-   * MXFP4, test/helpers/mxfp4.ts), decoded for the reference by that file's table.
-   */
-  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat; storedBits?: QuantBits; mxfp4?: Mxfp4 } = {}): TestWeight {
+  weight(host: Float32Array, rows: number, cols: number, format: WeightFormat, opts: { groupSize?: number; parts?: number[]; scaleFormat?: ScaleFormat; mxfp4?: Mxfp4 } = {}): TestWeight {
     if (host.length !== rows * cols) throw new Error(`weight: ${host.length} values for [${rows}, ${cols}]`);
     const partRows = opts.parts ?? [rows];
     if (partRows.reduce((a, b) => a + b, 0) !== rows) throw new Error(`weight: parts ${partRows} do not sum to ${rows}`);
-    const groupSize = format === 'q4' || format === 'q8' ? (opts.groupSize ?? 64) : 0;
+    const groupSize = isAffine(format) ? (opts.groupSize ?? 64) : 0;
     let bytes: Uint8Array;
     let effective: Float32Array;
     let bound: Float32Array | undefined;
@@ -225,14 +223,10 @@ export class Harness {
         effective = bf16ToF32(bits);
         break;
       }
-      case 'q4':
-      case 'q8': {
-        const loadedBits = format === 'q4' ? 4 : 8;
-        const bitsPer = opts.storedBits ?? loadedBits;
+      default: {
+        const bitsPer = AFFINE_BITS[format] as QuantBits;
         const q = quantizeAffine(host, rows, cols, bitsPer, groupSize);
-        const loaded = new Uint32Array((rows * cols * loadedBits) / 32);
-        widenPacked(q.packed, bitsPer, loaded, loadedBits, rows * cols);
-        bytes = new Uint8Array(loaded.buffer);
+        bytes = padRows(new Uint8Array(q.packed.buffer), rows, (cols * bitsPer) / 8, rowBytes(format, cols));
         effective = unpackAffine(q.packed, q.scales, q.biases, rows, cols, bitsPer, groupSize);
         // The quantizer itself: every element within one step of its group's grid.
         for (let i = 0; i < host.length; i++) {
@@ -288,10 +282,18 @@ export interface TestWeight {
   effective: Float32Array;
   /**
    * [rows, cols] magnitudes an f32 evaluation may round against: |w| for float formats;
-   * |q * scale| + |bias| for q4/q8, whose kernels may sum scale * dot(q, x) and
+   * |q * scale| + |bias| for the affine formats, whose kernels may sum scale * dot(q, x) and
    * bias * sum(x) separately (terms that can cancel).
    */
   bound: Float32Array;
+}
+
+/** `rows` rows of `from` bytes each, each zero-padded to `to` bytes. */
+function padRows(data: Uint8Array, rows: number, from: number, to: number): Uint8Array {
+  if (from === to) return data;
+  const out = new Uint8Array(rows * to);
+  for (let r = 0; r < rows; r++) out.set(data.subarray(r * from, (r + 1) * from), r * to);
+  return out;
 }
 
 /** Values in a scale format: their bytes as uploaded (`size` per value) and what they decode to. */

@@ -24,7 +24,7 @@ const ROW_FLOATS = 64;
 function kvCache(blockSize: number, blocks: number, layer: KvLayer): KvCache {
   const types = { k: kvTypeOf(layer.k), v: kvTypeOf(layer.v) };
   const tokenBytes = (ROW_FLOATS / 4) * (KV_TEXEL_BYTES[types.k] + KV_TEXEL_BYTES[types.v]);
-  return { blockSize, blocks, maxBlocks: blocks, types, kvDim: ROW_FLOATS, tokenBytes, layers: [layer] };
+  return { blockSize, blocks, maxBlocks: blocks, ringSlots: 0, types, kvDim: ROW_FLOATS, tokenBytes, layers: [layer] };
 }
 
 /** Distinct values every KV type holds exactly (f16: below 1024, in halves), texture t's offset by t. */

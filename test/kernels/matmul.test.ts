@@ -1,5 +1,5 @@
 // Ops.linear: Y[m, n] (+)= sum_k X[m, k] W[n, k] (+ bias[n]). Float weights (f32, f16,
-// bf16) and MXFP4 run matmul.wgsl with the format's loader; q4/q8 record matvec_q.wgsl (used for
+// bf16) and MXFP4 run matmul.wgsl with the format's loader; the affine formats (q2-q8) record matvec_q.wgsl (used for
 // <= 2 rows: decode; 32 rows per invocation; matvec_q_workgroup.wgsl in the last suite,
 // the layout for GPUs) and matmul_q.wgsl (> 2 rows: prefill, register
 // tiles of 32 rows x 4 tokens, X read from a texture after a row copy: one copy for
@@ -11,7 +11,7 @@
 // Tolerance: |got - want| <= (K + 2) * 2^-24 * sum_k |X[m,k]| B[n,k] (+ |bias| and |Y0| terms):
 // the worst-case bound for an f32 dot product of length K (Higham's gamma_K) plus the
 // dequantization roundings, where B = |W| for float formats and |q * scale| + |bias| for
-// q4/q8 (matvec_q/matmul_q sum scale * dot(q, x) and bias * sum(x) separately, and those
+// the affine formats (matvec_q/matmul_q sum scale * dot(q, x) and bias * sum(x) separately, and those
 // can cancel). The reference uses the exact values the kernel decodes
 // (TestWeight.effective), so the format's own quantization error is not part of it.
 // MXFP4 is checked on quantized random weights, and on random codes (all 16, the subnormal
@@ -26,7 +26,6 @@
 // relative roundings to the dot product's K + 2.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAffine, type WeightFormat } from '../../src/runtime/kernel-source.js';
-import type { QuantBits } from '../../src/models/quantize.js';
 import type { LinearNorm } from '../../src/runtime/ops/linear.js';
 import { GLU_BLOCK_ROWS, MXFP4_BLOCK, type ScaleFormat } from '../../src/runtime/tensors.js';
 import { expectClose, expectPoisoned, Harness, POISON_BITS, randomF32, rng, type TestWeight } from './harness.js';
@@ -94,9 +93,7 @@ interface Case {
   seed: number;
   /** X without uniform usage: matvec_q reads it through a storage binding. */
   storageX?: boolean;
-  /** q4: 2 or 3, q8: 5 or 6: the bit width the weight is stored at (widened at load). */
-  storedBits?: QuantBits;
-  /** q4/q8 scales and biases as stored (bf16 by default). */
+  /** Affine scales and biases as stored (bf16 by default). */
   scaleFormat?: ScaleFormat;
   /** RMSNorm fused into the input, its weight in a buffer bindable as a uniform, or (`'storage'`) not. */
   norm?: 'uniform' | 'storage';
@@ -109,7 +106,7 @@ interface Case {
 async function runCase(c: Case): Promise<void> {
   const rand = rng(c.seed);
   const { K, N } = c;
-  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts, scaleFormat: c.scaleFormat, storedBits: c.storedBits, mxfp4: c.mxfp4?.(rand, N, K) });
+  const w = h.weight(randomF32(rand, N * K), N, K, c.format, { groupSize: c.groupSize, parts: c.parts, scaleFormat: c.scaleFormat, mxfp4: c.mxfp4?.(rand, N, K) });
   const bias = c.bias ? randomF32(rand, N) : undefined;
   const xBuf = c.storageX ? h.poisoned(MAX_ROWS * K, POISON_BITS, 'x') : h.activation(MAX_ROWS * K, 'x');
   const yBuf = h.poisoned(MAX_ROWS * N, POISON_BITS, 'y');
@@ -138,7 +135,7 @@ async function runCase(c: Case): Promise<void> {
     await h.run(dispatches, { tokens: M, seqs: 1 });
     const got = await h.readF32(yBuf, MAX_ROWS * N);
     const { want, tol } = reference(x, w, M, { bias, init, norm });
-    expectClose(`${c.format}${c.storedBits ? ` (${c.storedBits}-bit)` : ''} K=${K} N=${N} M=${M}`, got.subarray(0, M * N), want, (i) => tol[i]!);
+    expectClose(`${c.format} K=${K} N=${N} M=${M}`, got.subarray(0, M * N), want, (i) => tol[i]!);
     expectPoisoned(`${c.format} M=${M}: rows >= M`, got, M * N, MAX_ROWS * N);
   }
 }
@@ -179,11 +176,16 @@ describe('matmul: MXFP4 weights (matmul.wgsl, formats/mxfp4.wgsl)', () => {
     runCase({ format: 'mxfp4', K: 96, N: 37, parts: [30, 7], Ms: [16, 16, 16, 16, 16, 16], seed: 92, mxfp4: extremeBlocks, oneHotX: true }));
 });
 
-// 2/3-bit weights load as q4, 5/6-bit ones as q8 (the same q, scale and bias in a wider
-// field; checkpoint.ts widenRow): the reference decodes the stored bit stream itself.
-describe('matmul: 2-, 3-, 5- and 6-bit weights through the q4/q8 kernels', () => {
-  for (const [storedBits, format, groupSize, K] of [[2, 'q4', 32, 160], [3, 'q4', 64, 192], [5, 'q8', 128, 256], [6, 'q8', 64, 192], [3, 'q4', 32, 96]] as const) {
-    it(`${storedBits}-bit group ${groupSize} K=${K} N=37 (as ${format})`, () => runCase({ format, storedBits, K, N: 37, groupSize, Ms: [1, 2, 3, 13], seed: 60 + storedBits, parts: storedBits === 6 ? [20, 17] : undefined }));
+// The other bit widths MLX packs, read from the stored bit stream itself: 3-, 5- and 6-bit
+// fields straddle words, and a 32-value chunk starts at every word of a texel (3- and
+// 5-bit: words 0-3 over the row; 2- and 6-bit: 0 and 2). K * bits not a multiple of 128
+// leaves rows that end inside a texel (padded: q2 K=96, q3 K=192, q6 K=96); q5 K=256 fills
+// its rows. One group size per width: the group's unrolled chunks are the same code for
+// every width (the q4/q8 cases above take each group size). The reference decodes the
+// stream bit by bit (harness.ts unpackAffine).
+describe('matmul: native 2-, 3-, 5- and 6-bit weights', () => {
+  for (const [format, groupSize, K] of [['q2', 32, 96], ['q3', 64, 192], ['q5', 128, 256], ['q6', 32, 96]] as const) {
+    it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: [1, 2, 3, 13], seed: 60 + K + groupSize, parts: format === 'q3' ? [20, 17] : undefined }));
   }
 });
 
@@ -374,6 +376,7 @@ describe('matmul: gated (SwiGLU) projection', () => {
   for (const format of ['q4', 'q8'] as const) {
     it(`${format}: 48 columns (3 blocks of each), M = 1, 2, 3, 5, 9`, () => runGated(format, 48, { Ms: [1, 2, 3, 5, 9], seed: 60 }));
   }
+  it('q3: 48 columns, fields straddling words', () => runGated('q3', 48, { Ms: [1, 2, 5], seed: 65 }));
   it('q4: 272 columns over several workgroups, in 2 parts, normed input', () => runGated('q4', 272, { parts: [320, 224], norm: true, Ms: [1, 4, 13], seed: 61 }));
   it('f32 (stacked, then glu.wgsl): 40 columns', () => runGated('f32', 40, { Ms: [1, 5], seed: 62 }));
   it('rejects a part that splits a block pair, and bias', () => {
@@ -396,6 +399,9 @@ describe('matvec_q_workgroup: the GPU layout of the decode matvec', () => {
   afterAll(() => { h = cpu; });
   for (const [format, groupSize, K] of [['q4', 32, 160], ['q4', 64, 192], ['q4', 128, 256], ['q8', 32, 160], ['q8', 64, 192], ['q8', 128, 256]] as const) {
     it(`${format} group ${groupSize} K=${K} N=37`, () => runCase({ format, K, N: 37, groupSize, Ms: [1, 2, 3], seed: 70 + groupSize }));
+  }
+  for (const format of ['q2', 'q3', 'q5', 'q6'] as const) {
+    it(`${format} group 64 K=192 N=37 (rows padded to whole texels but for q2 and q6)`, () => runCase({ format, K: 192, N: 37, groupSize: 64, Ms: [1, 2], seed: 90 }));
   }
   it('q4 K=1024 N=1100: more chunks than invocations per row, rows past a block', () =>
     runCase({ format: 'q4', K: 1024, N: 1100, groupSize: 64, Ms: [1, 2], seed: 71 }));

@@ -2,7 +2,8 @@
 // the router logits, ties to the lower expert, both routings, renormalised or not, the
 // slots grouped by expert), then moe_matmul.wgsl (each expert's gate/up GLU and down
 // projection over the slots routed to it; weights split into parts at expert boundaries)
-// and moe_combine.wgsl (the weighted sum into h), in f32, bf16 and q4 g32, and as GPT-OSS
+// and moe_combine.wgsl (the weighted sum into h), in f32, bf16, q4 g32 and q3 g32 (fields
+// straddling words, a chunk starting mid-texel, rows padded to whole texels), and as GPT-OSS
 // runs it: MXFP4 experts (scales e8m0 0 among them) with gate and up rows alternating,
 // per-expert biases large enough that the clamped GLU (quick GELU of min(gate, 7) times
 // clamp(up, -7, 7) + 1) clamps. The batch has tokens choosing different experts, a tie, and
@@ -66,7 +67,7 @@ function mxfp4WithTinyBlocks(values: Float32Array) {
 }
 
 describe('moe route + expert matmul + combine', () => {
-  const cases: Array<[WeightFormat, MoeRouting, boolean]> = [['f32', 'softmax_topk', true], ['bf16', 'softmax_topk', false], ['q4', 'topk_softmax', false], ['mxfp4', 'topk_softmax', false]];
+  const cases: Array<[WeightFormat, MoeRouting, boolean]> = [['f32', 'softmax_topk', true], ['bf16', 'softmax_topk', false], ['q4', 'topk_softmax', false], ['q3', 'softmax_topk', false], ['mxfp4', 'topk_softmax', false]];
   for (const [format, routing, renormalize] of cases) {
     // GPT-OSS's experts: alternating gate/up rows, biases, the clamped GLU.
     const gptOss = format === 'mxfp4';

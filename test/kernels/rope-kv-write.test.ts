@@ -5,7 +5,8 @@
 // checked against the unfused math: RMSNorm, then RoPE, in float64. The cache is poisoned
 // and each token given a block of its own, reached through a block table of poison but for
 // the one entry its position selects, so a write to the wrong slot shows up; v must land
-// bit-exact, and every slot not written must keep its poison.
+// bit-exact, and every slot not written must keep its poison. With MROPE (Qwen2.5-VL), each
+// pair's position is its section's stream of the token's three, the same bound applying.
 //
 // Tolerance: |got - want| <= 2^-11 * (|xa| + |xb|) + 2^-22 * |want|. The reference forms
 // the angle exactly as the kernel does (one f32 product), then uses float64 cos/sin; WGSL
@@ -29,7 +30,8 @@ function invFreq(headDim: number, theta: number): Float32Array {
   return Float32Array.from({ length: headDim / 2 }, (_, i) => Math.pow(theta, (-2 * i) / headDim));
 }
 
-function reference(x: Float32Array, pos: ArrayLike<number>, freq: Float32Array, M: number, heads: number, headDim: number) {
+/** `pos(m, i)`: the position pair i of token m turns by. */
+function reference(x: Float32Array, pos: (m: number, i: number) => number, freq: Float32Array, M: number, heads: number, headDim: number) {
   const half = headDim / 2;
   const want = new Float64Array(M * heads * headDim);
   const tol = new Float64Array(M * heads * headDim);
@@ -37,7 +39,7 @@ function reference(x: Float32Array, pos: ArrayLike<number>, freq: Float32Array, 
     for (let hd = 0; hd < heads; hd++) {
       const row = (m * heads + hd) * headDim;
       for (let i = 0; i < half; i++) {
-        const angle = Math.fround(pos[m]! * freq[i]!);
+        const angle = Math.fround(pos(m, i) * freq[i]!);
         const c = Math.cos(angle);
         const s = Math.sin(angle);
         const xa = x[row + i]!;
@@ -69,6 +71,8 @@ interface RopeKvRun {
   headNorm?: Float32Array;
   /** The cache's type (default f32). */
   type?: KvType;
+  /** Multimodal RoPE: the sections and each token's (t, h, w) positions. */
+  mrope?: { sections: [number, number]; positions: number[] };
 }
 
 /**
@@ -95,10 +99,13 @@ async function runRopeKv(r: RopeKvRun): Promise<{ q: Float32Array; k: Float32Arr
   const type = r.type ?? 'f32';
   const kCache = h.kvCache(poison, 'k_cache', type);
   const vCache = h.kvCache(poison, 'v_cache', type);
-  const meta = { tokenPos: h.uploadU32(pad(r.pos), 'token_pos'), tokenTable: h.uploadU32(pad(tokenTable), 'token_table'), blockTable: h.uploadU32(blockTable, 'block_table') };
+  const meta = {
+    tokenPos: h.uploadU32(pad(r.pos), 'token_pos'), tokenTable: h.uploadU32(pad(tokenTable), 'token_table'), blockTable: h.uploadU32(blockTable, 'block_table'),
+    ropePos: r.mrope && h.uploadU32(r.mrope.positions, 'rope_pos'),
+  };
   await h.run(h.ops.ropeKvWrite('rope_kv_write', {
     q: qBuf, k: h.uploadF32(r.k, 'k'), v: h.uploadF32(r.v, 'v'), heads: r.heads, kvHeads: r.kvHeads, cache: { k: kCache, v: vCache }, blockSize: BLOCK,
-  }, { headDim: r.headDim, invFreq: h.uploadF32(r.freq), headNorm: r.headNorm && h.uploadF32(r.headNorm), eps: 1e-6 }, meta), { tokens: M, seqs: 1 });
+  }, { headDim: r.headDim, invFreq: h.uploadF32(r.freq), headNorm: r.headNorm && h.uploadF32(r.headNorm), eps: 1e-6, mrope: r.mrope && { sections: r.mrope.sections } }, meta), { tokens: M, seqs: 1 });
   const q = await h.readF32(qBuf, r.q.length);
   expectUnchanged(`q M=${M}: rows >= M`, q, r.q, M * r.heads * r.headDim, r.q.length);
   const rows = async (cache: GPUTexture, what: string) => {
@@ -126,8 +133,8 @@ async function runRope(heads: number, headDim: number, pos: number[], theta: num
   const q = randomF32(rand, MAX_TOKENS * heads * headDim);
   const k = randomF32(rand, MAX_TOKENS * kvHeads * headDim);
   const out = await runRopeKv({ heads, kvHeads, headDim, pos, freq, q, k, v: randomF32(rand, MAX_TOKENS * kvHeads * headDim), type });
-  const refQ = reference(q, pos, freq, M, heads, headDim);
-  const refK = reference(k, pos, freq, M, kvHeads, headDim);
+  const refQ = reference(q, (m) => pos[m]!, freq, M, heads, headDim);
+  const refK = reference(k, (m) => pos[m]!, freq, M, kvHeads, headDim);
   // An f16 store rounds to nearest: half an f16 ulp, 2^-11 relative, more.
   if (type === 'f16') refK.tol.forEach((t, i) => (refK.tol[i] = t + 2 ** -11 * Math.abs(refK.want[i]!)));
   const got = Float32Array.from([...out.q.subarray(0, M * heads * headDim), ...out.k]);
@@ -165,6 +172,27 @@ describe('rope_kv_write', () => {
     for (let i = 0; i < r.n; i++) worst = Math.max(worst, Math.abs(r.got[i]! - r.want[i]!) / r.tol[i]!);
     // Not a spec guarantee outside [-pi, pi]; a regression guard on the implementation.
     expect(worst, 'worst |err| / tol at large angles').toBeLessThanOrEqual(1);
+  });
+});
+
+describe('rope_kv_write with multimodal RoPE (MROPE)', () => {
+  it('turns each rotary pair by its section\'s position stream, sections ending inside a vec4, and writes the cache at token_pos', async () => {
+    const [heads, kvHeads, headDim] = [2, 1, 16];
+    const rand = rng(77);
+    const pos = [0, 1, 2, 3, 4];
+    // (t, h, w) per token, unrelated to its cache position.
+    const positions = [5, 5, 5, 9, 9, 10, 9, 10, 9, 300, 2, 7, 0, 0, 40];
+    const sections: [number, number] = [2, 3];
+    const stream = (i: number) => (i < sections[0] ? 0 : i < sections[0] + sections[1] ? 1 : 2);
+    const at = (m: number, i: number) => positions[3 * m + stream(i)]!;
+    const freq = invFreq(headDim, 10000);
+    const q = randomF32(rand, MAX_TOKENS * heads * headDim);
+    const k = randomF32(rand, MAX_TOKENS * kvHeads * headDim);
+    const out = await runRopeKv({ heads, kvHeads, headDim, pos, freq, q, k, v: randomF32(rand, MAX_TOKENS * kvHeads * headDim), mrope: { sections, positions } });
+    for (const [what, x, got, n] of [['q', q, out.q, heads], ['k', k, out.k, kvHeads]] as const) {
+      const ref = reference(x, at, freq, pos.length, n, headDim);
+      expectClose(`mrope (${what})`, got.subarray(0, pos.length * n * headDim), ref.want, (i) => ref.tol[i]!);
+    }
   });
 });
 

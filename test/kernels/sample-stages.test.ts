@@ -112,7 +112,7 @@ async function runSampler(rows: Float32Array, vocab: number, seqs: SeqIn[], bias
   const unused = h.poisoned(4, 0, 'unused');
   const entries = h.uploadU32(packEntries(bias?.entries ?? []), 'bias entries');
   const meta: BatchMeta = {
-    tokens: unused, tokenPos: unused, tokenTable: unused, blockTable: unused, seqLast: unused, chunks: unused,
+    tokens: unused, tokenPos: unused, tokenTable: unused, blockTable: unused, tokenSlot: unused, seqLast: unused, chunks: unused,
     seqParams: h.uploadU32(packSeqs(seqs), 'seq_params'),
     sampled: out,
     masks: h.uploadU32(masks, 'masks'),

@@ -50,7 +50,7 @@ async function sample(rows: Float32Array, vocab: number, params: SampleParams[])
   const out = h.poisoned(S + 4, POISON_U32, 'sampled');
   const unused = h.poisoned(4, 0, 'unused');
   const meta: BatchMeta = {
-    tokens: unused, tokenPos: unused, tokenTable: unused, blockTable: unused, seqLast: unused, chunks: unused,
+    tokens: unused, tokenPos: unused, tokenTable: unused, blockTable: unused, tokenSlot: unused, seqLast: unused, chunks: unused,
     seqParams: h.uploadU32(packParams(params), 'seq_params'),
     sampled: out,
     masks: h.uploadU32(masks, 'masks'),

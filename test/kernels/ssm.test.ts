@@ -1,20 +1,33 @@
 // The recurrent layers' kernels against a CPU reference (f64, token by token from a zero
 // state): ssm_conv.wgsl (Mamba-2's conv with bias and SiLU; LFM2's gated conv) and
-// ssm_scan.wgsl (the selective scan: 4 heads of 8 channels in 2 groups, state size 16),
-// and rmsnorm_gated.wgsl. Two sequences in their own state slots run (a) each whole in one
-// pass and (b) in chunks that split the conv window and the scan (4 + 3 tokens, then single
-// decode steps, beside the other sequence's chunks of 2 and 3): both give the reference's
-// outputs and final states, so a chunked prefill equals token-by-token decode.
+// the selective scan (4 heads of 8 channels in 2 groups, state size 16) in both layouts
+// (a CPU adapter's: ssm_scan.wgsl walks every chunk; a GPU's: ssm_scan_chunk.wgsl over
+// chunks of several tokens, in parallel over 16 segments of their positions, and
+// ssm_scan.wgsl over decode steps), and rmsnorm_gated.wgsl. Two sequences in their own
+// state slots run (a) each whole in one pass (37 tokens: segments of 3, the last one
+// short; 5 tokens: segments of one and empty ones) and (b) in chunks that split the conv
+// window and the scan (20 + 13 tokens, then single decode steps, beside the other
+// sequence's chunks of 2 and 3): both give the reference's outputs and final states, so a
+// chunked prefill equals token-by-token decode.
 // Tolerance: every output is a sum of at most 16 f32 products a few steps deep (the conv's
-// 4 taps, the scan's 16 state values carried over <= 11 tokens with exp and softplus within
-// a few ULP); each value within 1e-5 of the magnitudes it is made from plus 1e-6, orders of
-// magnitude below what a lost state, a tap off by one or the wrong group gives.
+// 4 taps, the scan's 16 state values carried over <= 37 tokens with exp and softplus within
+// a few ULP, the segments' decay products regrouping the same factors); each value within
+// 1e-5 of the magnitudes it is made from plus 1e-6, orders of magnitude below what a lost
+// state, a tap off by one, a segment carried wrong or the wrong group gives.
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { expectClose, Harness, randomF32, rng } from './harness.js';
 
 let h: Harness;
-beforeAll(async () => { h = await Harness.open(); });
-afterAll(() => h?.destroy());
+/** The scans' two layouts: a CPU adapter's walk over every chunk, a GPU's chunked-parallel scan beside the decode steps' walk. */
+const harness = {} as Record<'cpu' | 'gpu', Harness>;
+beforeAll(async () => {
+  h = harness.cpu = await Harness.open();
+  harness.gpu = await Harness.open({ asGpu: true });
+});
+afterAll(() => {
+  h?.destroy();
+  harness.gpu?.destroy();
+});
 
 const H = 4;
 const P = 8;
@@ -24,7 +37,7 @@ const K = 4;
 const INNER = H * P;
 const CONV = INNER + 2 * G * N;
 const PROJ = 2 * INNER + 2 * G * N + H;
-const LENGTHS = [11, 5];
+const LENGTHS = [37, 5];
 const SLOTS = 2;
 const TOL = (mag: number) => 1e-5 * mag + 1e-6;
 
@@ -76,8 +89,8 @@ function scanRef(T: number, xbc: Float64Array, proj: Float32Array, aLog: Float32
 
 /** Steps of chunks: [sequence, first token, tokens]. */
 type Plan = Array<Array<[number, number, number]>>;
-const WHOLE: Plan = [[[0, 0, 11], [1, 0, 5]]];
-const SPLIT: Plan = [[[0, 0, 4], [1, 0, 2]], [[0, 4, 3], [1, 2, 3]], [[0, 7, 1]], [[0, 8, 1]], [[0, 9, 1]], [[0, 10, 1]]];
+const WHOLE: Plan = [[[0, 0, 37], [1, 0, 5]]];
+const SPLIT: Plan = [[[0, 0, 20], [1, 0, 2]], [[0, 20, 13], [1, 2, 3]], [[0, 33, 1]], [[0, 34, 1]], [[0, 35, 1]], [[0, 36, 1]]];
 
 describe('ssm_conv + ssm_scan', () => {
   const rand = rng(40);
@@ -95,8 +108,9 @@ describe('ssm_conv + ssm_scan', () => {
   const mag = (v: ArrayLike<number>) => Math.max(...Array.from(v, Math.abs));
 
   for (const [label, plan] of [['each sequence in one pass', WHOLE], ['chunks splitting the conv window and the scan, then decode steps', SPLIT]] as const) {
-    it(label, async () => {
-      const MAXT = 16;
+    for (const layout of ['cpu', 'gpu'] as const) it(`${label} (${layout} layout)`, async () => {
+      const h = harness[layout];
+      const MAXT = 48;
       const chunks = h.activation(4 * MAXT, 'chunks');
       const proj = h.activation(MAXT * PROJ, 'proj');
       const xbc = h.activation(MAXT * CONV, 'xbc');
@@ -106,7 +120,7 @@ describe('ssm_conv + ssm_scan', () => {
       const ssmState = h.activation(SLOTS * INNER * N, 'ssm_state');
       const dispatches = [
         h.ops.ssmConv('conv', chunks, proj, h.uploadF32(convW), convState, xbc, { channels: CONV, inStride: PROJ, inOffset: INNER, kernel: K, gated: false, bias: h.uploadF32(convB) }),
-        h.ops.ssmScan('scan', chunks, xbc, proj, { aLog: h.uploadF32(aLog), dtBias: h.uploadF32(dtBias), d: h.uploadF32(d) }, ssmState, y, {
+        ...h.ops.ssmScan('scan', chunks, xbc, proj, { aLog: h.uploadF32(aLog), dtBias: h.uploadF32(dtBias), d: h.uploadF32(d) }, ssmState, y, {
           heads: H, headDim: P, groups: G, stateSize: N, convDim: CONV, projStride: PROJ, dtOffset: INNER + CONV,
         }),
       ];

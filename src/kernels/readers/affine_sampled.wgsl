@@ -1,4 +1,4 @@
-// A q4/q8 weight's textures (formats/affine.wgsl) as sampled textures, and their texel
+// An affine weight's textures (formats/affine.wgsl) as sampled textures, and their texel
 // reads: binding 2 the packed words (w_texel), 3 the scales and biases (w_affine_texel);
 // texel i of either is (i % PACKED_WIDTH, i / PACKED_WIDTH).
 @group(0) @binding(2) var w_packed: texture_2d<u32>;

@@ -1,4 +1,4 @@
-// A q4/q8 weight's textures (formats/affine.wgsl) as read-only storage textures, and their
+// An affine weight's textures (formats/affine.wgsl) as read-only storage textures, and their
 // texel reads: binding 2 the packed words (w_texel), 3 the scales and biases
 // (w_affine_texel); texel i of either is (i % PACKED_WIDTH, i / PACKED_WIDTH). For kernels
 // where a storage load beats a sampled one (Ops.affineRead), where WGSL allows it.

@@ -15,6 +15,9 @@ const ATTENTION_GROUP = 3;
  * How Ops.ropeKvWrite rotates: the first rotaryDim dims of each head (default head_dim; 0:
  * none, a NoPE layer) by inv_freq [rotaryDim / 2], the result times mscale (default 1);
  * with headNorm, each head RMS-normed first by its weights ([2 * head_dim]: q's, k's).
+ * With `mrope`, pair i turns by one of each token's three positions (meta.ropePos, [tokens,
+ * 3] u32: t, h, w): t for i < sections[0], h for i < sections[0] + sections[1], w beyond
+ * (Qwen2.5-VL's multimodal RoPE).
  */
 export interface RopeOptions {
   headDim: number;
@@ -23,7 +26,12 @@ export interface RopeOptions {
   mscale?: number;
   headNorm?: GPUBuffer;
   eps?: number;
+  mrope?: { sections: readonly [number, number] };
 }
+
+/** A pass's positions as the attention kernels read them; ropePos only with RopeOptions.mrope. */
+/** The batch metadata the attention kernels read; tokenSlot only a ring layer's, ropePos only multimodal RoPE's (BatchMeta). */
+export type AttentionMeta = Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & Partial<Pick<BatchMeta, 'tokenSlot'>> & { keyEnd?: GPUBuffer; ropePos?: GPUBuffer };
 
 /**
  * How Ops.attention scores: q times scale, each score soft-capped (0: not), over the last
@@ -38,13 +46,15 @@ export interface AttentionScores {
 }
 
 /**
- * One layer's KV cache textures (tensors.ts kvCacheTexture). The engine may replace them
- * with larger ones as the pool grows; the dispatches bind whichever the layer holds when
- * they are recorded.
+ * One layer's KV cache textures (tensors.ts kvCacheTexture) in one of kv_cache.wgsl's
+ * layouts: paged blocks (ring 0 or absent), or a ring of `ring` positions per slot (a
+ * sliding-window layer's). The engine may replace a paged layer's textures with larger
+ * ones as the pool grows; the dispatches bind whichever the layer holds when they run.
  */
 export interface KvLayer {
   k: GPUTexture;
   v: GPUTexture;
+  ring?: number;
 }
 
 /** What Ops.ropeKvWrite reads and writes: one layer's q, k, v [tokens, heads, head_dim] and its KV cache. */
@@ -80,18 +90,29 @@ function kvDispatch(cache: KvLayer, d: Omit<Dispatch, 'bindGroup'>, bind: (k: GP
  * layer's paged KV cache, in one dispatch (rope_kv_write.wgsl). With `headNorm` ([2 *
  * head_dim]: q's weight, then k's), each head is RMS-normed first (Qwen3's q/k norm).
  */
-export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope: RopeOptions, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'>): Dispatch {
+/** A ring layer's token slots (kv_cache.wgsl token_slot), which it cannot run without. */
+function tokenSlots(ops: Ops, label: string, cache: KvLayer, meta: AttentionMeta): GPUBuffer {
+  if (!cache.ring) return ops.dummy;
+  if (!meta.tokenSlot) throw new Error(`${label}: a ring KV layer needs the tokens' slots`);
+  return meta.tokenSlot;
+}
+
+export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope: RopeOptions, meta: AttentionMeta): Dispatch {
   if (rope.headDim % 8 !== 0) throw new Error(`head_dim ${rope.headDim} unsupported (multiple of 8)`);
   const rotDim = rope.rotaryDim ?? rope.headDim;
   if (rotDim % 8 !== 0 || rotDim > rope.headDim) throw new Error(`rotary dims ${rotDim} unsupported (a multiple of 8, at most head_dim ${rope.headDim})`);
   if (rotDim > 0 && !rope.invFreq) throw new Error(`${label}: rotary dims without inverse frequencies`);
-  const pipeline = ops.pipelines.get('rope_kv_write', kvVariant(inputs.cache), { NORM: rope.headNorm !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
+  if (rope.mrope && !meta.ropePos) throw new Error(`${label}: multimodal RoPE without its positions`);
+  const pipeline = ops.pipelines.get('rope_kv_write', kvVariant(inputs.cache), { NORM: rope.headNorm !== undefined, MROPE: rope.mrope !== undefined, KV_WIDTH: KV_TEXTURE_WIDTH });
+  const [sectionT, sectionH] = rope.mrope?.sections ?? [0, 0];
   const params = ops.params('rope_kv_write', {
-    heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize, rot_dim: rotDim, mscale: rope.mscale ?? 1,
+    heads: inputs.heads, kv_heads: inputs.kvHeads, head_dim: rope.headDim, eps: rope.eps ?? 0, block_size: inputs.blockSize, rot_dim: rotDim, mscale: rope.mscale ?? 1, ring: inputs.cache.ring ?? 0,
+    section_t: sectionT, section_h: sectionH,
   });
+  const token_slot = tokenSlots(ops, label, inputs.cache, meta);
   return kvDispatch(inputs.cache, { label, pipeline, workgroups: (s) => [ceil(s.tokens * (inputs.heads + inputs.kvHeads), 64)] }, (k_cache, v_cache) => ops.bind(label, pipeline, params, {
     q: inputs.q, token_pos: meta.tokenPos, inv_freq: rope.invFreq ?? ops.dummy, norm_weight: rope.headNorm ?? ops.dummy, k: inputs.k, v: inputs.v,
-    token_table: meta.tokenTable, block_table: meta.blockTable, k_cache, v_cache,
+    token_table: meta.tokenTable, block_table: meta.blockTable, k_cache, v_cache, token_slot, rope_pos: meta.ropePos ?? ops.dummy,
   }));
 }
 
@@ -110,7 +131,7 @@ export function ropeKvWrite(ops: Ops, label: string, inputs: RopeKvInputs, rope:
  * encoder's) when each token's keyEnd is its sequence's last position. The cache append
  * still writes each token at its own position.
  */
-export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
+export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: AttentionMeta): Dispatch[] {
   return [ropeKvWrite(ops, `${label}.rope_kv_write`, inputs, rope, meta), ...cachedAttention(ops, label, inputs, out, rope, meta)];
 }
 
@@ -119,12 +140,13 @@ export function attention(ops: Ops, label: string, inputs: RopeKvInputs, out: GP
  * already in the cache (an encoder-decoder's cross-attention over the encoder's output,
  * written once per input by Ops.ropeKvWrite), each up to its keyEnd (else its position).
  */
-export function cachedAttention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: Pick<BatchMeta, 'tokenPos' | 'tokenTable' | 'blockTable'> & { keyEnd?: GPUBuffer }): Dispatch[] {
+export function cachedAttention(ops: Ops, label: string, inputs: RopeKvInputs, out: GPUBuffer, rope: RopeOptions & AttentionScores, meta: AttentionMeta): Dispatch[] {
   if (rope.headDim > 256) throw new Error(`head_dim ${rope.headDim} unsupported (at most 256)`);
   if (inputs.heads % inputs.kvHeads !== 0) throw new Error(`${inputs.heads} attention heads are not a multiple of ${inputs.kvHeads} KV heads`);
   const params = ops.params('attention_io', {
-    heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0, has_sinks: rope.sinks !== undefined,
+    heads: inputs.heads, kv_heads: inputs.kvHeads, block_size: inputs.blockSize, scale: rope.scale, window: rope.window ?? 0, softcap: rope.softcap ?? 0, has_sinks: rope.sinks !== undefined, ring: inputs.cache.ring ?? 0,
   });
+  const token_slot = tokenSlots(ops, label, inputs.cache, meta);
   // The group's registers grow with head_dim; past 128 a group compiles slowly.
   const group = rope.headDim <= 128 ? ATTENTION_GROUP : 1;
   const perKv = inputs.heads / inputs.kvHeads;
@@ -135,7 +157,7 @@ export function cachedAttention(ops: Ops, label: string, inputs: RopeKvInputs, o
   const variant = { KV_READ: read, D4: rope.headDim / 4, ...(read === 'storage' ? kvVariant(inputs.cache) : {}) };
   const attend = (pipeline: GPUComputePipeline, workgroups: Dispatch['workgroups']) =>
     kvDispatch(inputs.cache, { label: `${label}.attention`, pipeline, workgroups }, (k_cache, v_cache) => ops.bind(`${label}.attention`, pipeline, params, {
-      q: inputs.q, k_cache, v_cache, token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out, sinks: rope.sinks ?? ops.dummy,
+      q: inputs.q, k_cache, v_cache, token_pos: meta.keyEnd ?? meta.tokenPos, token_table: meta.tokenTable, block_table: meta.blockTable, out, sinks: rope.sinks ?? ops.dummy, token_slot,
     }));
   /** attention.wgsl over groups of tq tokens x hq heads. */
   const grouped = (tq: number, hq: number, active: (s: StepShape) => boolean): Dispatch => {

@@ -1,9 +1,9 @@
 // The linear layers: Y = X W^T in every weight format (matmul.wgsl; matvec_q.wgsl,
-// matvec_q_workgroup.wgsl and matmul_q.wgsl for q4/q8), stacked projections, the fused
+// matvec_q_workgroup.wgsl and matmul_q.wgsl for the affine formats), stacked projections, the fused
 // input RMSNorm and the GLU epilogue; and the gated MLP's activation (glu.wgsl).
 import { flatWorkgroups, type Dispatch, type StepShape, type Upload } from '../program.js';
 import { isAffine, kernelEnum, type Variant } from '../kernel-source.js';
-import { GLU_BLOCK_ROWS, textureRows, type GpuWeight, type WeightPart } from '../tensors.js';
+import { GLU_BLOCK_ROWS, partWeight, textureRows, type GpuWeight, type WeightPart } from '../tensors.js';
 import { ceil, type Ops, type Resources } from '../ops.js';
 import { rmsnorm } from './norms.js';
 
@@ -96,38 +96,48 @@ export function linear(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: G
     pre.push({ ...d, workgroups: (s) => (matvec(rows(s)) ? [0] : d.workgroups(s)) });
     normed = n.out;
   }
-  const variants: Array<{
+  type Kernel = {
     pipeline: GPUComputePipeline;
     workgroups: (part: WeightPart, s: StepShape) => [number, number];
     bindings?: Resources;
     upload?: Upload;
-  }> = [];
-  if (isAffine(w.format)) {
-    if (w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
-    const q = ops.weightConstants(w);
-    const input = matvecInput(ops, x, w.cols);
-    const norm = normInput(ops, w.cols, opts.norm?.weight);
-    const constants = { ...q, NORM: opts.norm !== undefined, GLU: opts.glu === true };
+  };
+  // The kernels for the weight's format, or a part's own (WeightPart.format).
+  const kernels = new Map<string, Kernel[]>();
+  const kernelsFor = (pw: GpuWeight): Kernel[] => {
+    const key = `${pw.format}/${pw.groupSize}`;
+    let variants = kernels.get(key);
+    if (variants) return variants;
+    variants = [];
+    kernels.set(key, variants);
+    if (!isAffine(pw.format)) {
+      variants.push({
+        pipeline: ops.pipelines.get('matmul', ops.weightVariant(pw)),
+        bindings: { x: normed },
+        workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
+      });
+      return variants;
+    }
+    const q = ops.weightConstants(pw);
+    const input = matvecInput(ops, x, pw.cols);
+    const norm = normInput(ops, pw.cols, opts.norm?.weight);
+    const constants = { ...q, NORM: opts.norm !== undefined };
     const cpu = ops.gpu.isCpu;
-    const variant = { ...ops.affineVariant(w, cpu), ...input.variant, ...norm.variant };
+    const variant = { ...ops.affineVariant(pw, cpu), ...input.variant, ...norm.variant };
     variants.push({
       pipeline: ops.pipelines.get(cpu ? 'matvec_q' : 'matvec_q_workgroup', variant, constants),
       bindings: { x: input.binding ?? x, norm_weight: norm.binding },
       workgroups: (part, s) => (matvec(rows(s)) ? [cpu ? ceil(part.rows, MATVEC_ROWS_PER_WORKGROUP) : 2 * ceil(part.rows, 32), rows(s)] : [0, 0]),
     });
-    const tiled = matmulInput(ops, normed, w.cols, rows);
+    const tiled = matmulInput(ops, normed, pw.cols, rows);
     variants.push({
-      pipeline: ops.pipelines.get('matmul_q', { ...ops.affineVariant(w, false), X_READ: ops.textureRead() }, { ...q, X_WIDTH: MATMUL_INPUT_WIDTH }),
+      pipeline: ops.pipelines.get('matmul_q', { ...ops.affineVariant(pw, false), X_READ: ops.textureRead() }, { ...q, X_WIDTH: MATMUL_INPUT_WIDTH }),
       workgroups: (part, s) => (matvec(rows(s)) ? [0, 0] : [ceil(part.rows, MATMUL_ROWS_PER_WORKGROUP), ceil(rows(s), MATMUL_TILE_TOKENS)]),
       ...tiled,
     });
-  } else {
-    variants.push({
-      pipeline: ops.pipelines.get('matmul', ops.weightVariant(w)),
-      bindings: { x: normed },
-      workgroups: (part, s) => [ceil(part.rows, 64), ceil(rows(s), 4)],
-    });
-  }
+    return variants;
+  };
+  if (isAffine(w.format) && w.cols % 32 !== 0) throw new Error(`${label}: quantized input width ${w.cols} is not a multiple of 32`);
   const perSeq = opts.perSeq ? 1 : 0;
   return [...pre, ...w.parts.flatMap((part) => {
     const params = ops.params('linear_out', {
@@ -138,7 +148,7 @@ export function linear(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: G
     const buffers: Resources = {
       ...ops.weightBindings(part), y: outputs[0]!, bias: opts.bias ?? ops.dummy, y1: outputs[1] ?? ops.dummyOutputs[0], y2: outputs[2] ?? ops.dummyOutputs[1],
     };
-    return variants.map((v) => ({
+    return kernelsFor(partWeight(w, part)).map((v) => ({
       label,
       pipeline: v.pipeline,
       bindGroup: ops.bind(label, v.pipeline, params, { ...buffers, ...v.bindings }),
@@ -150,7 +160,7 @@ export function linear(ops: Ops, label: string, w: GpuWeight, x: GPUBuffer, y: G
 
 /**
  * out = act(X W_gate^T) * (X W_up^T), X normed first with `norm`, for a weight loaded
- * with loadMatrix's `glu`. Where its rows are interleaved (GpuWeight.gluBlock: q4/q8), one
+ * with loadMatrix's `glu`. Where its rows are interleaved (GpuWeight.gluBlock: affine formats), one
  * dispatch whose kernel applies the GLU to its finished rows (linear_out.wgsl glu);
  * otherwise the stacked projection into out and `up`, then glu.wgsl in place.
  */
@@ -176,33 +186,38 @@ export function glu(ops: Ops, gate: GPUBuffer, up: GPUBuffer | undefined, width:
 /** The GLU epilogue's preconditions: interleaved blocks that match the kernels' rows, whole block pairs per part, and nothing added after the SwiGLU. */
 function checkGlu(label: string, w: GpuWeight, opts: LinearOptions): void {
   const pair = 2 * GLU_BLOCK_ROWS;
-  if (!isAffine(w.format) || w.gluBlock !== GLU_BLOCK_ROWS) throw new Error(`${label}: the GLU epilogue needs a q4/q8 weight interleaved in blocks of ${GLU_BLOCK_ROWS} rows`);
+  if (!isAffine(w.format) || w.gluBlock !== GLU_BLOCK_ROWS) throw new Error(`${label}: the GLU epilogue needs an affine weight interleaved in blocks of ${GLU_BLOCK_ROWS} rows`);
   if (w.parts.some((part) => part.rowStart % pair !== 0 || part.rows % pair !== 0)) throw new Error(`${label}: a part of an interleaved gate/up weight splits a block pair`);
   if (opts.bias || opts.accumulate || opts.perSeq) throw new Error(`${label}: bias, accumulate and perSeq do not combine with the GLU epilogue`);
 }
 
 /**
- * The decode matvecs' input X (matvec_input.wgsl): a uniform array over the rows it can
- * read when they fit one uniform binding, else a storage array.
+ * The decode matvecs' input X (matvec_input.wgsl): a uniform array when the rows it can
+ * read fit one uniform binding, else a storage array. The uniform array spans as much of
+ * the buffer as one binding holds, not just those rows, so that layers of different input
+ * widths reading activation buffers of at least that size (the engine's, at its batch
+ * sizes) share one pipeline.
  */
 function matvecInput(ops: Ops, x: GPUBuffer, cols: number): { variant: Variant; binding?: GPUBufferBinding } {
   const rows = Math.min(MATVEC_MAX_ROWS, Math.floor(x.size / (cols * 4)));
-  const bytes = rows * cols * 4;
-  if (rows < 1 || bytes > ops.gpu.maxUniformBinding || (x.usage & GPUBufferUsage.UNIFORM) === 0) return { variant: { X_UNIFORM: false } };
+  const bytes = Math.floor(Math.min(x.size, ops.gpu.maxUniformBinding) / 16) * 16;
+  if (rows < 1 || bytes < rows * cols * 4 || (x.usage & GPUBufferUsage.UNIFORM) === 0) return { variant: { X_UNIFORM: false } };
   return { variant: { X_UNIFORM: true, X_VEC4S: bytes / 16 }, binding: { buffer: x, offset: 0, size: bytes } };
 }
 
 /**
  * The matvecs' norm weight (matvec_input.wgsl norm_w) of a layer with a fused RMSNorm
- * (NORM), zeros for one without: a uniform array where the weight fits one uniform
- * binding, else a storage array.
+ * (NORM): a uniform array where the weight fits one uniform binding, else a storage array.
+ * A layer without the norm binds one vec4 of zeros, which it never reads, so that such
+ * layers share one pipeline whatever their input width.
  */
 function normInput(ops: Ops, cols: number, weight: GPUBuffer | undefined): { variant: Variant; binding: GPUBufferBinding } {
+  if (!weight) return { variant: { NORM_UNIFORM: true, NORM_VEC4S: 1 }, binding: { buffer: ops.zeros(16), offset: 0, size: 16 } };
   const bytes = cols * 4;
-  const uniform = bytes <= ops.gpu.maxUniformBinding && (!weight || (weight.usage & GPUBufferUsage.UNIFORM) !== 0);
+  const uniform = bytes <= ops.gpu.maxUniformBinding && (weight.usage & GPUBufferUsage.UNIFORM) !== 0;
   return {
     variant: uniform ? { NORM_UNIFORM: true, NORM_VEC4S: cols / 4 } : { NORM_UNIFORM: false },
-    binding: { buffer: weight ?? ops.zeros(bytes), offset: 0, size: bytes },
+    binding: { buffer: weight, offset: 0, size: bytes },
   };
 }
 

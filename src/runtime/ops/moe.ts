@@ -13,7 +13,7 @@ const ROUTING_CODE = kernelEnum<MoeRouting>('moe_route', 'ROUTING', ['softmax_to
 
 /** Slots per moe_matmul invocation (moe_matmul.wgsl TM): one in single-token steps, else this many. */
 const MATMUL_TILE_SLOTS = 4;
-/** Output rows per moe_matmul workgroup: 64 invocations of 8 rows (q4/q8) or of one. */
+/** Output rows per moe_matmul workgroup: 64 invocations of 8 rows (affine formats) or of one. */
 const rowsPerWorkgroup = (affine: boolean) => (affine ? 64 * 8 : 64);
 
 /**

@@ -1,10 +1,15 @@
 // The recurrent layers' kernels: the causal depthwise convolution with its state
 // (ssm_conv.wgsl: Mamba-2's and LFM2's gated short convolution), Mamba-2's selective scan
-// (ssm_scan.wgsl) and its gated grouped RMSNorm (rmsnorm_gated.wgsl). The conv and scan
+// (ssm_scan.wgsl; on a GPU ssm_scan_chunk.wgsl takes the chunks of several tokens) and its
+// gated grouped RMSNorm (rmsnorm_gated.wgsl). The conv and scan
 // run one workgroup row per sequence chunk of the step (BatchMeta.chunks), each continuing
 // from its sequence's state slot.
 import type { Dispatch } from '../program.js';
 import { ceil, type Ops } from '../ops.js';
+import { kernelEnum } from '../kernel-source.js';
+
+/** Head channels per workgroup of ssm_scan_chunk.wgsl. */
+const SCAN = kernelEnum('ssm_scan_chunk', 'SCAN', ['channels']);
 
 /** The longest convolution ssm_conv.wgsl holds (MAX_KERNEL). */
 export const MAX_CONV_KERNEL = 8;
@@ -45,18 +50,37 @@ export interface ScanShape {
   dtOffset: number;
 }
 
-/** y = the selective scan of xbc with dt from proj, per chunk from and into its slot of `state` [slots, heads, headDim, stateSize]. */
-export function ssmScan(ops: Ops, label: string, chunks: GPUBuffer, xbc: GPUBuffer, proj: GPUBuffer, weights: { aLog: GPUBuffer; dtBias: GPUBuffer; d: GPUBuffer }, state: GPUBuffer, y: GPUBuffer, shape: ScanShape): Dispatch {
-  const pipeline = ops.pipelines.get('ssm_scan', { D_STATE: shape.stateSize });
-  const params = ops.params('ssm_scan', {
-    head_dim: shape.headDim, heads: shape.heads, groups: shape.groups, conv_dim: shape.convDim, proj_stride: shape.projStride, dt_offset: shape.dtOffset,
-  });
-  return {
+/**
+ * y = the selective scan of xbc with dt from proj, per chunk from and into its slot of
+ * `state` [slots, heads, headDim, stateSize]. A CPU adapter walks every chunk's positions
+ * in order (ssm_scan.wgsl); a GPU scans the chunks of several tokens in parallel over their
+ * positions (ssm_scan_chunk.wgsl, dispatched in steps that hold one) and walks the decode
+ * steps.
+ */
+export function ssmScan(ops: Ops, label: string, chunks: GPUBuffer, xbc: GPUBuffer, proj: GPUBuffer, weights: { aLog: GPUBuffer; dtBias: GPUBuffer; d: GPUBuffer }, state: GPUBuffer, y: GPUBuffer, shape: ScanShape): Dispatch[] {
+  const buffers = { chunks, xbc, proj, a_log: weights.aLog, dt_bias: weights.dtBias, d: weights.d, state, y };
+  const values = { head_dim: shape.headDim, heads: shape.heads, groups: shape.groups, conv_dim: shape.convDim, proj_stride: shape.projStride, dt_offset: shape.dtOffset };
+  const variant = { D_STATE: shape.stateSize };
+  const cpu = ops.gpu.isCpu;
+  const walk = ops.pipelines.get('ssm_scan', variant);
+  const steps: Dispatch = {
     label,
-    pipeline,
-    bindGroup: ops.bind(label, pipeline, params, { chunks, xbc, proj, a_log: weights.aLog, dt_bias: weights.dtBias, d: weights.d, state, y }),
+    pipeline: walk,
+    bindGroup: ops.bind(label, walk, ops.params('ssm_scan', { ...values, steps_only: !cpu }), buffers),
     workgroups: (s) => [ceil(shape.headDim, 64), shape.heads, s.chunks ?? 0],
   };
+  if (cpu) return [steps];
+  const chunked = ops.pipelines.get('ssm_scan_chunk', variant);
+  return [
+    {
+      label: `${label}.chunks`,
+      pipeline: chunked,
+      bindGroup: ops.bind(`${label}.chunks`, chunked, ops.params('ssm_scan_chunk', values), buffers),
+      // A step of decode steps alone (a token per chunk) has no chunk for it.
+      workgroups: (s) => [ceil(shape.headDim, SCAN.channels), shape.heads, s.tokens > (s.chunks ?? 0) ? s.chunks ?? 0 : 0],
+    },
+    steps,
+  ];
 }
 
 /** y = RMSNorm(y * silu(z)) * weight over groups of `group` values, in place; z at column 0 of rows of zStride. */

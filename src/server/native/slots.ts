@@ -52,7 +52,6 @@ export function slotActionRoutes(models: ModelState, options: SlotRouteOptions):
     const dir = options.savePath;
     if (dir === undefined) throw new ApiError(501, 'not_supported_error', 'This server does not support slots action. Start it with `--slot-save-path`');
     const { engine } = models.require();
-    if (engine.info.recurrent) throw new ApiError(501, 'not_supported_error', `slot save and restore are not supported for ${engine.info.architecture}: a slot file holds attention KV only, not the recurrent layers' state`);
     const slot = /^\d+$/.test(req.params.id) ? Number(req.params.id) : -1;
     if (!(slot >= 0 && slot < engine.stats().slots)) throw badRequest('Invalid slot ID');
     const action = req.query.action;

@@ -18,10 +18,12 @@ export function modelRoutes(models: ModelState, services: Services, options: Mod
   router.get(['/v1/models', '/models'], (_req, res) => {
     const { engine, created } = models.require();
     // The -m model does what the server does but for second models (--embedding-model,
-    // --reranker-model), each listed after it with its own capability.
+    // --reranker-model, --stt-model, --tts-model), each listed after it with its own capability.
     const beside = [
       { model: services.embedders.current, capability: 'embedding' },
       { model: services.rerankers.current, capability: 'rerank' },
+      { model: services.transcribers.current, capability: 'transcription' },
+      { model: services.speakers.current, capability: 'speech' },
     ].filter((b) => b.model && b.model.info.id !== engine.info.id);
     const own = capabilities(services).filter((c) => !beside.some((b) => b.capability === c));
     // One entry, as the REST reference has it; llama-server's aliases and tags beside it.
