@@ -15,7 +15,7 @@
 // to read, as the others'), and LFM2-1.2B's short convolutions and attention (its vocabulary
 // Llama 3's 128256 here, the tokenizer this bench has, for its own 65536). Their tensors are
 // the family builder's (test/helpers/family-tensors.ts): matrices quantized, vectors bf16.
-import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { f32ToBf16 } from '../src/models/half.js';
 import { writeSafetensors, type SafetensorsWriteTensor } from '../src/models/safetensors.js';
@@ -75,6 +75,12 @@ export const QWEN3_30B_A3B: BenchShape = {
   name: 'qwen3-30b-a3b', label: 'Qwen3-30B-A3B', family: 'qwen3_moe',
   hidden: 2048, layers: 48, heads: 32, kvHeads: 4, headDim: 128, intermediate: 6144, vocab: 151936, groupSize: 64, bits: 4,
   moe: { experts: 128, topK: 8, intermediate: 768 },
+};
+
+/** google/gemma-3-4b-it's language model (vocabulary 262,208: the image tokens included). */
+export const GEMMA3_4B: BenchShape = {
+  name: 'gemma3-4b', label: 'Gemma-3-4B', family: 'gemma3_text',
+  hidden: 2560, layers: 34, heads: 8, kvHeads: 4, headDim: 256, intermediate: 10240, vocab: 262208, groupSize: 64, bits: 4,
 };
 
 /** Qwen/Qwen2.5-VL-3B-Instruct's language model (tied embeddings). */
@@ -143,6 +149,74 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
   if (existsSync(join(dir, 'tokenizer_config.json'))) return dir;
   mkdirSync(dir, { recursive: true });
   if (s.pattern) return writeHybridBenchModel(dir, s);
+  writeSafetensors(join(dir, 'model.safetensors'), decoderTensors(s), { format: 'mlx' });
+  const quantization = { group_size: s.groupSize, bits: s.bits };
+  writeBenchFiles(dir, s, { quantization, quantization_config: quantization });
+  return dir;
+}
+
+/** google/gemma-3-4b-it's SigLIP tower: 27 layers of width 1152, 896 x 896 images in 14 x 14 patches, pooled into 256 soft tokens. */
+const GEMMA3_4B_VISION = {
+  model_type: 'siglip_vision_model', hidden_size: 1152, intermediate_size: 4304, num_hidden_layers: 27, num_attention_heads: 16,
+  num_channels: 3, image_size: 896, patch_size: 14, layer_norm_eps: 1e-6, vision_use_head: false, hidden_act: 'gelu_pytorch_tanh',
+};
+
+/**
+ * Gemma-3-4B as mlx-community publishes it (mlx-vlm's layout): the language model 4-bit
+ * under language_model.model., the vision tower and projector in bf16 (the patch embedding
+ * channels-last), config.json's text_config and vision_config, Gemma 3's
+ * preprocessor_config.json; `layers` of the language model's 34 and `visionLayers` of the
+ * tower's 27 (all by default). Written unless complete in `dir` already; returns `dir`.
+ */
+export function writeGemma3VisionBenchModel(dir: string, { layers = GEMMA3_4B.layers, visionLayers = GEMMA3_4B_VISION.num_hidden_layers } = {}): string {
+  if (existsSync(join(dir, 'tokenizer_config.json'))) return dir;
+  mkdirSync(dir, { recursive: true });
+  const s = { ...GEMMA3_4B, layers };
+  const visionConfig = { ...GEMMA3_4B_VISION, num_hidden_layers: visionLayers };
+  const { hidden_size: V, intermediate_size: I, num_channels: C, patch_size: P, image_size: S } = visionConfig;
+  let seed = 7000;
+  // Uniform in [-a, a] with std 1 / sqrt(fanIn): a = sqrt(3 / fanIn).
+  const matrix = (name: string, shape: number[], fanIn: number): SafetensorsWriteTensor => {
+    const words = randomWords(shape.reduce((a, b) => a * b, 1), seed++);
+    const a = Math.sqrt(3 / fanIn);
+    return { name, dtype: 'BF16', shape, data: f32ToBf16(Float32Array.from(words, (w) => (w / 2 ** 31 - 1) * a)) };
+  };
+  const tower = 'vision_tower.vision_model';
+  const vision: SafetensorsWriteTensor[] = [
+    matrix(`${tower}.embeddings.patch_embedding.weight`, [V, P, P, C], C * P * P),
+    filled(`${tower}.embeddings.patch_embedding.bias`, V, 0),
+    matrix(`${tower}.embeddings.position_embedding.weight`, [(S / P) ** 2, V], 100),
+    filled(`${tower}.post_layernorm.weight`, V, 1),
+    filled(`${tower}.post_layernorm.bias`, V, 0),
+    matrix('multi_modal_projector.mm_input_projection_weight', [V, s.hidden], V),
+    filled('multi_modal_projector.mm_soft_emb_norm.weight', V, 0),
+  ];
+  for (let l = 0; l < visionLayers; l++) {
+    const p = `${tower}.encoder.layers.${l}`;
+    for (const n of ['q_proj', 'k_proj', 'v_proj', 'out_proj']) vision.push(matrix(`${p}.self_attn.${n}.weight`, [V, V], V), filled(`${p}.self_attn.${n}.bias`, V, 0));
+    for (const n of ['layer_norm1', 'layer_norm2']) vision.push(filled(`${p}.${n}.weight`, V, 1), filled(`${p}.${n}.bias`, V, 0));
+    vision.push(matrix(`${p}.mlp.fc1.weight`, [I, V], V), filled(`${p}.mlp.fc1.bias`, I, 0), matrix(`${p}.mlp.fc2.weight`, [V, I], I), filled(`${p}.mlp.fc2.bias`, V, 0));
+  }
+  const decoder = decoderTensors(s).map((t) => ({ ...t, name: `language_model.${t.name}` }));
+  writeSafetensors(join(dir, 'model.safetensors'), [...decoder, ...vision], { format: 'mlx' });
+  writeBenchFiles(dir, s);
+  const { architectures: _a, eos_token_id, ...text } = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  const quantization = { group_size: s.groupSize, bits: s.bits };
+  const config = {
+    architectures: ['Gemma3ForConditionalGeneration'], model_type: 'gemma3', text_config: { ...text, sliding_window: 1024 }, vision_config: visionConfig,
+    mm_tokens_per_image: 256, boi_token_index: 255999, eoi_token_index: 256000, image_token_index: 262144, eos_token_id, quantization, quantization_config: quantization,
+  };
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(config, null, 2));
+  writeFileSync(join(dir, 'preprocessor_config.json'), JSON.stringify({
+    image_processor_type: 'Gemma3ImageProcessor', processor_class: 'Gemma3Processor', size: { height: S, width: S }, resample: 2,
+    do_resize: true, do_rescale: true, rescale_factor: 1 / 255, do_normalize: true, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5],
+    do_convert_rgb: null, do_pan_and_scan: null, image_seq_length: 256,
+  }, null, 2));
+  return dir;
+}
+
+/** The decoder of shape `s`, 4-bit, under mlx-lm's names. */
+function decoderTensors(s: BenchShape): SafetensorsWriteTensor[] {
   const g = s.groupSize;
   const q = s.heads * s.headDim;
   const kv = s.kvHeads * s.headDim;
@@ -189,10 +263,7 @@ export function writeBenchModel(dir: string, s: BenchShape = QWEN3_06B): string 
       ...quantized(`${p}.mlp.down_proj`, s.hidden, s.intermediate, seed + 7, g, s.bits),
     );
   }
-  writeSafetensors(join(dir, 'model.safetensors'), tensors, { format: 'mlx' });
-  const quantization = { group_size: s.groupSize, bits: s.bits };
-  writeBenchFiles(dir, s, { quantization, quantization_config: quantization });
-  return dir;
+  return tensors;
 }
 
 /**

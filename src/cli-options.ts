@@ -14,6 +14,7 @@ import { POOLINGS, type Pooling } from './runtime/ops/pooling.js';
 import { DEFAULT_RESPONSES_OPTIONS } from './server/responses/routes.js';
 import { LOOP_POLICY_HELP, parseLoopPolicy } from './server/loop-policy.js';
 import { DEFAULT_MEDIA_POLICY, type MediaPolicy } from './server/media/policy.js';
+import { DEFAULT_VIDEO_FPS } from './server/media/video.js';
 import { DEFAULT_SAMPLING, type SamplingDefaults } from './server/sampling-defaults.js';
 import { DEFAULT_SHUTDOWN_GRACE_SECS } from './server/lifecycle.js';
 import { parseStoreSpec, STORE_HELP, type StoreSpec } from './server/stores/store.js';
@@ -82,7 +83,7 @@ export interface ServeOptions {
   shutdownGraceSecs?: number;
   /** --chat-template-kwargs: a JSON object every chat request's kwargs are merged over. */
   chatTemplateKwargs?: Record<string, unknown>;
-  /** --media-path, --max-images, --max-image-payload-size, MLXCEL_ALLOW_PRIVATE_MEDIA_URLS: those set. */
+  /** --media-path, --max-images, --max-image-payload-size, --video-max-frames, MLXCEL_ALLOW_PRIVATE_MEDIA_URLS, MLXCEL_VIDEO_DIR_ALLOWLIST: those set. */
   media?: Partial<MediaPolicy>;
   /** --spm-infill: /infill lays the suffix before the prefix. */
   spmInfill?: boolean;
@@ -243,8 +244,9 @@ const FLAGS: Flag[] = [
   { name: 'embd-normalize', env: ['LLAMA_ARG_EMBD_NORMALIZE'], value: 'N', help: 'embedding normalisation for requests that set none: -1 none, 0 max-abs into int16 range, 1 taxicab, 2 euclidean, >2 p-norm (default: 2)' },
   // Media in chat content (src/server/media/): llama-server's --media-path, the REST reference's bounds.
   { name: 'media-path', env: ['LLAMA_ARG_MEDIA_PATH'], value: 'DIR', help: 'directory whose regular files (symlinks resolved, no "..") image parts may name as file:// URLs or absolute paths (default: none, local paths are refused)' },
-  { name: 'max-images', env: ['MLXCEL_MAX_IMAGES'], value: 'N', help: `image parts per request (default: ${DEFAULT_MEDIA_POLICY.maxImages})` },
-  { name: 'max-image-payload-size', env: ['MLXCEL_MAX_IMAGE_PAYLOAD_SIZE'], value: 'BYTES', help: `bytes of one encoded image, data URI, download or file; a download past it is cut off with 413 (default: ${DEFAULT_MEDIA_POLICY.maxImagePayloadBytes})` },
+  { name: 'max-images', env: ['MLXCEL_MAX_IMAGES'], value: 'N', help: `image and video parts per request (default: ${DEFAULT_MEDIA_POLICY.maxImages})` },
+  { name: 'max-image-payload-size', env: ['MLXCEL_MAX_IMAGE_PAYLOAD_SIZE'], value: 'BYTES', help: `bytes of one encoded image or video, data URI, download or file; a download past it is cut off with 413 (default: ${DEFAULT_MEDIA_POLICY.maxImagePayloadBytes})` },
+  { name: 'video-max-frames', env: ['MLXCEL_VIDEO_MAX_FRAMES'], value: 'N', help: `frames a video part is sampled into at most (with ffmpeg, at its fps, default ${DEFAULT_VIDEO_FPS}), each taken as an image (default: ${DEFAULT_MEDIA_POLICY.videoMaxFrames})` },
   { name: 'image-min-tokens', env: ['LLAMA_ARG_IMAGE_MIN_TOKENS'], value: 'N', help: 'fewest tokens an image becomes, for a dynamic-resolution vision tower (Qwen2.5-VL: N x 784 pixels; Gemma 3 is always 256) (default: the preprocessor_config.json min_pixels)' },
   { name: 'image-max-tokens', env: ['LLAMA_ARG_IMAGE_MAX_TOKENS'], value: 'N', help: 'most tokens an image becomes, for a dynamic-resolution vision tower (Qwen2.5-VL: N x 784 pixels; Gemma 3 is always 256) (default: the preprocessor_config.json max_pixels)' },
   // The REST reference's image server flag; image generation models do not load yet.
@@ -256,7 +258,8 @@ const FLAGS: Flag[] = [
 /** Variables read that belong to no flag. */
 const ENVIRONMENT = [
   LOOP_POLICY_HELP,
-  'MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1: image URLs may reach loopback, private and other non-public addresses (default: refused before, during and after connecting)',
+  'MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1: image and video URLs may reach loopback, private and other non-public addresses (default: refused before, during and after connecting)',
+  'MLXCEL_VIDEO_DIR_ALLOWLIST=DIR,...: directories whose regular files (symlinks resolved, no "..") video parts may name as file:// URLs or absolute paths, read at startup (default: none, local video paths are refused)',
   'HF_ENDPOINT: the Hub to download from (default: https://huggingface.co); HF_HUB_OFFLINE=1: use only the cache',
 ];
 
@@ -401,6 +404,8 @@ export function parseCli(argv: string[], env: Readonly<Record<string, string | u
         allowPrivateUrls: env.MLXCEL_ALLOW_PRIVATE_MEDIA_URLS === '1' ? true : undefined,
         maxImages: optionalInteger('max-images', 0),
         maxImagePayloadBytes: optionalInteger('max-image-payload-size', 1),
+        videoDirs: listed(env.MLXCEL_VIDEO_DIR_ALLOWLIST),
+        videoMaxFrames: optionalInteger('video-max-frames', 1),
       }),
     },
   };
@@ -568,6 +573,12 @@ function samplingOptions(get: (name: string) => string | undefined): Partial<Sam
     return [[key, kind === 'int' ? integer(f.name, text, min, max) : float(f.name, text, min, max, above)]];
   });
   return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+}
+
+/** A comma-separated list's entries, trimmed; undefined when it has none. */
+function listed(text: string | undefined): string[] | undefined {
+  const entries = (text ?? '').split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  return entries.length > 0 ? entries : undefined;
 }
 
 /** `fields` without its undefined values; undefined when none is left. */

@@ -1,6 +1,6 @@
 // The mlxcel-server command: parse options, listen at once, then fetch the model from the
 // Hub if it names one, and load it (the server answers 503 "loading model" meanwhile).
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Template } from '@huggingface/jinja';
 import { CliError, DEFAULT_LOG_VERBOSITY, HELP_TEXT, LOG_LEVELS, parseCli } from './cli-options.js';
@@ -59,6 +59,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     process.exitCode = 2;
     return;
   }
+  // Resolved once: a listed directory created later is refused until a restart.
+  const videoDirs = options.media?.videoDirs?.filter((dir) => {
+    if (isDirectory(dir)) return true;
+    console.error(`mlxcel-server: MLXCEL_VIDEO_DIR_ALLOWLIST: ${dir} is not a directory; local video paths under it are refused`);
+    return false;
+  }).map((dir) => realpathSync(dir));
   let chatTemplate = options.chatTemplate;
   if (options.chatTemplateFile !== undefined) {
     try {
@@ -133,6 +139,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     loadingProgress: () => download?.snapshot() ?? load.snapshot(),
     aliases: options.alias,
     chatTemplate,
+    media: videoDirs ? { ...options.media, videoDirs } : options.media,
     // llama-server's rule: responses carry __verbose above the debug level (-v).
     verbose: verbosity > LOG_LEVELS.debug,
   });

@@ -346,6 +346,14 @@ describe('parseCli: media flags', () => {
     expect(() => parse(['--max-image-payload-size', '0'])).toThrow(CliError);
     expect(HELP_TEXT).toContain('MLXCEL_ALLOW_PRIVATE_MEDIA_URLS=1');
   });
+
+  it('reads --video-max-frames and MLXCEL_VIDEO_DIR_ALLOWLIST, a comma-separated list', () => {
+    expect(serveOptions(['--video-max-frames', '4']).media).toEqual({ videoMaxFrames: 4 });
+    expect(parse([], { MLXCEL_VIDEO_MAX_FRAMES: '6', MLXCEL_VIDEO_DIR_ALLOWLIST: '/srv/a, /srv/b,,' })).toMatchObject({ options: { media: { videoMaxFrames: 6, videoDirs: ['/srv/a', '/srv/b'] } } });
+    expect(parse([], { MLXCEL_VIDEO_DIR_ALLOWLIST: ' , ' })).toMatchObject({ options: { media: undefined } });
+    expect(() => parse(['--video-max-frames', '0'])).toThrow(CliError);
+    expect(HELP_TEXT).toContain('MLXCEL_VIDEO_DIR_ALLOWLIST=DIR,...');
+  });
 });
 
 describe('parseCli: model kinds the server cannot load yet', () => {

@@ -177,7 +177,7 @@ describe('errors on the Messages routes', () => {
       [{ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }, hint],
       [{ type: 'image_url', image_url: { url: 'file:///tmp/cat.png' } }, hint],
       [{ type: 'image_url', image_url: { url: '/tmp/cat.png', detail: 'low' } }, hint],
-      [{ type: 'video_url', video_url: { url, fps: 2 } }, /^video input is not supported - hint: /],
+      [{ type: 'video_url', video_url: { url, fps: 2 } }, /^video input is not supported - hint: the loaded model takes text only/],
       [{ type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } }, /^audio input is not supported - hint: /],
     ];
     for (const [part, message] of parts) {

@@ -15,7 +15,10 @@
 //   whole multimodal forward pass: its 32 greedy tokens equal; the next turn, served from the
 //   prompt cache past the image, answers as a cold prefill does; an Anthropic base64 block
 //   answers as the data URI does;
-// - an image of more tokens than one prefill batch: 400, before it is encoded.
+// - an image of more tokens than one prefill batch: 400, before it is encoded;
+// - a video part (a two-second lossless clip made with ffmpeg) sampled into frames that the
+//   model takes as the same frames sent as images: each its own token count and grid.
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -223,5 +226,26 @@ describe('a chat turn with an image on Qwen2.5-VL', () => {
     });
     // The server goes on serving.
     expect((await live.openai.chat.completions.create({ ...greedy, messages: [{ role: 'user', content: 'Hello' }] })).choices).toHaveLength(1);
+  });
+
+  it('takes a video part as its sampled frames, each as the same picture sent as an image', async () => {
+    // Two 84 x 56 frames (3 x 2 tokens each), one a second, in a lossless clip.
+    const frames = [randomImage(10, 84, 56), randomImage(11, 84, 56)];
+    const clip = execFileSync('ffmpeg', ['-loglevel', 'error', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', '84x56', '-r', '1', '-i', 'pipe:0', '-c:v', 'ffv1', '-pix_fmt', 'bgr0', '-f', 'matroska', 'pipe:1'], {
+      input: Buffer.concat(frames.map((f) => f.pixels)),
+    });
+    const text = { type: 'text', text: 'What happens in the video?' };
+    const images = await live.openai.chat.completions.create({
+      ...greedy, max_tokens: 1, logprobs: true,
+      messages: [{ role: 'user', content: [text as OpenAI.ChatCompletionContentPartText, ...(await Promise.all(frames.map(png))).map((bytes) => ({ type: 'image_url' as const, image_url: { url: dataUri(bytes) } }))] }],
+    });
+    const video = await live.post('/v1/chat/completions', {
+      ...greedy, max_tokens: 1, logprobs: true,
+      messages: [{ role: 'user', content: [text, { type: 'video_url', video_url: { url: `data:video/x-matroska;base64,${clip.toString('base64')}`, fps: 1 } }] }],
+    });
+    expect(video.status).toBe(200);
+    expect(video.body.usage.prompt_tokens).toBe(images.usage!.prompt_tokens);
+    expect(video.body.choices[0].logprobs.content[0].logprob).toBe(images.choices[0]!.logprobs!.content![0]!.logprob);
+    expect(video.body.choices[0].message.content).toBe(images.choices[0]!.message.content);
   });
 });

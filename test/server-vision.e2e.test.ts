@@ -16,8 +16,14 @@
 //   images in one message and across turns; a next turn about the same picture served from
 //   the prompt cache (and answering as a cold prefill does), another picture not; the
 //   policies of a server without those allowances. Random weights give random text: a reply is compared with the reply to the
-//   same picture sent another way, and another picture must move the distribution.
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+//   same picture sent another way, and another picture must move the distribution;
+// - video: a four-second clip generated with ffmpeg, one solid colour a second, stored
+//   losslessly (FFV1, RGB) so that its frames are exactly those colours, sent as a data
+//   URI, a file under MLXCEL_VIDEO_DIR_ALLOWLIST and an http URL, gives the tokens of its
+//   sampled frames sent as images in order; fps and --video-max-frames pick the frames;
+//   the local-path, remote and format refusals; no private temp directory left behind.
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -28,24 +34,33 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadGemma3Vision } from '../src/models/gemma3-vision.js';
 import type { RgbImage } from '../src/models/vision-layers.js';
 import { listCheckpointTensors, readTensorF32, writeSafetensors } from '../src/models/safetensors.js';
+import { VIDEO_DIR_PREFIX } from '../src/server/media/video.js';
 import { Gemma3Reference, Gemma3VisionReference } from './helpers/gemma3-vision-reference.js';
-import { useLive, useServer } from './helpers/live-server.js';
+import { useLive, useServer, type Endpoint } from './helpers/live-server.js';
 import { testGpu } from './helpers/model-harness.js';
+import { waitFor } from './helpers/server-load.js';
 import { rng } from './helpers/rng.js';
 
 const mediaRoot = mkdtempSync(join(tmpdir(), 'vision-media-'));
+const videoRoot = join(mediaRoot, 'videos');
+mkdirSync(videoRoot);
 const live = useLive({
   model: { arch: 'gemma3_text', tokenizer: 'gemma3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tie: true, seed: 5, multimodal: true },
   // An f32 KV cache, as the CPU reference's decoder keeps its keys and values.
   engine: { cacheTypeK: 'f32', cacheTypeV: 'f32' },
-  server: { media: { mediaPath: mediaRoot, allowPrivateUrls: true } },
+  server: { media: { mediaPath: mediaRoot, allowPrivateUrls: true, videoDirs: [videoRoot] } },
 });
-const strict = useServer(live, { server: { media: { maxImages: 1 } } });
+const strict = useServer(live, { server: { media: { maxImages: 1, videoMaxFrames: 2 } } });
 
 const greedy = { model: 'gemma3', temperature: 0, max_tokens: 4 } as const;
 let png: Buffer;
 let otherPng: Buffer;
 let site: { url: string; hits: number; close(): void };
+/** The clip's colours, one a second, and each as a PNG. */
+const COLOURS = [[200, 10, 10], [10, 200, 10], [10, 10, 200], [240, 240, 240]] as const;
+let clip: Buffer;
+let streamedClip: Buffer;
+let colourPngs: Buffer[];
 
 beforeAll(async () => {
   const picture = (seed: number) => {
@@ -55,9 +70,20 @@ beforeAll(async () => {
   };
   [png, otherPng] = await Promise.all([picture(1), picture(2)]);
   writeFileSync(join(mediaRoot, 'cat.png'), png);
-  const server = createServer((_req, res) => {
+  const frames = Buffer.concat(COLOURS.map((c) => Buffer.alloc(32 * 24 * 3).map((_, i) => c[i % 3]!)));
+  // Written to a file, the clip's header gives its duration; written to a pipe, as a live
+  // recording is, it does not.
+  const encode = (to: string) => execFileSync('ffmpeg', ['-loglevel', 'error', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', '32x24', '-r', '1', '-i', 'pipe:0', '-c:v', 'ffv1', '-pix_fmt', 'bgr0', '-f', 'matroska', to], { input: frames });
+  encode(join(videoRoot, 'clip.mkv'));
+  clip = readFileSync(join(videoRoot, 'clip.mkv'));
+  streamedClip = encode('pipe:1');
+  colourPngs = await Promise.all(COLOURS.map(([r, g, b]) => sharp({ create: { width: 32, height: 24, channels: 3, background: { r, g, b } } }).png().toBuffer()));
+  writeFileSync(join(mediaRoot, 'outside.mkv'), clip);
+  symlinkSync(join(mediaRoot, 'outside.mkv'), join(videoRoot, 'link.mkv'));
+  const server = createServer((req, res) => {
     site.hits++;
-    res.writeHead(200, { 'content-type': 'image/png' }).end(png);
+    if (req.url === '/clip.mkv') res.writeHead(200, { 'content-type': 'video/x-matroska' }).end(clip);
+    else res.writeHead(200, { 'content-type': 'image/png' }).end(png);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   site = { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/cat.png`, hits: 0, close: () => server.close() };
@@ -235,5 +261,116 @@ describe('images on a Gemma 3 vision checkpoint', () => {
     expect(site.hits).toBe(hits);
     const many = await strict.post('/v1/chat/completions', { ...greedy, messages: ask(dataUri(png), dataUri(png)) });
     expect(many).toMatchObject({ status: 400, body: { error: { message: 'the conversation has 2 images; at most 1 are allowed per request (--max-images)' } } });
+  });
+});
+
+describe('video on a Gemma 3 vision checkpoint', () => {
+  // One token: the prompt and the first token's distribution are what the frames decide.
+  const oneToken = { ...greedy, max_tokens: 1, logprobs: true } as const;
+  const video = (url: string, fps?: number) => ({ type: 'video_url', video_url: fps === undefined ? { url } : { url, fps } });
+  const askVideo = (url: string, fps?: number) => [{ role: 'user', content: [{ type: 'text', text: 'What happens in the video?' }, video(url, fps)] }];
+  const clipUrl = () => site.url.replace('/cat.png', '/clip.mkv');
+  const clipUri = (bytes = clip) => `data:video/x-matroska;base64,${bytes.toString('base64')}`;
+  /** The private video directories in the temp dir now. */
+  const videoDirs = () => readdirSync(tmpdir()).filter((name) => name.startsWith(VIDEO_DIR_PREFIX));
+  const frameCount = async (server: Endpoint, url: string, fps?: number) => {
+    const { status, body } = await server.post('/apply-template', { messages: askVideo(url, fps) });
+    expect(status).toBe(200);
+    return (body.prompt as string).split('<start_of_image>').length - 1;
+  };
+
+  it('gives the model its frames in order, as the same frames sent as images do, from a data URI, a file under MLXCEL_VIDEO_DIR_ALLOWLIST and an http URL', async () => {
+    const before = videoDirs();
+    const asImages = (order: number[]) =>
+      live.openai.chat.completions.create({
+        ...oneToken,
+        messages: [{ role: 'user', content: [{ type: 'text', text: 'What happens in the video?' }, ...order.map((i) => ({ type: 'image_url' as const, image_url: { url: dataUri(colourPngs[i]!) } }))] }],
+      });
+    const want = await asImages([0, 1, 2, 3]);
+    for (const url of [clipUri(), `file://${join(videoRoot, 'clip.mkv')}`, clipUrl()]) {
+      const { status, body } = await live.post('/v1/chat/completions', { ...oneToken, messages: askVideo(url, 1) });
+      expect(status, url).toBe(200);
+      expect(body.usage.prompt_tokens, url).toBe(want.usage!.prompt_tokens);
+      expect(body.choices[0].message.content, url).toBe(want.choices[0]!.message.content);
+      expect(body.choices[0].logprobs.content[0].logprob, url).toBe(want.choices[0]!.logprobs!.content![0]!.logprob);
+    }
+    // The frames in another order are another prompt.
+    const reversed = await asImages([3, 2, 1, 0]);
+    expect(reversed.choices[0]!.logprobs!.content![0]!.logprob).not.toBe(want.choices[0]!.logprobs!.content![0]!.logprob);
+    expect(videoDirs()).toEqual(before);
+  });
+
+  it('samples at the part\'s fps (2 a second by default), at most --video-max-frames spread over the clip', async () => {
+    expect(await frameCount(live, clipUri())).toBe(8);
+    expect(await frameCount(live, clipUri(), 1)).toBe(4);
+    expect(await frameCount(live, clipUri(), 0.5)).toBe(2);
+    // --video-max-frames 2: 2 a second over four seconds becomes one every two seconds (the
+    // first and third colours), whether the header gives the duration or the packets do.
+    const firstAndThird = await live.openai.chat.completions.create({
+      ...oneToken,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'What happens in the video?' }, ...[0, 2].map((i) => ({ type: 'image_url' as const, image_url: { url: dataUri(colourPngs[i]!) } }))] }],
+    });
+    for (const bytes of [clip, streamedClip]) {
+      const { body } = await strict.post('/v1/chat/completions', { ...oneToken, messages: askVideo(clipUri(bytes), 2) });
+      expect(body.usage.prompt_tokens).toBe(firstAndThird.usage!.prompt_tokens);
+      expect(body.choices[0].logprobs.content[0].logprob).toBe(firstAndThird.choices[0]!.logprobs!.content![0]!.logprob);
+    }
+  });
+
+  it('refuses local paths outside MLXCEL_VIDEO_DIR_ALLOWLIST, private addresses, playlists, corrupt data, video with audio, and video without ffmpeg (501), leaving no temp file', async () => {
+    const before = videoDirs();
+    const outside = 'local media path refused: the file is not under MLXCEL_VIDEO_DIR_ALLOWLIST (symlinks resolved)';
+    // An HLS playlist naming a local file: a format that reads other files is not opened.
+    const playlist = `#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\n${join(videoRoot, 'clip.mkv')}\n#EXT-X-ENDLIST\n`;
+    const cases: Array<[Endpoint, string, string | RegExp]> = [
+      [live, join(mediaRoot, 'outside.mkv'), outside],
+      [live, join(videoRoot, 'link.mkv'), outside],
+      [live, `${videoRoot}/../videos/clip.mkv`, 'local media path refused: ".." is not allowed in a media path'],
+      [strict, join(videoRoot, 'clip.mkv'), /^local media path refused: set MLXCEL_VIDEO_DIR_ALLOWLIST/],
+      [strict, clipUrl(), /^media URL refused: 127\.0\.0\.1 is a non-public address/],
+      [live, `data:application/vnd.apple.mpegurl;base64,${Buffer.from(playlist).toString('base64')}`, /^video format is not supported/],
+      [live, `data:video/mp4;base64,${Buffer.from('not a video').toString('base64')}`, /^video could not be decoded/],
+    ];
+    for (const [server, url, message] of cases) {
+      const res = await server.post('/v1/chat/completions', { ...greedy, messages: askVideo(url) });
+      expect(res, url.slice(0, 80)).toMatchObject({ status: 400, body: { error: { type: 'invalid_request_error', message: typeof message === 'string' ? message : expect.stringMatching(message) } } });
+    }
+    const withAudio = await live.post('/v1/chat/completions', { ...greedy, messages: [{ role: 'user', content: [video(clipUri()), { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } }] }] });
+    expect(withAudio).toMatchObject({ status: 400, body: { error: { message: 'Combined video and audio inputs are not supported' } } });
+    const both = await strict.post('/v1/chat/completions', { ...greedy, messages: [{ role: 'user', content: [video(clipUri()), { type: 'image_url', image_url: { url: dataUri(png) } }] }] });
+    expect(both).toMatchObject({ status: 400, body: { error: { message: 'the conversation has 2 images and videos; at most 1 are allowed per request (--max-images)' } } });
+    const path = process.env.PATH;
+    process.env.PATH = mediaRoot;
+    try {
+      const hits = site.hits;
+      const noFfmpeg = await live.post('/v1/chat/completions', { ...greedy, messages: askVideo(clipUrl()) });
+      expect(noFfmpeg).toMatchObject({ status: 501, body: { error: { type: 'not_supported_error', message: expect.stringMatching(/^video input is not supported - hint: install ffmpeg/) } } });
+      expect(site.hits).toBe(hits);
+    } finally {
+      process.env.PATH = path;
+    }
+    expect(videoDirs()).toEqual(before);
+  });
+
+  it('stops sampling and removes the video\'s directory when the client leaves', async () => {
+    // ffprobe and ffmpeg that never finish, so that the client leaves while they run.
+    const stalled = join(mediaRoot, 'stalled-bin');
+    mkdirSync(stalled);
+    for (const tool of ['ffmpeg', 'ffprobe']) writeFileSync(join(stalled, tool), '#!/bin/sh\nexec sleep 60\n', { mode: 0o755 });
+    const before = videoDirs();
+    const path = process.env.PATH;
+    process.env.PATH = stalled;
+    try {
+      const client = new AbortController();
+      const request = fetch(`${live.url}/v1/chat/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...greedy, messages: askVideo(clipUri()) }), signal: client.signal,
+      }).catch(() => undefined);
+      await waitFor(() => videoDirs().length > before.length, 10_000, 'the video written');
+      client.abort();
+      await request;
+      await waitFor(() => videoDirs().length === before.length, 10_000, 'the video directory removed');
+    } finally {
+      process.env.PATH = path;
+    }
   });
 });

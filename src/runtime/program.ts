@@ -4,6 +4,14 @@ import type { Gpu } from './gpu.js';
 
 /** WebGPU's guaranteed per-dimension dispatch limit. */
 const MAX_WORKGROUPS = 65535;
+
+/**
+ * A flat 1-D range of `groups` workgroups laid over x and y, so that it may pass
+ * MAX_WORKGROUPS: the kernel's flat index is gid.x + gid.y * 65535 * its workgroup size.
+ */
+export function flatWorkgroups(groups: number): [number, number] {
+  return [Math.min(groups, MAX_WORKGROUPS), Math.ceil(groups / MAX_WORKGROUPS)];
+}
 /** Dispatches a submitted piece of a pass holds where a submit runs its work inline: about
  *  one decoder layer's, so the event loop waits at most a layer's time. */
 const INLINE_PIECE = 12;

@@ -21,7 +21,7 @@ import type { ServedModel } from './model-state.js';
 import type { RequestContext } from './request-context.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 import type { SamplingFields } from './schemas.js';
-import { expandImageMarkers, imageUrls, loadTurnImages, promptImages, withImageMarkers } from './turn-images.js';
+import { countMedia, expandImageMarkers, loadTurnImages, promptImages, sampleVideos, withImageMarkers } from './turn-images.js';
 
 export type { ChatTurnRequest, ToolChoice, ToolDefinition };
 
@@ -72,15 +72,19 @@ export interface TurnPrepareOptions {
   /** --chat-template-kwargs. */
   serverKwargs?: Record<string, unknown>;
   warn: (message: string) => void;
+  /** The request's lifetime: stops the sampling of its videos. */
+  signal?: AbortSignal;
 }
 
 /**
- * Renders a turn's prompt, each image expanded into its placeholder tokens; 400 (or 501,
- * for media the model cannot take) for what the template, the rules or the model refuse.
+ * Renders a turn's prompt, each image (and each frame of a sampled video: sampleVideos;
+ * a video not yet sampled as one frame) expanded into its placeholder tokens where every
+ * image is the same number of tokens (the marker stays otherwise: loadTurnImages sizes them); 400 (or
+ * 501, for media the model cannot take) for what the template, the rules or the model refuse.
  */
 export function renderTurn(model: ServedModel, req: ChatTurnRequest, options: TurnPrepareOptions): PreparedChat {
   const { vision } = model.engine;
-  if (imageUrls(model, req.messages).length === 0 || !vision) return prepareChat(model, req, options);
+  if (countMedia(model, req.messages) === 0 || !vision) return prepareChat(model, req, options);
   const chat = prepareChat(model, { ...req, messages: withImageMarkers(req.messages, vision) }, options);
   return { ...chat, prompt: expandImageMarkers(chat.prompt, vision) };
 }
@@ -95,20 +99,30 @@ export async function prepareTurn(model: ServedModel, req: ChatTurnRequest, opti
       { n_ctx: contextSize },
     );
   }
-  const urls = imageUrls(model, req.messages);
+  const media = countMedia(model, req.messages);
   let chat = renderTurn(model, req, options);
   // The template owns BOS and the turn markers, so no specials are added.
   let promptTokens = await tokenizeText(model.engine, chat.prompt, false);
-  if (urls.length === 0) return { chat, promptTokens };
-  // Refused before any image is fetched (an image's markers are fewer tokens than it).
+  if (media === 0) return { chat, promptTokens };
   const { contextSize } = model.engine.info;
-  if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
-  const images = await loadTurnImages(model, urls);
+  const fits = () => {
+    if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
+  };
+  // Refused before any image or video is fetched, each video counted as one frame (an
+  // image's marker is fewer tokens than the image).
+  fits();
+  const messages = await sampleVideos(model, req.messages, options.signal);
+  if (messages !== req.messages) {
+    chat = renderTurn(model, { ...req, messages }, options);
+    promptTokens = await tokenizeText(model.engine, chat.prompt, false);
+    fits();
+  }
+  const images = await loadTurnImages(model, messages);
   const vision = model.engine.vision!;
   if (vision.tokensPerImage === undefined) {
     chat = { ...chat, prompt: expandImageMarkers(chat.prompt, vision, images) };
     promptTokens = await tokenizeText(model.engine, chat.prompt, false);
-    if (promptTokens.length >= contextSize) throw contextExceeded(`${promptTokens.length}`, promptTokens.length, contextSize);
+    fits();
   }
   return { chat, promptTokens, images: await promptImages(model, images, promptTokens) };
 }

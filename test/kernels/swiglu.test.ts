@@ -1,6 +1,6 @@
 // glu.wgsl through Ops.glu (SiLU): gate = silu(gate) * up = gate / (1 + exp(-gate)) * up in
 // place over [M, width], including gates large enough that exp(-gate) overflows f32; rows
-// past M stay untouched.
+// past M stay untouched; a range of more workgroups than one dimension takes.
 //
 // Tolerance: |got - want| <= (8 + 2 |gate|) * 2^-23 * |want| + 2^-118: WGSL allows exp
 // 3 + 2|x| ULP (its effect on 1 + exp(-g) is damped, never amplified), the division 2.5 ULP
@@ -44,4 +44,20 @@ describe('swiglu', () => {
       }
     });
   }
+
+  it('a range over 65535 workgroups: a SigLIP MLP\'s 4096 patches x 4304, laid over two dimensions', async () => {
+    const [M, width] = [4096, 4304];
+    const n = M * width;
+    // Periodic values (random ones cost seconds at this size); the check reads a sample and
+    // the whole tail past the first dimension's 65535 x 64 invocations of 4 elements.
+    const gate = new Float32Array(n).map((_, i) => ((i % 17) - 8) * 0.75);
+    const up = new Float32Array(n).map((_, i) => ((i % 13) - 6) * 0.25);
+    const gateBuf = h.uploadBytes(new Uint8Array(gate.buffer), 'gate');
+    await h.run(h.ops.glu(gateBuf, h.uploadBytes(new Uint8Array(up.buffer), 'up'), width), { tokens: M, seqs: 1 });
+    const got = await h.readF32(gateBuf, n);
+    const firstDimension = 65535 * 64 * 4;
+    const checked = [...Array.from({ length: Math.ceil(firstDimension / 997) }, (_, k) => k * 997), ...Array.from({ length: n - firstDimension }, (_, k) => firstDimension + k)];
+    const silu = (i: number) => (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+    expectClose(`width ${width} M=${M}`, Float32Array.from(checked, (i) => got[i]!), Float64Array.from(checked, silu), (k) => (8 + 2 * Math.abs(gate[checked[k]!]!)) * 2 ** -23 * Math.abs(silu(checked[k]!)) + 2 ** -118);
+  });
 });

@@ -1,9 +1,6 @@
 // 1-D convolutions as a gather of their columns (im2col.wgsl) followed by a linear layer.
-import type { Dispatch } from '../program.js';
+import { flatWorkgroups, type Dispatch } from '../program.js';
 import { ceil, type Ops } from '../ops.js';
-
-/** Workgroups per dispatch dimension (WebGPU's guaranteed limit). */
-const MAX_GROUPS = 65535;
 
 /** How Ops.im2col reads its input: [framesIn, channels] rows, the kernel's taps, stride and zero padding, and the weight's flattening order. */
 export interface Conv1dShape {
@@ -26,9 +23,6 @@ export function im2col(ops: Ops, label: string, x: GPUBuffer, cols: GPUBuffer, s
     label,
     pipeline,
     bindGroup: ops.bind(label, pipeline, params, { x, cols }),
-    workgroups: (s) => {
-      const groups = ceil(s.tokens * shape.channels * shape.kernelSize, 64);
-      return [Math.min(groups, MAX_GROUPS), ceil(groups, MAX_GROUPS)];
-    },
+    workgroups: (s) => flatWorkgroups(ceil(s.tokens * shape.channels * shape.kernelSize, 64)),
   };
 }

@@ -1,7 +1,7 @@
 // The linear layers: Y = X W^T in every weight format (matmul.wgsl; matvec_q.wgsl,
 // matvec_q_workgroup.wgsl and matmul_q.wgsl for the affine formats), stacked projections, the fused
 // input RMSNorm and the GLU epilogue; and the gated MLP's activation (glu.wgsl).
-import type { Dispatch, StepShape, Upload } from '../program.js';
+import { flatWorkgroups, type Dispatch, type StepShape, type Upload } from '../program.js';
 import { isAffine, kernelEnum, type Variant } from '../kernel-source.js';
 import { GLU_BLOCK_ROWS, partWeight, textureRows, type GpuWeight, type WeightPart } from '../tensors.js';
 import { ceil, type Ops, type Resources } from '../ops.js';
@@ -179,7 +179,7 @@ export function glu(ops: Ops, gate: GPUBuffer, up: GPUBuffer | undefined, width:
     label: 'glu',
     pipeline,
     bindGroup: ops.bind('glu', pipeline, params, { gate, up: up ?? ops.dummy }),
-    workgroups: (s) => [ceil((s.tokens * width) / 4, 64)],
+    workgroups: (s) => flatWorkgroups(ceil((s.tokens * width) / 4, 64)),
   };
 }
 

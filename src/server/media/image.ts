@@ -6,8 +6,8 @@ import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { badRequest } from '../errors.js';
 
-const MAX_IMAGE_SIDE = 16384;
-const MAX_IMAGE_PIXELS = 8192 * 8192;
+export const MAX_IMAGE_SIDE = 16384;
+export const MAX_IMAGE_PIXELS = 8192 * 8192;
 const FORMATS = new Set(['jpeg', 'png', 'webp', 'gif']);
 
 export interface DecodedImage {
@@ -42,6 +42,11 @@ export async function decodeImage(bytes: Buffer): Promise<DecodedImage> {
       throw badRequest('image could not be decoded: corrupt image data');
     });
   if (info.channels !== 3) throw badRequest(`image decoded to ${info.channels} channels, not RGB`);
-  const hash = createHash('sha256').update(`${info.width}x${info.height}:`).update(data).digest('hex');
-  return { width: info.width, height: info.height, pixels: data, hash };
+  return rgbImage(info.width, info.height, data);
+}
+
+/** Decoded RGB pixels with their hash. */
+export function rgbImage(width: number, height: number, pixels: Buffer): DecodedImage {
+  const hash = createHash('sha256').update(`${width}x${height}:`).update(pixels).digest('hex');
+  return { width, height, pixels, hash };
 }

@@ -12,6 +12,7 @@ import type { Engine } from '../../engine/engine.js';
 import type { PromptProgress } from '../../engine/types.js';
 import type { TextTokenizer } from '../../models/tokenizer.js';
 import { renderTurn } from '../chat-turn.js';
+import { sampleVideos } from '../turn-images.js';
 import { choicesScope, mergeChoices } from '../choices.js';
 import { collectCompletions, infillPieces, prepareCompletion, startCompletions, TOKENIZE_CONTEXTS } from '../completion.js';
 import { ApiError, badRequest, serverError } from '../errors.js';
@@ -172,12 +173,14 @@ export function nativeRoutes(models: ModelState, defaults: SamplingDefaults, met
   // The chat prompt a chat completion with this body would generate from, rendered by the
   // same pipeline (tools, tool_choice, kwargs, reasoning rules), without generating: any
   // length renders. As llama-server's, it leaves out a leading BOS the tokenizer adds
-  // itself, so the text sent to /completion gets one.
-  router.post('/apply-template', (req, res) => {
+  // itself, so the text sent to /completion gets one. A video is sampled, as a generation
+  // would sample it, to render its frames.
+  router.post('/apply-template', async (req, res) => {
     const body = validateBody(validateChatCompletion, req.body);
     const model = models.require();
     const warn = (message: string) => console.warn(`mlxcel-server: /apply-template: ${message}`);
-    const { prompt } = renderTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
+    const messages = await sampleVideos(model, body.messages, requestContext(req, res).signal);
+    const { prompt } = renderTurn(model, { ...body, messages }, { serverKwargs: options.chatTemplateKwargs, warn });
     const { tokenizer } = model.engine;
     const bos = tokenizer.bosToken;
     const addsBos = tokenizer.bosId !== undefined && tokenizer.encode('', true)[0] === tokenizer.bosId;

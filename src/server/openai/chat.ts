@@ -30,12 +30,13 @@ export function openAIChatRoutes(models: ModelState, defaults: SamplingDefaults,
     const { tokenizer } = model.engine;
     const head = responseHead(model.engine, 'chatcmpl');
     const warn = (message: string) => console.warn(`mlxcel-server: ${head.id}: ${message}`);
-    const turn = await prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn });
+    const context = requestContext(req, res);
+    const turn = await prepareTurn(model, body, { serverKwargs: options.chatTemplateKwargs, warn, signal: context.signal });
     const logprobs = chatLogprobCount(body);
     const logitBias = logitBiasFrom(model.engine, body.logit_bias);
     // llama-server's post_sampling_probs: the logprobs as prob/top_probs of the drawn-from distribution.
     const postSampling = logprobs !== undefined && body.post_sampling_probs === true;
-    const scope = choicesScope(requestContext(req, res));
+    const scope = choicesScope(context);
     // return_progress (streams only): llama-server's progress chunk, the role delta with prompt_progress.
     const progress = body.stream && body.return_progress === true ? openAIStream(res, head, 'chat.completion.chunk', false) : undefined;
     // Queued before any header, so a full queue or an over-long prompt is a plain error.
