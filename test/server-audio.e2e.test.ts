@@ -10,12 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUDIO_ONLY, EmbeddingOnlyEngine } from '../src/engine/embedding-only-engine.js';
+import { AUDIO_ONLY } from '../src/engine/embedding-only-engine.js';
 import { loadTranscriber, type Transcriber, type TranscribeRequest } from '../src/engine/transcriber.js';
 import { SAMPLE_RATE } from '../src/models/mel.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { flac, mp3, testSignal, wav, wavHeaderOnly } from './helpers/audio-fixtures.js';
-import { serve, type LiveServer } from './helpers/live-server.js';
+import { serveAudioWorker, type LiveServer } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 import { makeWhisperCheckpoint } from './helpers/whisper-checkpoint.js';
 
@@ -29,15 +29,9 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'whisper-e2e-'));
   makeWhisperCheckpoint(dir, 5);
   transcriber = await loadTranscriber({ modelDir: dir, alias: 'whisper-tiny-random', maxQueue: 8, timeoutMs: 120_000 });
-  live = await serve(new EmbeddingOnlyEngine(transcriber, AUDIO_ONLY, transcriber.adapterDescription), {
-    server: { transcriber, generationDisabledBy: AUDIO_ONLY, metrics: true },
-  });
+  live = await serveAudioWorker(transcriber, AUDIO_ONLY, { transcriber, metrics: true });
   strict = await loadTranscriber({ modelDir: dir, maxQueue: 0, timeoutMs: 1500 });
-  strictLive = await serve(new EmbeddingOnlyEngine(strict, AUDIO_ONLY, strict.adapterDescription), { server: { transcriber: strict, generationDisabledBy: AUDIO_ONLY } });
-  // Client and servers share this process's event loop, which a window's GPU work holds for
-  // seconds: a server's 5 s keep-alive timer could then close a socket the client has just
-  // picked for its next request. Real clients run beside the server, not inside it.
-  for (const s of [live, strictLive]) s.server.server.keepAliveTimeout = 120_000;
+  strictLive = await serveAudioWorker(strict, AUDIO_ONLY, { transcriber: strict });
 }, 60_000);
 
 afterAll(async () => {

@@ -12,13 +12,13 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EmbeddingOnlyEngine, SPEECH_ONLY } from '../src/engine/embedding-only-engine.js';
+import { SPEECH_ONLY } from '../src/engine/embedding-only-engine.js';
 import { loadSpeaker, type Speaker, type Speech } from '../src/engine/speaker.js';
 import type { KokoroModel } from '../src/models/kokoro.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { makeKokoroCheckpoint, TINY_KOKORO, type KokoroShape } from './helpers/kokoro-checkpoint.js';
 import { flacSamples } from './helpers/audio-fixtures.js';
-import { serve, type LiveServer } from './helpers/live-server.js';
+import { serveAudioWorker, type LiveServer } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 
 const SHAPE: KokoroShape = { ...TINY_KOKORO, tokens: 43, bert: { ...TINY_KOKORO.bert, positions: 48 } };
@@ -38,12 +38,9 @@ beforeAll(async () => {
   const istft = (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { istftnet: { gen_istft_hop_size: number; upsample_rates: number[] } }).istftnet;
   frameSamples = 2 * istft.gen_istft_hop_size * istft.upsample_rates.reduce((a, b) => a * b, 1);
   speaker = await loadSpeaker({ modelDir: dir, alias: 'kokoro-tiny-random', maxQueue: 8, timeoutMs: 120_000 });
-  live = await serve(new EmbeddingOnlyEngine(speaker, SPEECH_ONLY, speaker.adapterDescription), { server: { speaker, generationDisabledBy: SPEECH_ONLY } });
+  live = await serveAudioWorker(speaker, SPEECH_ONLY, { speaker });
   strict = await loadSpeaker({ modelDir: dir, maxQueue: 0, timeoutMs: 1500 });
-  strictLive = await serve(new EmbeddingOnlyEngine(strict, SPEECH_ONLY, strict.adapterDescription), { server: { speaker: strict, generationDisabledBy: SPEECH_ONLY } });
-  // Client and servers share this process's event loop, which the GPU work holds: a server's
-  // 5 s keep-alive timer could close a socket the client has just picked for its next request.
-  for (const s of [live, strictLive]) s.server.server.keepAliveTimeout = 120_000;
+  strictLive = await serveAudioWorker(strict, SPEECH_ONLY, { speaker: strict });
 }, 60_000);
 
 afterAll(async () => {

@@ -28,7 +28,22 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
 
-type Rows = Float64Array[];
+export type Rows = Float64Array[];
+
+/** Each row of x times W^T (+ b), W [out, in] row-major, in float64. */
+export function linearRows(x: Rows, w: ArrayLike<number>, b?: ArrayLike<number>): Rows {
+  const inDim = x[0]!.length;
+  const outDim = w.length / inDim;
+  return x.map((row) => {
+    const y = new Float64Array(outDim);
+    for (let o = 0; o < outDim; o++) {
+      let s = b ? b[o]! : 0;
+      for (let i = 0; i < inDim; i++) s += w[o * inDim + i]! * row[i]!;
+      y[o] = s;
+    }
+    return y;
+  });
+}
 
 export class Gemma3VisionReference {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -106,19 +121,7 @@ export class Gemma3VisionReference {
 
   /** x W^T + b, W [out, in]. */
   private linear(x: Rows, prefix: string): Rows {
-    const w = this.t(`${prefix}.weight`);
-    const b = this.t(`${prefix}.bias`);
-    const inDim = x[0]!.length;
-    const outDim = b.length;
-    return x.map((row) => {
-      const y = new Float64Array(outDim);
-      for (let o = 0; o < outDim; o++) {
-        let s = b[o]!;
-        for (let i = 0; i < inDim; i++) s += w[o * inDim + i]! * row[i]!;
-        y[o] = s;
-      }
-      return y;
-    });
+    return linearRows(x, this.t(`${prefix}.weight`), this.t(`${prefix}.bias`));
   }
 
   private layerNorm(x: Rows, prefix: string, eps: number): Rows {
@@ -268,18 +271,7 @@ export class Gemma3Reference {
 
   /** x W^T, W [out, in], no bias. */
   private linear(x: Rows, name: string): Rows {
-    const w = this.t(name);
-    const inDim = x[0]!.length;
-    const outDim = w.length / inDim;
-    return x.map((r) => {
-      const y = new Float64Array(outDim);
-      for (let o = 0; o < outDim; o++) {
-        let s = 0;
-        for (let i = 0; i < inDim; i++) s += w[o * inDim + i]! * r[i]!;
-        y[o] = s;
-      }
-      return y;
-    });
+    return linearRows(x, this.t(name));
   }
 
   private rmsNorm(x: Float64Array, name: string, eps: number): Float64Array {

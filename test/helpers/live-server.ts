@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { EmbeddingOnlyEngine, type JobWorker } from '../../src/engine/embedding-only-engine.js';
 import type { Engine, EngineOptions } from '../../src/engine/engine.js';
 import { loadEngine } from '../../src/engine/load.js';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server/server.js';
@@ -116,6 +117,19 @@ export interface LiveServer extends Endpoint {
 export async function serve(engine: Engine | Promise<Engine>, { server: options, headers }: ServeSpec = {}): Promise<LiveServer> {
   const server = await startServer(engine, { ...options, host: '127.0.0.1', port: 0 });
   return Object.assign(new Endpoint(server.url, headers), { server, close: () => server.close() });
+}
+
+/**
+ * A server over an audio worker (a transcriber or a speaker) alone, as an audio-only `-m`
+ * makes it: generation answers as `disabledBy` says, and the worker stays the caller's to
+ * close. Client and server share this process's event loop, which the worker's GPU work holds
+ * for seconds, so the keep-alive timer outlasts it: a 5 s one could close a socket the client
+ * has just picked for its next request. Real clients run beside the server, not inside it.
+ */
+export async function serveAudioWorker(worker: JobWorker & { adapterDescription: string }, disabledBy: string, options: Partial<ServerOptions>): Promise<LiveServer> {
+  const live = await serve(new EmbeddingOnlyEngine(worker, disabledBy, worker.adapterDescription), { server: { ...options, generationDisabledBy: disabledBy } });
+  live.server.server.keepAliveTimeout = 120_000;
+  return live;
 }
 
 type Live = LiveServer & LiveModel;

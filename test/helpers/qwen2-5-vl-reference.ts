@@ -33,8 +33,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listCheckpointTensors, readTensorF32, type CheckpointTensor } from '../../src/models/safetensors.js';
+import { linearRows, type Rows } from './gemma3-vision-reference.js';
 
-type Rows = Float64Array[];
 
 export class Qwen25VlReference {
   private readonly tensors: Map<string, CheckpointTensor>;
@@ -228,19 +228,7 @@ export class Qwen25VlReference {
 
   /** x W^T (+ b), W [out, in]. */
   private linear(x: Rows, name: string, bias = this.tensors.has(`${name}.bias`)): Rows {
-    const w = this.t(`${name}.weight`);
-    const b = bias ? this.t(`${name}.bias`) : undefined;
-    const inDim = x[0]!.length;
-    const outDim = w.length / inDim;
-    return x.map((r) => {
-      const y = new Float64Array(outDim);
-      for (let o = 0; o < outDim; o++) {
-        let s = b ? b[o]! : 0;
-        for (let i = 0; i < inDim; i++) s += w[o * inDim + i]! * r[i]!;
-        y[o] = s;
-      }
-      return y;
-    });
+    return linearRows(x, this.t(`${name}.weight`), bias ? this.t(`${name}.bias`) : undefined);
   }
 
   private rmsNorm(x: Float64Array, name: string, eps: number): Float64Array {
