@@ -2,8 +2,10 @@
 // Bindings: 0 params, 1 step, 2-4 weight part (format), 5 X [M, K] f32; the outputs (6-9)
 // and params are linear_out.wgsl's.
 // Plan: one invocation per output column n and a tile of TM = 4 rows of X, so each
-// weight quad is dequantized once and used four times. (On llvmpipe the X loads, though the
-// same for the whole workgroup, are per-lane loads: see matmul_q.wgsl for the faster layout.)
+// weight quad is dequantized once and used four times; a tile of one row (decode's token,
+// the LM head's one sequence, the last tile when M = 4t + 1) reads and multiplies X once.
+// (On llvmpipe the X loads, though the same for the whole workgroup, are per-lane loads:
+// see matmul_q.wgsl for the faster layout.)
 #include "common"
 #include "formats/${FORMAT}"
 #include "linear_out"
@@ -15,9 +17,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let m0 = gid.y * 4u;
   let M = row_count(p.per_seq);
   if (n >= p.N || m0 >= M) { return; }
-  // Rows past M re-read the last row (valid memory) and are not written.
   let k4s = p.K / 4u;
   let r0 = m0 * k4s;
+  if (m0 + 1u == M) {
+    var acc1 = 0.0;
+    for (var kq = 0u; kq < k4s; kq++) {
+      acc1 += dot(w_load4(n, kq * 4u, p.K), x[r0 + kq]);
+    }
+    store_y(m0, p.n_offset + n, acc1);
+    return;
+  }
+  // Rows past M re-read the last row (valid memory) and are not written.
   let r1 = min(m0 + 1u, M - 1u) * k4s;
   let r2 = min(m0 + 2u, M - 1u) * k4s;
   let r3 = min(m0 + 3u, M - 1u) * k4s;
