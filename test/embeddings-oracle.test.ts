@@ -1,13 +1,14 @@
 // Embedding models against llama.cpp (node-llama-cpp's createEmbeddingContext) on GGUFs
 // written from the same random weights: a Qwen3 decoder embedder pooled by its last token
-// (Qwen3-Embedding) and by the mean of its tokens, and a BERT encoder (bidirectional
-// attention, LayerNorm, GELU, absolute positions, token types) pooled by mean and by [CLS]
-// as its sentence-transformers 1_Pooling config says. Several inputs of different lengths
+// (Qwen3-Embedding) and by the mean of its tokens, on the 512-token stories tokenizer (both
+// sides are given the same token ids: the pooling is the point), and a BERT encoder
+// (bidirectional attention, LayerNorm, GELU, absolute positions, token types) pooled by mean
+// and by [CLS] as its sentence-transformers 1_Pooling config says. Several inputs of different lengths
 // run in one batched pass (sorted by length, packed) and come back in the caller's order.
 // Both sides compute in f32, in different summation orders and activation approximations
 // (llama.cpp's CPU GELU is the tanh form read from an f16 table; ours is erf GELU). Observed
-// (ORACLE_VERBOSE=file writes them): cosine > 0.9999995 everywhere; max abs diff 3.4e-3
-// (Qwen3, entries up to ~2.7) and 1.8e-3 (BERT). A real bug (a wrong row pooled, attention
+// (ORACLE_VERBOSE=file writes them): cosine > 0.999997 everywhere; max abs diff 6.0e-3
+// (Qwen3, entries up to ~2.5) and 1.8e-3 (BERT). A real bug (a wrong row pooled, attention
 // leaking across packed sequences or staying causal, a missing norm) moves them by O(1).
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -54,7 +55,7 @@ describe('embeddings vs llama.cpp on random checkpoints', () => {
   for (const pooling of ['last', 'mean'] as Pooling[]) {
     it(`qwen3 decoder embedder, ${pooling} pooling`, async () => {
       const dir = join(tmp, `qwen3-${pooling}`);
-      makeRandomCheckpoint({ ...shape, arch: 'qwen3', tokenizer: 'qwen3', seed: 21 }, dir);
+      makeRandomCheckpoint({ ...shape, arch: 'qwen3', tokenizer: 'stories', seed: 21 }, dir);
       const gguf = `${dir}.gguf`;
       writeGgufFromHf(dir, gguf, { pooling });
       const tokenizer = await TextTokenizer.load(dir);

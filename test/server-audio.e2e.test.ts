@@ -11,36 +11,22 @@ import { join } from 'node:path';
 import { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUDIO_ONLY } from '../src/engine/embedding-only-engine.js';
-import { loadTranscriber, type Transcriber, type TranscribeRequest } from '../src/engine/transcriber.js';
+import { loadTranscriber, type TranscribeRequest } from '../src/engine/transcriber.js';
 import { SAMPLE_RATE } from '../src/models/mel.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { flac, mp3, testSignal, wav, wavHeaderOnly } from './helpers/audio-fixtures.js';
-import { serveAudioWorker, type LiveServer } from './helpers/live-server.js';
+import { useAudioWorker } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 import { makeWhisperCheckpoint } from './helpers/whisper-checkpoint.js';
 
 let dir: string;
-let transcriber: Transcriber;
-let live: LiveServer;
-let strict: Transcriber;
-let strictLive: LiveServer;
-
-beforeAll(async () => {
+beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'whisper-e2e-'));
   makeWhisperCheckpoint(dir, 5);
-  transcriber = await loadTranscriber({ modelDir: dir, alias: 'whisper-tiny-random', maxQueue: 8, timeoutMs: 120_000 });
-  live = await serveAudioWorker(transcriber, AUDIO_ONLY, { transcriber, metrics: true });
-  strict = await loadTranscriber({ modelDir: dir, maxQueue: 0, timeoutMs: 1500 });
-  strictLive = await serveAudioWorker(strict, AUDIO_ONLY, { transcriber: strict });
-}, 60_000);
-
-afterAll(async () => {
-  await live?.close();
-  await strictLive?.close();
-  await transcriber?.close();
-  await strict?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const lenient = useAudioWorker(() => loadTranscriber({ modelDir: dir, alias: 'whisper-tiny-random', maxQueue: 8, timeoutMs: 120_000 }), AUDIO_ONLY, (transcriber) => ({ transcriber, metrics: true }));
+const strict = useAudioWorker(() => loadTranscriber({ modelDir: dir, maxQueue: 0, timeoutMs: 1500 }), AUDIO_ONLY, (transcriber) => ({ transcriber }));
 
 const speech = testSignal(1);
 const speechWav = wav(speech, SAMPLE_RATE, '16');
@@ -48,11 +34,11 @@ const speechWav = wav(speech, SAMPLE_RATE, '16');
 /** The transcriber's own answer for `bytes` as the route decodes them. */
 async function direct(bytes: Uint8Array, options: Partial<TranscribeRequest> = {}) {
   const { samples } = await decodeAudio(bytes, SAMPLE_RATE);
-  return transcriber.transcribe({ audio: samples, task: 'transcribe', temperatures: [0], timestamps: false, ...options });
+  return lenient.worker.transcribe({ audio: samples, task: 'transcribe', temperatures: [0], timestamps: false, ...options });
 }
 
 /** A raw multipart POST of `fields` and, unless null, the file. */
-function postForm(path: string, fields: Record<string, string | string[]>, file: Uint8Array | null = speechWav, url = live.url) {
+function postForm(path: string, fields: Record<string, string | string[]>, file: Uint8Array | null = speechWav, url = lenient.live.url) {
   const form = new FormData();
   if (file) form.append('file', new Blob([new Uint8Array(file)]), 'audio.wav');
   for (const [k, v] of Object.entries(fields)) for (const x of [v].flat()) form.append(k, x);
@@ -72,11 +58,11 @@ describe('through the openai client', () => {
     const stamped = await direct(speechWav, { timestamps: true });
     expect(plain.text.length).toBeGreaterThan(0);
     const file = () => toFile(speechWav, 'speech.wav');
-    const json = await live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1' });
+    const json = await lenient.live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1' });
     expect(json).toEqual({ text: plain.text });
-    const text = await live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'text' });
+    const text = await lenient.live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'text' });
     expect(text).toBe(plain.text);
-    const verbose = await live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'verbose_json', timestamp_granularities: ['segment'] });
+    const verbose = await lenient.live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'verbose_json', timestamp_granularities: ['segment'] });
     expect(verbose).toMatchObject({ task: 'transcribe', duration: 1, text: stamped.text, language: { en: 'english', de: 'german', fr: 'french', es: 'spanish' }[stamped.language] });
     expect(verbose.segments!.map((s) => [s.start, s.end, s.text, s.tokens])).toEqual(stamped.segments.map((s) => [s.start, s.end, s.text, s.tokens]));
     for (const s of verbose.segments!) {
@@ -84,11 +70,11 @@ describe('through the openai client', () => {
       expect(Object.keys(s).sort()).toEqual(['avg_logprob', 'compression_ratio', 'end', 'id', 'no_speech_prob', 'seek', 'start', 'temperature', 'text', 'tokens']);
     }
     const clock = (t: number, mark: string) => `00:00:${String(Math.floor(t)).padStart(2, '0')}${mark}${String(Math.round((t % 1) * 1000)).padStart(3, '0')}`;
-    const srt = await live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'srt' });
+    const srt = await lenient.live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'srt' });
     expect(srt).toBe(stamped.segments.map((s, i) => `${i + 1}\n${clock(s.start, ',')} --> ${clock(s.end, ',')}\n${s.text.trim()}\n\n`).join(''));
-    const vtt = await live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'vtt' });
+    const vtt = await lenient.live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', response_format: 'vtt' });
     expect(vtt).toBe(`WEBVTT\n\n${stamped.segments.map((s) => `${clock(s.start, '.')} --> ${clock(s.end, '.')}\n${s.text.trim()}\n\n`).join('')}`);
-    const stream = await live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', stream: true });
+    const stream = await lenient.live.openai.audio.transcriptions.create({ file: await file(), model: 'whisper-1', stream: true });
     let deltas = '';
     let done: string | undefined;
     for await (const event of stream) {
@@ -100,7 +86,7 @@ describe('through the openai client', () => {
   });
 
   it('translates with the translate task, and names a given language', async () => {
-    const translated = await live.openai.audio.translations.create({ file: await toFile(speechWav, 'speech.wav'), model: 'whisper-1', response_format: 'text' });
+    const translated = await lenient.live.openai.audio.translations.create({ file: await toFile(speechWav, 'speech.wav'), model: 'whisper-1', response_format: 'text' });
     expect(translated).toBe((await direct(speechWav, { task: 'translate' })).text);
     const german = await postForm('/v1/audio/transcriptions', { language: 'German', response_format: 'verbose_json' });
     expect(((await german.json()) as { language: string }).language).toBe('german');
@@ -162,9 +148,9 @@ describe('errors and limits', () => {
     await expectError(await postForm('/v1/audio/transcriptions', { 'timestamp_granularities[]': 'word' }), 400, /"word" is not supported/);
     await expectError(await postForm('/v1/audio/transcriptions', { stream: 'true', response_format: 'srt' }), 400, /^stream is supported with response_format json or text/);
     await expectError(await postForm('/v1/audio/transcriptions', {}, new Uint8Array(4096).fill(7)), 400, /not audio this server reads: expected WAV, FLAC or MP3/);
-    const json = await fetch(`${live.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"file":"x"}' });
+    const json = await fetch(`${lenient.live.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"file":"x"}' });
     await expectError(json, 400, /multipart\/form-data/);
-    const broken = await fetch(`${live.url}/v1/audio/translations`, {
+    const broken = await fetch(`${lenient.live.url}/v1/audio/translations`, {
       method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=XYZ' }, body: '--XYZ\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF',
     });
     await expectError(broken, 400, /^malformed multipart body/);
@@ -185,10 +171,10 @@ describe('errors and limits', () => {
 
   it('answers 503 when the queue is full and 504 past the timeout', async () => {
     // Five windows: past the timeout on any machine.
-    const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(150), SAMPLE_RATE, '16'), strictLive.url);
-    for (let i = 0; strict.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(strict.pending).toBe(1);
-    await expectError(await postForm('/v1/audio/transcriptions', {}, speechWav, strictLive.url), 503, /./);
+    const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(150), SAMPLE_RATE, '16'), strict.live.url);
+    for (let i = 0; strict.worker.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(strict.worker.pending).toBe(1);
+    await expectError(await postForm('/v1/audio/transcriptions', {}, speechWav, strict.live.url), 503, /./);
     const timedOut = await expectError(await running, 504, /^the transcription request timed out after 1\.5 s/);
     expect(timedOut.type).toBe('timeout_error');
   });
@@ -196,17 +182,17 @@ describe('errors and limits', () => {
 
 describe('the audio-only server', () => {
   it('answers the generation routes with 501 naming the model kind, and reports the model', async () => {
-    const chat = await live.post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
+    const chat = await lenient.live.post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
     expect(chat.status).toBe(501);
     expect(chat.body.error.message).toMatch(/^This server's model \(-m\) is a Whisper speech-to-text checkpoint: it serves speech to text only/);
-    expect((await live.post('/completion', { prompt: 'hi' })).status).toBe(501);
-    const health = await fetch(`${live.url}/health`);
+    expect((await lenient.live.post('/completion', { prompt: 'hi' })).status).toBe(501);
+    const health = await fetch(`${lenient.live.url}/health`);
     expect(health.status).toBe(200);
-    const props = (await (await fetch(`${live.url}/props`)).json()) as { capabilities: string[] };
+    const props = (await (await fetch(`${lenient.live.url}/props`)).json()) as { capabilities: string[] };
     expect(props.capabilities).toEqual(['transcription']);
-    const models = await live.openai.models.list();
+    const models = await lenient.live.openai.models.list();
     expect(models.data.map((m) => m.id)).toContain('whisper-tiny-random');
-    const metrics = await (await fetch(`${live.url}/metrics`)).text();
+    const metrics = await (await fetch(`${lenient.live.url}/metrics`)).text();
     expect(metrics).toMatch(/^mlxcel_slots_total 1$/m);
   });
 });

@@ -1,5 +1,5 @@
-// The embedding routes through the real server: a random-weight Qwen3 served with
-// --embeddings (the CLI in a child process) and the official openai client
+// The embedding routes through the real server: a random-weight Qwen3 (on the 512-token
+// stories tokenizer: the routes are the point) served with --embeddings (the CLI in a child process) and the official openai client
 // (embeddings.create: float, base64 as the SDK decodes it, base64 raw, dimensions), raw
 // HTTP for the native routes, capabilities in /v1/models and /props, the generation
 // routes' 501, and every input error. The vectors are checked against the embedder run
@@ -29,7 +29,7 @@ let reference: Embedder;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'embed-e2e-'));
-  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'qwen3', hidden: HIDDEN, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 5 }, dir);
+  makeRandomCheckpoint({ arch: 'qwen3', tokenizer: 'stories', hidden: HIDDEN, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, seed: 5 }, dir);
   [server, reference] = await Promise.all([
     startServerProcess(['-m', dir, '--embeddings', '--batch-size', String(CONTEXT), '--alias', 'qwen3-embed']),
     testGpu().then((gpu) => loadEmbedder({ modelDir: dir, gpu, batchSize: CONTEXT })),

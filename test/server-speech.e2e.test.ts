@@ -13,12 +13,12 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SPEECH_ONLY } from '../src/engine/embedding-only-engine.js';
-import { loadSpeaker, type Speaker, type Speech } from '../src/engine/speaker.js';
+import { loadSpeaker, type Speech } from '../src/engine/speaker.js';
 import type { KokoroModel } from '../src/models/kokoro.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { makeKokoroCheckpoint, TINY_KOKORO, type KokoroShape } from './helpers/kokoro-checkpoint.js';
 import { flacSamples } from './helpers/audio-fixtures.js';
-import { serveAudioWorker, type LiveServer } from './helpers/live-server.js';
+import { useAudioWorker } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 
 const SHAPE: KokoroShape = { ...TINY_KOKORO, tokens: 43, bert: { ...TINY_KOKORO.bert, positions: 48 } };
@@ -26,30 +26,17 @@ const VOICES = ['af_heart', 'bf_emma'];
 const RATE = 24000;
 
 let dir: string;
-let speaker: Speaker;
-let live: LiveServer;
-let strict: Speaker;
-let strictLive: LiveServer;
 /** Samples per predicted duration frame. */
 let frameSamples: number;
 
-beforeAll(async () => {
+beforeAll(() => {
   dir = makeKokoroCheckpoint(SHAPE, { seed: 5, voices: VOICES });
   const istft = (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { istftnet: { gen_istft_hop_size: number; upsample_rates: number[] } }).istftnet;
   frameSamples = 2 * istft.gen_istft_hop_size * istft.upsample_rates.reduce((a, b) => a * b, 1);
-  speaker = await loadSpeaker({ modelDir: dir, alias: 'kokoro-tiny-random', maxQueue: 8, timeoutMs: 120_000 });
-  live = await serveAudioWorker(speaker, SPEECH_ONLY, { speaker });
-  strict = await loadSpeaker({ modelDir: dir, maxQueue: 0, timeoutMs: 1500 });
-  strictLive = await serveAudioWorker(strict, SPEECH_ONLY, { speaker: strict });
-}, 60_000);
-
-afterAll(async () => {
-  await live?.close();
-  await strictLive?.close();
-  await speaker?.close();
-  await strict?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const lenient = useAudioWorker(() => loadSpeaker({ modelDir: dir, alias: 'kokoro-tiny-random', maxQueue: 8, timeoutMs: 120_000 }), SPEECH_ONLY, (speaker) => ({ speaker }));
+const strict = useAudioWorker(() => loadSpeaker({ modelDir: dir, maxQueue: 0, timeoutMs: 1500 }), SPEECH_ONLY, (speaker) => ({ speaker }));
 
 const TEXT = 'Hello there. The 3 foxes paid $5.50, said Dr. Smith!';
 
@@ -58,14 +45,14 @@ const spoken = new Map<string, Promise<Speech>>();
 /** The speaker's own audio for `input`, as the route asks for it (each asked once). */
 function direct(input: string, voice = 'af_heart', speed = 1, seed = 0): Promise<Speech> {
   const key = JSON.stringify([input, voice, speed, seed]);
-  if (!spoken.has(key)) spoken.set(key, speaker.speak({ pieces: speaker.pieces(input, voice), voice, speed, seed }));
+  if (!spoken.has(key)) spoken.set(key, lenient.worker.speak({ pieces: lenient.worker.pieces(input, voice), voice, speed, seed }));
   return spoken.get(key)!;
 }
 
 const pcm16 = (audio: Float32Array) => new Uint8Array(Int16Array.from(audio, (x) => Math.max(-32768, Math.min(32767, Math.round(x * 32767)))).buffer);
 const frames = (speech: Speech) => speech.durations.reduce((n, d) => n + d.reduce((a, b) => a + b, 0), 0);
 
-function post(body: unknown, url = live.url) {
+function post(body: unknown, url = lenient.live.url) {
   return fetch(`${url}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
 }
 
@@ -79,12 +66,12 @@ async function expectError(res: Response, status: number, message: RegExp) {
 describe('through the openai client', () => {
   it('answers wav, pcm, flac and mp3 with the speaker\'s audio, as long as the predicted durations', async () => {
     const speech = await direct(TEXT);
-    expect(speech.durations.length).toBe(speaker.pieces(TEXT, 'af_heart').length);
+    expect(speech.durations.length).toBe(lenient.worker.pieces(TEXT, 'af_heart').length);
     expect(speech.durations.length).toBeGreaterThanOrEqual(2);
     expect(speech.audio.length).toBe(frames(speech) * frameSamples);
-    expect((speaker as unknown as { model: KokoroModel }).model.samplesPerFrame).toBe(frameSamples);
+    expect((lenient.worker as unknown as { model: KokoroModel }).model.samplesPerFrame).toBe(frameSamples);
     const create = async (response_format: 'wav' | 'pcm' | 'flac' | 'mp3') => {
-      const res = await live.openai.audio.speech.create({ model: 'kokoro', voice: 'af_heart', input: TEXT, response_format });
+      const res = await lenient.live.openai.audio.speech.create({ model: 'kokoro', voice: 'af_heart', input: TEXT, response_format });
       return { type: res.headers.get('content-type'), bytes: new Uint8Array(await res.arrayBuffer()) };
     };
     const wav = await create('wav');
@@ -113,7 +100,7 @@ describe('through the openai client', () => {
 
   it('gives byte-identical audio for the same input, voice, speed and seed; speed and voice change it', async () => {
     const wav = async (fields: Record<string, unknown> = {}) => {
-      const res = await live.openai.audio.speech.create({ model: 'kokoro', voice: 'af_heart', input: 'Good morning.', response_format: 'wav', ...fields });
+      const res = await lenient.live.openai.audio.speech.create({ model: 'kokoro', voice: 'af_heart', input: 'Good morning.', response_format: 'wav', ...fields });
       return new Uint8Array(await res.arrayBuffer());
     };
     const first = await wav();
@@ -154,16 +141,16 @@ describe('streaming', () => {
     const deltas = events.filter((e) => e.type === 'speech.audio.delta');
     expect(deltas.length).toBe(speech.durations.length);
     expect(new Uint8Array(Buffer.concat(deltas.map((e) => Buffer.from(e.audio!, 'base64'))))).toEqual(pcm16(speech.audio));
-    const phonemes = speaker.pieces(TEXT, 'af_heart').reduce((n, p) => n + p.ids.length, 0);
+    const phonemes = lenient.worker.pieces(TEXT, 'af_heart').reduce((n, p) => n + p.ids.length, 0);
     expect(events.at(-1)).toEqual({ type: 'speech.audio.done', usage: { input_tokens: phonemes, output_tokens: frames(speech), total_tokens: phonemes + frames(speech) } });
   });
 
   it('stops synthesising for a client that leaves mid-stream', async () => {
     const input = 'One more time. '.repeat(24);
-    const pieces = speaker.pieces(input, 'af_heart').length;
+    const pieces = lenient.worker.pieces(input, 'af_heart').length;
     expect(pieces).toBe(24);
     // Counts the passes the model runs (the speaker's own model, unchanged otherwise).
-    const model = (speaker as unknown as { model: KokoroModel }).model;
+    const model = (lenient.worker as unknown as { model: KokoroModel }).model;
     const synthesize = model.synthesize.bind(model);
     let passes = 0;
     model.synthesize = (...args) => {
@@ -172,14 +159,14 @@ describe('streaming', () => {
     };
     try {
       const gone = new AbortController();
-      const res = await fetch(`${live.url}/v1/audio/speech`, {
+      const res = await fetch(`${lenient.live.url}/v1/audio/speech`, {
         method: 'POST', headers: { 'content-type': 'application/json' }, signal: gone.signal,
         body: JSON.stringify({ input, voice: 'af_heart', response_format: 'pcm', stream_format: 'audio' }),
       });
       await res.body!.getReader().read();
       gone.abort();
-      for (let i = 0; speaker.pending > 0 && i < 1000; i++) await new Promise((r) => setTimeout(r, 20));
-      expect(speaker.pending).toBe(0);
+      for (let i = 0; lenient.worker.pending > 0 && i < 1000; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(lenient.worker.pending).toBe(0);
       expect(passes).toBeLessThan(pieces);
     } finally {
       model.synthesize = synthesize;
@@ -190,11 +177,11 @@ describe('streaming', () => {
 describe('long input', () => {
   it('cuts a sentence past the phoneme ceiling at its clauses and speaks every piece', async () => {
     const input = 'When the sun rose over the hills, the birds began to sing, the river ran fast and cold, and the old man walked slowly down to the water. Then he sat.';
-    const pieces = speaker.pieces(input, 'af_heart');
+    const pieces = lenient.worker.pieces(input, 'af_heart');
     expect(pieces.length).toBeGreaterThanOrEqual(4);
-    for (const p of pieces) expect(p.ids.length).toBeLessThanOrEqual(speaker.info.contextSize);
+    for (const p of pieces) expect(p.ids.length).toBeLessThanOrEqual(lenient.worker.info.contextSize);
     expect(pieces.slice(0, -2).every((p) => /,$/.test(p.phonemes))).toBe(true);
-    const res = await live.openai.audio.speech.create({ model: 'kokoro', voice: 'af_heart', input, response_format: 'wav' });
+    const res = await lenient.live.openai.audio.speech.create({ model: 'kokoro', voice: 'af_heart', input, response_format: 'wav' });
     const bytes = new Uint8Array(await res.arrayBuffer());
     const speech = await direct(input);
     expect(speech.durations.length).toBe(pieces.length);
@@ -217,7 +204,7 @@ describe('errors and limits', () => {
     await expectError(await post({ input: 'hi', voice: 'af_heart', seed: -1 }), 400, /^seed must be >= 0$/);
     await expectError(await post('{"input": '), 400, /./);
     // The openai client sees the same 400.
-    const err = await live.openai.audio.speech.create({ model: 'kokoro', voice: 'nova', input: 'hi' }).catch((e: unknown) => e);
+    const err = await lenient.live.openai.audio.speech.create({ model: 'kokoro', voice: 'nova', input: 'hi' }).catch((e: unknown) => e);
     expect((err as { status: number }).status).toBe(400);
   });
 
@@ -225,10 +212,10 @@ describe('errors and limits', () => {
     // The longest input: past the timeout on any machine.
     const long = 'The quick brown fox jumps over the lazy dog. '.repeat(91);
     expect(long.length).toBe(4095);
-    const running = post({ input: long, voice: 'af_heart', response_format: 'wav' }, strictLive.url);
-    for (let i = 0; strict.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(strict.pending).toBe(1);
-    await expectError(await post({ input: 'hi', voice: 'af_heart' }, strictLive.url), 503, /./);
+    const running = post({ input: long, voice: 'af_heart', response_format: 'wav' }, strict.live.url);
+    for (let i = 0; strict.worker.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(strict.worker.pending).toBe(1);
+    await expectError(await post({ input: 'hi', voice: 'af_heart' }, strict.live.url), 503, /./);
     const timedOut = await expectError(await running, 504, /^the speech request timed out after 1\.5 s/);
     expect(timedOut.type).toBe('timeout_error');
   });
@@ -236,18 +223,18 @@ describe('errors and limits', () => {
 
 describe('the audio-only server', () => {
   it('answers the generation routes with 501 naming the model kind, and reports the model', async () => {
-    const chat = await live.post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
+    const chat = await lenient.live.post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
     expect(chat.status).toBe(501);
     expect(chat.body.error.message).toMatch(/^This server's model \(-m\) is a Kokoro text-to-speech checkpoint: it serves text to speech only/);
     const form = new FormData();
     form.append('file', new Blob([new Uint8Array(64)]), 'a.wav');
-    const transcribe = await fetch(`${live.url}/v1/audio/transcriptions`, { method: 'POST', body: form });
+    const transcribe = await fetch(`${lenient.live.url}/v1/audio/transcriptions`, { method: 'POST', body: form });
     expect(transcribe.status).toBe(501);
-    const props = (await (await fetch(`${live.url}/props`)).json()) as { capabilities: string[] };
+    const props = (await (await fetch(`${lenient.live.url}/props`)).json()) as { capabilities: string[] };
     expect(props.capabilities).toEqual(['speech']);
-    expect((await live.openai.models.list()).data.map((m) => m.id)).toContain('kokoro-tiny-random');
+    expect((await lenient.live.openai.models.list()).data.map((m) => m.id)).toContain('kokoro-tiny-random');
     // /tokenize maps the phoneme alphabet to the model's input ids.
-    const ids = speaker.pieces('Hello.', 'af_heart')[0]!;
-    expect((await live.post('/tokenize', { content: ids.phonemes })).body.tokens).toEqual(ids.ids);
+    const ids = lenient.worker.pieces('Hello.', 'af_heart')[0]!;
+    expect((await lenient.live.post('/tokenize', { content: ids.phonemes })).body.tokens).toEqual(ids.ids);
   });
 });

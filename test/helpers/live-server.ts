@@ -126,10 +126,45 @@ export async function serve(engine: Engine | Promise<Engine>, { server: options,
  * for seconds, so the keep-alive timer outlasts it: a 5 s one could close a socket the client
  * has just picked for its next request. Real clients run beside the server, not inside it.
  */
-export async function serveAudioWorker(worker: JobWorker & { adapterDescription: string }, disabledBy: string, options: Partial<ServerOptions>): Promise<LiveServer> {
+async function serveAudioWorker(worker: JobWorker & { adapterDescription: string }, disabledBy: string, options: Partial<ServerOptions>): Promise<LiveServer> {
   const live = await serve(new EmbeddingOnlyEngine(worker, disabledBy, worker.adapterDescription), { server: { ...options, generationDisabledBy: disabledBy } });
   live.server.server.keepAliveTimeout = 120_000;
   return live;
+}
+
+/** An audio worker and the audio-only server over it (serveAudioWorker). */
+export interface ServedWorker<W> {
+  worker: W;
+  live: LiveServer;
+}
+
+/**
+ * An audio worker loaded in beforeAll and served by serveAudioWorker; afterAll of the calling
+ * scope closes the server, then the worker. `load` runs after the hooks registered before
+ * this call (the checkpoint they write).
+ */
+export function useAudioWorker<W extends JobWorker & { adapterDescription: string; close(): Promise<void> }>(
+  load: () => Promise<W>,
+  disabledBy: string,
+  options: (worker: NoInfer<W>) => Partial<ServerOptions>,
+): ServedWorker<W> {
+  return hooked('the audio worker', async () => {
+    const worker = await load();
+    try {
+      const live = await serveAudioWorker(worker, disabledBy, options(worker));
+      return {
+        worker,
+        live,
+        close: async () => {
+          await live.close();
+          await worker.close();
+        },
+      };
+    } catch (err) {
+      await worker.close();
+      throw err;
+    }
+  });
 }
 
 type Live = LiveServer & LiveModel;
