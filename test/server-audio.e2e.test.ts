@@ -15,7 +15,7 @@ import { loadTranscriber, type TranscribeRequest } from '../src/engine/transcrib
 import { SAMPLE_RATE } from '../src/models/mel.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { flac, mp3, testSignal, wav, wavHeaderOnly } from './helpers/audio-fixtures.js';
-import { useAudioWorker } from './helpers/live-server.js';
+import { expectErrorResponse, useAudioWorker } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 import { makeWhisperCheckpoint } from './helpers/whisper-checkpoint.js';
 
@@ -43,13 +43,6 @@ function postForm(path: string, fields: Record<string, string | string[]>, file:
   if (file) form.append('file', new Blob([new Uint8Array(file)]), 'audio.wav');
   for (const [k, v] of Object.entries(fields)) for (const x of [v].flat()) form.append(k, x);
   return fetch(`${url}${path}`, { method: 'POST', body: form });
-}
-
-async function expectError(res: Response, status: number, message: RegExp) {
-  expect(res.status).toBe(status);
-  const body = (await res.json()) as { error: { message: string; type: string } };
-  expect(body.error.message).toMatch(message);
-  return body.error;
 }
 
 describe('through the openai client', () => {
@@ -138,35 +131,35 @@ describe('audio containers', () => {
 
 describe('errors and limits', () => {
   it('answers 400 for a missing file, bad fields, a malformed body and what is not audio', async () => {
-    await expectError(await postForm('/v1/audio/transcriptions', { model: 'whisper-1' }, null), 400, /^file is required/);
-    await expectError(await postForm('/v1/audio/transcriptions', { response_format: 'xml' }), 400, /^response_format must be one of: json, text, srt, verbose_json, vtt/);
-    await expectError(await postForm('/v1/audio/transcriptions', { colour: 'blue' }), 400, /^unknown field colour/);
-    await expectError(await postForm('/v1/audio/transcriptions', { temperature: 'hot' }), 400, /^temperature must match/);
-    await expectError(await postForm('/v1/audio/transcriptions', { temperature: '0.4,0.2' }), 400, /^temperature must be a number in 0 \.\. 1, or several increasing ones/);
-    await expectError(await postForm('/v1/audio/transcriptions', { language: 'xx' }), 400, /^language "xx" is not a language Whisper knows/);
-    await expectError(await postForm('/v1/audio/transcriptions', { language: 'ja' }), 400, /^language "ja" is not one of this model's: en, de, es, fr/);
-    await expectError(await postForm('/v1/audio/transcriptions', { 'timestamp_granularities[]': 'word' }), 400, /"word" is not supported/);
-    await expectError(await postForm('/v1/audio/transcriptions', { stream: 'true', response_format: 'srt' }), 400, /^stream is supported with response_format json or text/);
-    await expectError(await postForm('/v1/audio/transcriptions', {}, new Uint8Array(4096).fill(7)), 400, /not audio this server reads: expected WAV, FLAC or MP3/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { model: 'whisper-1' }, null), 400, /^file is required/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { response_format: 'xml' }), 400, /^response_format must be one of: json, text, srt, verbose_json, vtt/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { colour: 'blue' }), 400, /^unknown field colour/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { temperature: 'hot' }), 400, /^temperature must match/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { temperature: '0.4,0.2' }), 400, /^temperature must be a number in 0 \.\. 1, or several increasing ones/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { language: 'xx' }), 400, /^language "xx" is not a language Whisper knows/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { language: 'ja' }), 400, /^language "ja" is not one of this model's: en, de, es, fr/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { 'timestamp_granularities[]': 'word' }), 400, /"word" is not supported/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', { stream: 'true', response_format: 'srt' }), 400, /^stream is supported with response_format json or text/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, new Uint8Array(4096).fill(7)), 400, /not audio this server reads: expected WAV, FLAC or MP3/);
     const json = await fetch(`${lenient.live.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"file":"x"}' });
-    await expectError(json, 400, /multipart\/form-data/);
+    await expectErrorResponse(json, 400, /multipart\/form-data/);
     const broken = await fetch(`${lenient.live.url}/v1/audio/translations`, {
       method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=XYZ' }, body: '--XYZ\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF',
     });
-    await expectError(broken, 400, /^malformed multipart body/);
+    await expectErrorResponse(broken, 400, /^malformed multipart body/);
   });
 
   it('enforces the upload, sample-rate, channel and duration limits from the headers', async () => {
-    await expectError(await postForm('/v1/audio/transcriptions', {}, new Uint8Array(25 * 1024 * 1024 + 1)), 413, /exceeds the 25 MiB limit/);
-    await expectError(await postForm('/v1/audio/transcriptions', {}, wavHeaderOnly(384_000, 1, 100)), 400, /^sample rate 384000 Hz is outside 1 \.\. 192000 Hz/);
-    await expectError(await postForm('/v1/audio/transcriptions', {}, wavHeaderOnly(16000, 9, 100)), 400, /^9 channels: at most 8/);
-    await expectError(await postForm('/v1/audio/transcriptions', {}, wavHeaderOnly(16000, 1, 100, 601 * 16000)), 400, /^the audio is 601\.0 s long, past the 600 s limit/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, new Uint8Array(25 * 1024 * 1024 + 1)), 413, /exceeds the 25 MiB limit/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, wavHeaderOnly(384_000, 1, 100)), 400, /^sample rate 384000 Hz is outside 1 \.\. 192000 Hz/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, wavHeaderOnly(16000, 9, 100)), 400, /^9 channels: at most 8/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, wavHeaderOnly(16000, 1, 100, 601 * 16000)), 400, /^the audio is 601\.0 s long, past the 600 s limit/);
     // A FLAC header claiming 700 s ahead of a few frames: refused before decoding.
     const header = await flac(testSignal(0.1, 16000), 16000);
     const claim = 700 * 16000;
     header[8 + 13] = (header[8 + 13]! & 0xf0) | Math.floor(claim / 2 ** 32);
     new DataView(header.buffer, header.byteOffset + 8 + 14, 4).setUint32(0, claim);
-    await expectError(await postForm('/v1/audio/transcriptions', {}, header), 400, /^the audio is 700\.0 s long/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, header), 400, /^the audio is 700\.0 s long/);
   });
 
   it('answers 503 when the queue is full and 504 past the timeout', async () => {
@@ -174,8 +167,8 @@ describe('errors and limits', () => {
     const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(150), SAMPLE_RATE, '16'), strict.live.url);
     for (let i = 0; strict.worker.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
     expect(strict.worker.pending).toBe(1);
-    await expectError(await postForm('/v1/audio/transcriptions', {}, speechWav, strict.live.url), 503, /./);
-    const timedOut = await expectError(await running, 504, /^the transcription request timed out after 1\.5 s/);
+    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, speechWav, strict.live.url), 503, /./);
+    const timedOut = await expectErrorResponse(await running, 504, /^the transcription request timed out after 1\.5 s/);
     expect(timedOut.type).toBe('timeout_error');
   });
 });

@@ -18,7 +18,7 @@ import type { KokoroModel } from '../src/models/kokoro.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { makeKokoroCheckpoint, TINY_KOKORO, type KokoroShape } from './helpers/kokoro-checkpoint.js';
 import { flacSamples } from './helpers/audio-fixtures.js';
-import { useAudioWorker } from './helpers/live-server.js';
+import { expectErrorResponse, useAudioWorker } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 
 const SHAPE: KokoroShape = { ...TINY_KOKORO, tokens: 43, bert: { ...TINY_KOKORO.bert, positions: 48 } };
@@ -54,13 +54,6 @@ const frames = (speech: Speech) => speech.durations.reduce((n, d) => n + d.reduc
 
 function post(body: unknown, url = lenient.live.url) {
   return fetch(`${url}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
-}
-
-async function expectError(res: Response, status: number, message: RegExp) {
-  expect(res.status).toBe(status);
-  const body = (await res.json()) as { error: { message: string; type: string } };
-  expect(body.error.message).toMatch(message);
-  return body.error;
 }
 
 describe('through the openai client', () => {
@@ -191,18 +184,18 @@ describe('long input', () => {
 
 describe('errors and limits', () => {
   it('answers 400 for missing or empty input, an unknown voice, an unsupported format and a speed out of range', async () => {
-    await expectError(await post({ voice: 'af_heart' }), 400, /^input is required$/);
-    await expectError(await post({ input: 'hi' }), 400, /^voice is required$/);
-    await expectError(await post({ input: '  ', voice: 'af_heart' }), 400, /^input must not be empty/);
-    await expectError(await post({ input: '... !', voice: 'af_heart' }), 400, /^input has nothing to speak/);
-    await expectError(await post({ input: 'x'.repeat(4097), voice: 'af_heart' }), 400, /^input is 4097 characters, past the 4096 character limit/);
-    await expectError(await post({ input: 'hi', voice: 'alloy' }), 400, /^voice "alloy" is not one of this model's voices: af_heart, bf_emma$/);
-    for (const format of ['opus', 'aac', 'ogg']) await expectError(await post({ input: 'hi', voice: 'af_heart', response_format: format }), 400, new RegExp(`^response_format "${format}" is not supported: this server encodes wav, pcm, flac, mp3$`));
-    for (const speed of [0.2, 4.5]) await expectError(await post({ input: 'hi', voice: 'af_heart', speed }), 400, /^speed must be between 0.25 and 4.0/);
-    await expectError(await post({ input: 'hi', voice: 'af_heart', speed: 'fast' }), 400, /^speed must be number$/);
-    await expectError(await post({ input: 'hi', voice: 'af_heart', stream_format: 'chunks' }), 400, /^stream_format must be one of: audio, sse$/);
-    await expectError(await post({ input: 'hi', voice: 'af_heart', seed: -1 }), 400, /^seed must be >= 0$/);
-    await expectError(await post('{"input": '), 400, /./);
+    await expectErrorResponse(await post({ voice: 'af_heart' }), 400, /^input is required$/);
+    await expectErrorResponse(await post({ input: 'hi' }), 400, /^voice is required$/);
+    await expectErrorResponse(await post({ input: '  ', voice: 'af_heart' }), 400, /^input must not be empty/);
+    await expectErrorResponse(await post({ input: '... !', voice: 'af_heart' }), 400, /^input has nothing to speak/);
+    await expectErrorResponse(await post({ input: 'x'.repeat(4097), voice: 'af_heart' }), 400, /^input is 4097 characters, past the 4096 character limit/);
+    await expectErrorResponse(await post({ input: 'hi', voice: 'alloy' }), 400, /^voice "alloy" is not one of this model's voices: af_heart, bf_emma$/);
+    for (const format of ['opus', 'aac', 'ogg']) await expectErrorResponse(await post({ input: 'hi', voice: 'af_heart', response_format: format }), 400, new RegExp(`^response_format "${format}" is not supported: this server encodes wav, pcm, flac, mp3$`));
+    for (const speed of [0.2, 4.5]) await expectErrorResponse(await post({ input: 'hi', voice: 'af_heart', speed }), 400, /^speed must be between 0.25 and 4.0/);
+    await expectErrorResponse(await post({ input: 'hi', voice: 'af_heart', speed: 'fast' }), 400, /^speed must be number$/);
+    await expectErrorResponse(await post({ input: 'hi', voice: 'af_heart', stream_format: 'chunks' }), 400, /^stream_format must be one of: audio, sse$/);
+    await expectErrorResponse(await post({ input: 'hi', voice: 'af_heart', seed: -1 }), 400, /^seed must be >= 0$/);
+    await expectErrorResponse(await post('{"input": '), 400, /./);
     // The openai client sees the same 400.
     const err = await lenient.live.openai.audio.speech.create({ model: 'kokoro', voice: 'nova', input: 'hi' }).catch((e: unknown) => e);
     expect((err as { status: number }).status).toBe(400);
@@ -215,8 +208,8 @@ describe('errors and limits', () => {
     const running = post({ input: long, voice: 'af_heart', response_format: 'wav' }, strict.live.url);
     for (let i = 0; strict.worker.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
     expect(strict.worker.pending).toBe(1);
-    await expectError(await post({ input: 'hi', voice: 'af_heart' }, strict.live.url), 503, /./);
-    const timedOut = await expectError(await running, 504, /^the speech request timed out after 1\.5 s/);
+    await expectErrorResponse(await post({ input: 'hi', voice: 'af_heart' }, strict.live.url), 503, /./);
+    const timedOut = await expectErrorResponse(await running, 504, /^the speech request timed out after 1\.5 s/);
     expect(timedOut.type).toBe('timeout_error');
   });
 });

@@ -132,6 +132,14 @@ async function serveAudioWorker(worker: JobWorker & { adapterDescription: string
   return live;
 }
 
+/** Asserts a fetch Response is an OpenAI error envelope with this status and a message matching `message`; returns the error. */
+export async function expectErrorResponse(res: Response, status: number, message: RegExp): Promise<{ message: string; type: string }> {
+  expect(res.status).toBe(status);
+  const body = (await res.json()) as { error: { message: string; type: string } };
+  expect(body.error.message).toMatch(message);
+  return body.error;
+}
+
 /** An audio worker and the audio-only server over it (serveAudioWorker). */
 export interface ServedWorker<W> {
   worker: W;
