@@ -22,9 +22,13 @@ export interface ServerProcess {
 }
 
 export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ServerProcess> {
+  // llvmpipe's thread pool at the server's own default, as a user's server runs: the suite's
+  // LP_NUM_THREADS (vitest.config.ts) is for the test workers' engines, and on the calling
+  // thread a dispatch would hold the server's event loop.
+  const { LP_NUM_THREADS: _suiteThreads, ...serverEnv } = env;
   const child = spawn(process.execPath, [...(process.env.SERVER_NODE_FLAGS ? process.env.SERVER_NODE_FLAGS.split(' ') : []), '--import', 'tsx', '--input-type=module', '-e', ENTRY, '--', '--host', '127.0.0.1', '--port', '0', ...args], {
     cwd: ROOT,
-    env,
+    env: serverEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
