@@ -117,7 +117,7 @@ export function decodeSlotFile(data: Buffer, layout: SlotLayout, types: { k: KvT
   // Every ring layer keeps the same last positions: the file's rings', or a window of its paged layers'.
   const ringTokens = Math.min(n, ...layersAt(layout.kv_layout, 'r').map((l) => (header.kv_layout[l] === 'r' ? r : window)));
   /** The last `rows` rows of the keys and values of the model's layers kept `where`. */
-  const last = (where: string, rows: number) => concat(layersAt(layout.kv_layout, where).flatMap((l) => {
+  const last = (where: string, rows: number) => Buffer.concat(layersAt(layout.kv_layout, where).flatMap((l) => {
     const { k, v } = planes.get(l)!;
     return [k.subarray(k.length - rows * rowValues * VALUE_BYTES[types.k]), v.subarray(v.length - rows * rowValues * VALUE_BYTES[types.v])];
   }));
@@ -140,12 +140,3 @@ function convert(src: Uint8Array, from: KvType, to: KvType): Uint8Array {
   return new Uint8Array(f16ToF32(new Uint16Array(src.slice().buffer)).buffer);
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-}

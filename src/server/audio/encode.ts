@@ -31,6 +31,7 @@ function pcm16(samples: Float32Array): Int16Array {
 
 const bytesOf = (a: Int16Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
+// Not Buffer.concat: lamejs's MP3 chunks are Int8Arrays, which it refuses.
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
