@@ -15,7 +15,7 @@ import { loadTranscriber, type TranscribeRequest } from '../src/engine/transcrib
 import { SAMPLE_RATE } from '../src/models/mel.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { flac, mp3, testSignal, wav, wavHeaderOnly } from './helpers/audio-fixtures.js';
-import { expectErrorResponse, useAudioWorker } from './helpers/live-server.js';
+import { expectErrorResponse, expectQueueFullThenTimeout, useAudioWorker } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 import { makeWhisperCheckpoint } from './helpers/whisper-checkpoint.js';
 
@@ -165,11 +165,7 @@ describe('errors and limits', () => {
   it('answers 503 when the queue is full and 504 past the timeout', async () => {
     // Five windows: past the timeout on any machine.
     const running = postForm('/v1/audio/transcriptions', {}, wav(testSignal(150), SAMPLE_RATE, '16'), strict.live.url);
-    for (let i = 0; strict.worker.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(strict.worker.pending).toBe(1);
-    await expectErrorResponse(await postForm('/v1/audio/transcriptions', {}, speechWav, strict.live.url), 503, /./);
-    const timedOut = await expectErrorResponse(await running, 504, /^the transcription request timed out after 1\.5 s/);
-    expect(timedOut.type).toBe('timeout_error');
+    await expectQueueFullThenTimeout(strict.worker, running, () => postForm('/v1/audio/transcriptions', {}, speechWav, strict.live.url), /^the transcription request timed out after 1\.5 s/);
   });
 });
 

@@ -18,7 +18,7 @@ import type { KokoroModel } from '../src/models/kokoro.js';
 import { decodeAudio } from '../src/server/audio/decode.js';
 import { makeKokoroCheckpoint, TINY_KOKORO, type KokoroShape } from './helpers/kokoro-checkpoint.js';
 import { flacSamples } from './helpers/audio-fixtures.js';
-import { expectErrorResponse, useAudioWorker } from './helpers/live-server.js';
+import { expectErrorResponse, expectQueueFullThenTimeout, useAudioWorker } from './helpers/live-server.js';
 import { readSse } from './helpers/sse.js';
 
 const SHAPE: KokoroShape = { ...TINY_KOKORO, tokens: 43, bert: { ...TINY_KOKORO.bert, positions: 48 } };
@@ -206,11 +206,7 @@ describe('errors and limits', () => {
     const long = 'The quick brown fox jumps over the lazy dog. '.repeat(91);
     expect(long.length).toBe(4095);
     const running = post({ input: long, voice: 'af_heart', response_format: 'wav' }, strict.live.url);
-    for (let i = 0; strict.worker.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(strict.worker.pending).toBe(1);
-    await expectErrorResponse(await post({ input: 'hi', voice: 'af_heart' }, strict.live.url), 503, /./);
-    const timedOut = await expectErrorResponse(await running, 504, /^the speech request timed out after 1\.5 s/);
-    expect(timedOut.type).toBe('timeout_error');
+    await expectQueueFullThenTimeout(strict.worker, running, () => post({ input: 'hi', voice: 'af_heart' }, strict.live.url), /^the speech request timed out after 1\.5 s/);
   });
 });
 

@@ -140,6 +140,19 @@ export async function expectErrorResponse(res: Response, status: number, message
   return body.error;
 }
 
+/**
+ * A worker with no queue, busy with `running` (one request past its timeout): the next
+ * request, `next()`, is refused with 503, and `running` ends with a 504 timeout_error whose
+ * message matches `timedOut`.
+ */
+export async function expectQueueFullThenTimeout(worker: { pending: number }, running: Promise<Response>, next: () => Promise<Response>, timedOut: RegExp): Promise<void> {
+  for (let i = 0; worker.pending === 0 && i < 500; i++) await new Promise((r) => setTimeout(r, 20));
+  expect(worker.pending).toBe(1);
+  await expectErrorResponse(await next(), 503, /./);
+  const error = await expectErrorResponse(await running, 504, timedOut);
+  expect(error.type).toBe('timeout_error');
+}
+
 /** An audio worker and the audio-only server over it (serveAudioWorker). */
 export interface ServedWorker<W> {
   worker: W;
