@@ -3,8 +3,9 @@
 // (Qwen3-Embedding) and by the mean of its tokens, on the 512-token stories tokenizer (both
 // sides are given the same token ids: the pooling is the point), and a BERT encoder
 // (bidirectional attention, LayerNorm, GELU, absolute positions, token types) pooled by mean
-// and by [CLS] as its sentence-transformers 1_Pooling config says. Several inputs of different lengths
-// run in one batched pass (sorted by length, packed) and come back in the caller's order.
+// and by [CLS] as its sentence-transformers 1_Pooling config says. Several inputs of
+// different lengths run in one batched pass (sorted by length, packed) and come back in the
+// caller's order.
 // Both sides compute in f32, in different summation orders and activation approximations
 // (llama.cpp's CPU GELU is the tanh form read from an f16 table; ours is erf GELU). Observed
 // (ORACLE_VERBOSE=file writes them): cosine > 0.999997 everywhere; max abs diff 6.0e-3

@@ -1,8 +1,8 @@
 // The embedding routes through the real server: a random-weight Qwen3 (on the 512-token
-// stories tokenizer: the routes are the point) served with --embeddings (the CLI in a child process) and the official openai client
-// (embeddings.create: float, base64 as the SDK decodes it, base64 raw, dimensions), raw
-// HTTP for the native routes, capabilities in /v1/models and /props, the generation
-// routes' 501, and every input error. The vectors are checked against the embedder run
+// stories tokenizer: the routes are the point) served with --embeddings (the CLI in a child
+// process) and the official openai client (embeddings.create: float, base64 as the SDK
+// decodes it, base64 raw, dimensions), raw HTTP for the native routes, capabilities in
+// /v1/models and /props, the generation routes' 501, and every input error. The vectors are checked against the embedder run
 // directly in this process on the same checkpoint. An in-process server covers the 501 of
 // a server without an embedding model, and the embedder's full queue (503) and timeout (504).
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
