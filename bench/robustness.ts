@@ -50,18 +50,18 @@ try {
       deadlineMs: 120_000,
       onProgress: (n) => n % 500 === 0 && console.log(`${n} requests, ${((Date.now() - started) / 1000).toFixed(0)} s`),
     });
-    await probe.stop();
+    const health = await probe.stop();
     const { outcomes, ...summary } = report;
     console.log(JSON.stringify({ ...summary, problems: report.problems.slice(0, 20) }, null, 1));
-    for (const stall of stallSuspects(probe, outcomes)) console.log(`/health waited ${stall.waitedMs} ms while in flight: ${stall.inFlight.join(' | ')}`);
+    for (const stall of stallSuspects(health, outcomes)) console.log(`/health waited ${stall.waitedMs} ms while in flight: ${stall.inFlight.join(' | ')}`);
     console.log(
       `fuzz: ${report.requests} requests in ${((Date.now() - started) / 1000).toFixed(0)} s; crashed: ${server.exited() ?? 'no'}; ` +
         `undocumented 5xx ${report.problems.filter((p) => p.problem === 'undocumented-5xx').length} ` +
         `(documented 5xx ${report.documented5xx}), ` +
         `hangs ${report.problems.filter((p) => p.problem === 'hang').length}, ` +
         `bad envelopes ${report.problems.filter((p) => p.problem === 'bad-envelope').length}; ` +
-        `/health probe: ${probe.samples.length} calls, max ${Math.max(...probe.samples).toFixed(0)} ms, ` +
-        `p99 ${percentile(probe.samples, 99).toFixed(0)} ms, failures ${probe.failures}`,
+        `/health probe: ${health.samples.length} calls, max ${Math.max(...health.samples).toFixed(0)} ms, ` +
+        `p99 ${percentile(health.samples, 99).toFixed(0)} ms, failures ${health.failures}`,
     );
   } else {
     const report = await soak(server, { clients: Number(values.clients), rounds: Number(values.rounds), seed: Number(values.seed) });

@@ -2,7 +2,7 @@
 // soak (bench/robustness.ts runs the long ones) against the real server process on
 // stories260k, and the input limits that keep its event loop free, each through HTTP.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fuzz, isDocumented, percentile, probeHealth, ROUTES, stallSuspects } from './helpers/fuzz.js';
+import { fuzz, isDocumented, probeHealth, ROUTES, stallSuspects } from './helpers/fuzz.js';
 import { Endpoint } from './helpers/live-server.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 import { soak } from './helpers/soak.js';
@@ -25,14 +25,14 @@ describe('input limits', () => {
     const started = performance.now();
     const res = await api.request('/v1/completions', { prompt: 'Once upon a time '.repeat(1_000_000), max_tokens: 4 });
     const ms = performance.now() - started;
-    await probe.stop();
+    const health = await probe.stop();
     expect(res.status).toBe(400);
     const body = (await res.json()) as { error: { code: string; message: string; n_ctx: number } };
     expect(body.error.code).toBe('context_length_exceeded');
     expect(body.error.message).toMatch(/request \(at least \d+ tokens\) exceeds the available context size \(\d+ tokens\)/);
     // Tokenizing 17 MB would take far longer than this bound; parsing the body does not.
     expect(ms).toBeLessThan(5_000);
-    expect(Math.max(...probe.samples)).toBeLessThan(2_000);
+    expect(Math.max(...health.samples)).toBeLessThan(2_000);
   });
 
   it('refuses a conversation with more messages than the context can hold', async () => {
@@ -70,8 +70,8 @@ describe('under abuse', () => {
   it('answers every fuzzed request in its envelope, never crashes, hangs or stalls /health', async () => {
     const probe = probeHealth(server.url);
     const report = await fuzz(server.url, { seed: 24, requests: 300, concurrency: 8, deadlineMs: 60_000 });
-    await probe.stop();
-    const stalls = stallSuspects(probe, report.outcomes);
+    const health = await probe.stop();
+    const stalls = stallSuspects(health, report.outcomes);
     expect(server.exited()).toBeUndefined();
     expect(report.problems, JSON.stringify(report.problems.slice(0, 5))).toEqual([]);
     // /detokenize's out-of-vocabulary 500 is the reference's answer, which the fuzzer takes
@@ -80,11 +80,12 @@ describe('under abuse', () => {
     const oov = await api.request('/detokenize', { tokens: [1, 4294967296] });
     expect(oov.status).toBe(500);
     expect(isDocumented(detokenize, oov.status, await oov.text())).toBe(true);
-    expect(probe.failures).toBe(0);
-    // The bound is 500 ms (bench/robustness.ts runs it long); on a CI machine shared with
-    // other jobs the single worst answer gets some slack.
-    expect(percentile(probe.samples, 99), JSON.stringify(stalls)).toBeLessThan(500);
-    expect(Math.max(...probe.samples), JSON.stringify(stalls)).toBeLessThan(1_500);
+    expect(health.failures).toBe(0);
+    // The bound is 500 ms (bench/robustness.ts runs it long, as a p99); on a CI machine
+    // shared with other jobs the single worst answer gets some slack.
+    const [worst, next] = [...health.samples].sort((a, b) => b - a);
+    expect(next, JSON.stringify(stalls)).toBeLessThan(500);
+    expect(worst, JSON.stringify(stalls)).toBeLessThan(1_500);
     // Every slot is free again afterwards.
     const slots = (await (await fetch(`${server.url}/slots`)).json()) as Array<{ state: string }>;
     expect(slots.every((s) => s.state === 'idle')).toBe(true);

@@ -223,6 +223,12 @@ describe('error paths', () => {
       status: 400,
       body: { error: { message: 'request body nests deeper than 128 levels', type: 'invalid_request_error', code: null } },
     });
+    // Brackets inside strings do not count; an escaped quote does not end a string, an
+    // escaped backslash before a quote does.
+    const inStrings = JSON.stringify({ messages: [{ role: 'user', content: `\\"${'['.repeat(300)}\\` }], max_tokens: 1, x: '{'.repeat(300) });
+    expect((await running!.post(`/v1/chat/completions`, inStrings)).status).toBe(200);
+    const afterBackslash = `{"messages":[{"role":"user","content":"hi\\\\"}],"max_tokens":1,"x":${nested(128)}}`;
+    expect((await running!.post(`/v1/chat/completions`, afterBackslash)).body.error.message).toBe('request body nests deeper than 128 levels');
     const metadata = await running!.post(`/v1/responses`, `{"input":"hi","metadata":${nested(20_000)}}`);
     expect(metadata.status).toBe(400);
     expect(metadata.body.error.message).toBe('request body nests deeper than 128 levels');

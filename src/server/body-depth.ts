@@ -17,15 +17,23 @@ const [OPEN_ARRAY, OPEN_OBJECT, CLOSE_ARRAY, CLOSE_OBJECT] = [0x5b, 0x7b, 0x5d, 
 /** Throws the 400 when the JSON text in `body` opens more than MAX_BODY_DEPTH brackets at once. */
 export function verifyBodyDepth(_req: IncomingMessage, _res: ServerResponse, body: Buffer): void {
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < body.length; i++) {
     const b = body[i]!;
-    if (inString) {
-      if (b === BACKSLASH) i++;
-      else if (b === QUOTE) inString = false;
-    } else if (b === QUOTE) inString = true;
+    if (b === QUOTE) i = stringEnd(body, i);
     else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
       if (++depth > MAX_BODY_DEPTH) throw badRequest(`request body nests deeper than ${MAX_BODY_DEPTH} levels`);
     } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) depth--;
+  }
+}
+
+/** The index of the quote that closes the string opened at `open` (the body's end if none). */
+function stringEnd(body: Buffer, open: number): number {
+  let at = open;
+  for (;;) {
+    at = body.indexOf(QUOTE, at + 1);
+    if (at < 0) return body.length;
+    let backslashes = 0;
+    while (body[at - 1 - backslashes] === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return at;
   }
 }

@@ -81,7 +81,10 @@ export async function tokenizeText(engine: Pick<Engine, 'tokenizer'> & { info: {
   const contextSize = engine.info.contextSize;
   const most = limit ?? contextSize - 1;
   if (maxTokenBytes !== undefined && text.length > most) {
-    const atLeast = Math.ceil(Buffer.byteLength(text, 'utf8') / maxTokenBytes);
+    // Every UTF-16 unit is at least one UTF-8 byte: a text refused on its length alone is
+    // not encoded (a rendered prompt would first be flattened) to count its bytes.
+    const fromLength = Math.ceil(text.length / maxTokenBytes);
+    const atLeast = fromLength > most ? fromLength : Math.ceil(Buffer.byteLength(text, 'utf8') / maxTokenBytes);
     if (atLeast > most) {
       if (limit === undefined) throw contextExceeded(`at least ${atLeast}`, atLeast, contextSize);
       throw badRequest(`the text has at least ${atLeast} tokens; at most ${limit} are taken (${limit / contextSize} context windows)`);

@@ -4,11 +4,12 @@
 // disconnects mid-generation). Every answer is checked for its status (5xx only 501 for a
 // documented route this server cannot serve, 503 for a full queue or a load, and the
 // answers the REST reference documents for a route, such as /detokenize's 500), its
-// envelope (Anthropic's on /v1/messages, OpenAI's elsewhere) and its time; a probe calls
-// GET /health every 100 ms throughout and records how long each answer took.
+// envelope (Anthropic's on /v1/messages, OpenAI's elsewhere) and its time; a probe on its
+// own thread calls GET /health every 100 ms throughout and records how long each answer took.
 // Deterministic for a seed; bounded: every request has a deadline.
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
+import { Worker } from 'node:worker_threads';
 import { rng } from './rng.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -387,41 +388,62 @@ function rawAbuse(url: URL, r: () => number, deadlineMs: number): Promise<Outcom
 
 // --- the run ---------------------------------------------------------------------------
 
-export interface HealthProbe {
+export interface HealthSamples {
   /** How long each call took, ms. */
   samples: number[];
-  /** performance.now() when each call was sent. */
+  /** performance.now() (this thread's clock) when each call was sent. */
   sentAt: number[];
   failures: number;
-  stop(): Promise<void>;
 }
 
-/** GET /health every `intervalMs` (the next one starts when the previous one answered). */
-export function probeHealth(base: string, intervalMs = 100): HealthProbe {
+// The probe's loop, on a thread of its own: what it times is the server's answer, not this
+// thread's event loop, which the fuzzer holds for tens of ms building each large body.
+const PROBE_THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { request } = require('node:http');
+const { host, port, intervalMs, deadlineMs } = workerData;
+const result = { samples: [], sentAt: [], failures: 0 };
+let running = true;
+parentPort.once('message', () => (running = false));
+const get = () => new Promise((resolve) => {
+  const req = request({ host, port, path: '/health' }, (res) => {
+    res.resume();
+    res.on('end', () => { clearTimeout(timer); resolve(res.statusCode); });
+  });
+  const timer = setTimeout(() => { req.destroy(); resolve(0); }, deadlineMs);
+  req.on('error', () => { clearTimeout(timer); resolve(0); });
+  req.end();
+});
+(async () => {
+  while (running) {
+    const started = performance.now();
+    const status = await get();
+    result.samples.push(performance.now() - started);
+    result.sentAt.push(performance.timeOrigin + started);
+    if (status !== 200 && status !== 503) result.failures++;
+    await new Promise((r) => setTimeout(r, Math.max(0, intervalMs - (performance.now() - started))));
+  }
+  parentPort.postMessage(result);
+})();
+`;
+
+/**
+ * GET /health every `intervalMs` (the next one starts when the previous one answered), from
+ * a worker thread; `stop` ends it and returns what it measured.
+ */
+export function probeHealth(base: string, intervalMs = 100): { stop(): Promise<HealthSamples> } {
   const url = new URL(base);
-  const samples: number[] = [];
-  const sentAt: number[] = [];
-  let failures = 0;
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const started = performance.now();
-      const res = await exchange(url, 'GET', '/health', undefined, {}, 10_000);
-      samples.push(performance.now() - started);
-      sentAt.push(started);
-      if (res === 'hang' || (res.status !== 200 && res.status !== 503)) failures++;
-      await sleep(Math.max(0, intervalMs - (performance.now() - started)));
-    }
-  })();
+  const worker = new Worker(PROBE_THREAD, { eval: true, workerData: { host: url.hostname, port: url.port, intervalMs, deadlineMs: 10_000 } });
+  const result = new Promise<HealthSamples>((resolve, reject) => {
+    worker.once('message', (r: HealthSamples) => resolve({ ...r, sentAt: r.sentAt.map((t) => t - performance.timeOrigin) }));
+    worker.once('error', reject);
+  });
   return {
-    samples,
-    sentAt,
-    get failures() {
-      return failures;
-    },
     async stop() {
-      running = false;
-      await loop;
+      worker.postMessage('stop');
+      const samples = await result;
+      await worker.terminate();
+      return samples;
     },
   };
 }
@@ -438,7 +460,7 @@ export interface FuzzReport {
 }
 
 /** For each probe answer slower than `ms`: the attempts that were in flight while it waited. */
-export function stallSuspects(probe: HealthProbe, outcomes: Outcome[], ms = 500): Array<{ waitedMs: number; inFlight: string[] }> {
+export function stallSuspects(probe: HealthSamples, outcomes: Outcome[], ms = 500): Array<{ waitedMs: number; inFlight: string[] }> {
   const out: Array<{ waitedMs: number; inFlight: string[] }> = [];
   probe.samples.forEach((waited, i) => {
     if (waited <= ms) return;
