@@ -1,8 +1,8 @@
 // The long robustness runs, against the real server as a child process:
 //   fuzz  N requests over every route (test/helpers/fuzz.ts) at concurrency 8, with a
-//         GET /health probe every 100 ms; reports crashes, undocumented 5xx (and the
-//         documented ones, such as /detokenize's 500), hangs, bad envelopes, and the probe's
-//         max and p99.
+//         GET /health probe every 100 ms from a thread of its own; reports crashes,
+//         undocumented 5xx (and the documented ones, such as /detokenize's 500), hangs,
+//         bad envelopes, and the probe's max and p99.
 //   soak  concurrent streaming clients with random aborts (test/helpers/soak.ts); reports
 //         idle slots, empty queue, unchanged greedy output and RSS growth.
 //
