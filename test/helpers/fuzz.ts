@@ -397,7 +397,7 @@ export interface HealthSamples {
 }
 
 // The probe's loop, on a thread of its own: what it times is the server's answer, not this
-// thread's event loop, which the fuzzer holds for tens of ms building each large body.
+// thread's event loop, which the fuzzer holds while it builds each large body.
 const PROBE_THREAD = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { request } = require('node:http');
